@@ -1,0 +1,331 @@
+// Package mem is an in-memory metastore.Store with the semantics of the etcd
+// backend: one global revision, CAS by revision, atomic txns, watches from a
+// revision, and TTL sessions on an injected clock, so that expiry is tested
+// without sleeping.
+//
+// Sessions are kept alive implicitly (there is no network to lose). To model
+// a lost keep-alive a test calls Suspend: the session then expires one TTL
+// later on the store's clock, or at once with Expire.
+package mem
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"iter"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/metastore"
+)
+
+// Options configures a Store. The zero value works.
+type Options struct {
+	// Clock drives session expiry. Nil means the wall clock.
+	Clock clock.Clock
+	// HistoryLimit is how many events are kept for watches from an old
+	// revision; older ones are compacted. 0 means 100,000.
+	HistoryLimit int
+}
+
+// Store is an in-memory metastore.Store. Create it with New.
+type Store struct {
+	clock   clock.Clock
+	limit   int
+	mu      sync.Mutex
+	rev     int64
+	kvs     map[string]metastore.KV
+	history []metastore.Event
+	// compactRev is the newest revision whose events were dropped.
+	compactRev int64
+	changed    chan struct{}
+	nextID     int64
+	sess       map[int64]*session
+}
+
+var _ metastore.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	if opts.HistoryLimit <= 0 {
+		opts.HistoryLimit = 100_000
+	}
+	return &Store{
+		clock:   clock.Or(opts.Clock),
+		limit:   opts.HistoryLimit,
+		kvs:     make(map[string]metastore.KV),
+		changed: make(chan struct{}),
+		sess:    make(map[int64]*session),
+	}
+}
+
+func clone(kv metastore.KV) metastore.KV {
+	kv.Value = bytes.Clone(kv.Value)
+	return kv
+}
+
+// Get implements metastore.Store.
+func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
+	if err := ctx.Err(); err != nil {
+		return metastore.KV{}, err
+	}
+	if err := metastore.ValidateKey(key); err != nil {
+		return metastore.KV{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kv, ok := s.kvs[key]
+	if !ok {
+		return metastore.KV{}, fmt.Errorf("metastore get %q: %w", key, metastore.ErrNotFound)
+	}
+	return clone(kv), nil
+}
+
+// List implements metastore.Store.
+func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []metastore.KV
+	for k, kv := range s.kvs {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, clone(kv))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, s.rev, nil
+}
+
+// Txn implements metastore.Store.
+func (s *Store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	for _, c := range t.If {
+		if err := metastore.ValidateKey(c.Key); err != nil {
+			return 0, err
+		}
+	}
+	for _, op := range t.Then {
+		if err := metastore.ValidateKey(op.Key); err != nil {
+			return 0, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range t.If {
+		cur := s.kvs[c.Key].Revision
+		if cur != c.Revision {
+			return 0, &metastore.ConflictError{Key: c.Key, Expected: c.Revision, Revision: cur}
+		}
+	}
+	for _, op := range t.Then {
+		if op.Session == nil || op.Delete {
+			continue
+		}
+		if ss, ok := s.sess[op.Session.ID()]; !ok || ss.ended {
+			return 0, fmt.Errorf("metastore txn put %q: session %d: %w", op.Key, op.Session.ID(), metastore.ErrSessionExpired)
+		}
+	}
+	if len(t.Then) == 0 {
+		return s.rev, nil
+	}
+	s.rev++
+	for _, op := range t.Then {
+		if op.Delete {
+			s.deleteLocked(op.Key)
+			continue
+		}
+		kv := metastore.KV{Key: op.Key, Value: bytes.Clone(op.Value), Revision: s.rev}
+		if kv.Value == nil {
+			kv.Value = []byte{}
+		}
+		if old, ok := s.kvs[op.Key]; ok {
+			kv.CreateRevision = old.CreateRevision
+		} else {
+			kv.CreateRevision = s.rev
+		}
+		if op.Session != nil {
+			kv.Session = op.Session.ID()
+		}
+		s.kvs[op.Key] = kv
+		s.record(metastore.Event{Type: metastore.EventPut, KV: clone(kv)})
+	}
+	s.notify()
+	return s.rev, nil
+}
+
+// deleteLocked deletes key at the current revision; s.mu is held.
+func (s *Store) deleteLocked(key string) {
+	if _, ok := s.kvs[key]; !ok {
+		return
+	}
+	delete(s.kvs, key)
+	s.record(metastore.Event{Type: metastore.EventDelete, KV: metastore.KV{Key: key, Revision: s.rev}})
+}
+
+func (s *Store) record(ev metastore.Event) {
+	s.history = append(s.history, ev)
+	if over := len(s.history) - s.limit; over > 0 {
+		s.compactRev = s.history[over-1].KV.Revision
+		s.history = append([]metastore.Event(nil), s.history[over:]...)
+	}
+}
+
+func (s *Store) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Watch implements metastore.Store.
+func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
+	return func(yield func(metastore.Event, error) bool) {
+		s.mu.Lock()
+		if from <= 0 {
+			from = s.rev + 1
+		}
+		s.mu.Unlock()
+		for {
+			s.mu.Lock()
+			if from <= s.compactRev {
+				s.mu.Unlock()
+				yield(metastore.Event{}, fmt.Errorf("metastore watch %q from %d: %w", prefix, from, metastore.ErrCompacted))
+				return
+			}
+			var batch []metastore.Event
+			i := sort.Search(len(s.history), func(i int) bool { return s.history[i].KV.Revision >= from })
+			for ; i < len(s.history); i++ {
+				ev := s.history[i]
+				if strings.HasPrefix(ev.KV.Key, prefix) {
+					batch = append(batch, clone2(ev))
+				}
+			}
+			wait := s.changed
+			rev := s.rev
+			s.mu.Unlock()
+			for _, ev := range batch {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+			from = rev + 1
+			select {
+			case <-ctx.Done():
+				yield(metastore.Event{}, ctx.Err())
+				return
+			case <-wait:
+			}
+		}
+	}
+}
+
+func clone2(ev metastore.Event) metastore.Event {
+	ev.KV = clone(ev.KV)
+	return ev
+}
+
+// Revision returns the store's current revision.
+func (s *Store) Revision() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
+type session struct {
+	s     *Store
+	id    int64
+	ttl   time.Duration
+	done  chan struct{}
+	ended bool
+	timer clock.Timer // pending expiry while suspended
+}
+
+var _ metastore.Session = (*session)(nil)
+
+// NewSession implements metastore.Store.
+func (s *Store) NewSession(ctx context.Context, ttl time.Duration) (metastore.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if ttl <= 0 {
+		return nil, fmt.Errorf("metastore: session TTL must be positive, got %v", ttl)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	ss := &session{s: s, id: s.nextID, ttl: ttl, done: make(chan struct{})}
+	s.sess[ss.id] = ss
+	return ss, nil
+}
+
+func (ss *session) ID() int64             { return ss.id }
+func (ss *session) TTL() time.Duration    { return ss.ttl }
+func (ss *session) Done() <-chan struct{} { return ss.done }
+
+func (ss *session) Close(ctx context.Context) error {
+	ss.s.end(ss.id)
+	return nil
+}
+
+// end expires session id: its bound keys are deleted at one new revision.
+func (s *Store) end(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, ok := s.sess[id]
+	if !ok || ss.ended {
+		return
+	}
+	ss.ended = true
+	if ss.timer != nil {
+		ss.timer.Stop()
+	}
+	close(ss.done)
+	var keys []string
+	for k, kv := range s.kvs {
+		if kv.Session == id {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) > 0 {
+		sort.Strings(keys)
+		s.rev++
+		for _, k := range keys {
+			s.deleteLocked(k)
+		}
+		s.notify()
+	}
+}
+
+// Suspend stops the session's keep-alives, as a partition from the store
+// would: unless resumed, it expires one TTL later on the store's clock.
+func (s *Store) Suspend(sess metastore.Session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, ok := s.sess[sess.ID()]
+	if !ok || ss.ended || ss.timer != nil {
+		return
+	}
+	id := ss.id
+	ss.timer = s.clock.AfterFunc(ss.ttl, func() { s.end(id) })
+}
+
+// Resume restarts the keep-alives of a suspended session that has not yet
+// expired.
+func (s *Store) Resume(sess metastore.Session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, ok := s.sess[sess.ID()]
+	if !ok || ss.ended || ss.timer == nil {
+		return
+	}
+	ss.timer.Stop()
+	ss.timer = nil
+}
+
+// Expire ends the session now, as if its TTL had run out.
+func (s *Store) Expire(sess metastore.Session) { s.end(sess.ID()) }

@@ -1,0 +1,200 @@
+package metastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+)
+
+// Sentinel errors, classified inside each backend.
+var (
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("metastore: not found")
+	// ErrConflict: a compare failed (a CAS was lost). Nothing was written.
+	// The error is a *ConflictError carrying the key's current revision.
+	ErrConflict = errors.New("metastore: conflict")
+	// ErrUnavailable: the store did not answer (timeout, lost leader,
+	// connection reset). The outcome is unknown: a write that returns it
+	// may or may not have applied.
+	ErrUnavailable = errors.New("metastore: unavailable")
+	// ErrSessionExpired: the session's TTL ran out (or it was closed); keys
+	// bound to it are gone and it cannot bind new ones.
+	ErrSessionExpired = errors.New("metastore: session expired")
+	// ErrInvalidKey: the key is empty or malformed; nothing was sent.
+	ErrInvalidKey = errors.New("metastore: invalid key")
+)
+
+// KV is one key's value and revisions. Revisions are positive and grow with
+// every write to the store; Revision is the revision of the key's last
+// modification and is what CAS compares.
+type KV struct {
+	Key            string
+	Value          []byte
+	Revision       int64 // revision of the last write of this key
+	CreateRevision int64 // revision at which the key was (last) created
+	Session        int64 // ID of the session the key is bound to, 0 if none
+}
+
+// Compare is a condition of a Txn: the key's current Revision equals
+// Revision, where 0 means "the key must not exist".
+type Compare struct {
+	Key      string
+	Revision int64
+}
+
+// Op is a write of a Txn: a put of Value at Key (bound to Session when it is
+// non-nil), or a delete when Delete is set.
+type Op struct {
+	Key     string
+	Value   []byte
+	Delete  bool
+	Session Session
+}
+
+// Txn is an atomic multi-key write: if every compare holds, every op is
+// applied at one new revision; otherwise nothing is applied.
+type Txn struct {
+	If   []Compare
+	Then []Op
+}
+
+// EventType says whether an event is a put or a delete.
+type EventType int
+
+const (
+	EventPut EventType = iota + 1
+	EventDelete
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventPut:
+		return "put"
+	case EventDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("EventType(%d)", int(t))
+}
+
+// Event is one change seen by Watch. For deletes, KV.Value is nil and
+// KV.Revision is the revision of the delete.
+type Event struct {
+	Type EventType
+	KV   KV
+}
+
+// Store is a durable compare-and-set key-value store: the metadata home of
+// chains, epochs, tenure and grants. Implementations are safe for concurrent
+// use.
+//
+// Errors: nil, ErrNotFound, ErrConflict (*ConflictError), ErrUnavailable,
+// ErrSessionExpired, ErrInvalidKey, or the context's error. A write that
+// returns anything but nil or ErrConflict has an unknown outcome.
+//
+// Byte slices passed in are not retained; returned ones belong to the caller.
+type Store interface {
+	// Get returns the key's value and revisions, or ErrNotFound.
+	Get(ctx context.Context, key string) (KV, error)
+
+	// List returns every key that starts with prefix, in key order, read at
+	// one revision, together with that revision.
+	List(ctx context.Context, prefix string) ([]KV, int64, error)
+
+	// Txn applies t atomically and returns the new revision. When a compare
+	// fails it returns a *ConflictError for the first failing compare and
+	// applies nothing. An Op bound to an expired session fails with
+	// ErrSessionExpired and applies nothing.
+	Txn(ctx context.Context, t Txn) (int64, error)
+
+	// Watch yields the changes to keys under prefix with revision ≥ from, in
+	// revision order, until ctx ends (then it yields ctx's error once) or
+	// the store fails. from = 0 means "changes after now". A backend that
+	// can no longer serve from (compacted history) yields an error matching
+	// ErrCompacted.
+	Watch(ctx context.Context, prefix string, from int64) iter.Seq2[Event, error]
+
+	// NewSession starts a session with the given TTL, kept alive in the
+	// background until Close or until keep-alives fail for a whole TTL.
+	NewSession(ctx context.Context, ttl time.Duration) (Session, error)
+}
+
+// ErrCompacted: a watch asked for history the store has discarded.
+var ErrCompacted = errors.New("metastore: revision compacted")
+
+// Session is a liveness lease. Keys written with Op.Session set vanish when
+// the session ends.
+type Session interface {
+	// ID is the backend's identifier of the session (an etcd lease ID).
+	ID() int64
+	// TTL is the session's time to live.
+	TTL() time.Duration
+	// Done is closed when the session has ended: expired, revoked, closed.
+	Done() <-chan struct{}
+	// Close revokes the session (its bound keys are deleted) and stops its
+	// keep-alives. Closing twice is a no-op.
+	Close(ctx context.Context) error
+}
+
+// ConflictError reports a lost compare. Revision is the key's current
+// revision (0 when the key does not exist).
+type ConflictError struct {
+	Key      string
+	Expected int64
+	Revision int64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("metastore: conflict on %q: expected revision %d, found %d", e.Key, e.Expected, e.Revision)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// Put writes value at key if the key's revision is expect (0: the key must
+// not exist), and returns the new revision.
+func Put(ctx context.Context, s Store, key string, value []byte, expect int64) (int64, error) {
+	return s.Txn(ctx, Txn{If: []Compare{{Key: key, Revision: expect}}, Then: []Op{{Key: key, Value: value}}})
+}
+
+// PutBound is Put with the key bound to sess: it vanishes when sess ends.
+func PutBound(ctx context.Context, s Store, sess Session, key string, value []byte, expect int64) (int64, error) {
+	return s.Txn(ctx, Txn{If: []Compare{{Key: key, Revision: expect}}, Then: []Op{{Key: key, Value: value, Session: sess}}})
+}
+
+// Delete deletes key if its revision is expect.
+func Delete(ctx context.Context, s Store, key string, expect int64) error {
+	_, err := s.Txn(ctx, Txn{If: []Compare{{Key: key, Revision: expect}}, Then: []Op{{Key: key, Delete: true}}})
+	return err
+}
+
+// Unavailable wraps cause so that it matches ErrUnavailable and keeps the
+// cause for errors.As. Backends use it to classify failures.
+func Unavailable(cause error) error {
+	return &classified{kind: ErrUnavailable, cause: cause}
+}
+
+type classified struct {
+	kind  error
+	cause error
+}
+
+func (c *classified) Error() string   { return c.kind.Error() + ": " + c.cause.Error() }
+func (c *classified) Unwrap() []error { return []error{c.kind, c.cause} }
+
+// ValidateKey checks a key: non-empty, at most 1024 bytes, no control
+// characters. Keys are otherwise opaque to the store.
+func ValidateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	if len(key) > 1024 {
+		return fmt.Errorf("%w: longer than 1024 bytes", ErrInvalidKey)
+	}
+	for _, r := range key {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: control character %U in %q", ErrInvalidKey, r, key)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+package objstore
+
+import (
+	"context"
+	"iter"
+)
+
+// All lists every object under prefix in key order, paging through
+// Bucket.List. Iteration stops at the first error, which is yielded once.
+func All(ctx context.Context, b Bucket, prefix string) iter.Seq2[ObjectInfo, error] {
+	return func(yield func(ObjectInfo, error) bool) {
+		after := ""
+		for {
+			page, err := b.List(ctx, prefix, after, 1000)
+			if err != nil {
+				yield(ObjectInfo{}, err)
+				return
+			}
+			if len(page) == 0 {
+				return
+			}
+			for _, o := range page {
+				if !yield(o, nil) {
+					return
+				}
+			}
+			after = page[len(page)-1].Key
+		}
+	}
+}
