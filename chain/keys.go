@@ -1,0 +1,93 @@
+package chain
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/objstore"
+)
+
+// Keys lays out slot objects in every bucket as
+// <prefix>/<star>/<epoch>/<slot>, numbers zero-padded to 20 digits so that
+// lexical order is numeric order. The zero value has no prefix.
+type Keys struct {
+	// Prefix is "" or a '/'-separated path of valid names.
+	Prefix string
+}
+
+// Validate checks the prefix: each segment a valid name.
+func (k Keys) Validate() error {
+	if k.Prefix == "" {
+		return nil
+	}
+	for seg := range strings.SplitSeq(k.Prefix, "/") {
+		if err := epoch.ValidateName("prefix", seg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (k Keys) base() string {
+	if k.Prefix == "" {
+		return ""
+	}
+	return k.Prefix + "/"
+}
+
+// Slot is the object key of a slot.
+func (k Keys) Slot(star string, ep, slot uint64) string {
+	return fmt.Sprintf("%s%s/%020d/%020d", k.base(), star, ep, slot)
+}
+
+// Epoch is the key prefix of every slot of an epoch (ends with '/').
+func (k Keys) Epoch(star string, ep uint64) string {
+	return fmt.Sprintf("%s%s/%020d/", k.base(), star, ep)
+}
+
+// ParseSlot returns the slot number of a key under Epoch(star, ep).
+func (k Keys) ParseSlot(star string, ep uint64, key string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(key, k.Epoch(star, ep))
+	if !ok || len(rest) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest, 10, 64)
+	return n, err == nil
+}
+
+// Zones resolves the bucket names recorded in an epoch to buckets.
+type Zones map[string]objstore.Bucket
+
+// NewZones indexes buckets by Name.
+func NewZones(buckets ...objstore.Bucket) Zones {
+	z := make(Zones, len(buckets))
+	for _, b := range buckets {
+		z[b.Name()] = b
+	}
+	return z
+}
+
+// Names returns the zones' bucket names in the given buckets' order.
+func Names(buckets ...objstore.Bucket) []string {
+	out := make([]string, len(buckets))
+	for i, b := range buckets {
+		out[i] = b.Name()
+	}
+	return out
+}
+
+// Resolve returns the buckets named, in order. A missing name is a
+// *epoch.ConfigError.
+func (z Zones) Resolve(names []string) ([]objstore.Bucket, error) {
+	out := make([]objstore.Bucket, len(names))
+	for i, n := range names {
+		b, ok := z[n]
+		if !ok || b == nil {
+			return nil, &epoch.ConfigError{Field: fmt.Sprintf("buckets[%d]", i), Value: fmt.Sprintf("%q", n), Reason: "no such zone"}
+		}
+		out[i] = b
+	}
+	return out, nil
+}

@@ -1,0 +1,402 @@
+package epoch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/metastore"
+)
+
+// Errors returned by the Minter.
+var (
+	// ErrNoRecord: the epoch has no record: it was never minted, or its
+	// number was burned by a crash between the counter and the record.
+	// Such an epoch is empty; nothing was ever written to it.
+	ErrNoRecord = errors.New("epoch: no such epoch record")
+	// ErrCutMismatch: a cut different from the published one was offered.
+	// Every fencer derives the same cut, so this is a programming error
+	// (or corruption) and is never retried. The error is a *CutMismatchError.
+	ErrCutMismatch = errors.New("epoch: cut differs from the published cut")
+	// ErrState: the record is not in a state that allows the transition.
+	// The error is a *StateError.
+	ErrState = errors.New("epoch: wrong state for transition")
+	// ErrCursorRegression: a cursor update would move a cursor backwards or
+	// break trimmed ≤ checkpoint ≤ cut. The error is a *CursorError.
+	ErrCursorRegression = errors.New("epoch: cursor regression")
+)
+
+// CutMismatchError reports a disagreeing cut.
+type CutMismatchError struct {
+	Star      string
+	Epoch     uint64
+	Published uint64
+	Offered   uint64
+}
+
+func (e *CutMismatchError) Error() string {
+	return fmt.Sprintf("epoch %s/%d: cut %d offered but cut %d is published", e.Star, e.Epoch, e.Offered, e.Published)
+}
+
+func (e *CutMismatchError) Unwrap() error { return ErrCutMismatch }
+
+// StateError reports a transition refused because of the record's state.
+type StateError struct {
+	Star  string
+	Epoch uint64
+	Have  State
+	Op    string
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("epoch %s/%d: cannot %s in state %s", e.Star, e.Epoch, e.Op, e.Have)
+}
+
+func (e *StateError) Unwrap() error { return ErrState }
+
+// CursorError reports a refused cursor update.
+type CursorError struct {
+	Star   string
+	Epoch  uint64
+	Cursor string
+	From   uint64
+	To     uint64
+	Reason string
+}
+
+func (e *CursorError) Error() string {
+	return fmt.Sprintf("epoch %s/%d: %s %d → %d: %s", e.Star, e.Epoch, e.Cursor, e.From, e.To, e.Reason)
+}
+
+func (e *CursorError) Unwrap() error { return ErrCursorRegression }
+
+// Options configures a Minter. The zero value works.
+type Options struct {
+	// Root prefixes every metastore key ("" or e.g. "prod/"). When not
+	// empty it must end with '/'.
+	Root string
+	// Writer is recorded in minted epochs as the minting process's
+	// identity (forensics only; never used for decisions).
+	Writer string
+	// Clock stamps mint, fence and settle times. Nil means the wall clock.
+	Clock clock.Clock
+	// Logger receives state transitions at debug level. Nil discards.
+	Logger *slog.Logger
+}
+
+// Minter mints epochs and is the only writer of epoch records: every
+// transition (open → fenced → settled) and every cursor update is a CAS on
+// the record. It is safe for concurrent use.
+type Minter struct {
+	store metastore.Store
+	root  string
+	opts  Options
+	clock clock.Clock
+	log   *slog.Logger
+}
+
+// NewMinter returns a Minter over store.
+func NewMinter(store metastore.Store, opts Options) (*Minter, error) {
+	if store == nil {
+		return nil, &ConfigError{Field: "store", Value: nil, Reason: "required"}
+	}
+	if opts.Root != "" && !strings.HasSuffix(opts.Root, "/") {
+		return nil, &ConfigError{Field: "Root", Value: fmt.Sprintf("%q", opts.Root), Reason: "must end with '/'"}
+	}
+	if err := metastore.ValidateKey(opts.Root + "x"); err != nil {
+		return nil, &ConfigError{Field: "Root", Value: fmt.Sprintf("%q", opts.Root), Reason: err.Error()}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Minter{store: store, root: opts.Root, opts: opts, clock: clock.Or(opts.Clock), log: log}, nil
+}
+
+// ChainKey is the metastore key of star's counter.
+func (m *Minter) ChainKey(star string) string { return m.root + "chains/" + star }
+
+// RecordKey is the metastore key of an epoch record. Epoch numbers are
+// zero-padded so that key order is numeric order.
+func (m *Minter) RecordKey(star string, epoch uint64) string {
+	return fmt.Sprintf("%schains/%s/%020d", m.root, star, epoch)
+}
+
+// Chain returns star's counter. A star that never minted has Next = 1 and
+// Revision = 0.
+func (m *Minter) Chain(ctx context.Context, star string) (*Chain, error) {
+	if err := ValidateName("star", star); err != nil {
+		return nil, err
+	}
+	key := m.ChainKey(star)
+	kv, err := m.store.Get(ctx, key)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return &Chain{Header: metastore.Header{Kind: chainKind, Format: chainFormat}, Star: star, Next: 1, Heads: map[string]uint64{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("epoch chain %s: %w", star, err)
+	}
+	var c Chain
+	if err := metastore.DecodeRecord(key, kv.Value, chainKind, chainFormat, &c); err != nil {
+		return nil, err
+	}
+	if c.Star != star || c.Next < 1 {
+		return nil, &metastore.RecordError{Key: key, Kind: chainKind, Reason: fmt.Sprintf("claims star %q next %d", c.Star, c.Next)}
+	}
+	if c.Heads == nil {
+		c.Heads = map[string]uint64{}
+	}
+	c.Revision = kv.Revision
+	return &c, nil
+}
+
+// Mint starts a new epoch of star with the given constants: it increments
+// the star's counter, moves the class head, and creates the open record, in
+// one compare-and-set transaction. Only a returned record may be written to.
+//
+// An error matching metastore.ErrUnavailable leaves the outcome unknown: the
+// epoch may have been minted. That is harmless: nobody holds it, and the
+// next fence of that epoch finds it empty. Call Mint again for a fresh one.
+func (m *Minter) Mint(ctx context.Context, star string, c Constants) (*Record, error) {
+	if err := ValidateName("star", star); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	skip := uint64(0) // numbers found taken although the counter says free
+	for {
+		ch, err := m.Chain(ctx, star)
+		if err != nil {
+			return nil, err
+		}
+		n := ch.Next + skip
+		rec := &Record{
+			Header:    metastore.Header{Kind: recordKind, Format: recordFormat},
+			Star:      star,
+			Epoch:     n,
+			Constants: c,
+			State:     StateOpen,
+			MintedAt:  m.clock.Now().UTC(),
+			Writer:    m.opts.Writer,
+		}
+		rec.Constants.Buckets = append([]string(nil), c.Buckets...)
+		next := *ch
+		next.Next = n + 1
+		next.Heads = make(map[string]uint64, len(ch.Heads)+1)
+		for k, v := range ch.Heads {
+			next.Heads[k] = v
+		}
+		next.Heads[c.Class] = n
+		cv, err := metastore.EncodeRecord(&next)
+		if err != nil {
+			return nil, err
+		}
+		rv, err := metastore.EncodeRecord(rec)
+		if err != nil {
+			return nil, err
+		}
+		rkey := m.RecordKey(star, n)
+		rev, err := m.store.Txn(ctx, metastore.Txn{
+			If:   []metastore.Compare{{Key: m.ChainKey(star), Revision: ch.Revision}, {Key: rkey, Revision: 0}},
+			Then: []metastore.Op{{Key: m.ChainKey(star), Value: cv}, {Key: rkey, Value: rv}},
+		})
+		var ce *metastore.ConflictError
+		switch {
+		case err == nil:
+			rec.Revision = rev
+			m.log.DebugContext(ctx, "epoch minted", "star", star, "epoch", n, "class", c.Class)
+			return rec, nil
+		case errors.As(err, &ce) && ce.Key == rkey:
+			// The counter lags a record that exists (restored or
+			// hand-edited metadata): never reuse a number.
+			skip++
+		case errors.As(err, &ce):
+			skip = 0 // another mint won the counter; read it again
+		default:
+			return nil, fmt.Errorf("epoch mint %s: %w", star, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Get reads an epoch record. It returns ErrNoRecord when the epoch was never
+// minted or its number was burned.
+func (m *Minter) Get(ctx context.Context, star string, epoch uint64) (*Record, error) {
+	if err := ValidateName("star", star); err != nil {
+		return nil, err
+	}
+	key := m.RecordKey(star, epoch)
+	kv, err := m.store.Get(ctx, key)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return nil, fmt.Errorf("epoch %s/%d: %w", star, epoch, ErrNoRecord)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("epoch get %s/%d: %w", star, epoch, err)
+	}
+	return decodeRecord(kv, star, epoch)
+}
+
+func decodeRecord(kv metastore.KV, star string, epoch uint64) (*Record, error) {
+	var r Record
+	if err := metastore.DecodeRecord(kv.Key, kv.Value, recordKind, recordFormat, &r); err != nil {
+		return nil, err
+	}
+	if err := r.check(kv.Key, star, epoch); err != nil {
+		return nil, err
+	}
+	r.Revision = kv.Revision
+	return &r, nil
+}
+
+// Epochs yields star's epoch records in epoch order. Burned numbers have no
+// record and are not yielded.
+func (m *Minter) Epochs(ctx context.Context, star string) iter.Seq2[*Record, error] {
+	return func(yield func(*Record, error) bool) {
+		if err := ValidateName("star", star); err != nil {
+			yield(nil, err)
+			return
+		}
+		prefix := m.ChainKey(star) + "/"
+		kvs, _, err := m.store.List(ctx, prefix)
+		if err != nil {
+			yield(nil, fmt.Errorf("epoch list %s: %w", star, err))
+			return
+		}
+		for _, kv := range kvs {
+			n, err := strconv.ParseUint(strings.TrimPrefix(kv.Key, prefix), 10, 64)
+			if err != nil {
+				if !yield(nil, &metastore.RecordError{Key: kv.Key, Kind: recordKind, Reason: "key is not an epoch number"}) {
+					return
+				}
+				continue
+			}
+			r, err := decodeRecord(kv, star, n)
+			if !yield(r, err) {
+				return
+			}
+		}
+	}
+}
+
+// Superseded reports whether r is below the head of its class: a newer epoch
+// of the same star and class has been minted. Heads are per class, so a
+// standard roll never supersedes an express epoch.
+func (m *Minter) Superseded(ctx context.Context, r *Record) (bool, error) {
+	ch, err := m.Chain(ctx, r.Star)
+	if err != nil {
+		return false, err
+	}
+	return r.Epoch < ch.Heads[r.Constants.Class], nil
+}
+
+// update applies f to the current record and writes the result by CAS,
+// retrying on conflicts with fresh reads. f returns (nil, nil) when nothing
+// needs writing.
+func (m *Minter) update(ctx context.Context, star string, epoch uint64, f func(r *Record) (*Record, error)) (*Record, error) {
+	for {
+		cur, err := m.Get(ctx, star, epoch)
+		if err != nil {
+			return nil, err
+		}
+		next, err := f(cur)
+		if err != nil || next == nil {
+			return cur, err
+		}
+		v, err := metastore.EncodeRecord(next)
+		if err != nil {
+			return nil, err
+		}
+		rev, err := metastore.Put(ctx, m.store, m.RecordKey(star, epoch), v, cur.Revision)
+		if errors.Is(err, metastore.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("epoch update %s/%d: %w", star, epoch, err)
+		}
+		next.Revision = rev
+		return next, nil
+	}
+}
+
+// Publish moves an open epoch to fenced with the given cut. Publishing the
+// cut that is already published succeeds and returns the record: racing
+// fencers compute the same cut, so this is a publication, not an
+// arbitration. A different cut is a *CutMismatchError, never retried.
+func (m *Minter) Publish(ctx context.Context, star string, epoch, cut uint64) (*Record, error) {
+	return m.update(ctx, star, epoch, func(r *Record) (*Record, error) {
+		if r.Fenced() {
+			if r.Cut != cut {
+				return nil, &CutMismatchError{Star: star, Epoch: epoch, Published: r.Cut, Offered: cut}
+			}
+			return nil, nil
+		}
+		if r.Cursors.Checkpoint > cut {
+			return nil, &CursorError{Star: star, Epoch: epoch, Cursor: "checkpoint", From: r.Cursors.Checkpoint, To: cut, Reason: "the checkpoint is past the offered cut"}
+		}
+		n := *r
+		n.State = StateFenced
+		n.Cut = cut
+		n.FencedAt = m.clock.Now().UTC()
+		m.log.DebugContext(ctx, "epoch fenced", "star", star, "epoch", epoch, "cut", cut)
+		return &n, nil
+	})
+}
+
+// MarkSettled moves a fenced epoch to settled and its checkpoint to the
+// cut. Settling a settled epoch is a no-op; an open epoch is a *StateError.
+func (m *Minter) MarkSettled(ctx context.Context, star string, epoch uint64) (*Record, error) {
+	return m.update(ctx, star, epoch, func(r *Record) (*Record, error) {
+		switch r.State {
+		case StateSettled:
+			return nil, nil
+		case StateOpen:
+			return nil, &StateError{Star: star, Epoch: epoch, Have: r.State, Op: "settle"}
+		}
+		n := *r
+		n.State = StateSettled
+		n.Cursors.Checkpoint = r.Cut
+		n.SettledAt = m.clock.Now().UTC()
+		m.log.DebugContext(ctx, "epoch settled", "star", star, "epoch", epoch, "cut", r.Cut)
+		return &n, nil
+	})
+}
+
+// Advance moves cursors forward to c. Every cursor must be ≥ its current
+// value; trimmed and rewritten may not pass the checkpoint, and once the
+// epoch is fenced the checkpoint may not pass the cut. A regression is a
+// *CursorError and nothing is written. Equal cursors are a no-op.
+func (m *Minter) Advance(ctx context.Context, star string, epoch uint64, c Cursors) (*Record, error) {
+	return m.update(ctx, star, epoch, func(r *Record) (*Record, error) {
+		old := r.Cursors
+		errf := func(name string, from, to uint64, reason string) error {
+			return &CursorError{Star: star, Epoch: epoch, Cursor: name, From: from, To: to, Reason: reason}
+		}
+		switch {
+		case c.Checkpoint < old.Checkpoint:
+			return nil, errf("checkpoint", old.Checkpoint, c.Checkpoint, "moves backwards")
+		case c.Trimmed < old.Trimmed:
+			return nil, errf("trimmed", old.Trimmed, c.Trimmed, "moves backwards")
+		case c.Rewritten < old.Rewritten:
+			return nil, errf("rewritten", old.Rewritten, c.Rewritten, "moves backwards")
+		case c.Trimmed > c.Checkpoint:
+			return nil, errf("trimmed", old.Trimmed, c.Trimmed, fmt.Sprintf("passes the checkpoint %d", c.Checkpoint))
+		case c.Rewritten > c.Checkpoint:
+			return nil, errf("rewritten", old.Rewritten, c.Rewritten, fmt.Sprintf("passes the checkpoint %d", c.Checkpoint))
+		case r.Fenced() && c.Checkpoint > r.Cut:
+			return nil, errf("checkpoint", old.Checkpoint, c.Checkpoint, fmt.Sprintf("passes the cut %d", r.Cut))
+		case c == old:
+			return nil, nil
+		}
+		n := *r
+		n.Cursors = c
+		return &n, nil
+	})
+}
