@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 
@@ -151,6 +152,12 @@ func (m *Minter) Chain(ctx context.Context, star string) (*Chain, error) {
 	if c.Heads == nil {
 		c.Heads = map[string]uint64{}
 	}
+	for class, head := range c.Heads {
+		// Every head was minted from the counter, so it lies below it.
+		if head >= c.Next {
+			return nil, &metastore.RecordError{Key: key, Kind: chainKind, Reason: fmt.Sprintf("head %d of class %q is not below next %d", head, class, c.Next)}
+		}
+	}
 	c.Revision = kv.Revision
 	return &c, nil
 }
@@ -169,13 +176,22 @@ func (m *Minter) Mint(ctx context.Context, star string, c Constants) (*Record, e
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	skip := uint64(0) // numbers found taken although the counter says free
+	// floor is the lowest number not yet taken by a record, found when the
+	// counter turned out to lag the records (restored or hand-edited
+	// metadata). The new epoch must be numbered above every existing one,
+	// not merely unused: numbers order a star's epochs.
+	floor := uint64(0)
 	for {
 		ch, err := m.Chain(ctx, star)
 		if err != nil {
 			return nil, err
 		}
-		n := ch.Next + skip
+		n := max(ch.Next, floor)
+		if n == math.MaxUint64 {
+			// Unreachable by minting; only a corrupt counter or record
+			// gets here. Refuse rather than wrap around.
+			return nil, &metastore.RecordError{Key: m.ChainKey(star), Kind: chainKind, Reason: "epoch numbers exhausted"}
+		}
 		rec := &Record{
 			Header:    metastore.Header{Kind: recordKind, Format: recordFormat},
 			Star:      star,
@@ -214,10 +230,19 @@ func (m *Minter) Mint(ctx context.Context, star string, c Constants) (*Record, e
 			return rec, nil
 		case errors.As(err, &ce) && ce.Key == rkey:
 			// The counter lags a record that exists (restored or
-			// hand-edited metadata): never reuse a number.
-			skip++
+			// hand-edited metadata): never reuse a number, and number
+			// the new epoch above every record.
+			last, err := m.lastRecorded(ctx, star)
+			if err != nil {
+				return nil, err
+			}
+			if last == math.MaxUint64 {
+				return nil, &metastore.RecordError{Key: m.RecordKey(star, last), Kind: recordKind, Reason: "epoch numbers exhausted"}
+			}
+			floor = max(floor, last+1, n+1)
+			m.log.WarnContext(ctx, "epoch counter lags its records", "star", star, "next", ch.Next, "last", last)
 		case errors.As(err, &ce):
-			skip = 0 // another mint won the counter; read it again
+			// Another mint won the counter; read it again.
 		default:
 			return nil, fmt.Errorf("epoch mint %s: %w", star, err)
 		}
@@ -225,6 +250,34 @@ func (m *Minter) Mint(ctx context.Context, star string, c Constants) (*Record, e
 			return nil, err
 		}
 	}
+}
+
+// lastRecorded returns the highest epoch number that has a record under
+// star's chain (0 if none). Keys that are not epoch numbers are ignored here;
+// Epochs reports them.
+func (m *Minter) lastRecorded(ctx context.Context, star string) (uint64, error) {
+	prefix := m.ChainKey(star) + "/"
+	kvs, _, err := m.store.List(ctx, prefix)
+	if err != nil {
+		return 0, fmt.Errorf("epoch mint %s: list records: %w", star, err)
+	}
+	var last uint64
+	for _, kv := range kvs {
+		if n, ok := m.epochOf(star, prefix, kv.Key); ok {
+			last = max(last, n)
+		}
+	}
+	return last, nil
+}
+
+// epochOf parses the epoch number of a record key; ok is false for a key
+// that is not exactly RecordKey(star, n).
+func (m *Minter) epochOf(star, prefix, key string) (uint64, bool) {
+	n, err := strconv.ParseUint(strings.TrimPrefix(key, prefix), 10, 64)
+	if err != nil || m.RecordKey(star, n) != key {
+		return 0, false
+	}
+	return n, true
 }
 
 // Get reads an epoch record. It returns ErrNoRecord when the epoch was never
@@ -271,8 +324,8 @@ func (m *Minter) Epochs(ctx context.Context, star string) iter.Seq2[*Record, err
 			return
 		}
 		for _, kv := range kvs {
-			n, err := strconv.ParseUint(strings.TrimPrefix(kv.Key, prefix), 10, 64)
-			if err != nil {
+			n, ok := m.epochOf(star, prefix, kv.Key)
+			if !ok {
 				if !yield(nil, &metastore.RecordError{Key: kv.Key, Kind: recordKind, Reason: "key is not an epoch number"}) {
 					return
 				}
@@ -299,7 +352,8 @@ func (m *Minter) Superseded(ctx context.Context, r *Record) (bool, error) {
 
 // update applies f to the current record and writes the result by CAS,
 // retrying on conflicts with fresh reads. f returns (nil, nil) when nothing
-// needs writing.
+// needs writing; the current record is returned then. On error the record
+// is nil.
 func (m *Minter) update(ctx context.Context, star string, epoch uint64, f func(r *Record) (*Record, error)) (*Record, error) {
 	for {
 		cur, err := m.Get(ctx, star, epoch)
@@ -307,8 +361,11 @@ func (m *Minter) update(ctx context.Context, star string, epoch uint64, f func(r
 			return nil, err
 		}
 		next, err := f(cur)
-		if err != nil || next == nil {
-			return cur, err
+		if err != nil {
+			return nil, err
+		}
+		if next == nil {
+			return cur, nil
 		}
 		v, err := metastore.EncodeRecord(next)
 		if err != nil {
@@ -329,7 +386,8 @@ func (m *Minter) update(ctx context.Context, star string, epoch uint64, f func(r
 // Publish moves an open epoch to fenced with the given cut. Publishing the
 // cut that is already published succeeds and returns the record: racing
 // fencers compute the same cut, so this is a publication, not an
-// arbitration. A different cut is a *CutMismatchError, never retried.
+// arbitration. A different cut is a *CutMismatchError, never retried; the
+// record is nil with any error.
 func (m *Minter) Publish(ctx context.Context, star string, epoch, cut uint64) (*Record, error) {
 	return m.update(ctx, star, epoch, func(r *Record) (*Record, error) {
 		if r.Fenced() {

@@ -147,8 +147,12 @@ func (r *Record) check(key, star string, epoch uint64) error {
 	switch {
 	case r.Star != star || r.Epoch != epoch:
 		return bad(fmt.Sprintf("claims %s/%d", r.Star, r.Epoch))
+	case r.Epoch == 0:
+		return bad("epoch numbers start at 1")
 	case r.State.rank() == 0:
 		return bad(fmt.Sprintf("unknown state %q", r.State))
+	case r.State == StateOpen && r.Cut != 0:
+		return bad(fmt.Sprintf("open but carries cut %d", r.Cut))
 	case r.Cursors.Trimmed > r.Cursors.Checkpoint || r.Cursors.Rewritten > r.Cursors.Checkpoint:
 		return bad("cursors out of order")
 	case r.Fenced() && r.Cursors.Checkpoint > r.Cut:

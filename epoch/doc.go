@@ -1,0 +1,111 @@
+// Package epoch mints a star's epochs and keeps their records.
+//
+// # What an epoch is
+//
+// A star (one writer identity) owns one chain: a sequence of epochs. An
+// epoch is one writer tenure on the chain. It is minted by a
+// compare-and-set increment of the star's counter in the metastore and is
+// never resumed: a writer start, a turnover after a halt and a
+// configuration change each mint a new one. Epoch numbers start at 1, grow
+// by one per mint, and compare only within one star.
+//
+// Each epoch carries Constants fixed at mint time (storage class, the
+// ordered bucket names of its K zones, the copy quorum W and the pipeline
+// window), a State and Cursors. Changing any constant means minting a new
+// epoch (a roll).
+//
+// # Minting
+//
+//	m, err := epoch.NewMinter(store, epoch.Options{Writer: "broker-7"})
+//	rec, err := m.Mint(ctx, "star-1", epoch.Constants{
+//		Class:   "standard",
+//		Buckets: []string{"zone-a", "zone-b", "zone-c"},
+//		W:       2,
+//		Window:  64,
+//	})
+//
+// Mint writes the counter and the open record in one transaction. Only a
+// returned record may be written to. Concurrent mints on one star get
+// distinct, consecutive numbers; a mint that loses the race reads the
+// counter again.
+//
+// An error matching metastore.ErrUnavailable from Mint leaves the outcome
+// unknown: the epoch may have been minted. That is harmless, because
+// nobody holds it and a later fence finds it empty; call Mint again for a
+// fresh number.
+//
+// # Burned numbers
+//
+// A number that the counter has passed but that has no record is burned:
+// the spec allows a crash between the counter increment and the record
+// creation (this package writes both in one transaction, but a chain may
+// hold numbers burned otherwise, or records an operator removed). Get returns ErrNoRecord for it, Epochs
+// skips it, and the next Mint continues past it: a number is never reused.
+// If the counter lags the records (restored or hand-edited metadata), Mint
+// numbers the new epoch above every existing record, so numbers keep
+// ordering the star's epochs.
+//
+// # Heads per class
+//
+// The counter keeps the newest epoch of each storage class (Chain.Heads).
+// An epoch below its class's head is superseded (Superseded): a newer
+// tenure of the same star and class exists. Heads are per class so that a
+// standard roll never supersedes an express epoch and the other way round.
+//
+// # States
+//
+// A record moves only forward, each step a compare-and-set on the record:
+//
+//	open ──Publish(cut)──▶ fenced ──MarkSettled──▶ settled
+//
+// The states mean:
+//
+//   - open: the writer may still write slots.
+//   - fenced: a fencer found the cut, the first dead slot. Slots [0, cut)
+//     are committed and nothing at or past the cut is ever acknowledged.
+//     Publish is a publication, not an arbitration: racing fencers compute
+//     the same cut, so publishing the published cut succeeds and returns
+//     the record. A different cut is a *CutMismatchError (ErrCutMismatch),
+//     a programming error or corruption, never retried.
+//   - settled: garbage past the cut is gone and coverage is restored;
+//     MarkSettled sets the checkpoint to the cut. Settling twice is a
+//     no-op; settling an open epoch is a *StateError (ErrState).
+//
+// # Cursors
+//
+// Cursors are slot positions that only advance: Checkpoint (every slot
+// below it is committed and covered by the host's index), Trimmed (flights
+// below it are deleted) and Rewritten (slots below it were rewritten by the
+// host elsewhere). Advance enforces trimmed ≤ checkpoint, rewritten ≤
+// checkpoint and, once fenced, checkpoint ≤ cut. A cursor moving backwards
+// or breaking an order is a *CursorError (ErrCursorRegression) and nothing
+// is written. Publish refuses a cut below the checkpoint the same way.
+//
+// # Errors
+//
+//   - ErrInvalidConfig (*ConfigError naming the field): a bad star id,
+//     class or bucket name (see ValidateName), W outside 1..K, K = 0,
+//     window < 1, duplicate buckets, a bad Options.Root. Nothing is
+//     written.
+//   - ErrNoRecord: never minted or burned.
+//   - ErrCutMismatch, ErrState, ErrCursorRegression: refused transitions;
+//     nothing is written.
+//   - metastore.ErrBadRecord (*metastore.RecordError naming the key): a
+//     stored counter or record that is corrupt, of another kind, of a newer
+//     format, claims another star or epoch, or breaks the cursor and state
+//     rules. Such a value is never acted upon and never overwritten.
+//   - metastore.ErrUnavailable: the store did not answer; the outcome of a
+//     write is unknown. Never read as "absent".
+//   - the context's error.
+//
+// # Metastore keys
+//
+// Under Options.Root:
+//
+//	chains/<star>                    counter: next number, head per class
+//	chains/<star>/<epoch, 20 digits> epoch record
+//
+// Both are versioned JSON (fields kind and format) that an operator can read
+// with etcdctl. Epoch numbers are zero-padded so that key order is numeric
+// order.
+package epoch
