@@ -1,13 +1,9 @@
-// Package mem is an in-memory objstore.Bucket: a map under a mutex. It
-// enforces create-only writes exactly as the real backends do and is what
-// unit tests and examples use. Wrap it with objstore/fault to inject errors,
-// outages and stragglers.
 package mem
 
 import (
 	"bytes"
 	"context"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,6 +15,12 @@ type Bucket struct {
 	name string
 	mu   sync.RWMutex
 	objs map[string][]byte
+	// sorted holds keys in order for List; it may still name deleted keys
+	// (List skips those) and lacks the keys in added until the next List
+	// merges them. This keeps Create O(1) and a List page O(log n + limit)
+	// while the bucket is not changing.
+	sorted []string
+	added  []string
 }
 
 var _ objstore.Bucket = (*Bucket)(nil)
@@ -51,10 +53,12 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 	if _, ok := b.objs[key]; ok {
 		return &objstore.OpError{Op: "create", Bucket: b.name, Key: key, Err: objstore.ErrExists}
 	}
-	b.objs[key] = bytes.Clone(data)
-	if b.objs[key] == nil {
-		b.objs[key] = []byte{}
+	d := bytes.Clone(data)
+	if d == nil {
+		d = []byte{}
 	}
+	b.objs[key] = d
+	b.added = append(b.added, key)
 	return nil
 }
 
@@ -89,8 +93,9 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 	if offset >= int64(len(d)) {
 		return []byte{}, nil
 	}
-	end := min(offset+length, int64(len(d)))
-	return bytes.Clone(d[offset:end]), nil
+	// offset+length may overflow; compare lengths instead.
+	n := min(length, int64(len(d))-offset)
+	return bytes.Clone(d[offset : offset+n]), nil
 }
 
 // Delete implements objstore.Bucket.
@@ -116,18 +121,74 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int)
 		limit = 1000
 	}
 	b.mu.RLock()
+	if !b.stale() {
+		defer b.mu.RUnlock()
+		return b.page(prefix, startAfter, limit), nil
+	}
+	b.mu.RUnlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.index()
+	return b.page(prefix, startAfter, limit), nil
+}
+
+// page reads one List page from the index; b.mu is held.
+func (b *Bucket) page(prefix, startAfter string, limit int) []objstore.ObjectInfo {
+	// The first candidate is the smallest key ≥ prefix and > startAfter.
+	i, _ := slices.BinarySearch(b.sorted, prefix)
+	if startAfter >= prefix {
+		j, found := slices.BinarySearch(b.sorted, startAfter)
+		if found {
+			j++
+		}
+		i = max(i, j)
+	}
 	var out []objstore.ObjectInfo
-	for k, d := range b.objs {
-		if strings.HasPrefix(k, prefix) && k > startAfter {
+	for _, k := range b.sorted[i:] {
+		if !strings.HasPrefix(k, prefix) || len(out) == limit {
+			break
+		}
+		if d, ok := b.objs[k]; ok {
 			out = append(out, objstore.ObjectInfo{Key: k, Size: int64(len(d))})
 		}
 	}
-	b.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	if len(out) > limit {
-		out = out[:limit]
+	return out
+}
+
+// stale reports whether the index must be rebuilt before a List; b.mu is
+// held.
+func (b *Bucket) stale() bool {
+	return len(b.added) > 0 || len(b.sorted) > 2*len(b.objs)+64
+}
+
+// index merges recently created keys into the sorted index and drops keys
+// that were deleted since; b.mu is held for writing.
+func (b *Bucket) index() {
+	if !b.stale() {
+		return
 	}
-	return out, nil
+	slices.Sort(b.added)
+	merged := make([]string, 0, len(b.objs))
+	i, j := 0, 0
+	for i < len(b.sorted) || j < len(b.added) {
+		var k string
+		switch {
+		case j == len(b.added) || (i < len(b.sorted) && b.sorted[i] < b.added[j]):
+			k = b.sorted[i]
+			i++
+		default:
+			k = b.added[j]
+			j++
+		}
+		if _, live := b.objs[k]; !live {
+			continue
+		}
+		if n := len(merged); n > 0 && merged[n-1] == k {
+			continue // deleted and created again
+		}
+		merged = append(merged, k)
+	}
+	b.sorted, b.added = merged, nil
 }
 
 // Len reports how many objects the bucket holds (a test aid).
