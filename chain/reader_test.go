@@ -1,0 +1,341 @@
+package chain_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/objstore"
+)
+
+// writeAll appends payloads [from, to) to rec with a fresh writer, closes
+// it, and returns its release point.
+func (e *env) writeAll(rec *epoch.Record, from, to int) uint64 {
+	e.t.Helper()
+	w := e.writer(rec, chain.WriterOptions{})
+	for i := from; i < to; i++ {
+		_, err := w.Append(context.Background(), payload(i))
+		require.NoError(e.t, err)
+	}
+	require.NoError(e.t, w.Close(context.Background()))
+	return w.Released()
+}
+
+func (e *env) publish(rec *epoch.Record, cut uint64) *epoch.Record {
+	e.t.Helper()
+	r, err := e.minter.Publish(context.Background(), rec.Star, rec.Epoch, cut)
+	require.NoError(e.t, err)
+	return r
+}
+
+// putFlight stores slot's flight carrying payload(i) in the given buckets.
+func (e *env) putFlight(rec *epoch.Record, slot uint64, i int, buckets ...int) {
+	e.t.Helper()
+	for _, b := range buckets {
+		e.put(b, rec, slot, chain.EncodeFlight(rec.Star, rec.Epoch, slot, payload(i)))
+	}
+}
+
+func requireFlights(t *testing.T, got []chain.Flight, want ...chain.Flight) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i := range want {
+		require.Equal(t, want[i].Position, got[i].Position, "flight %d", i)
+		require.Equal(t, string(want[i].Payload), string(got[i].Payload), "flight %d", i)
+	}
+}
+
+func flight(ep, slot uint64, i int) chain.Flight {
+	return chain.Flight{Position: chain.Position{Epoch: ep, Slot: slot}, Payload: payload(i)}
+}
+
+// The reader returns exactly the acknowledged payloads, once each, in
+// order, across a fenced epoch (with garbage past its cut), a burned epoch
+// number and an open epoch.
+func TestReaderAcrossEpochs(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+
+	// Epoch 1: slot 7 is dead; the writer halts there. Slot 8 may have
+	// landed (pipelined garbage past the cut).
+	e1 := e.mint(2, 4)
+	e.poison(0, e1, 7)
+	e.poison(1, e1, 7)
+	w := e.writer(e1, chain.WriterOptions{})
+	var acked []chain.Flight
+	for i := 0; ; i++ {
+		f, err := w.Submit(ctx, payload(i))
+		if err != nil {
+			require.ErrorIs(t, err, chain.ErrFenced)
+			break
+		}
+		if pos, err := f.Wait(ctx); err == nil {
+			acked = append(acked, chain.Flight{Position: pos, Payload: payload(i)})
+		}
+	}
+	require.NoError(t, w.Close(ctx))
+	require.Equal(t, uint64(7), w.Released())
+	e1 = e.publish(e1, w.Released())
+
+	// Epoch 2 is burned: its record is gone.
+	e2 := e.mint(2, 4)
+	_, err := e.store.Txn(ctx, metastore.Txn{Then: []metastore.Op{{Key: e.minter.RecordKey(star, e2.Epoch), Delete: true}}})
+	require.NoError(t, err)
+
+	// Epoch 3: open, 5 flights.
+	e3 := e.mint(2, 4)
+	require.Equal(t, uint64(5), e.writeAll(e3, 100, 105))
+	for i := range 5 {
+		acked = append(acked, flight(e3.Epoch, uint64(i), 100+i))
+	}
+
+	r := e.reader()
+	got, err := readAll(t, r, chain.Position{})
+	require.NoError(t, err)
+	requireFlights(t, got, acked...)
+
+	got, err = readAll(t, r, chain.Position{Epoch: e1.Epoch, Slot: 5})
+	require.NoError(t, err)
+	requireFlights(t, got, acked[5:]...)
+
+	got, err = readAll(t, r, chain.Position{Epoch: e2.Epoch, Slot: 3})
+	require.NoError(t, err)
+	requireFlights(t, got, acked[7:]...)
+
+	got, err = readAll(t, r, chain.Position{Epoch: e3.Epoch, Slot: 3})
+	require.NoError(t, err)
+	requireFlights(t, got, acked[10:]...)
+
+	got, err = readAll(t, r, chain.Position{Epoch: e3.Epoch + 1})
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	// Stopping early works.
+	n := 0
+	for _, err := range r.Flights(ctx, star, chain.Position{}) {
+		require.NoError(t, err)
+		n++
+		if n == 3 {
+			break
+		}
+	}
+	require.Equal(t, 3, n)
+}
+
+// The writer's release point is a valid cut: a successor publishes it and
+// reads exactly what was acknowledged.
+func TestReaderAfterPublishAtRelease(t *testing.T) {
+	e := newEnv(t, 3)
+	e1 := e.mint(2, 8)
+	cut := e.writeAll(e1, 0, 10)
+	e.publish(e1, cut)
+	e2 := e.mint(2, 8)
+	e.writeAll(e2, 10, 15)
+	got, err := readAll(t, e.reader(), chain.Position{})
+	require.NoError(t, err)
+	var want []chain.Flight
+	for i := range 10 {
+		want = append(want, flight(e1.Epoch, uint64(i), i))
+	}
+	for i := range 5 {
+		want = append(want, flight(e2.Epoch, uint64(i), 10+i))
+	}
+	requireFlights(t, got, want...)
+}
+
+// An open epoch yields its contiguous committed prefix and then stops: not
+// past a slot short of W copies, and not into later epochs.
+func TestReaderOpenEpochStopsAtPrefix(t *testing.T) {
+	e := newEnv(t, 3)
+	e1 := e.mint(2, 8)
+	e.writeAll(e1, 0, 2)
+	e.putFlight(e1, 2, 2, 1)       // one copy: not committed
+	e.putFlight(e1, 3, 3, 0, 1, 2) // committed, but after a hole
+	e2 := e.mint(2, 8)
+	e.writeAll(e2, 10, 12)
+
+	r := e.reader()
+	got, err := readAll(t, r, chain.Position{})
+	require.NoError(t, err)
+	requireFlights(t, got, flight(e1.Epoch, 0, 0), flight(e1.Epoch, 1, 1))
+
+	// Starting past the hole does not skip it.
+	got, err = readAll(t, r, chain.Position{Epoch: e1.Epoch, Slot: 3})
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	// The hole gets its second copy (a fencer's repair): the prefix grows.
+	e.putFlight(e1, 2, 2, 2)
+	got, err = readAll(t, r, chain.Position{Epoch: e1.Epoch, Slot: 1})
+	require.NoError(t, err)
+	requireFlights(t, got, flight(e1.Epoch, 1, 1), flight(e1.Epoch, 2, 2), flight(e1.Epoch, 3, 3))
+
+	// Once the epoch is fenced, the reader goes on to the next epoch.
+	e.publish(e1, 4)
+	got, err = readAll(t, r, chain.Position{Epoch: e1.Epoch, Slot: 3})
+	require.NoError(t, err)
+	requireFlights(t, got, flight(e1.Epoch, 3, 3), flight(e2.Epoch, 0, 10), flight(e2.Epoch, 1, 11))
+}
+
+// A flight is served from any bucket with a valid copy: down buckets,
+// absent, poisoned and checksum-corrupted copies are skipped.
+func TestReaderFallback(t *testing.T) {
+	for _, fenced := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fenced", false: "open"}[fenced], func(t *testing.T) {
+			e := newEnv(t, 3)
+			rec := e.mint(2, 8)
+			for s := range 6 {
+				e.putFlight(rec, uint64(s), s, 0, 1, 2)
+			}
+			// Slot 2: bucket a corrupt, bucket b down, bucket c valid.
+			// Slot 4: bucket a corrupt, b down.
+			corrupt := func(slot uint64, i int) {
+				data := chain.EncodeFlight(star, rec.Epoch, slot, payload(int(slot)))
+				data[len(data)-1] ^= 0xff
+				require.NoError(t, e.mems[i].Delete(context.Background(), e.key(rec, slot)))
+				e.put(i, rec, slot, data)
+			}
+			corrupt(2, 0)
+			corrupt(4, 0)
+			e.hooks[1].setRead(downRead)
+			if fenced {
+				e.publish(rec, 6)
+			}
+			// In the open epoch slots 2 and 4 still show two flight
+			// headers (a's header is intact, only its body is corrupt), so
+			// they count as committed; the data comes from c.
+			got, err := readAll(t, e.reader(), chain.Position{})
+			require.NoError(t, err)
+			var want []chain.Flight
+			for s := range 6 {
+				want = append(want, flight(rec.Epoch, uint64(s), s))
+			}
+			requireFlights(t, got, want...)
+		})
+	}
+}
+
+// A slot below a published cut that no bucket can serve is a typed error
+// naming the slot; iteration stops there.
+func TestReaderDataUnavailable(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 8)
+	for s := range 3 {
+		e.putFlight(rec, uint64(s), s, 0, 1, 2)
+	}
+	e.putFlight(rec, 3, 3, 1, 2)
+	e.putFlight(rec, 4, 4, 0, 1, 2)
+	bad := chain.EncodeFlight(star, rec.Epoch, 3, payload(3))
+	bad[40] ^= 1
+	e.put(0, rec, 3, bad)
+	e.hooks[1].setRead(func(ctx context.Context, key string, next func() ([]byte, error)) ([]byte, error) {
+		if slotOf(key) == 3 {
+			return nil, errZoneDown
+		}
+		return next()
+	})
+	require.NoError(t, e.mems[2].Delete(context.Background(), e.key(rec, 3)))
+	e.publish(rec, 5)
+
+	got, err := readAll(t, e.reader(), chain.Position{})
+	requireFlights(t, got, flight(rec.Epoch, 0, 0), flight(rec.Epoch, 1, 1), flight(rec.Epoch, 2, 2))
+	require.ErrorIs(t, err, chain.ErrDataUnavailable)
+	require.ErrorIs(t, err, chain.ErrCorrupt)
+	require.ErrorIs(t, err, objstore.ErrUnavailable)
+	var de *chain.DataUnavailableError
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, uint64(3), de.Slot)
+	require.Equal(t, rec.Epoch, de.Epoch)
+
+	_, err = e.reader().Read(context.Background(), star, chain.Position{Epoch: rec.Epoch, Slot: 3})
+	require.ErrorAs(t, err, &de)
+}
+
+func TestReaderTrimmed(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 8)
+	e.writeAll(rec, 0, 6)
+	e.publish(rec, 6)
+	_, err := e.minter.Advance(context.Background(), star, rec.Epoch, epoch.Cursors{Checkpoint: 4, Trimmed: 3, Rewritten: 3})
+	require.NoError(t, err)
+	for s := range 3 {
+		for _, b := range e.mems {
+			require.NoError(t, b.Delete(context.Background(), e.key(rec, uint64(s))))
+		}
+	}
+	r := e.reader()
+	got, err := readAll(t, r, chain.Position{})
+	require.NoError(t, err)
+	requireFlights(t, got, flight(rec.Epoch, 3, 3), flight(rec.Epoch, 4, 4), flight(rec.Epoch, 5, 5))
+	_, err = r.Read(context.Background(), star, chain.Position{Epoch: rec.Epoch, Slot: 1})
+	require.ErrorIs(t, err, chain.ErrTrimmed)
+}
+
+func TestRead(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	e1 := e.mint(2, 8)
+	e.writeAll(e1, 0, 4)
+	e.publish(e1, 3) // slot 3 is past the cut (garbage)
+	e2 := e.mint(2, 8)
+	e.writeAll(e2, 10, 13)
+	e.putFlight(e2, 4, 14, 0, 1, 2) // after a hole at slot 3
+	r := e.reader()
+
+	p, err := r.Read(ctx, star, chain.Position{Epoch: e1.Epoch, Slot: 2})
+	require.NoError(t, err)
+	require.Equal(t, payload(2), p)
+	_, err = r.Read(ctx, star, chain.Position{Epoch: e1.Epoch, Slot: 3})
+	require.ErrorIs(t, err, chain.ErrNotCommitted)
+
+	p, err = r.Read(ctx, star, chain.Position{Epoch: e2.Epoch, Slot: 1})
+	require.NoError(t, err)
+	require.Equal(t, payload(11), p)
+	_, err = r.Read(ctx, star, chain.Position{Epoch: e2.Epoch, Slot: 3})
+	require.ErrorIs(t, err, chain.ErrNotCommitted)
+	_, err = r.Read(ctx, star, chain.Position{Epoch: e2.Epoch, Slot: 4})
+	require.ErrorIs(t, err, chain.ErrNotCommitted, "a committed slot after a hole is not part of the chain")
+
+	_, err = r.Read(ctx, star, chain.Position{Epoch: 99, Slot: 0})
+	require.ErrorIs(t, err, chain.ErrNotCommitted)
+	require.ErrorIs(t, err, epoch.ErrNoRecord)
+
+	_, err = r.Read(ctx, "bad/star", chain.Position{Epoch: 1})
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	var failed error
+	for _, err := range r.Flights(ctx, "bad/star", chain.Position{}) {
+		failed = err
+	}
+	require.ErrorIs(t, failed, epoch.ErrInvalidConfig)
+}
+
+func TestReaderUnknownZone(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 8)
+	e.writeAll(rec, 0, 1)
+	r, err := chain.NewReader(e.minter, chain.NewZones(e.buckets[:2]...), chain.ReaderOptions{Keys: e.keys})
+	require.NoError(t, err)
+	_, err = readAll(t, r, chain.Position{})
+	var ce *epoch.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "buckets[2]", ce.Field)
+}
+
+func TestNewReaderValidation(t *testing.T) {
+	e := newEnv(t, 1)
+	var ce *epoch.ConfigError
+	_, err := chain.NewReader(nil, chain.NewZones(e.buckets...), chain.ReaderOptions{})
+	require.ErrorAs(t, err, &ce)
+	_, err = chain.NewReader(e.minter, nil, chain.ReaderOptions{})
+	require.ErrorAs(t, err, &ce)
+	_, err = chain.NewReader(e.minter, chain.Zones{"other": e.buckets[0]}, chain.ReaderOptions{})
+	require.ErrorAs(t, err, &ce)
+	_, err = chain.NewReader(e.minter, chain.NewZones(e.buckets...), chain.ReaderOptions{Keys: chain.Keys{Prefix: ".."}})
+	require.ErrorAs(t, err, &ce)
+	require.True(t, errors.Is(err, epoch.ErrInvalidConfig))
+}

@@ -1,0 +1,486 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/objstore"
+)
+
+// Default retry backoff bounds of a Writer.
+const (
+	DefaultMinBackoff = 10 * time.Millisecond
+	DefaultMaxBackoff = time.Second
+)
+
+// WriterOptions configures a Writer. The zero value works.
+type WriterOptions struct {
+	// Keys lays out slot objects; it must match what readers and fencers
+	// use.
+	Keys Keys
+	// Clock times retry backoff. Nil means the wall clock.
+	Clock clock.Clock
+	// Logger receives retries (debug) and halts (warn). Nil discards.
+	Logger *slog.Logger
+	// MinBackoff and MaxBackoff bound the jittered exponential backoff
+	// between retries of one bucket. Zero means DefaultMinBackoff and
+	// DefaultMaxBackoff.
+	MinBackoff, MaxBackoff time.Duration
+	// FirstSlot is the slot the first Submit takes (default 0).
+	FirstSlot uint64
+}
+
+func (o *WriterOptions) validate() error {
+	if err := o.Keys.Validate(); err != nil {
+		return err
+	}
+	if o.MinBackoff < 0 {
+		return &epoch.ConfigError{Field: "MinBackoff", Value: o.MinBackoff, Reason: "negative"}
+	}
+	if o.MaxBackoff < 0 {
+		return &epoch.ConfigError{Field: "MaxBackoff", Value: o.MaxBackoff, Reason: "negative"}
+	}
+	if o.MinBackoff == 0 {
+		o.MinBackoff = DefaultMinBackoff
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = max(DefaultMaxBackoff, o.MinBackoff)
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		return &epoch.ConfigError{Field: "MaxBackoff", Value: o.MaxBackoff, Reason: fmt.Sprintf("below MinBackoff %v", o.MinBackoff)}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Clock = clock.Or(o.Clock)
+	return nil
+}
+
+// WriterStats counts a writer's work. Request counts do not depend on the
+// machine, so they are what tests and benchmarks compare.
+type WriterStats struct {
+	// Submitted is the number of slots assigned.
+	Submitted uint64
+	// Released is the number of slots acknowledged.
+	Released uint64
+	// Creates is the number of Create requests sent (first tries and
+	// retries).
+	Creates uint64
+	// CreateRetries counts Creates sent again after an unknown outcome.
+	CreateRetries uint64
+	// ExistsReads counts reads of an object after Create returned ErrExists
+	// (including retried reads).
+	ExistsReads uint64
+	// ReadRetries counts those reads retried after an unreachable answer.
+	ReadRetries uint64
+	// Copies counts buckets confirmed to hold a slot's flight.
+	Copies uint64
+	// RepairCopies counts copies found already in place: a fencer's repair
+	// or an earlier attempt whose answer was lost.
+	RepairCopies uint64
+	// Poisons counts buckets found holding poison.
+	Poisons uint64
+	// Foreign counts buckets found holding an object that is neither.
+	Foreign uint64
+	// Skipped counts bucket attempts not made because the slot was decided
+	// (or the bucket's bound of in-flight requests was reached) first.
+	Skipped uint64
+}
+
+type writerStats struct {
+	submitted, released, creates, createRetries, existsReads, readRetries atomic.Uint64
+	copies, repairCopies, poisons, foreign, skipped                       atomic.Uint64
+}
+
+// Writer appends flights to the slots of one open epoch. It writes each
+// slot's flight to all K buckets in parallel, counts a slot committed at W
+// copies and dead at B = K−W+1 poisons, pipelines up to the epoch's window
+// of slots past the release point, and acknowledges strictly in slot order.
+// A dead slot halts the writer for good: see ErrFenced.
+//
+// A Writer is safe for concurrent use. Every Writer must end with Close or
+// Abort, which wait for its goroutines to exit.
+type Writer struct {
+	rec     *epoch.Record
+	buckets []objstore.Bucket
+	opts    WriterOptions
+	clock   clock.Clock
+	log     *slog.Logger
+
+	star      string
+	epoch     uint64
+	k, w, b   int32
+	window    uint64
+	keyPrefix string // Keys.Epoch(star, epoch)
+	seed      uint64
+
+	ctx    context.Context // cancelled by Abort: stops every request
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // one per running bucket worker
+
+	// sem holds one token per assigned slot not yet released, so that
+	// next − released ≤ window.
+	sem chan struct{}
+	// inflight bounds each bucket's requests in flight, so that a hung
+	// bucket cannot pile up requests from slots decided without it.
+	inflight []chan struct{}
+
+	released atomic.Uint64 // mirror of relNext for lock-free readers
+	halt     atomic.Uint64 // halt slot, or ^0 while not halted
+
+	mu        sync.Mutex
+	next      uint64    // next slot to assign
+	relNext   uint64    // release point: first slot not yet released
+	ring      []*Future // ring[s%window] for slots in [relNext, next)
+	halted    bool
+	haltErr   error
+	haltedCh  chan struct{}
+	closed    bool
+	closingCh chan struct{}
+	aborted   bool
+	drained   chan struct{} // closed once every worker has exited, after close
+
+	stats writerStats
+}
+
+const notHalted = ^uint64(0)
+
+// NewWriter returns a Writer for the open epoch rec. buckets are the
+// epoch's buckets in rec.Constants.Buckets order (their Names must match).
+// An epoch that is not open is an *epoch.StateError; mismatched buckets or
+// bad options are an *epoch.ConfigError naming the field.
+func NewWriter(rec *epoch.Record, buckets []objstore.Bucket, opts WriterOptions) (*Writer, error) {
+	if rec == nil {
+		return nil, &epoch.ConfigError{Field: "rec", Value: nil, Reason: "required"}
+	}
+	if err := epoch.ValidateName("star", rec.Star); err != nil {
+		return nil, err
+	}
+	if err := rec.Constants.Validate(); err != nil {
+		return nil, err
+	}
+	if rec.State != epoch.StateOpen {
+		return nil, &epoch.StateError{Star: rec.Star, Epoch: rec.Epoch, Have: rec.State, Op: "write"}
+	}
+	c := rec.Constants
+	if len(buckets) != c.K() {
+		return nil, &epoch.ConfigError{Field: "buckets", Value: len(buckets), Reason: fmt.Sprintf("the epoch has K=%d buckets", c.K())}
+	}
+	for i, b := range buckets {
+		if b == nil {
+			return nil, &epoch.ConfigError{Field: fmt.Sprintf("buckets[%d]", i), Value: nil, Reason: "nil bucket"}
+		}
+		if b.Name() != c.Buckets[i] {
+			return nil, &epoch.ConfigError{Field: fmt.Sprintf("buckets[%d]", i), Value: fmt.Sprintf("%q", b.Name()), Reason: fmt.Sprintf("the epoch records %q at this position", c.Buckets[i])}
+		}
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if err := objstore.ValidateKey(opts.Keys.Slot(rec.Star, rec.Epoch, opts.FirstSlot)); err != nil {
+		return nil, &epoch.ConfigError{Field: "Keys", Value: fmt.Sprintf("%q", opts.Keys.Prefix), Reason: err.Error()}
+	}
+	if opts.FirstSlot > notHalted-uint64(c.Window)-1 {
+		return nil, &epoch.ConfigError{Field: "FirstSlot", Value: opts.FirstSlot, Reason: "too close to the end of the slot space"}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", rec.Star, rec.Epoch)
+	w := &Writer{
+		rec:       rec,
+		buckets:   append([]objstore.Bucket(nil), buckets...),
+		opts:      opts,
+		clock:     opts.Clock,
+		log:       opts.Logger.With("star", rec.Star, "epoch", rec.Epoch),
+		star:      rec.Star,
+		epoch:     rec.Epoch,
+		k:         int32(c.K()),
+		w:         int32(c.W),
+		b:         int32(c.B()),
+		window:    uint64(c.Window),
+		keyPrefix: opts.Keys.Epoch(rec.Star, rec.Epoch),
+		seed:      h.Sum64(),
+		ctx:       ctx,
+		cancel:    cancel,
+		sem:       make(chan struct{}, c.Window),
+		inflight:  make([]chan struct{}, c.K()),
+		next:      opts.FirstSlot,
+		relNext:   opts.FirstSlot,
+		ring:      make([]*Future, c.Window),
+		haltedCh:  make(chan struct{}),
+		closingCh: make(chan struct{}),
+	}
+	for i := range w.inflight {
+		w.inflight[i] = make(chan struct{}, 2*c.Window)
+	}
+	w.released.Store(opts.FirstSlot)
+	w.halt.Store(notHalted)
+	return w, nil
+}
+
+// Record returns the epoch record the writer was made for.
+func (w *Writer) Record() *epoch.Record { return w.rec }
+
+// Released returns the release point: every slot below it is acknowledged,
+// and it is the first slot that is not.
+func (w *Writer) Released() uint64 { return w.released.Load() }
+
+// Halted is closed when the writer halts: a slot turned out dead (ErrFenced)
+// or undecidable (ErrUndecidable). See Err.
+func (w *Writer) Halted() <-chan struct{} { return w.haltedCh }
+
+// Err returns nil until the writer halts, then the halt error: a
+// *FencedError naming the lowest dead slot known (errors.Is ErrFenced), or
+// an *UndecidableError. While slots below the halt point are still being
+// decided, a lower dead slot can still be found and the error moves down to
+// it; once Close returns nil, Err is final.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.haltErr
+}
+
+// Stats returns a snapshot of the writer's counters.
+func (w *Writer) Stats() WriterStats {
+	s := &w.stats
+	return WriterStats{
+		Submitted:     s.submitted.Load(),
+		Released:      s.released.Load(),
+		Creates:       s.creates.Load(),
+		CreateRetries: s.createRetries.Load(),
+		ExistsReads:   s.existsReads.Load(),
+		ReadRetries:   s.readRetries.Load(),
+		Copies:        s.copies.Load(),
+		RepairCopies:  s.repairCopies.Load(),
+		Poisons:       s.poisons.Load(),
+		Foreign:       s.foreign.Load(),
+		Skipped:       s.skipped.Load(),
+	}
+}
+
+// Append submits payload and waits for its acknowledgement: Submit, then
+// Future.Wait. If ctx ends while waiting, the slot keeps going (it may
+// still be acknowledged) and Append returns ctx's error.
+func (w *Writer) Append(ctx context.Context, payload []byte) (Position, error) {
+	f, err := w.Submit(ctx, payload)
+	if err != nil {
+		return Position{}, err
+	}
+	return f.Wait(ctx)
+}
+
+// Submit assigns payload the next slot and starts writing it. It blocks
+// while the window is full (window slots assigned past the release point)
+// until a slot is released, ctx ends, or the writer halts or closes.
+//
+// The payload is encoded into the slot's flight before Submit returns; the
+// writer keeps that flight, with the payload, until the slot is decided
+// (Future.Payload returns it). Treat payload as owned by the writer until
+// the future is done.
+//
+// Submit fails at once with the halt error (errors.Is ErrFenced) once the
+// writer has halted, with ErrClosed after Close or Abort, and with a
+// *PayloadError for a payload over MaxPayload; nothing is assigned then.
+func (w *Writer) Submit(ctx context.Context, payload []byte) (*Future, error) {
+	if len(payload) > MaxPayload {
+		return nil, &PayloadError{Size: len(payload)}
+	}
+	if err := w.refusal(); err != nil {
+		return nil, err
+	}
+	select {
+	case w.sem <- struct{}{}:
+	default:
+		select {
+		case w.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-w.haltedCh:
+			return nil, w.refusal()
+		case <-w.closingCh:
+			return nil, w.refusal()
+		}
+	}
+	f := &Future{w: w, done: make(chan struct{})}
+	w.mu.Lock()
+	if err := w.refusalLocked(); err != nil {
+		w.mu.Unlock()
+		<-w.sem
+		return nil, err
+	}
+	f.slot = w.next
+	w.next++
+	w.ring[f.slot%w.window] = f
+	w.wg.Add(int(w.k))
+	w.mu.Unlock()
+	w.stats.submitted.Add(1)
+
+	f.key = w.slotKey(f.slot)
+	f.data = EncodeFlight(w.star, w.epoch, f.slot, payload)
+	for i := range w.buckets {
+		go w.runBucket(f, i)
+	}
+	return f, nil
+}
+
+func (w *Writer) refusal() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.refusalLocked()
+}
+
+func (w *Writer) refusalLocked() error {
+	switch {
+	case w.halted:
+		return w.haltErr
+	case w.closed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// slotKey is Keys.Slot with the epoch part computed once.
+func (w *Writer) slotKey(slot uint64) string {
+	var buf [20]byte
+	d := strconv.AppendUint(buf[:0], slot, 10)
+	var pad [20]byte
+	for i := range pad {
+		pad[i] = '0'
+	}
+	copy(pad[20-len(d):], d)
+	return w.keyPrefix + string(pad[:])
+}
+
+// onCommit releases every committed slot from the release point up, in
+// order, stopping at the first one not committed or at the halt point.
+func (w *Writer) onCommit() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.aborted {
+		return
+	}
+	haltAt := w.halt.Load()
+	for w.relNext < w.next && w.relNext < haltAt {
+		i := w.relNext % w.window
+		f := w.ring[i]
+		if f == nil || f.state.Load() != slotCommitted {
+			break
+		}
+		w.ring[i] = nil
+		w.relNext++
+		w.released.Store(w.relNext)
+		w.stats.released.Add(1)
+		f.resolve(Position{Epoch: w.epoch, Slot: f.slot}, nil)
+		<-w.sem
+	}
+}
+
+// haltAt makes slot s the halt point if it is below the current one: every
+// unresolved future at or past s fails with err and undecided slots there
+// stop. w.mu is held.
+func (w *Writer) haltAtLocked(s uint64, err error) {
+	if w.halted && s >= w.halt.Load() {
+		return
+	}
+	old := w.halt.Load()
+	w.halt.Store(s)
+	w.haltErr = err
+	if !w.halted {
+		w.halted = true
+		close(w.haltedCh)
+	}
+	w.log.Warn("writer halted", "slot", s, "err", err)
+	if w.aborted {
+		return
+	}
+	for slot := s; slot < w.next && slot < old; slot++ {
+		i := slot % w.window
+		f := w.ring[i]
+		if f == nil {
+			continue
+		}
+		w.ring[i] = nil
+		f.decide(slotAbandoned)
+		f.resolve(Position{}, err)
+	}
+}
+
+func (w *Writer) onDead(f *Future) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.haltAtLocked(f.slot, &FencedError{Star: w.star, Epoch: w.epoch, Slot: f.slot})
+}
+
+func (w *Writer) onUndecidable(f *Future) {
+	err := &UndecidableError{
+		Star: w.star, Epoch: w.epoch, Slot: f.slot,
+		Copies: int(f.copies.Load()), Poisons: int(f.poisons.Load()),
+		Objects: f.foreignErrs(),
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.haltAtLocked(f.slot, err)
+}
+
+// Close stops accepting appends and waits until every assigned slot is
+// decided and every goroutine of the writer has exited (including the
+// background attempts of buckets that a decided slot no longer needed). If
+// ctx ends first, Close returns ctx's error and the writer keeps working:
+// call Close again or Abort. Close after Close or Abort waits the same way.
+func (w *Writer) Close(ctx context.Context) error {
+	drained := w.shut(false)
+	select {
+	case <-drained:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Abort stops the writer now: it cancels retries and requests in flight,
+// fails every unresolved future with an *AbortedError (errors.Is
+// ErrAborted), and waits for every goroutine to exit. An aborted slot may or
+// may not end up in the chain; only a fence of the epoch decides. Abort is
+// idempotent and may follow Close.
+func (w *Writer) Abort() {
+	drained := w.shut(true)
+	w.cancel()
+	<-drained
+}
+
+func (w *Writer) shut(abort bool) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.closed = true
+		close(w.closingCh)
+		w.drained = make(chan struct{})
+		go func() {
+			w.wg.Wait()
+			w.cancel()
+			close(w.drained)
+		}()
+	}
+	if abort && !w.aborted {
+		w.aborted = true
+		for slot := w.relNext; slot < w.next; slot++ {
+			i := slot % w.window
+			f := w.ring[i]
+			if f == nil {
+				continue
+			}
+			w.ring[i] = nil
+			f.decide(slotAbandoned)
+			f.resolve(Position{}, &AbortedError{Star: w.star, Epoch: w.epoch, Slot: slot})
+		}
+	}
+	return w.drained
+}

@@ -1,0 +1,204 @@
+package chain
+
+import (
+	"errors"
+	"time"
+
+	"github.com/cutline/cutline/objstore"
+)
+
+// vote is one bucket's final answer for a slot.
+type vote int
+
+const (
+	voteNone    vote = iota // no answer yet (or the slot no longer needs one)
+	voteCopy                // the bucket holds the writer's flight
+	votePoison              // the bucket holds poison
+	voteNeither             // the bucket holds an object that is neither
+)
+
+func headerLen(star string) int { return fixedLen + len(star) }
+
+// runBucket writes f's flight to bucket i until the bucket's answer is
+// known, the slot is decided without it, or the writer is aborted. A Create
+// whose outcome is unknown is retried with backoff; a Create that finds an
+// object (ErrExists) reads it, which also settles "my earlier attempt
+// landed but its answer was lost".
+func (w *Writer) runBucket(f *Future, i int) {
+	defer w.wg.Done()
+	b := w.buckets[i]
+	for attempt := 0; ; attempt++ {
+		// The first attempt is made even when the slot was decided by
+		// faster buckets: every bucket should get its copy. Only retries
+		// stop once the slot is decided, and nothing is sent for a slot
+		// abandoned above a halt point or by Abort.
+		if st := f.state.Load(); st == slotAbandoned || w.ctx.Err() != nil || (attempt > 0 && st != slotPending) {
+			if attempt == 0 {
+				w.stats.skipped.Add(1)
+			}
+			return
+		}
+		if !w.acquire(f, i) {
+			w.stats.skipped.Add(1)
+			return
+		}
+		w.stats.creates.Add(1)
+		if attempt > 0 {
+			w.stats.createRetries.Add(1)
+		}
+		err := b.Create(w.ctx, f.key, f.data)
+		<-w.inflight[i]
+		switch {
+		case err == nil:
+			w.stats.copies.Add(1)
+			w.vote(f, voteCopy, nil)
+			return
+		case errors.Is(err, objstore.ErrExists):
+			v, cause := w.readExisting(f, i)
+			if v != voteNone {
+				w.vote(f, v, cause)
+				return
+			}
+			// The object vanished (or the slot no longer needs this
+			// bucket): go round and create again if still needed.
+		default:
+			if w.ctx.Err() != nil {
+				return
+			}
+			if f.pending() {
+				w.log.Debug("create failed; retrying", "bucket", b.Name(), "slot", f.slot, "attempt", attempt, "err", err)
+			}
+		}
+		if !w.backoff(f, i, attempt) {
+			return
+		}
+	}
+}
+
+// acquire takes one of bucket i's in-flight tokens. It gives up when the
+// slot is decided or the writer is aborted while waiting.
+func (w *Writer) acquire(f *Future, i int) bool {
+	select {
+	case w.inflight[i] <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case w.inflight[i] <- struct{}{}:
+		return true
+	case <-f.decidedCh():
+		return false
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+// readExisting reads the object a Create collided with and classifies it.
+// It returns voteNone when the object is gone or the slot got decided
+// while the bucket was unreachable.
+func (w *Writer) readExisting(f *Future, i int) (vote, error) {
+	b := w.buckets[i]
+	s := Slot{Keys: w.opts.Keys, Star: w.star, Epoch: w.epoch, Slot: f.slot}
+	for attempt := 0; ; attempt++ {
+		if !f.pending() || w.ctx.Err() != nil {
+			return voteNone, nil
+		}
+		w.stats.existsReads.Add(1)
+		if attempt > 0 {
+			w.stats.readRetries.Add(1)
+		}
+		o := ObserveObject(w.ctx, b, s)
+		switch o.State {
+		case HasFlight:
+			if o.SameFlight(f.data) {
+				w.stats.copies.Add(1)
+				w.stats.repairCopies.Add(1)
+				return voteCopy, nil
+			}
+			w.stats.foreign.Add(1)
+			err := &ObjectError{Bucket: b.Name(), Key: f.key, Reason: "a well-formed flight for this slot with other bytes", Err: ErrConflictingFlight}
+			w.log.Error("conflicting flight", "err", err)
+			return voteNeither, err
+		case HasPoison:
+			w.stats.poisons.Add(1)
+			return votePoison, nil
+		case Foreign:
+			w.stats.foreign.Add(1)
+			w.log.Warn("foreign object in slot", "err", o.Err)
+			return voteNeither, o.Err
+		case Empty:
+			return voteNone, nil
+		}
+		// Unreachable: the object exists but could not be read; retry.
+		if w.ctx.Err() != nil {
+			return voteNone, nil
+		}
+		w.log.Debug("read after exists failed; retrying", "bucket", b.Name(), "slot", f.slot, "attempt", attempt, "err", o.Err)
+		if !w.backoff(f, i, attempt) {
+			return voteNone, nil
+		}
+	}
+}
+
+// vote counts bucket answers and decides the slot: committed at W copies,
+// dead at B poisons, undecidable when all K have answered and neither
+// quorum was reached. Both quorums cannot be reached: W + B = K + 1.
+func (w *Writer) vote(f *Future, v vote, cause error) {
+	switch v {
+	case voteCopy:
+		if f.copies.Add(1) == w.w && f.decide(slotCommitted) {
+			w.onCommit()
+		}
+	case votePoison:
+		if f.poisons.Add(1) == w.b && f.decide(slotDead) {
+			w.onDead(f)
+		}
+	case voteNeither:
+		f.addForeign(cause)
+	}
+	if f.votes.Add(1) == w.k && f.copies.Load() < w.w && f.poisons.Load() < w.b && f.decide(slotUndecidable) {
+		w.onUndecidable(f)
+	}
+}
+
+// backoff waits before the next attempt at bucket i for f. It returns false
+// when the slot got decided or the writer was aborted meanwhile.
+func (w *Writer) backoff(f *Future, i, attempt int) bool {
+	if !f.pending() {
+		return false
+	}
+	t := w.clock.NewTimer(w.backoffDelay(f.slot, i, attempt))
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return f.pending()
+	case <-f.decidedCh():
+		return false
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+// backoffDelay is a jittered exponential delay in [d/2, d) where d doubles
+// from MinBackoff up to MaxBackoff. The jitter is a hash of the writer's
+// seed, slot, bucket and attempt: reproducible and lock-free.
+func (w *Writer) backoffDelay(slot uint64, bucket, attempt int) time.Duration {
+	d := w.opts.MinBackoff
+	for n := 0; n < attempt && d < w.opts.MaxBackoff; n++ {
+		d *= 2
+	}
+	d = min(d, w.opts.MaxBackoff)
+	if d < 2 {
+		return d
+	}
+	x := splitmix64(w.seed ^ splitmix64(slot) ^ uint64(bucket)<<48 ^ uint64(attempt)<<32)
+	half := d / 2
+	return half + time.Duration(x%uint64(half))
+}
+
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}

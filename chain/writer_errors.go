@@ -1,0 +1,127 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the Writer and the Reader.
+var (
+	// ErrFenced: the writer halted because a slot is dead (B buckets hold
+	// poison): the epoch has been or is being fenced. Nothing at or past the
+	// dead slot will ever be acknowledged. The error is a *FencedError.
+	ErrFenced = errors.New("chain: epoch fenced")
+	// ErrUndecidable: the writer halted because every bucket answered for a
+	// slot and the answers reach neither W copies nor B poisons (objects
+	// that are neither a valid flight nor poison take part). The writer
+	// never guesses. The error is an *UndecidableError naming the objects.
+	ErrUndecidable = errors.New("chain: slot cannot be decided")
+	// ErrClosed: Submit was called after Close or Abort.
+	ErrClosed = errors.New("chain: writer closed")
+	// ErrAborted: Abort stopped the writer before the slot was decided and
+	// acknowledged. The slot may or may not end up in the chain; a fence of
+	// the epoch decides. The error is an *AbortedError.
+	ErrAborted = errors.New("chain: writer aborted")
+	// ErrPayloadTooLarge: a payload exceeds MaxPayload. Nothing was
+	// assigned. The error is a *PayloadError.
+	ErrPayloadTooLarge = errors.New("chain: payload too large")
+	// ErrPending: Future.Result was called before the future was done.
+	ErrPending = errors.New("chain: append not yet decided")
+	// ErrConflictingFlight: a bucket holds a well-formed flight for the
+	// slot whose bytes differ from the writer's. One writer per epoch makes
+	// this impossible unless two writers share an epoch; it is used as the
+	// Err of an *ObjectError and counts as neither copy nor poison.
+	ErrConflictingFlight = errors.New("chain: conflicting flight")
+
+	// ErrDataUnavailable: a committed slot could not be read from any
+	// bucket. The error is a *DataUnavailableError.
+	ErrDataUnavailable = errors.New("chain: flight unavailable")
+	// ErrNotCommitted: the position is not part of the chain (yet): at or
+	// past a published cut, past the committed prefix of an open epoch, or
+	// in an epoch that has no record.
+	ErrNotCommitted = errors.New("chain: position not committed")
+	// ErrTrimmed: the position's flight was deleted by a trim.
+	ErrTrimmed = errors.New("chain: position trimmed")
+)
+
+// FencedError reports the dead slot at which a writer halted.
+type FencedError struct {
+	Star  string
+	Epoch uint64
+	// Slot is the dead slot: the lowest slot known to be dead. Every slot
+	// at or past it fails with this error.
+	Slot uint64
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("chain %s/%d: slot %d is dead (epoch fenced): nothing at or past it is acknowledged", e.Star, e.Epoch, e.Slot)
+}
+
+// Unwrap makes errors.Is(err, ErrFenced) hold.
+func (e *FencedError) Unwrap() error { return ErrFenced }
+
+// UndecidableError reports a slot whose K answers reach neither quorum.
+type UndecidableError struct {
+	Star    string
+	Epoch   uint64
+	Slot    uint64
+	Copies  int
+	Poisons int
+	// Objects are the *ObjectError of each bucket that held an object
+	// counting as neither copy nor poison, naming bucket and key.
+	Objects []error
+}
+
+func (e *UndecidableError) Error() string {
+	return fmt.Sprintf("chain %s/%d: slot %d cannot be decided (%d copies, %d poisons): %v",
+		e.Star, e.Epoch, e.Slot, e.Copies, e.Poisons, errors.Join(e.Objects...))
+}
+
+// Unwrap makes errors.Is match ErrUndecidable and the objects' errors
+// (ErrCorrupt, ErrMisplaced, ErrUnknownFormat, ErrConflictingFlight).
+func (e *UndecidableError) Unwrap() []error {
+	return append([]error{ErrUndecidable}, e.Objects...)
+}
+
+// AbortedError reports a slot left undecided or unacknowledged by Abort.
+type AbortedError struct {
+	Star  string
+	Epoch uint64
+	Slot  uint64
+}
+
+func (e *AbortedError) Error() string {
+	return fmt.Sprintf("chain %s/%d: slot %d aborted before acknowledgement (outcome unknown)", e.Star, e.Epoch, e.Slot)
+}
+
+// Unwrap makes errors.Is(err, ErrAborted) hold.
+func (e *AbortedError) Unwrap() error { return ErrAborted }
+
+// PayloadError reports a refused payload.
+type PayloadError struct {
+	Size int
+}
+
+func (e *PayloadError) Error() string {
+	return fmt.Sprintf("chain: payload of %d bytes exceeds the maximum of %d", e.Size, MaxPayload)
+}
+
+// Unwrap makes errors.Is(err, ErrPayloadTooLarge) hold.
+func (e *PayloadError) Unwrap() error { return ErrPayloadTooLarge }
+
+// DataUnavailableError reports a committed slot that no bucket could
+// serve.
+type DataUnavailableError struct {
+	Star  string
+	Epoch uint64
+	Slot  uint64
+	// Err joins each bucket's reason (unreachable, absent, poison, corrupt).
+	Err error
+}
+
+func (e *DataUnavailableError) Error() string {
+	return fmt.Sprintf("chain %s/%d: slot %d: no bucket holds a valid flight: %v", e.Star, e.Epoch, e.Slot, e.Err)
+}
+
+// Unwrap makes errors.Is match ErrDataUnavailable and the buckets' reasons.
+func (e *DataUnavailableError) Unwrap() []error { return []error{ErrDataUnavailable, e.Err} }

@@ -1,0 +1,158 @@
+package chain
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Position is a flight's place in a star's chain: its epoch and slot.
+// Positions of one star are totally ordered, epoch first.
+type Position struct {
+	Epoch uint64
+	Slot  uint64
+}
+
+// Compare returns -1, 0 or +1 as p is before, equal to or after q.
+func (p Position) Compare(q Position) int {
+	if c := cmp.Compare(p.Epoch, q.Epoch); c != 0 {
+		return c
+	}
+	return cmp.Compare(p.Slot, q.Slot)
+}
+
+// Less reports whether p comes before q.
+func (p Position) Less(q Position) bool { return p.Compare(q) < 0 }
+
+// String formats p as epoch/slot.
+func (p Position) String() string { return fmt.Sprintf("%d/%d", p.Epoch, p.Slot) }
+
+// Decision states of a slot.
+const (
+	slotPending int32 = iota
+	slotCommitted
+	slotDead
+	slotUndecidable
+	slotAbandoned // above a halt point, or aborted: no more attempts
+)
+
+// Future is the pending outcome of one Submit. Its methods are safe for
+// concurrent use.
+type Future struct {
+	w    *Writer
+	slot uint64
+	key  string
+	data []byte // the encoded flight, shared read-only by every bucket
+
+	done chan struct{}
+	// pos and err are written once, before done is closed.
+	pos      Position
+	err      error
+	resolved bool // guarded by w.mu
+
+	state   atomic.Int32
+	copies  atomic.Int32
+	poisons atomic.Int32
+	votes   atomic.Int32 // buckets that answered copy, poison or neither
+
+	mu        sync.Mutex    // guards decided and foreign
+	decided   chan struct{} // made on demand; closed once state leaves pending
+	foreign   []error
+	closedDec bool
+}
+
+// Slot returns the slot assigned to this append.
+func (f *Future) Slot() uint64 { return f.slot }
+
+// Payload returns the payload submitted (a view of the encoded flight; do
+// not modify it). A host rolling to a new epoch republishes the payloads of
+// the futures that failed with ErrFenced.
+func (f *Future) Payload() []byte { return f.data[headerLen(f.w.star):] }
+
+// Done is closed when the append is acknowledged or has failed.
+func (f *Future) Done() <-chan struct{} { return f.done }
+
+// Result returns the outcome once Done is closed: the acknowledged position,
+// or the error (*FencedError, *UndecidableError or *AbortedError). Before
+// that it returns ErrPending.
+func (f *Future) Result() (Position, error) {
+	select {
+	case <-f.done:
+		return f.pos, f.err
+	default:
+		return Position{}, ErrPending
+	}
+}
+
+// Wait blocks until the append is decided or ctx ends. A ctx that ends only
+// stops the wait: the slot keeps going and may still be acknowledged.
+func (f *Future) Wait(ctx context.Context) (Position, error) {
+	select {
+	case <-f.done:
+		return f.pos, f.err
+	default:
+	}
+	select {
+	case <-f.done:
+		return f.pos, f.err
+	case <-ctx.Done():
+		return Position{}, ctx.Err()
+	}
+}
+
+// decide moves the slot out of pending. Only the first decision counts; it
+// reports whether this call made it.
+func (f *Future) decide(s int32) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.state.CompareAndSwap(slotPending, s) {
+		return false
+	}
+	if f.decided != nil && !f.closedDec {
+		close(f.decided)
+		f.closedDec = true
+	}
+	return true
+}
+
+// decidedCh returns a channel closed once the slot is decided. It is made
+// only by the bucket workers that need to wait (backoff, bucket bound), so
+// the common path allocates nothing for it.
+func (f *Future) decidedCh() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.decided == nil {
+		f.decided = make(chan struct{})
+		if f.state.Load() != slotPending {
+			close(f.decided)
+			f.closedDec = true
+		}
+	}
+	return f.decided
+}
+
+func (f *Future) pending() bool { return f.state.Load() == slotPending }
+
+func (f *Future) addForeign(err error) {
+	f.mu.Lock()
+	f.foreign = append(f.foreign, err)
+	f.mu.Unlock()
+}
+
+func (f *Future) foreignErrs() []error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]error(nil), f.foreign...)
+}
+
+// resolve delivers the outcome; w.mu is held.
+func (f *Future) resolve(pos Position, err error) {
+	if f.resolved {
+		return
+	}
+	f.resolved = true
+	f.pos, f.err = pos, err
+	close(f.done)
+}

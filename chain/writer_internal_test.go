@@ -1,0 +1,32 @@
+package chain
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSlotKeyMatchesKeys(t *testing.T) {
+	for _, k := range []Keys{{}, {Prefix: "p"}, {Prefix: "a/b.c"}} {
+		w := &Writer{keyPrefix: k.Epoch("star-a", 12)}
+		for _, s := range []uint64{0, 1, 9, 10, 12345, 1 << 40, 1<<63 + 5, ^uint64(0)} {
+			require.Equal(t, k.Slot("star-a", 12, s), w.slotKey(s))
+		}
+	}
+}
+
+func TestBackoffDelay(t *testing.T) {
+	w := &Writer{opts: WriterOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Second}, seed: 7}
+	for attempt := range 20 {
+		d := min(10*time.Millisecond<<attempt, time.Second)
+		for slot := range uint64(50) {
+			got := w.backoffDelay(slot, attempt%3, attempt)
+			require.GreaterOrEqual(t, got, d/2)
+			require.Less(t, got, d)
+		}
+	}
+	require.Equal(t, w.backoffDelay(3, 1, 2), w.backoffDelay(3, 1, 2), "reproducible")
+	w.opts.MinBackoff, w.opts.MaxBackoff = 1, 1
+	require.Equal(t, time.Duration(1), w.backoffDelay(0, 0, 5))
+}

@@ -1,0 +1,818 @@
+package chain_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/objstore"
+)
+
+// submitAll submits n payloads (payload(0..n-1)) and returns the futures.
+func submitAll(t *testing.T, w *chain.Writer, n int) []*chain.Future {
+	t.Helper()
+	fs := make([]*chain.Future, n)
+	for i := range n {
+		f, err := w.Submit(context.Background(), payload(i))
+		require.NoError(t, err)
+		require.Equal(t, uint64(i), f.Slot())
+		fs[i] = f
+	}
+	return fs
+}
+
+func waitAll(t *testing.T, fs []*chain.Future) {
+	t.Helper()
+	for _, f := range fs {
+		<-f.Done()
+	}
+}
+
+func requireAcked(t *testing.T, rec *epoch.Record, fs []*chain.Future) {
+	t.Helper()
+	for _, f := range fs {
+		pos, err := f.Wait(context.Background())
+		require.NoError(t, err, "slot %d", f.Slot())
+		require.Equal(t, chain.Position{Epoch: rec.Epoch, Slot: f.Slot()}, pos)
+	}
+}
+
+func requireFenced(t *testing.T, fs []*chain.Future, dead uint64) {
+	t.Helper()
+	for _, f := range fs {
+		_, err := f.Wait(context.Background())
+		require.ErrorIs(t, err, chain.ErrFenced, "slot %d", f.Slot())
+		var fe *chain.FencedError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, dead, fe.Slot, "slot %d", f.Slot())
+	}
+}
+
+func TestAppendCommitsAndReads(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 8)
+	w := e.writer(rec, chain.WriterOptions{})
+	for i := range 20 {
+		pos, err := w.Append(context.Background(), payload(i))
+		require.NoError(t, err)
+		require.Equal(t, chain.Position{Epoch: rec.Epoch, Slot: uint64(i)}, pos)
+	}
+	require.NoError(t, w.Close(context.Background()))
+	require.Equal(t, uint64(20), w.Released())
+	require.NoError(t, w.Err())
+	st := w.Stats()
+	require.Equal(t, uint64(20), st.Submitted)
+	require.Equal(t, uint64(20), st.Released)
+	require.Equal(t, uint64(60), st.Creates, "every bucket gets every slot when nothing fails")
+	require.Equal(t, uint64(60), st.Copies)
+	require.Zero(t, st.CreateRetries)
+	for i, b := range e.mems {
+		require.Equal(t, 20, b.Len(), "bucket %d", i)
+	}
+	// The stored objects are exactly the encoded flights.
+	data, err := e.mems[1].Get(context.Background(), e.key(rec, 7))
+	require.NoError(t, err)
+	require.Equal(t, chain.EncodeFlight(star, rec.Epoch, 7, payload(7)), data)
+
+	got, err := readAll(t, e.reader(), chain.Position{})
+	require.NoError(t, err)
+	require.Len(t, got, 20)
+	for i, f := range got {
+		require.Equal(t, payload(i), f.Payload)
+	}
+	_, err = w.Submit(context.Background(), []byte("late"))
+	require.ErrorIs(t, err, chain.ErrClosed)
+}
+
+// Acknowledgements are delivered strictly in slot order even when buckets
+// answer in random order.
+func TestAcksInOrderUnderRandomLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 3)
+		rec := e.mint(2, 16)
+		var mu sync.Mutex
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, h := range e.hooks {
+			h.setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
+				mu.Lock()
+				d := time.Duration(rng.IntN(50_000)) * time.Microsecond
+				mu.Unlock()
+				time.Sleep(d)
+				return next()
+			})
+		}
+		w := e.writer(rec, chain.WriterOptions{})
+		const n = 300
+		var prev *chain.Future
+		var wg sync.WaitGroup
+		var lastReleased atomic.Uint64
+		for i := range n {
+			f, err := w.Submit(context.Background(), payload(i))
+			require.NoError(t, err)
+			p := f
+			before := prev
+			wg.Go(func() {
+				<-p.Done()
+				if before != nil {
+					select {
+					case <-before.Done():
+					default:
+						t.Errorf("slot %d acknowledged before slot %d", p.Slot(), before.Slot())
+					}
+				}
+				pos, err := p.Result()
+				assert.NoError(t, err)
+				assert.Equal(t, p.Slot(), pos.Slot)
+				r := w.Released()
+				assert.Greater(t, r, p.Slot())
+				for {
+					old := lastReleased.Load()
+					if r <= old || lastReleased.CompareAndSwap(old, r) {
+						break
+					}
+				}
+			})
+			prev = f
+		}
+		wg.Wait()
+		require.NoError(t, w.Close(context.Background()))
+		require.Equal(t, uint64(n), w.Released())
+		got, err := readAll(t, e.reader(), chain.Position{})
+		require.NoError(t, err)
+		require.Len(t, got, n)
+		for i, f := range got {
+			require.Equal(t, payload(i), f.Payload)
+		}
+	})
+}
+
+// Poison already holding B buckets of slot n: slot n and everything after
+// fail with ErrFenced; everything before is acknowledged.
+func TestPoisonedSlotNeverAcks(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		k, w   int
+		poison []int // buckets poisoned at the dead slot
+	}{
+		{"K3W2", 3, 2, []int{0, 1}},
+		{"K3W2-other-pair", 3, 2, []int{1, 2}},
+		{"K3W1-all", 3, 1, []int{0, 1, 2}},
+		{"K5W3", 5, 3, []int{0, 2, 4}},
+		{"K1W1", 1, 1, []int{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const dead = 5
+			e := newEnv(t, tc.k)
+			rec := e.mint(tc.w, 4)
+			for _, i := range tc.poison {
+				e.poison(i, rec, dead)
+			}
+			w := e.writer(rec, chain.WriterOptions{})
+			var fs []*chain.Future
+			for i := 0; ; i++ {
+				f, err := w.Submit(context.Background(), payload(i))
+				if err != nil {
+					require.ErrorIs(t, err, chain.ErrFenced)
+					require.Greater(t, i, dead)
+					break
+				}
+				fs = append(fs, f)
+			}
+			<-w.Halted()
+			require.NoError(t, w.Close(context.Background()))
+			requireAcked(t, rec, fs[:dead])
+			requireFenced(t, fs[dead:], dead)
+			require.Equal(t, uint64(dead), w.Released())
+			var fe *chain.FencedError
+			require.ErrorAs(t, w.Err(), &fe)
+			require.Equal(t, chain.FencedError{Star: star, Epoch: rec.Epoch, Slot: dead}, *fe)
+			require.GreaterOrEqual(t, w.Stats().Poisons, uint64(rec.Constants.B()))
+		})
+	}
+}
+
+// The fencer's poison lands while the writer's creates for the slot are in
+// flight: the slot dies, nothing from it on is acknowledged.
+func TestAppendRacingPoison(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 8)
+	const dead = 3
+	for _, i := range []int{0, 2} {
+		i := i
+		e.hooks[i].setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
+			if slotOf(key) == dead {
+				e.poison(i, rec, dead)
+			}
+			return next()
+		})
+	}
+	w := e.writer(rec, chain.WriterOptions{})
+	fs := submitAll(t, w, 6)
+	require.NoError(t, w.Close(context.Background()))
+	requireAcked(t, rec, fs[:dead])
+	requireFenced(t, fs[dead:], dead)
+	_, err := w.Submit(context.Background(), payload(9))
+	require.ErrorIs(t, err, chain.ErrFenced)
+}
+
+// Poison in fewer than B buckets does not stop a commit.
+func TestPoisonBelowBlockingSetCommits(t *testing.T) {
+	e := newEnv(t, 5)
+	rec := e.mint(3, 8) // B = 3
+	e.poison(0, rec, 2)
+	e.poison(4, rec, 2)
+	e.poison(3, rec, 4)
+	w := e.writer(rec, chain.WriterOptions{})
+	fs := submitAll(t, w, 8)
+	require.NoError(t, w.Close(context.Background()))
+	requireAcked(t, rec, fs)
+	require.NoError(t, w.Err())
+	require.LessOrEqual(t, w.Stats().Poisons, uint64(3))
+}
+
+// A fencer's repair (identical flight bytes already in place) counts as a
+// copy.
+func TestRepairCopyCounts(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 8)
+	flight := chain.EncodeFlight(star, rec.Epoch, 2, payload(2))
+	e.put(0, rec, 2, flight)
+	e.put(1, rec, 2, flight)
+	e.poison(2, rec, 2) // the third bucket was poisoned: 2 copies + 1 poison commits
+	w := e.writer(rec, chain.WriterOptions{})
+	fs := submitAll(t, w, 4)
+	require.NoError(t, w.Close(context.Background()))
+	requireAcked(t, rec, fs)
+	st := w.Stats()
+	require.Equal(t, uint64(2), st.RepairCopies)
+	require.LessOrEqual(t, st.Poisons, uint64(1))
+}
+
+// Objects that are neither a valid flight nor poison count as neither; if
+// the slot cannot be decided the writer halts naming them.
+func TestForeignObjects(t *testing.T) {
+	t.Run("one foreign object does not stop a commit", func(t *testing.T) {
+		e := newEnv(t, 3)
+		rec := e.mint(2, 8)
+		e.put(1, rec, 1, []byte("not a flight"))
+		w := e.writer(rec, chain.WriterOptions{})
+		fs := submitAll(t, w, 3)
+		require.NoError(t, w.Close(context.Background()))
+		requireAcked(t, rec, fs)
+		require.LessOrEqual(t, w.Stats().Foreign, uint64(1))
+	})
+	t.Run("undecidable slot halts naming the objects", func(t *testing.T) {
+		e := newEnv(t, 3)
+		rec := e.mint(2, 8)
+		const slot = 1
+		e.put(0, rec, slot, []byte("garbage"))
+		e.put(1, rec, slot, chain.EncodeFlight(star, rec.Epoch, 99, payload(1))) // misplaced
+		e.poison(2, rec, slot)
+		w := e.writer(rec, chain.WriterOptions{})
+		fs := submitAll(t, w, 3)
+		<-w.Halted()
+		require.NoError(t, w.Close(context.Background()))
+		requireAcked(t, rec, fs[:slot])
+		var ue *chain.UndecidableError
+		require.ErrorAs(t, w.Err(), &ue)
+		require.Equal(t, uint64(slot), ue.Slot)
+		require.Equal(t, 0, ue.Copies)
+		require.Equal(t, 1, ue.Poisons)
+		require.Len(t, ue.Objects, 2)
+		require.ErrorIs(t, w.Err(), chain.ErrUndecidable)
+		require.ErrorIs(t, w.Err(), chain.ErrCorrupt)
+		require.ErrorIs(t, w.Err(), chain.ErrMisplaced)
+		require.NotErrorIs(t, w.Err(), chain.ErrFenced)
+		var oe *chain.ObjectError
+		require.ErrorAs(t, w.Err(), &oe)
+		require.Contains(t, []string{"zone-a", "zone-b"}, oe.Bucket)
+		require.Equal(t, e.key(rec, slot), oe.Key)
+		for _, f := range fs[slot:] {
+			_, err := f.Wait(context.Background())
+			require.ErrorIs(t, err, chain.ErrUndecidable)
+		}
+		_, err := w.Submit(context.Background(), payload(7))
+		require.ErrorIs(t, err, chain.ErrUndecidable)
+	})
+	t.Run("a different flight for the slot is a conflict", func(t *testing.T) {
+		e := newEnv(t, 1)
+		rec := e.mint(1, 4)
+		e.put(0, rec, 0, chain.EncodeFlight(star, rec.Epoch, 0, []byte("someone else")))
+		w := e.writer(rec, chain.WriterOptions{})
+		f, err := w.Submit(context.Background(), payload(0))
+		require.NoError(t, err)
+		_, err = f.Wait(context.Background())
+		require.ErrorIs(t, err, chain.ErrConflictingFlight)
+		require.ErrorIs(t, err, chain.ErrUndecidable)
+		require.NoError(t, w.Close(context.Background()))
+	})
+}
+
+// K=3, W=2: a whole zone down does not stop appends.
+func TestZoneDownKeepsAppending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 3)
+		rec := e.mint(2, 8)
+		e.hooks[1].setCreate(down)
+		e.hooks[1].setRead(downRead)
+		w := e.writer(rec, chain.WriterOptions{})
+		fs := submitAll(t, w, 50)
+		require.NoError(t, w.Close(context.Background()))
+		requireAcked(t, rec, fs)
+		require.Zero(t, e.mems[1].Len())
+		got, err := readAll(t, e.reader(), chain.Position{})
+		require.NoError(t, err)
+		require.Len(t, got, 50)
+	})
+}
+
+// Two zones down out of three: nothing can commit; the writer keeps
+// retrying until Close gives up and Abort ends it; a zone coming back lets
+// everything through.
+func TestQuorumLostThenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 3)
+		rec := e.mint(2, 4)
+		e.hooks[0].setCreate(down)
+		e.hooks[1].setCreate(down)
+		w := e.writer(rec, chain.WriterOptions{})
+		fs := submitAll(t, w, 4)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.ErrorIs(t, w.Close(ctx), context.DeadlineExceeded)
+		for _, f := range fs {
+			_, err := f.Result()
+			require.ErrorIs(t, err, chain.ErrPending)
+		}
+		require.Greater(t, w.Stats().CreateRetries, uint64(8))
+		e.hooks[1].setCreate(nil)
+		require.NoError(t, w.Close(context.Background()))
+		requireAcked(t, rec, fs)
+	})
+}
+
+// Transient errors are retried with backoff on the injected clock.
+func TestTransientErrorsRetriedOnFakeClock(t *testing.T) {
+	e := newEnv(t, 1)
+	rec := e.mint(1, 4)
+	var fails atomic.Int32
+	fails.Store(3)
+	e.hooks[0].setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
+		if fails.Add(-1) >= 0 {
+			return objstore.Unavailable(errors.New("503"))
+		}
+		return next()
+	})
+	fake := clock.NewFake(time.Unix(1000, 0))
+	w := e.writer(rec, chain.WriterOptions{Clock: fake, MinBackoff: time.Second, MaxBackoff: 4 * time.Second})
+	f, err := w.Submit(context.Background(), payload(0))
+	require.NoError(t, err)
+	for range 3 {
+		fake.BlockUntil(1) // the writer waits on the clock, not on the wall
+		select {
+		case <-f.Done():
+			t.Fatal("acknowledged before the retry")
+		default:
+		}
+		fake.Advance(4 * time.Second)
+	}
+	pos, err := f.Wait(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, uint64(0), pos.Slot)
+	st := w.Stats()
+	require.Equal(t, uint64(4), st.Creates)
+	require.Equal(t, uint64(3), st.CreateRetries)
+	require.NoError(t, w.Close(context.Background()))
+}
+
+// A create that landed but whose answer was lost is retried, finds its own
+// bytes (ErrExists) and counts them as the copy.
+func TestLostAnswerResolvedByRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 3)
+		rec := e.mint(2, 8)
+		for _, h := range e.hooks[:2] {
+			h.setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
+				if err := next(); err != nil {
+					return err
+				}
+				if slotOf(key)%3 == 0 {
+					return objstore.Unavailable(errors.New("connection reset after the write"))
+				}
+				return nil
+			})
+		}
+		w := e.writer(rec, chain.WriterOptions{})
+		fs := submitAll(t, w, 12)
+		require.NoError(t, w.Close(context.Background()))
+		requireAcked(t, rec, fs)
+		st := w.Stats()
+		require.Positive(t, st.RepairCopies)
+		require.Equal(t, st.RepairCopies, st.ExistsReads)
+		require.Zero(t, st.Poisons+st.Foreign)
+	})
+}
+
+// A read after ErrExists that fails is retried until it answers.
+func TestExistsReadRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 1)
+		rec := e.mint(1, 2)
+		e.put(0, rec, 0, chain.EncodeFlight(star, rec.Epoch, 0, payload(0)))
+		var fails atomic.Int32
+		fails.Store(2)
+		e.hooks[0].setRead(func(ctx context.Context, key string, next func() ([]byte, error)) ([]byte, error) {
+			if fails.Add(-1) >= 0 {
+				return nil, objstore.Unavailable(errors.New("timeout"))
+			}
+			return next()
+		})
+		w := e.writer(rec, chain.WriterOptions{})
+		fs := submitAll(t, w, 1)
+		require.NoError(t, w.Close(context.Background()))
+		requireAcked(t, rec, fs)
+		st := w.Stats()
+		require.Equal(t, uint64(3), st.ExistsReads)
+		require.Equal(t, uint64(2), st.ReadRetries)
+		require.Equal(t, uint64(1), st.RepairCopies)
+	})
+}
+
+// Never more than window slots are assigned past the release point.
+func TestWindowBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const window = 6
+		e := newEnv(t, 3)
+		rec := e.mint(2, window)
+		var wp atomic.Pointer[chain.Writer]
+		var maxAhead atomic.Uint64
+		rng := rand.New(rand.NewPCG(3, 4))
+		var mu sync.Mutex
+		for _, h := range e.hooks {
+			h.setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
+				ahead := slotOf(key) - wp.Load().Released() + 1
+				for {
+					old := maxAhead.Load()
+					if ahead <= old || maxAhead.CompareAndSwap(old, ahead) {
+						break
+					}
+				}
+				mu.Lock()
+				d := time.Duration(rng.IntN(20)) * time.Millisecond
+				mu.Unlock()
+				time.Sleep(d)
+				return next()
+			})
+		}
+		w := e.writer(rec, chain.WriterOptions{})
+		wp.Store(w)
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 25 {
+					_, err := w.Append(context.Background(), payload(g*1000+i))
+					assert.NoError(t, err)
+				}
+			})
+		}
+		wg.Wait()
+		require.NoError(t, w.Close(context.Background()))
+		require.Equal(t, uint64(200), w.Released())
+		require.LessOrEqual(t, maxAhead.Load(), uint64(window))
+		require.Equal(t, uint64(window), maxAhead.Load(), "the pipeline should fill the window")
+	})
+}
+
+// Submit blocks while the window is full, bounded by its ctx; a cancelled
+// Submit assigns nothing.
+func TestSubmitBlocksOnFullWindow(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 2)
+	g := newGate()
+	for _, h := range e.hooks {
+		h.setCreate(g.hook(nil))
+	}
+	w := e.writer(rec, chain.WriterOptions{})
+	fs := submitAll(t, w, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := w.Submit(ctx, payload(2))
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, uint64(2), w.Stats().Submitted)
+
+	third := make(chan *chain.Future)
+	go func() {
+		f, err := w.Submit(context.Background(), payload(2))
+		assert.NoError(t, err)
+		third <- f
+	}()
+	g.await(6)
+	select {
+	case <-third:
+		t.Fatal("Submit did not wait for the window")
+	default:
+	}
+	g.Open()
+	f := <-third
+	require.Equal(t, uint64(2), f.Slot())
+	require.NoError(t, w.Close(context.Background()))
+	requireAcked(t, rec, append(fs, f))
+}
+
+// A halted writer wakes Submits blocked on the full window.
+func TestHaltWakesBlockedSubmit(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 2)
+	e.poison(0, rec, 0)
+	g := newGate()
+	e.hooks[1].setCreate(g.hook(nil))
+	e.hooks[2].setCreate(g.hook(nil))
+	w := e.writer(rec, chain.WriterOptions{})
+	fs := submitAll(t, w, 2)
+	errc := make(chan error)
+	go func() {
+		_, err := w.Submit(context.Background(), payload(2))
+		errc <- err
+	}()
+	g.await(4)
+	e.poison(1, rec, 0)
+	g.Open()
+	require.ErrorIs(t, <-errc, chain.ErrFenced)
+	require.NoError(t, w.Close(context.Background()))
+	requireFenced(t, fs, 0)
+}
+
+func TestSingleBucket(t *testing.T) {
+	e := newEnv(t, 1)
+	rec := e.mint(1, 4)
+	w := e.writer(rec, chain.WriterOptions{})
+	fs := submitAll(t, w, 3)
+	requireAcked(t, rec, fs)
+	e.poison(0, rec, 3) // the next free slot: whoever wins it ends the epoch
+	f, err := w.Submit(context.Background(), payload(3))
+	require.NoError(t, err)
+	_, err = f.Wait(context.Background())
+	require.ErrorIs(t, err, chain.ErrFenced)
+	require.NoError(t, w.Close(context.Background()))
+	require.Equal(t, uint64(3), w.Released())
+}
+
+func TestAbort(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 8)
+	g := newGate()
+	for _, h := range e.hooks {
+		h.setCreate(g.hook(func(key string) bool { return slotOf(key) >= 2 }))
+	}
+	w := e.writer(rec, chain.WriterOptions{})
+	fs := submitAll(t, w, 5)
+	requireAcked(t, rec, fs[:2])
+	g.await(9)
+	w.Abort()
+	for _, f := range fs[2:] {
+		_, err := f.Wait(context.Background())
+		require.ErrorIs(t, err, chain.ErrAborted)
+		var ae *chain.AbortedError
+		require.ErrorAs(t, err, &ae)
+		require.Equal(t, f.Slot(), ae.Slot)
+		require.Equal(t, payload(int(f.Slot())), f.Payload())
+	}
+	_, err := w.Submit(context.Background(), payload(5))
+	require.ErrorIs(t, err, chain.ErrClosed)
+	w.Abort() // idempotent
+	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Err())
+}
+
+func TestCloseWaitsForDecisions(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 8)
+	g := newGate()
+	for _, h := range e.hooks {
+		h.setCreate(g.hook(nil))
+	}
+	w := e.writer(rec, chain.WriterOptions{})
+	fs := submitAll(t, w, 4)
+	g.await(12)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, w.Close(ctx), context.Canceled)
+	_, err := w.Submit(context.Background(), payload(4))
+	require.ErrorIs(t, err, chain.ErrClosed)
+	for _, f := range fs {
+		select {
+		case <-f.Done():
+			t.Fatal("decided before the buckets answered")
+		default:
+		}
+	}
+	g.Open()
+	require.NoError(t, w.Close(context.Background()))
+	requireAcked(t, rec, fs)
+	require.Equal(t, uint64(12), w.Stats().Copies, "Close waits for every bucket's attempt")
+}
+
+// Slots below the dead slot keep going: if they commit they are
+// acknowledged; if one of them is dead too, the halt point moves down.
+func TestHaltPointMovesDown(t *testing.T) {
+	for _, lowerDies := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lower commits", true: "lower dies"}[lowerDies], func(t *testing.T) {
+			e := newEnv(t, 3)
+			rec := e.mint(2, 8)
+			g := newGate()
+			for _, h := range e.hooks {
+				h.setCreate(g.hook(func(key string) bool { return slotOf(key) == 2 }))
+			}
+			e.poison(0, rec, 4)
+			e.poison(2, rec, 4)
+			w := e.writer(rec, chain.WriterOptions{})
+			fs := submitAll(t, w, 7)
+			<-w.Halted()
+			requireFenced(t, fs[4:], 4)
+			requireAcked(t, rec, fs[:2])
+			select {
+			case <-fs[3].Done():
+				t.Fatal("slot 3 acknowledged while slot 2 is undecided")
+			default:
+			}
+			if lowerDies {
+				e.poison(1, rec, 2)
+				e.poison(2, rec, 2)
+			}
+			g.Open()
+			require.NoError(t, w.Close(context.Background()))
+			if lowerDies {
+				requireFenced(t, fs[2:4], 2)
+				require.Equal(t, uint64(2), w.Err().(*chain.FencedError).Slot)
+				require.Equal(t, uint64(2), w.Released())
+			} else {
+				requireAcked(t, rec, fs[:4])
+				require.Equal(t, uint64(4), w.Err().(*chain.FencedError).Slot)
+				require.Equal(t, uint64(4), w.Released())
+			}
+		})
+	}
+}
+
+func TestPayloadTooLarge(t *testing.T) {
+	e := newEnv(t, 1)
+	rec := e.mint(1, 4)
+	w := e.writer(rec, chain.WriterOptions{})
+	_, err := w.Submit(context.Background(), make([]byte, chain.MaxPayload+1))
+	require.ErrorIs(t, err, chain.ErrPayloadTooLarge)
+	var pe *chain.PayloadError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, chain.MaxPayload+1, pe.Size)
+	require.Zero(t, w.Stats().Submitted)
+	pos, err := w.Append(context.Background(), nil) // empty payloads are fine
+	require.NoError(t, err)
+	require.Equal(t, uint64(0), pos.Slot)
+	require.NoError(t, w.Close(context.Background()))
+}
+
+func TestWaitContext(t *testing.T) {
+	e := newEnv(t, 1)
+	rec := e.mint(1, 4)
+	g := newGate()
+	e.hooks[0].setCreate(g.hook(nil))
+	w := e.writer(rec, chain.WriterOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := w.Append(ctx, payload(0))
+	require.ErrorIs(t, err, context.Canceled)
+	// The slot keeps going after its waiter gave up.
+	g.Open()
+	require.NoError(t, w.Close(context.Background()))
+	require.Equal(t, uint64(1), w.Released())
+}
+
+func TestConcurrentAppendsUniquePositions(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 32)
+	w := e.writer(rec, chain.WriterOptions{})
+	const goroutines, per = 8, 100
+	var mu sync.Mutex
+	seen := map[uint64]int{}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range per {
+				id := g*per + i
+				pos, err := w.Append(context.Background(), payload(id))
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				_, dup := seen[pos.Slot]
+				seen[pos.Slot] = id
+				mu.Unlock()
+				assert.False(t, dup, "slot %d acknowledged twice", pos.Slot)
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, w.Close(context.Background()))
+	got, err := readAll(t, e.reader(), chain.Position{})
+	require.NoError(t, err)
+	require.Len(t, got, goroutines*per)
+	for _, f := range got {
+		require.Equal(t, payload(seen[f.Slot]), f.Payload)
+	}
+}
+
+func TestFirstSlot(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 4)
+	w := e.writer(rec, chain.WriterOptions{FirstSlot: 1 << 40})
+	pos, err := w.Append(context.Background(), payload(0))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1<<40), pos.Slot)
+	require.Equal(t, uint64(1<<40+1), w.Released())
+	require.NoError(t, w.Close(context.Background()))
+	require.Equal(t, 1, e.mems[0].Len())
+	_, err = e.mems[0].Get(context.Background(), e.key(rec, 1<<40))
+	require.NoError(t, err)
+}
+
+func TestNewWriterValidation(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, 4)
+	var ce *epoch.ConfigError
+	_, err := chain.NewWriter(rec, e.buckets[:2], chain.WriterOptions{})
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "buckets", ce.Field)
+	_, err = chain.NewWriter(rec, []objstore.Bucket{e.buckets[1], e.buckets[0], e.buckets[2]}, chain.WriterOptions{})
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "buckets[0]", ce.Field)
+	_, err = chain.NewWriter(rec, []objstore.Bucket{e.buckets[0], nil, e.buckets[2]}, chain.WriterOptions{})
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "buckets[1]", ce.Field)
+	_, err = chain.NewWriter(nil, e.buckets, chain.WriterOptions{})
+	require.ErrorAs(t, err, &ce)
+	for _, tc := range []struct {
+		opts  chain.WriterOptions
+		field string
+	}{
+		{chain.WriterOptions{MinBackoff: -1}, "MinBackoff"},
+		{chain.WriterOptions{MaxBackoff: -1}, "MaxBackoff"},
+		{chain.WriterOptions{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, "MaxBackoff"},
+		{chain.WriterOptions{Keys: chain.Keys{Prefix: "../x"}}, "prefix"},
+		{chain.WriterOptions{Keys: chain.Keys{Prefix: "a//b"}}, "prefix"},
+		{chain.WriterOptions{FirstSlot: ^uint64(0) - 2}, "FirstSlot"},
+	} {
+		_, err := chain.NewWriter(rec, e.buckets, tc.opts)
+		require.ErrorAs(t, err, &ce, "%+v", tc.opts)
+		require.Equal(t, tc.field, ce.Field)
+		require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	}
+
+	fenced, err := e.minter.Publish(context.Background(), star, rec.Epoch, 0)
+	require.NoError(t, err)
+	_, err = chain.NewWriter(fenced, e.buckets, chain.WriterOptions{})
+	require.ErrorIs(t, err, epoch.ErrState)
+	var se *epoch.StateError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, epoch.StateFenced, se.Have)
+}
+
+func TestFutureAndPosition(t *testing.T) {
+	a := chain.Position{Epoch: 1, Slot: 9}
+	b := chain.Position{Epoch: 2, Slot: 0}
+	c := chain.Position{Epoch: 2, Slot: 3}
+	require.True(t, a.Less(b))
+	require.True(t, b.Less(c))
+	require.False(t, c.Less(a))
+	require.Equal(t, 0, b.Compare(b))
+	require.Equal(t, 1, c.Compare(b))
+	require.Equal(t, -1, a.Compare(c))
+	require.Equal(t, "2/3", c.String())
+
+	e := newEnv(t, 1)
+	rec := e.mint(1, 4)
+	g := newGate()
+	e.hooks[0].setCreate(g.hook(nil))
+	w := e.writer(rec, chain.WriterOptions{})
+	f, err := w.Submit(context.Background(), payload(5))
+	require.NoError(t, err)
+	_, err = f.Result()
+	require.ErrorIs(t, err, chain.ErrPending)
+	require.Equal(t, payload(5), f.Payload())
+	g.Open()
+	<-f.Done()
+	pos, err := f.Result()
+	require.NoError(t, err)
+	require.Equal(t, chain.Position{Epoch: rec.Epoch, Slot: 0}, pos)
+	require.Same(t, rec, w.Record())
+	require.NoError(t, w.Close(context.Background()))
+}
