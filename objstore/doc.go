@@ -1,0 +1,92 @@
+// Package objstore is cutline's view of object storage: the Bucket
+// interface, its error classification and key rules, and Verify.
+//
+// One Bucket is one zone's bucket. cutline writes each slot of a chain to
+// the same key in K buckets and needs exactly five operations from each:
+// Create, Get, GetRange, Delete and List. Implementations live in
+// subpackages and hosts pick one: mem (in memory), fs (a local directory),
+// s3 (aws-sdk-go-v2) and gcs (in its own module). No package of the
+// library imports a backend.
+//
+// # The contract
+//
+// Create is create-only: it succeeds only when no object exists at the key
+// and otherwise fails with ErrExists, leaving the existing object untouched.
+// Of any number of concurrent creators of one key exactly one wins, and
+// readers never observe a partial object. This one property is what lets a
+// fencer's poison object shut out a replaced writer: in each bucket a slot's
+// key holds either the writer's flight or the fencer's poison, never both,
+// never a mix.
+//
+// Delete is idempotent. List returns keys in lexical order, which cutline's
+// zero-padded numbers turn into numeric order; All pages through it. Byte
+// slices are never shared between the caller and the bucket. Every method
+// takes a context; a done context yields its error, and a Create made with
+// one is never reported as a success.
+//
+// # Errors
+//
+// Backends classify their failures inside the backend into sentinels that
+// callers test with errors.Is:
+//
+//   - ErrNotFound: no object at the key. A definite answer.
+//   - ErrExists: Create lost to an existing object. A definite answer.
+//   - ErrUnavailable: the bucket could not be reached or did not answer
+//     (timeouts, 5xx, connection errors, a full disk). The outcome is
+//     unknown: a Create may have landed, a Get says nothing about
+//     existence. It must never be read as "absent".
+//   - ErrInvalidKey (a *KeyError), ErrInvalidRange: the request was
+//     refused locally; nothing was sent.
+//
+// Anything else, including the context's error, also means "outcome
+// unknown". Errors are *OpError values naming the operation, bucket and key,
+// and unwrap to the sentinel and to the backend's own error.
+//
+// # Keys
+//
+// ValidateKey is the rule every backend enforces: 1 to MaxKeyLen bytes of
+// UTF-8, no control characters or backslashes, no leading or trailing '/',
+// no empty, "." or ".." segments. A key that passes cannot name anything
+// outside its bucket, or outside the fs backend's root directory. Backends
+// may refuse more (fs reserves its temporary directory and limits segments
+// to 255 bytes).
+//
+// # Verify before use
+//
+// Several S3-compatible stores accept a conditional write and silently
+// overwrite. Such a bucket would break every fencing guarantee without a
+// single error, so hosts call Verify on every bucket at start-up:
+//
+//	for _, b := range buckets {
+//		if err := objstore.Verify(ctx, b); err != nil {
+//			return err // errors.Is(err, objstore.ErrNotCreateOnly): never use it
+//		}
+//	}
+//
+// Verify creates a probe under ".cutline-verify/", tries to overwrite it,
+// reads it back, deletes it, and refuses a bucket that let the overwrite
+// through with an error matching ErrNotCreateOnly and naming the bucket.
+// VerifyUnder puts the probe below a prefix, for credentials scoped to one.
+//
+// # Choosing a backend
+//
+//   - mem: tests, examples and simulations; nothing survives the process.
+//   - fs: a single machine, or development with real files. Create-only via
+//     link(2), fsync before acknowledging.
+//   - s3: AWS S3 and compatible stores that honour If-None-Match: *
+//     (verify them).
+//   - gcs: Google Cloud Storage, with ifGenerationMatch=0.
+//
+// # Wrappers
+//
+// Wrappers are Buckets around Buckets and pass the same conformance suite
+// (objstore/objstoretest):
+//
+//   - fault: seeded fault injection: errors by operation and key, whole
+//     zones down, lost answers, straggler writes that land late, and
+//     request counts.
+//   - latency: per-operation delays on an injected clock.
+//
+// New capabilities grow as optional interfaces checked with a type
+// assertion, never as methods added to Bucket.
+package objstore
