@@ -22,7 +22,8 @@ var (
 	// ErrSessionExpired: the session's TTL ran out (or it was closed); keys
 	// bound to it are gone and it cannot bind new ones.
 	ErrSessionExpired = errors.New("metastore: session expired")
-	// ErrInvalidKey: the key is empty or malformed; nothing was sent.
+	// ErrInvalidKey: the key is empty or malformed (or a Txn is malformed,
+	// see Store.Txn); nothing was sent.
 	ErrInvalidKey = errors.New("metastore: invalid key")
 )
 
@@ -105,7 +106,10 @@ type Store interface {
 	// Txn applies t atomically and returns the new revision. When a compare
 	// fails it returns a *ConflictError for the first failing compare and
 	// applies nothing. An Op bound to an expired session fails with
-	// ErrSessionExpired and applies nothing.
+	// ErrSessionExpired and applies nothing. Two ops on one key, or a
+	// negative compare revision, fail with ErrInvalidKey before anything is
+	// sent. A txn that changes nothing (no ops, or deletes of absent keys)
+	// returns the current revision without consuming one.
 	Txn(ctx context.Context, t Txn) (int64, error)
 
 	// Watch yields the changes to keys under prefix with revision ≥ from, in

@@ -1,11 +1,3 @@
-// Package mem is an in-memory metastore.Store with the semantics of the etcd
-// backend: one global revision, CAS by revision, atomic txns, watches from a
-// revision, and TTL sessions on an injected clock, so that expiry is tested
-// without sleeping.
-//
-// Sessions are kept alive implicitly (there is no network to lose). To model
-// a lost keep-alive a test calls Suspend: the session then expires one TTL
-// later on the store's clock, or at once with Expire.
 package mem
 
 import (
@@ -26,8 +18,9 @@ import (
 type Options struct {
 	// Clock drives session expiry. Nil means the wall clock.
 	Clock clock.Clock
-	// HistoryLimit is how many events are kept for watches from an old
-	// revision; older ones are compacted. 0 means 100,000.
+	// HistoryLimit is how many of the newest events are kept at least for
+	// watches from an old revision; older ones are compacted. 0 means
+	// 100,000.
 	HistoryLimit int
 }
 
@@ -44,6 +37,10 @@ type Store struct {
 	changed    chan struct{}
 	nextID     int64
 	sess       map[int64]*session
+	// partitioned is set between Partition and Heal; cut holds the sessions
+	// that Partition suspended, so that Heal resumes only those.
+	partitioned bool
+	cut         map[int64]bool
 }
 
 var _ metastore.Store = (*Store)(nil)
@@ -67,6 +64,26 @@ func clone(kv metastore.KV) metastore.KV {
 	return kv
 }
 
+// unreachable returns the error of a call made during a partition; s.mu is
+// held.
+func (s *Store) unreachableLocked(op, key string) error {
+	if !s.partitioned {
+		return nil
+	}
+	return fmt.Errorf("metastore %s %q: %w", op, key, metastore.Unavailable(errPartitioned))
+}
+
+var errPartitioned = fmt.Errorf("mem: store partitioned")
+
+// validatePrefix checks a List or Watch prefix: it may be empty (every key)
+// but follows the key rules otherwise.
+func validatePrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	return metastore.ValidateKey(prefix)
+}
+
 // Get implements metastore.Store.
 func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
 	if err := ctx.Err(); err != nil {
@@ -77,6 +94,9 @@ func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.unreachableLocked("get", key); err != nil {
+		return metastore.KV{}, err
+	}
 	kv, ok := s.kvs[key]
 	if !ok {
 		return metastore.KV{}, fmt.Errorf("metastore get %q: %w", key, metastore.ErrNotFound)
@@ -89,8 +109,14 @@ func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
+	if err := validatePrefix(prefix); err != nil {
+		return nil, 0, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.unreachableLocked("list", prefix); err != nil {
+		return nil, 0, err
+	}
 	var out []metastore.KV
 	for k, kv := range s.kvs {
 		if strings.HasPrefix(k, prefix) {
@@ -101,23 +127,47 @@ func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 	return out, s.rev, nil
 }
 
+// checkTxn validates the keys of t and refuses two ops on one key, which
+// etcd refuses too.
+func checkTxn(t metastore.Txn) error {
+	for _, c := range t.If {
+		if err := metastore.ValidateKey(c.Key); err != nil {
+			return err
+		}
+		if c.Revision < 0 {
+			return fmt.Errorf("%w: negative revision %d for %q", metastore.ErrInvalidKey, c.Revision, c.Key)
+		}
+	}
+	seen := make(map[string]bool, len(t.Then))
+	for _, op := range t.Then {
+		if err := metastore.ValidateKey(op.Key); err != nil {
+			return err
+		}
+		if seen[op.Key] {
+			return fmt.Errorf("%w: two ops on %q in one txn", metastore.ErrInvalidKey, op.Key)
+		}
+		seen[op.Key] = true
+	}
+	return nil
+}
+
 // Txn implements metastore.Store.
 func (s *Store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	for _, c := range t.If {
-		if err := metastore.ValidateKey(c.Key); err != nil {
-			return 0, err
-		}
-	}
-	for _, op := range t.Then {
-		if err := metastore.ValidateKey(op.Key); err != nil {
-			return 0, err
-		}
+	if err := checkTxn(t); err != nil {
+		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(t.Then) > 0 {
+		if err := s.unreachableLocked("txn", t.Then[0].Key); err != nil {
+			return 0, err
+		}
+	} else if err := s.unreachableLocked("txn", ""); err != nil {
+		return 0, err
+	}
 	for _, c := range t.If {
 		cur := s.kvs[c.Key].Revision
 		if cur != c.Revision {
@@ -128,11 +178,20 @@ func (s *Store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 		if op.Session == nil || op.Delete {
 			continue
 		}
-		if ss, ok := s.sess[op.Session.ID()]; !ok || ss.ended {
+		if ss, ok := s.sess[op.Session.ID()]; !ok || ss.ended || ss.closed {
 			return 0, fmt.Errorf("metastore txn put %q: session %d: %w", op.Key, op.Session.ID(), metastore.ErrSessionExpired)
 		}
 	}
-	if len(t.Then) == 0 {
+	// Like etcd, a txn that changes nothing (no ops, or only deletes of
+	// absent keys) does not consume a revision.
+	changes := false
+	for _, op := range t.Then {
+		if _, ok := s.kvs[op.Key]; ok || !op.Delete {
+			changes = true
+			break
+		}
+	}
+	if !changes {
 		return s.rev, nil
 	}
 	s.rev++
@@ -169,12 +228,17 @@ func (s *Store) deleteLocked(key string) {
 	s.record(metastore.Event{Type: metastore.EventDelete, KV: metastore.KV{Key: key, Revision: s.rev}})
 }
 
+// record appends ev to the history. The oldest events are dropped in
+// batches of an eighth of the limit, so that a full history does not cost a
+// copy per write.
 func (s *Store) record(ev metastore.Event) {
 	s.history = append(s.history, ev)
-	if over := len(s.history) - s.limit; over > 0 {
-		s.compactRev = s.history[over-1].KV.Revision
-		s.history = append([]metastore.Event(nil), s.history[over:]...)
+	if len(s.history) <= s.limit+s.limit/8 {
+		return
 	}
+	over := len(s.history) - s.limit
+	s.compactRev = s.history[over-1].KV.Revision
+	s.history = append([]metastore.Event(nil), s.history[over:]...)
 }
 
 func (s *Store) notify() {
@@ -182,16 +246,30 @@ func (s *Store) notify() {
 	s.changed = make(chan struct{})
 }
 
-// Watch implements metastore.Store.
+// Watch implements metastore.Store. A watch running when the store is
+// partitioned yields an error matching metastore.ErrUnavailable and ends.
 func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
 	return func(yield func(metastore.Event, error) bool) {
+		if err := validatePrefix(prefix); err != nil {
+			yield(metastore.Event{}, err)
+			return
+		}
 		s.mu.Lock()
 		if from <= 0 {
 			from = s.rev + 1
 		}
 		s.mu.Unlock()
 		for {
+			if err := ctx.Err(); err != nil {
+				yield(metastore.Event{}, err)
+				return
+			}
 			s.mu.Lock()
+			if err := s.unreachableLocked("watch", prefix); err != nil {
+				s.mu.Unlock()
+				yield(metastore.Event{}, err)
+				return
+			}
 			if from <= s.compactRev {
 				s.mu.Unlock()
 				yield(metastore.Event{}, fmt.Errorf("metastore watch %q from %d: %w", prefix, from, metastore.ErrCompacted))
@@ -202,7 +280,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 			for ; i < len(s.history); i++ {
 				ev := s.history[i]
 				if strings.HasPrefix(ev.KV.Key, prefix) {
-					batch = append(batch, clone2(ev))
+					batch = append(batch, cloneEvent(ev))
 				}
 			}
 			wait := s.changed
@@ -213,7 +291,9 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 					return
 				}
 			}
-			from = rev + 1
+			if rev+1 > from {
+				from = rev + 1
+			}
 			select {
 			case <-ctx.Done():
 				yield(metastore.Event{}, ctx.Err())
@@ -224,7 +304,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 	}
 }
 
-func clone2(ev metastore.Event) metastore.Event {
+func cloneEvent(ev metastore.Event) metastore.Event {
 	ev.KV = clone(ev.KV)
 	return ev
 }
@@ -236,13 +316,55 @@ func (s *Store) Revision() int64 {
 	return s.rev
 }
 
+// Partition makes the store unreachable: every call fails with an error
+// matching metastore.ErrUnavailable, running watches end with such an
+// error, and every live session is suspended (it expires one TTL later on
+// the store's clock unless Heal comes first), as when a host loses its
+// connection to etcd.
+func (s *Store) Partition() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.partitioned {
+		return
+	}
+	s.partitioned = true
+	s.cut = make(map[int64]bool)
+	for id, ss := range s.sess {
+		if !ss.ended && ss.timer == nil {
+			s.suspendLocked(ss)
+			s.cut[id] = true
+		}
+	}
+	s.notify() // wake watches so that they see the partition
+}
+
+// Heal ends a partition: calls succeed again and the sessions that
+// Partition suspended and that have not expired meanwhile are resumed.
+func (s *Store) Heal() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.partitioned {
+		return
+	}
+	s.partitioned = false
+	for id := range s.cut {
+		if ss, ok := s.sess[id]; ok {
+			s.resumeLocked(ss)
+		}
+	}
+	s.cut = nil
+}
+
 type session struct {
-	s     *Store
-	id    int64
-	ttl   time.Duration
-	done  chan struct{}
-	ended bool
-	timer clock.Timer // pending expiry while suspended
+	s   *Store
+	id  int64
+	ttl time.Duration
+	// done is closed when the session ends for the store (ended) or for its
+	// holder (closed), whichever comes first.
+	done   chan struct{}
+	ended  bool // expired or revoked: bound keys are gone
+	closed bool // Close was called: no more keep-alives, no new bindings
+	timer  clock.Timer
 }
 
 var _ metastore.Session = (*session)(nil)
@@ -257,6 +379,9 @@ func (s *Store) NewSession(ctx context.Context, ttl time.Duration) (metastore.Se
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.unreachableLocked("new session", ""); err != nil {
+		return nil, err
+	}
 	s.nextID++
 	ss := &session{s: s, id: s.nextID, ttl: ttl, done: make(chan struct{})}
 	s.sess[ss.id] = ss
@@ -267,8 +392,25 @@ func (ss *session) ID() int64             { return ss.id }
 func (ss *session) TTL() time.Duration    { return ss.ttl }
 func (ss *session) Done() <-chan struct{} { return ss.done }
 
+// Close implements metastore.Session. During a partition the revocation
+// cannot reach the store: Close returns an error matching
+// metastore.ErrUnavailable and the bound keys vanish one TTL later.
 func (ss *session) Close(ctx context.Context) error {
-	ss.s.end(ss.id)
+	s := ss.s
+	s.mu.Lock()
+	if ss.ended || ss.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	ss.closed = true
+	close(ss.done)
+	if err := s.unreachableLocked("close session", ""); err != nil {
+		// Already suspended by Partition: the expiry timer runs.
+		s.mu.Unlock()
+		return fmt.Errorf("session %d: %w", ss.id, err)
+	}
+	s.mu.Unlock()
+	s.end(ss.id)
 	return nil
 }
 
@@ -281,10 +423,14 @@ func (s *Store) end(id int64) {
 		return
 	}
 	ss.ended = true
+	delete(s.sess, id)
 	if ss.timer != nil {
 		ss.timer.Stop()
+		ss.timer = nil
 	}
-	close(ss.done)
+	if !ss.closed {
+		close(ss.done)
+	}
 	var keys []string
 	for k, kv := range s.kvs {
 		if kv.Session == id {
@@ -301,17 +447,30 @@ func (s *Store) end(id int64) {
 	}
 }
 
+func (s *Store) suspendLocked(ss *session) {
+	if ss.ended || ss.timer != nil {
+		return
+	}
+	id := ss.id
+	ss.timer = s.clock.AfterFunc(ss.ttl, func() { s.end(id) })
+}
+
+func (s *Store) resumeLocked(ss *session) {
+	if ss.ended || ss.closed || ss.timer == nil {
+		return
+	}
+	ss.timer.Stop()
+	ss.timer = nil
+}
+
 // Suspend stops the session's keep-alives, as a partition from the store
 // would: unless resumed, it expires one TTL later on the store's clock.
 func (s *Store) Suspend(sess metastore.Session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, ok := s.sess[sess.ID()]
-	if !ok || ss.ended || ss.timer != nil {
-		return
+	if ss, ok := s.sess[sess.ID()]; ok {
+		s.suspendLocked(ss)
 	}
-	id := ss.id
-	ss.timer = s.clock.AfterFunc(ss.ttl, func() { s.end(id) })
 }
 
 // Resume restarts the keep-alives of a suspended session that has not yet
@@ -319,12 +478,9 @@ func (s *Store) Suspend(sess metastore.Session) {
 func (s *Store) Resume(sess metastore.Session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, ok := s.sess[sess.ID()]
-	if !ok || ss.ended || ss.timer == nil {
-		return
+	if ss, ok := s.sess[sess.ID()]; ok {
+		s.resumeLocked(ss)
 	}
-	ss.timer.Stop()
-	ss.timer = nil
 }
 
 // Expire ends the session now, as if its TTL had run out.

@@ -1,0 +1,307 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/metastore"
+)
+
+// DefaultRoot is the key prefix used when Options.Root is empty.
+const DefaultRoot = "/cutline/"
+
+// DefaultRequestTimeout bounds each call when Options.RequestTimeout is 0.
+const DefaultRequestTimeout = 5 * time.Second
+
+// listPage is how many keys one range request of List fetches.
+const listPage = 1000
+
+// Options configures a Store. The zero value works.
+type Options struct {
+	// Root is prepended to every key; keys come back without it. It must
+	// end with "/" so that two roots never share keys. Empty means
+	// DefaultRoot.
+	Root string
+	// RequestTimeout bounds every unary call (get, list, txn, lease grant
+	// and revoke). A call that runs out of it fails with
+	// metastore.ErrUnavailable: its outcome is unknown. 0 means
+	// DefaultRequestTimeout; it must not be negative. The caller's context
+	// still applies and, when it ends first, its error is returned instead.
+	RequestTimeout time.Duration
+	// Logger receives session losses and other notable events. Nil
+	// discards.
+	Logger *slog.Logger
+	// Clock drives the request timeouts. Nil means the wall clock.
+	Clock clock.Clock
+}
+
+func (o *Options) validate() error {
+	if o.Root == "" {
+		o.Root = DefaultRoot
+	}
+	if err := metastore.ValidateKey(o.Root); err != nil {
+		return fmt.Errorf("etcd: Options.Root: %w", err)
+	}
+	if !strings.HasSuffix(o.Root, "/") {
+		return fmt.Errorf("etcd: Options.Root %q must end with \"/\"", o.Root)
+	}
+	if len(o.Root) > 256 {
+		return fmt.Errorf("etcd: Options.Root is longer than 256 bytes")
+	}
+	switch {
+	case o.RequestTimeout < 0:
+		return fmt.Errorf("etcd: Options.RequestTimeout %v is negative", o.RequestTimeout)
+	case o.RequestTimeout == 0:
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Clock = clock.Or(o.Clock)
+	return nil
+}
+
+// Store is a metastore.Store on etcd. It is safe for concurrent use. It does
+// not own the client: the host closes the client after its last use of the
+// store and of the store's sessions.
+type Store struct {
+	client  *clientv3.Client
+	root    string
+	timeout time.Duration
+	log     *slog.Logger
+	clock   clock.Clock
+}
+
+var _ metastore.Store = (*Store)(nil)
+
+// New returns a Store that keeps its keys under opts.Root on client. The
+// client's endpoints, TLS and authentication are the host's business.
+func New(client *clientv3.Client, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("etcd: nil client")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Store{
+		client:  client,
+		root:    opts.Root,
+		timeout: opts.RequestTimeout,
+		log:     opts.Logger,
+		clock:   opts.Clock,
+	}, nil
+}
+
+// Root returns the key prefix under which the store keeps its keys.
+func (s *Store) Root() string { return s.root }
+
+// errRequestTimeout is the cause of a call context ended by RequestTimeout.
+var errRequestTimeout = errors.New("etcd: request timeout")
+
+// call derives the context of one unary call: the caller's, bounded by the
+// request timeout on the store's clock.
+func (s *Store) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	t := s.clock.AfterFunc(s.timeout, func() { cancel(errRequestTimeout) })
+	return cctx, func() {
+		t.Stop()
+		cancel(nil)
+	}
+}
+
+func (s *Store) toKV(key []byte, value []byte, mod, create, lease int64) metastore.KV {
+	kv := metastore.KV{
+		Key:            strings.TrimPrefix(string(key), s.root),
+		Value:          value,
+		Revision:       mod,
+		CreateRevision: create,
+		Session:        lease,
+	}
+	if kv.Value == nil {
+		kv.Value = []byte{}
+	}
+	return kv
+}
+
+func validatePrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	return metastore.ValidateKey(prefix)
+}
+
+// Get implements metastore.Store. The read is linearizable.
+func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
+	if err := ctx.Err(); err != nil {
+		return metastore.KV{}, err
+	}
+	if err := metastore.ValidateKey(key); err != nil {
+		return metastore.KV{}, err
+	}
+	cctx, done := s.call(ctx)
+	defer done()
+	resp, err := s.client.Get(cctx, s.root+key)
+	if err != nil {
+		return metastore.KV{}, classify(ctx, "get", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return metastore.KV{}, fmt.Errorf("metastore get %q: %w", key, metastore.ErrNotFound)
+	}
+	kv := resp.Kvs[0]
+	return s.toKV(kv.Key, kv.Value, kv.ModRevision, kv.CreateRevision, kv.Lease), nil
+}
+
+// List implements metastore.Store. Large prefixes are read in pages, all at
+// the revision of the first page.
+func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	if err := validatePrefix(prefix); err != nil {
+		return nil, 0, err
+	}
+	start := s.root + prefix
+	end := clientv3.GetPrefixRangeEnd(start)
+	var (
+		out []metastore.KV
+		rev int64
+	)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		cctx, done := s.call(ctx)
+		resp, err := s.client.Get(cctx, start, opts...)
+		done()
+		if err != nil {
+			return nil, 0, classify(ctx, "list", prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			out = append(out, s.toKV(kv.Key, kv.Value, kv.ModRevision, kv.CreateRevision, kv.Lease))
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, rev, nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// checkTxn validates t as etcd would, before anything is sent.
+func checkTxn(t metastore.Txn) error {
+	for _, c := range t.If {
+		if err := metastore.ValidateKey(c.Key); err != nil {
+			return err
+		}
+		if c.Revision < 0 {
+			return fmt.Errorf("%w: negative revision %d for %q", metastore.ErrInvalidKey, c.Revision, c.Key)
+		}
+	}
+	seen := make(map[string]bool, len(t.Then))
+	for _, op := range t.Then {
+		if err := metastore.ValidateKey(op.Key); err != nil {
+			return err
+		}
+		if seen[op.Key] {
+			return fmt.Errorf("%w: two ops on %q in one txn", metastore.ErrInvalidKey, op.Key)
+		}
+		seen[op.Key] = true
+	}
+	return nil
+}
+
+func ended(sess metastore.Session) bool {
+	select {
+	case <-sess.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// Txn implements metastore.Store: one etcd transaction whose compares are
+// ModRevision(key) == rev (CreateRevision(key) == 0 for rev 0). When a
+// compare fails, the same round trip reads every compared key so that the
+// *ConflictError carries the current revision.
+func (s *Store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := checkTxn(t); err != nil {
+		return 0, err
+	}
+	cmps := make([]clientv3.Cmp, 0, len(t.If))
+	reads := make([]clientv3.Op, 0, len(t.If))
+	for _, c := range t.If {
+		k := s.root + c.Key
+		if c.Revision == 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", c.Revision))
+		}
+		reads = append(reads, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+	}
+	ops := make([]clientv3.Op, 0, len(t.Then))
+	var sessions []int64
+	for _, op := range t.Then {
+		k := s.root + op.Key
+		switch {
+		case op.Delete:
+			ops = append(ops, clientv3.OpDelete(k))
+		case op.Session != nil:
+			if ended(op.Session) {
+				return 0, fmt.Errorf("metastore txn put %q: session %d: %w", op.Key, op.Session.ID(), metastore.ErrSessionExpired)
+			}
+			sessions = append(sessions, op.Session.ID())
+			ops = append(ops, clientv3.OpPut(k, string(op.Value), clientv3.WithLease(clientv3.LeaseID(op.Session.ID()))))
+		default:
+			ops = append(ops, clientv3.OpPut(k, string(op.Value)))
+		}
+	}
+	label := ""
+	if len(t.Then) > 0 {
+		label = t.Then[0].Key
+	} else if len(t.If) > 0 {
+		label = t.If[0].Key
+	}
+	cctx, done := s.call(ctx)
+	defer done()
+	resp, err := s.client.Txn(cctx).If(cmps...).Then(ops...).Else(reads...).Commit()
+	if err != nil {
+		err = classify(ctx, "txn", label, err)
+		if errors.Is(err, metastore.ErrSessionExpired) {
+			return 0, fmt.Errorf("metastore txn: sessions %v: %w", sessions, err)
+		}
+		return 0, err
+	}
+	if resp.Succeeded {
+		return resp.Header.Revision, nil
+	}
+	current := make(map[string]int64, len(reads))
+	for _, r := range resp.Responses {
+		if rr := r.GetResponseRange(); rr != nil {
+			for _, kv := range rr.Kvs {
+				current[string(kv.Key)] = kv.ModRevision
+			}
+		}
+	}
+	for _, c := range t.If {
+		if cur := current[s.root+c.Key]; cur != c.Revision {
+			return 0, &metastore.ConflictError{Key: c.Key, Expected: c.Revision, Revision: cur}
+		}
+	}
+	// Unreachable with a correct server: the compares failed but the reads
+	// of the same revision say they hold.
+	c := t.If[0]
+	return 0, &metastore.ConflictError{Key: c.Key, Expected: c.Revision, Revision: current[s.root+c.Key]}
+}
