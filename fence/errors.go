@@ -1,0 +1,57 @@
+package fence
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrUndecided: the context ended while unreachable buckets held the
+	// deciding vote on a slot (for example a flight in one bucket, poison in
+	// another, the third zone down). The fencer never guesses; retry when the
+	// zone is back. The error is an *UndecidedError.
+	ErrUndecided = errors.New("fence: slot undecided")
+	// ErrForeign: a slot cannot be decided without an object that is neither
+	// a valid flight nor poison for it (corrupt, misplaced, or of an unknown
+	// format). The fencer never overwrites, copies or counts such an object;
+	// an operator must look at it. The error is a *ForeignError.
+	ErrForeign = errors.New("fence: slot blocked by a foreign object")
+)
+
+// UndecidedError names the slot that could not be decided and the buckets
+// whose answer it waits for.
+type UndecidedError struct {
+	Star    string
+	Epoch   uint64
+	Slot    uint64
+	Waiting []string  // buckets that did not answer
+	Since   time.Time // when the slot was first found undecided
+	Err     error     // the context's error
+}
+
+func (e *UndecidedError) Error() string {
+	return fmt.Sprintf("fence %s/%d: slot %d undecided since %s, waiting for buckets %s: %v",
+		e.Star, e.Epoch, e.Slot, e.Since.Format(time.RFC3339), strings.Join(e.Waiting, ","), e.Err)
+}
+
+func (e *UndecidedError) Unwrap() []error { return []error{ErrUndecided, e.Err} }
+
+// ForeignError names the objects that block a slot.
+type ForeignError struct {
+	Star    string
+	Epoch   uint64
+	Slot    uint64
+	Objects []error // one *chain.ObjectError per foreign object (bucket and key)
+}
+
+func (e *ForeignError) Error() string {
+	parts := make([]string, len(e.Objects))
+	for i, o := range e.Objects {
+		parts[i] = o.Error()
+	}
+	return fmt.Sprintf("fence %s/%d: slot %d cannot be decided without foreign objects: %s", e.Star, e.Epoch, e.Slot, strings.Join(parts, "; "))
+}
+
+func (e *ForeignError) Unwrap() []error { return append([]error{ErrForeign}, e.Objects...) }

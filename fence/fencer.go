@@ -1,0 +1,563 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/objstore"
+)
+
+// Options configures a Fencer. The zero value works.
+type Options struct {
+	// Keys is the object key layout; it must match the writers'.
+	Keys chain.Keys
+	// Identity is written into every poison object this fencer creates,
+	// for forensics. Default "fencer".
+	Identity string
+	// Fanout is how many slots the end estimate probes per round (a k-ary
+	// search). 1 gives the literal doubling and binary search, one slot per
+	// round trip. Default 8.
+	Fanout int
+	// Span is how many slots the walk reads ahead in one parallel round.
+	// Decisions stay per slot and in order. Default 64; 1 reads one slot at
+	// a time.
+	Span int
+	// MaxParallel bounds the object requests in flight at once. Default 64.
+	MaxParallel int
+	// MinBackoff and MaxBackoff bound the jittered exponential backoff while
+	// a slot is undecided. Defaults 10ms and 1s.
+	MinBackoff, MaxBackoff time.Duration
+	// Clock drives backoff and the undecided age. Nil means the wall clock.
+	Clock clock.Clock
+	// Logger receives the walk's progress at debug level and undecided
+	// slots at warn level. Nil discards.
+	Logger *slog.Logger
+}
+
+func (o *Options) validate() error {
+	if err := o.Keys.Validate(); err != nil {
+		return err
+	}
+	if o.Identity == "" {
+		o.Identity = "fencer"
+	}
+	if o.Fanout < 0 || o.Span < 0 || o.MaxParallel < 0 {
+		return &epoch.ConfigError{Field: "Fanout/Span/MaxParallel", Value: fmt.Sprint(o.Fanout, o.Span, o.MaxParallel), Reason: "must not be negative"}
+	}
+	if o.Fanout == 0 {
+		o.Fanout = 8
+	}
+	if o.Span == 0 {
+		o.Span = 64
+	}
+	if o.MaxParallel == 0 {
+		o.MaxParallel = 64
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 10 * time.Millisecond
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = max(time.Second, o.MinBackoff)
+	}
+	o.Clock = clock.Or(o.Clock)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Fencer ends epochs: it computes the cut of an epoch by poisoning the slots
+// its writer has not filled, and publishes it on the epoch record. It is safe
+// for concurrent use; several Fencers (in one process or many) may fence the
+// same epoch at once and converge on the same cut.
+type Fencer struct {
+	minter *epoch.Minter
+	zones  chain.Zones
+	opts   Options
+
+	mu        sync.Mutex
+	undecided map[epochID]Undecided
+}
+
+type epochID struct {
+	star  string
+	epoch uint64
+}
+
+// Undecided describes a slot a fence is blocked on.
+type Undecided struct {
+	Star    string
+	Epoch   uint64
+	Slot    uint64
+	Waiting []string
+	Since   time.Time
+}
+
+// New returns a Fencer over the epoch records of m and the buckets of zones.
+func New(m *epoch.Minter, zones chain.Zones, opts Options) (*Fencer, error) {
+	if m == nil {
+		return nil, &epoch.ConfigError{Field: "minter", Value: nil, Reason: "required"}
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Fencer{minter: m, zones: zones, opts: opts, undecided: make(map[epochID]Undecided)}, nil
+}
+
+// Undecided lists the slots this fencer is currently blocked on, with the
+// time each was first found undecided. Alert on their age.
+func (f *Fencer) Undecided() []Undecided {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Undecided, 0, len(f.undecided))
+	for _, u := range f.undecided {
+		out = append(out, u)
+	}
+	return out
+}
+
+// Report describes one Fence call.
+type Report struct {
+	Star  string
+	Epoch uint64
+	Cut   uint64
+	// AlreadyFenced: the record already carried the cut; nothing was walked.
+	AlreadyFenced bool
+	// Estimate is the highest slot the end estimate saw holding a flight
+	// (-1 when none), and WalkStart where the walk began.
+	Estimate  int64
+	WalkStart uint64
+	// Rounds counts sequential round trips to the buckets (a batch of
+	// parallel requests is one round).
+	Rounds int
+	// Reads and Creates count object requests.
+	Reads, Creates int64
+	// Repaired counts flight copies made; Poisoned counts poison objects
+	// this fencer created.
+	Repaired, Poisoned int64
+	// Duration is the fence's time on the fencer's clock.
+	Duration time.Duration
+}
+
+// Fence ends the epoch and returns its cut: the first slot that can never be
+// acknowledged. Every slot below the cut is committed. When the record is
+// already fenced (or settled) it returns the published cut: a later fence is
+// a read.
+//
+// Errors: epoch.ErrNoRecord (the epoch was never minted: nothing to fence),
+// ErrUndecided (ctx ended while unreachable buckets held the deciding vote),
+// ErrForeign (a foreign object blocks a slot), epoch.ErrCutMismatch (another
+// fencer published a different cut: a bug, never retried), and metastore or
+// context errors.
+func (f *Fencer) Fence(ctx context.Context, star string, ep uint64) (uint64, error) {
+	r, err := f.FenceReport(ctx, star, ep)
+	return r.Cut, err
+}
+
+// FenceReport is Fence with a report of the work done.
+func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Report, error) {
+	start := f.opts.Clock.Now()
+	rep := Report{Star: star, Epoch: ep, Estimate: -1}
+	rec, err := f.minter.Get(ctx, star, ep)
+	if err != nil {
+		return rep, fmt.Errorf("fence %s/%d: %w", star, ep, err)
+	}
+	if rec.Fenced() {
+		rep.Cut, rep.AlreadyFenced = rec.Cut, true
+		return rep, nil
+	}
+	buckets, err := f.zones.Resolve(rec.Constants.Buckets)
+	if err != nil {
+		return rep, fmt.Errorf("fence %s/%d: %w", star, ep, err)
+	}
+	w := &walk{f: f, rec: rec, buckets: buckets, rep: &rep, sem: make(chan struct{}, f.opts.MaxParallel)}
+	x, ok := w.estimate(ctx)
+	from := rec.Cursors.Checkpoint
+	if ok {
+		rep.Estimate = int64(x)
+		// Slot x holds a flight, so its writer assigned it, which it does
+		// only while x < release + window. Every slot below the release
+		// point was committed, so [0, x−window] is committed.
+		if x >= uint64(rec.Constants.Window) {
+			from = max(from, x-uint64(rec.Constants.Window))
+		}
+	}
+	rep.WalkStart = from
+	cut, err := w.walk(ctx, from)
+	rep.Reads, rep.Creates = w.reads.Load(), w.creates.Load()
+	rep.Repaired, rep.Poisoned = w.repaired.Load(), w.poisoned.Load()
+	if err != nil {
+		return rep, err
+	}
+	if _, err := f.minter.Publish(ctx, star, ep, cut); err != nil {
+		return rep, fmt.Errorf("fence %s/%d: publish cut %d: %w", star, ep, cut, err)
+	}
+	rep.Cut = cut
+	rep.Duration = f.opts.Clock.Now().Sub(start)
+	f.opts.Logger.InfoContext(ctx, "epoch fenced", "star", star, "epoch", ep, "cut", cut,
+		"rounds", rep.Rounds, "reads", rep.Reads, "creates", rep.Creates, "poisoned", rep.Poisoned, "repaired", rep.Repaired)
+	return rep, nil
+}
+
+// walk is the state of one Fence call.
+type walk struct {
+	f       *Fencer
+	rec     *epoch.Record
+	buckets []objstore.Bucket
+	rep     *Report
+	sem     chan struct{}
+
+	reads, creates, repaired, poisoned atomic.Int64
+}
+
+func (w *walk) slot(n uint64) chain.Slot {
+	return chain.Slot{Keys: w.f.opts.Keys, Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: n}
+}
+
+// observe reads the headers of slots in every bucket, all in parallel: one
+// round trip.
+func (w *walk) observe(ctx context.Context, slots []uint64) [][]chain.Observation {
+	w.rep.Rounds++
+	out := make([][]chain.Observation, len(slots))
+	var wg sync.WaitGroup
+	for i, n := range slots {
+		out[i] = make([]chain.Observation, len(w.buckets))
+		for j, b := range w.buckets {
+			wg.Add(1)
+			w.sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-w.sem }()
+				w.reads.Add(1)
+				out[i][j] = chain.ObserveHeader(ctx, b, w.slot(n))
+			}()
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+func hasFlight(obs []chain.Observation) bool {
+	for _, o := range obs {
+		if o.State == chain.HasFlight {
+			return true
+		}
+	}
+	return false
+}
+
+// estimate finds roughly where the chain ends: the highest slot it sees
+// holding a flight in some bucket. It probes from the checkpoint, growing
+// the step by doubling until a probe finds nothing, then narrows with a
+// k-ary search, Fanout probes per round in parallel. An unreachable bucket
+// reads as "no flight", which can only lower the estimate: the walk then
+// starts lower, which is always safe.
+func (w *walk) estimate(ctx context.Context) (uint64, bool) {
+	lo := w.rec.Cursors.Checkpoint
+	if !hasFlight(w.observe(ctx, []uint64{lo})[0]) {
+		return 0, false
+	}
+	k := w.f.opts.Fanout
+	// Grow: probe lo+2^e for the next k exponents per round until one is
+	// empty; hi is the first empty probe, lo the present one before it.
+	var hi uint64
+	found := false
+	for e := 0; !found && e < 64; e += k {
+		var probes []uint64
+		for i := e; i < e+k && i < 64; i++ {
+			d := uint64(1) << i
+			if lo > ^uint64(0)-d {
+				break
+			}
+			probes = append(probes, lo+d)
+		}
+		if len(probes) == 0 {
+			break
+		}
+		obs := w.observe(ctx, probes)
+		prev := lo
+		for i, p := range probes {
+			if !hasFlight(obs[i]) {
+				lo, hi, found = prev, p, true
+				break
+			}
+			prev = p
+		}
+		if !found {
+			lo = prev
+		}
+		if err := ctx.Err(); err != nil {
+			return lo, true
+		}
+	}
+	if !found {
+		return lo, true
+	}
+	// Narrow: lo holds a flight, hi does not; split (lo, hi) into k+1 parts.
+	for hi-lo > 1 {
+		gap := hi - lo
+		var probes []uint64
+		for i := 1; i <= k; i++ {
+			p := lo + gap*uint64(i)/uint64(k+1)
+			if p > lo && p < hi && (len(probes) == 0 || p > probes[len(probes)-1]) {
+				probes = append(probes, p)
+			}
+		}
+		if len(probes) == 0 {
+			probes = []uint64{lo + gap/2}
+		}
+		obs := w.observe(ctx, probes)
+		next := hi
+		for i, p := range probes {
+			if !hasFlight(obs[i]) {
+				next = p
+				break
+			}
+			lo = p
+		}
+		hi = next
+		if err := ctx.Err(); err != nil {
+			break
+		}
+	}
+	return lo, true
+}
+
+// verdict is the classification of one slot from its observations.
+type verdict int
+
+const (
+	committed verdict = iota // ≥ W flights
+	dead                     // ≥ B poison: the cut
+	repair                   // some flight, fewer than W, an empty bucket to copy into
+	poison                   // no flight anywhere reachable, an empty bucket to poison
+	undecided                // unreachable buckets hold the deciding vote
+	blocked                  // foreign objects hold the deciding vote
+)
+
+func (v verdict) String() string {
+	return [...]string{"committed", "dead", "repair", "poison", "undecided", "blocked"}[v]
+}
+
+// classify decides a slot from one observation per bucket, for quorum w of
+// k buckets. It is a pure function so that every combination is table
+// tested.
+func classify(obs []chain.Observation, w int) verdict {
+	k := len(obs)
+	var flights, poisons, empties, unreachable int
+	for _, o := range obs {
+		switch o.State {
+		case chain.HasFlight:
+			flights++
+		case chain.HasPoison:
+			poisons++
+		case chain.Empty:
+			empties++
+		case chain.Unreachable:
+			unreachable++
+		}
+	}
+	switch {
+	case flights >= w:
+		return committed
+	case poisons >= k-w+1:
+		return dead
+	case flights > 0 && empties > 0:
+		// Completing a slot always wins over killing it: one writer per
+		// epoch means the flight has exactly one possible content.
+		return repair
+	case flights == 0 && empties > 0:
+		return poison
+	case unreachable > 0:
+		return undecided
+	default:
+		return blocked
+	}
+}
+
+// walk classifies slots in order from start and returns the cut.
+func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
+	span := uint64(w.f.opts.Span)
+	n := start
+	for {
+		slots := make([]uint64, 0, span)
+		for i := uint64(0); i < span && n+i >= n; i++ {
+			slots = append(slots, n+i)
+		}
+		ahead := w.observe(ctx, slots)
+		for i, s := range slots {
+			obs := ahead[i]
+			// Committed and dead are terminal, so an observation read
+			// ahead stays true; anything else is acted on and re-read.
+			switch classify(obs, w.rec.Constants.W) {
+			case committed:
+				continue
+			case dead:
+				w.f.clearUndecided(w.rec)
+				return s, nil
+			}
+			cut, done, err := w.settleSlot(ctx, s, obs)
+			if err != nil {
+				return 0, err
+			}
+			if done {
+				return cut, nil
+			}
+		}
+		n += uint64(len(slots))
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("fence %s/%d: walk at slot %d: %w", w.rec.Star, w.rec.Epoch, n, err)
+		}
+	}
+}
+
+// settleSlot drives one slot to committed or dead. It reports done with the
+// cut when the slot is dead.
+func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation) (uint64, bool, error) {
+	backoff := w.f.opts.MinBackoff
+	for {
+		v := classify(obs, w.rec.Constants.W)
+		w.f.opts.Logger.DebugContext(ctx, "fence slot", "star", w.rec.Star, "epoch", w.rec.Epoch, "slot", s, "verdict", v.String())
+		switch v {
+		case committed:
+			w.f.clearUndecided(w.rec)
+			return 0, false, nil
+		case dead:
+			w.f.clearUndecided(w.rec)
+			return s, true, nil
+		case repair:
+			w.repair(ctx, s, obs)
+		case poison:
+			w.poison(ctx, s, obs)
+		case blocked:
+			return 0, false, w.foreign(s, obs)
+		case undecided:
+			since := w.f.markUndecided(w.rec, s, obs)
+			if err := clock.Sleep(ctx, w.f.opts.Clock, jitter(backoff)); err != nil {
+				return 0, false, &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waiting(w.buckets, obs), Since: since, Err: err}
+			}
+			backoff = min(2*backoff, w.f.opts.MaxBackoff)
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
+		}
+		obs = w.observe(ctx, []uint64{s})[0]
+	}
+}
+
+// repair copies the slot's flight, read whole and verified from a bucket
+// that holds it, into every empty bucket, in parallel. Outcomes are not
+// trusted: the caller re-observes.
+func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) {
+	var data []byte
+	w.rep.Rounds++
+	for j, o := range obs {
+		if o.State != chain.HasFlight {
+			continue
+		}
+		w.reads.Add(1)
+		full := chain.ObserveObject(ctx, w.buckets[j], w.slot(s))
+		if full.State == chain.HasFlight {
+			data = full.Data
+			break
+		}
+	}
+	if data == nil {
+		return // the copy could not be read; re-observe and try again
+	}
+	w.rep.Rounds++
+	var wg sync.WaitGroup
+	for j, o := range obs {
+		if o.State != chain.Empty {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.creates.Add(1)
+			if err := w.buckets[j].Create(ctx, w.slot(s).Key(), data); err == nil {
+				w.repaired.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// poison creates poison in the first empty bucket, in the bucket set's fixed
+// order: one at a time, so that no more poison is written than needed and a
+// flight that appears meanwhile sends the slot back to repair.
+func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation) {
+	for j, o := range obs {
+		if o.State != chain.Empty {
+			continue
+		}
+		w.rep.Rounds++
+		w.creates.Add(1)
+		data := chain.EncodePoison(w.rec.Star, w.rec.Epoch, s, w.f.opts.Identity)
+		err := w.buckets[j].Create(ctx, w.slot(s).Key(), data)
+		if err == nil {
+			w.poisoned.Add(1)
+		} else if !errors.Is(err, objstore.ErrExists) {
+			w.f.opts.Logger.DebugContext(ctx, "fence poison create failed", "bucket", w.buckets[j].Name(), "slot", s, "err", err)
+		}
+		return
+	}
+}
+
+func (w *walk) foreign(s uint64, obs []chain.Observation) error {
+	fe := &ForeignError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s}
+	for _, o := range obs {
+		if o.State == chain.Foreign {
+			fe.Objects = append(fe.Objects, o.Err)
+		}
+	}
+	return fe
+}
+
+func waiting(buckets []objstore.Bucket, obs []chain.Observation) []string {
+	var out []string
+	for j, o := range obs {
+		if o.State == chain.Unreachable {
+			out = append(out, buckets[j].Name())
+		}
+	}
+	return out
+}
+
+func (f *Fencer) markUndecided(rec *epoch.Record, s uint64, obs []chain.Observation) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := epochID{rec.Star, rec.Epoch}
+	u, ok := f.undecided[id]
+	if !ok || u.Slot != s {
+		u = Undecided{Star: rec.Star, Epoch: rec.Epoch, Slot: s, Since: f.opts.Clock.Now()}
+		f.opts.Logger.Warn("fence slot undecided: unreachable buckets hold the deciding vote", "star", rec.Star, "epoch", rec.Epoch, "slot", s)
+	}
+	buckets, _ := f.zones.Resolve(rec.Constants.Buckets)
+	u.Waiting = waiting(buckets, obs)
+	f.undecided[id] = u
+	return u.Since
+}
+
+func (f *Fencer) clearUndecided(rec *epoch.Record) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.undecided, epochID{rec.Star, rec.Epoch})
+}
+
+// jitter spreads d over [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}
