@@ -276,12 +276,17 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 			}
 			return nil
 		case errors.Is(err, unix.EEXIST):
-			isDir := isDirAt(parent, last)
+			if !isDirAt(parent, last) {
+				closeAll(fds)
+				return fail(objstore.ErrExists)
+			}
+			// A directory: a prefix of other objects, or an empty one that
+			// a Delete could not prune. rmdir removes only the latter.
+			rmErr := eintr(func() error { return unix.Unlinkat(parent, last, unix.AT_REMOVEDIR) })
 			closeAll(fds)
-			if isDir {
+			if rmErr != nil || attempt >= maxRetries {
 				return fail(conflict(key, "it is a prefix of other objects"))
 			}
-			return fail(objstore.ErrExists)
 		case errors.Is(err, unix.ENOENT) && attempt < maxRetries:
 			closeAll(fds) // the parent was removed after we opened it
 		default:

@@ -22,9 +22,9 @@
 // bucket.
 //
 //	zone := latency.Wrap(mem.New("zone-a"), latency.Options{
-//		Clock:  fake,
-//		Seed:   7,
-//		Create: latency.Normal(8*time.Millisecond, 2*time.Millisecond),
+//		Clock:   fake,
+//		Seed:    7,
+//		Create:  latency.Normal(8*time.Millisecond, 2*time.Millisecond),
 //		Default: latency.Uniform(2*time.Millisecond, 4*time.Millisecond),
 //	})
 package latency

@@ -2,6 +2,7 @@ package latency
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -34,7 +35,12 @@ func Uniform(lo, hi time.Duration) Dist {
 type uniform struct{ lo, hi time.Duration }
 
 func (u uniform) Sample(r *rand.Rand) time.Duration {
-	return u.lo + time.Duration(r.Int64N(int64(u.hi-u.lo)+1))
+	// Unsigned arithmetic: hi-lo may not fit an int64.
+	span := uint64(u.hi) - uint64(u.lo)
+	if span == math.MaxUint64 {
+		return time.Duration(r.Uint64())
+	}
+	return u.lo + time.Duration(r.Uint64N(span+1))
 }
 
 // Normal draws latencies from a normal distribution with the given mean and

@@ -3,6 +3,7 @@ package latency_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"testing/synctest"
@@ -135,6 +136,15 @@ func TestDistributions(t *testing.T) {
 	}
 	require.InDelta(t, float64(2*time.Millisecond), float64(sum/n), float64(50*time.Microsecond))
 	require.Equal(t, 4*time.Millisecond, latency.Uniform(4*time.Millisecond, 4*time.Millisecond).Sample(r))
+	for _, u := range []latency.Dist{
+		latency.Uniform(math.MinInt64, math.MaxInt64),
+		latency.Uniform(-time.Second, time.Second),
+		latency.Uniform(0, math.MaxInt64),
+	} {
+		for range 100 {
+			_ = u.Sample(r) // no overflow panic
+		}
+	}
 
 	norm := latency.Normal(10*time.Millisecond, 2*time.Millisecond)
 	sum = 0
