@@ -15,6 +15,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/mem"
 )
 
@@ -29,12 +30,15 @@ type env struct {
 	store   *memstore.Store
 	minter  *epoch.Minter
 	mems    []*mem.Bucket
+	faults  []*fault.Bucket
 	hooks   []*hookBucket
 	buckets []objstore.Bucket
 	keys    chain.Keys
 }
 
-func newEnv(t testing.TB, k int) *env {
+// newEnv makes k zones, each a mem bucket wrapped by fault injection, then
+// by wrap (if any, e.g. latency), then by a hookBucket.
+func newEnv(t testing.TB, k int, wrap ...func(i int, b objstore.Bucket) objstore.Bucket) *env {
 	t.Helper()
 	store := memstore.New(memstore.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{Writer: "test"})
@@ -42,8 +46,14 @@ func newEnv(t testing.TB, k int) *env {
 	e := &env{t: t, store: store, minter: m, keys: chain.Keys{Prefix: "chains"}}
 	for i := range k {
 		mb := mem.New(fmt.Sprintf("zone-%c", 'a'+i))
-		h := &hookBucket{Bucket: mb}
+		fb := fault.Wrap(mb, fault.Options{Seed: uint64(i + 1)})
+		var inner objstore.Bucket = fb
+		for _, w := range wrap {
+			inner = w(i, inner)
+		}
+		h := &hookBucket{Bucket: inner}
 		e.mems = append(e.mems, mb)
+		e.faults = append(e.faults, fb)
 		e.hooks = append(e.hooks, h)
 		e.buckets = append(e.buckets, h)
 	}
@@ -79,7 +89,9 @@ func (e *env) reader() *chain.Reader {
 	return r
 }
 
-func (e *env) key(rec *epoch.Record, slot uint64) string { return e.keys.Slot(rec.Star, rec.Epoch, slot) }
+func (e *env) key(rec *epoch.Record, slot uint64) string {
+	return e.keys.Slot(rec.Star, rec.Epoch, slot)
+}
 
 // put stores raw bytes in bucket i at slot, bypassing the hooks.
 func (e *env) put(i int, rec *epoch.Record, slot uint64, data []byte) {

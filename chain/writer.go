@@ -282,9 +282,10 @@ func (w *Writer) Append(ctx context.Context, payload []byte) (Position, error) {
 // until a slot is released, ctx ends, or the writer halts or closes.
 //
 // The payload is encoded into the slot's flight before Submit returns; the
-// writer keeps that flight, with the payload, until the slot is decided
-// (Future.Payload returns it). Treat payload as owned by the writer until
-// the future is done.
+// writer keeps that flight, with the payload, until the slot is
+// acknowledged, so that a host rolling to a new epoch can republish the
+// payloads of failed futures (Future.Payload). Treat payload as owned by the
+// writer until the future is done.
 //
 // Submit fails at once with the halt error (errors.Is ErrFenced) once the
 // writer has halted, with ErrClosed after Close or Abort, and with a
@@ -323,10 +324,16 @@ func (w *Writer) Submit(ctx context.Context, payload []byte) (*Future, error) {
 	w.mu.Unlock()
 	w.stats.submitted.Add(1)
 
-	f.key = w.slotKey(f.slot)
-	f.data = EncodeFlight(w.star, w.epoch, f.slot, payload)
+	key := w.slotKey(f.slot)
+	data := EncodeFlight(w.star, w.epoch, f.slot, payload)
+	f.mu.Lock()
+	f.data = data
+	f.mu.Unlock()
+	// The workers get the flight as an argument: the future drops its own
+	// reference once acknowledged, while a straggling worker may still be
+	// sending it.
 	for i := range w.buckets {
-		go w.runBucket(f, i)
+		go w.runBucket(f, i, key, data)
 	}
 	return f, nil
 }
@@ -379,6 +386,7 @@ func (w *Writer) onCommit() {
 		w.released.Store(w.relNext)
 		w.stats.released.Add(1)
 		f.resolve(Position{Epoch: w.epoch, Slot: f.slot}, nil)
+		f.dropPayload()
 		<-w.sem
 	}
 }

@@ -19,12 +19,12 @@ const (
 
 func headerLen(star string) int { return fixedLen + len(star) }
 
-// runBucket writes f's flight to bucket i until the bucket's answer is
+// runBucket writes f's flight (data, at key) to bucket i until the bucket's answer is
 // known, the slot is decided without it, or the writer is aborted. A Create
 // whose outcome is unknown is retried with backoff; a Create that finds an
 // object (ErrExists) reads it, which also settles "my earlier attempt
 // landed but its answer was lost".
-func (w *Writer) runBucket(f *Future, i int) {
+func (w *Writer) runBucket(f *Future, i int, key string, data []byte) {
 	defer w.wg.Done()
 	b := w.buckets[i]
 	for attempt := 0; ; attempt++ {
@@ -46,7 +46,7 @@ func (w *Writer) runBucket(f *Future, i int) {
 		if attempt > 0 {
 			w.stats.createRetries.Add(1)
 		}
-		err := b.Create(w.ctx, f.key, f.data)
+		err := b.Create(w.ctx, key, data)
 		<-w.inflight[i]
 		switch {
 		case err == nil:
@@ -54,7 +54,7 @@ func (w *Writer) runBucket(f *Future, i int) {
 			w.vote(f, voteCopy, nil)
 			return
 		case errors.Is(err, objstore.ErrExists):
-			v, cause := w.readExisting(f, i)
+			v, cause := w.readExisting(f, i, key, data)
 			if v != voteNone {
 				w.vote(f, v, cause)
 				return
@@ -96,7 +96,7 @@ func (w *Writer) acquire(f *Future, i int) bool {
 // readExisting reads the object a Create collided with and classifies it.
 // It returns voteNone when the object is gone or the slot got decided
 // while the bucket was unreachable.
-func (w *Writer) readExisting(f *Future, i int) (vote, error) {
+func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, error) {
 	b := w.buckets[i]
 	s := Slot{Keys: w.opts.Keys, Star: w.star, Epoch: w.epoch, Slot: f.slot}
 	for attempt := 0; ; attempt++ {
@@ -110,13 +110,13 @@ func (w *Writer) readExisting(f *Future, i int) (vote, error) {
 		o := ObserveObject(w.ctx, b, s)
 		switch o.State {
 		case HasFlight:
-			if o.SameFlight(f.data) {
+			if o.SameFlight(data) {
 				w.stats.copies.Add(1)
 				w.stats.repairCopies.Add(1)
 				return voteCopy, nil
 			}
 			w.stats.foreign.Add(1)
-			err := &ObjectError{Bucket: b.Name(), Key: f.key, Reason: "a well-formed flight for this slot with other bytes", Err: ErrConflictingFlight}
+			err := &ObjectError{Bucket: b.Name(), Key: key, Reason: "a well-formed flight for this slot with other bytes", Err: ErrConflictingFlight}
 			w.log.Error("conflicting flight", "err", err)
 			return voteNeither, err
 		case HasPoison:

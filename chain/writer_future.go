@@ -43,8 +43,6 @@ const (
 type Future struct {
 	w    *Writer
 	slot uint64
-	key  string
-	data []byte // the encoded flight, shared read-only by every bucket
 
 	done chan struct{}
 	// pos and err are written once, before done is closed.
@@ -57,7 +55,8 @@ type Future struct {
 	poisons atomic.Int32
 	votes   atomic.Int32 // buckets that answered copy, poison or neither
 
-	mu        sync.Mutex    // guards decided and foreign
+	mu        sync.Mutex    // guards data, decided and foreign
+	data      []byte        // the encoded flight; dropped once acknowledged
 	decided   chan struct{} // made on demand; closed once state leaves pending
 	foreign   []error
 	closedDec bool
@@ -67,9 +66,24 @@ type Future struct {
 func (f *Future) Slot() uint64 { return f.slot }
 
 // Payload returns the payload submitted (a view of the encoded flight; do
-// not modify it). A host rolling to a new epoch republishes the payloads of
-// the futures that failed with ErrFenced.
-func (f *Future) Payload() []byte { return f.data[headerLen(f.w.star):] }
+// not modify it) until the append is acknowledged; after a successful
+// acknowledgement it returns nil, because the writer drops the flight then
+// to keep its memory bounded by the window. A host rolling to a new epoch
+// republishes the payloads of the futures that failed with ErrFenced.
+func (f *Future) Payload() []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.data == nil {
+		return nil
+	}
+	return f.data[headerLen(f.w.star):]
+}
+
+func (f *Future) dropPayload() {
+	f.mu.Lock()
+	f.data = nil
+	f.mu.Unlock()
+}
 
 // Done is closed when the append is acknowledged or has failed.
 func (f *Future) Done() <-chan struct{} { return f.done }

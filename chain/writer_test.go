@@ -17,6 +17,8 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
+	"github.com/cutline/cutline/objstore/latency"
 )
 
 // submitAll submits n payloads (payload(0..n-1)) and returns the futures.
@@ -56,6 +58,7 @@ func requireFenced(t *testing.T, fs []*chain.Future, dead uint64) {
 		var fe *chain.FencedError
 		require.ErrorAs(t, err, &fe)
 		require.Equal(t, dead, fe.Slot, "slot %d", f.Slot())
+		require.Equal(t, payload(int(f.Slot())), f.Payload(), "a failed future keeps its payload for a roll")
 	}
 }
 
@@ -99,19 +102,10 @@ func TestAppendCommitsAndReads(t *testing.T) {
 // answer in random order.
 func TestAcksInOrderUnderRandomLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, 3)
+		e := newEnv(t, 3, func(i int, b objstore.Bucket) objstore.Bucket {
+			return latency.Wrap(b, latency.Options{Seed: uint64(i), Create: latency.Uniform(0, 50*time.Millisecond), Default: latency.Uniform(0, 5*time.Millisecond)})
+		})
 		rec := e.mint(2, 16)
-		var mu sync.Mutex
-		rng := rand.New(rand.NewPCG(1, 2))
-		for _, h := range e.hooks {
-			h.setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
-				mu.Lock()
-				d := time.Duration(rng.IntN(50_000)) * time.Microsecond
-				mu.Unlock()
-				time.Sleep(d)
-				return next()
-			})
-		}
 		w := e.writer(rec, chain.WriterOptions{})
 		const n = 300
 		var prev *chain.Future
@@ -324,13 +318,14 @@ func TestZoneDownKeepsAppending(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 3)
 		rec := e.mint(2, 8)
-		e.hooks[1].setCreate(down)
-		e.hooks[1].setRead(downRead)
+		e.faults[1].SetDown(true)
 		w := e.writer(rec, chain.WriterOptions{})
 		fs := submitAll(t, w, 50)
 		require.NoError(t, w.Close(context.Background()))
 		requireAcked(t, rec, fs)
 		require.Zero(t, e.mems[1].Len())
+		require.Zero(t, e.faults[1].Stats().Forwarded[fault.OpCreate])
+		require.Equal(t, 50, e.faults[0].Stats().Calls[fault.OpCreate])
 		got, err := readAll(t, e.reader(), chain.Position{})
 		require.NoError(t, err)
 		require.Len(t, got, 50)
@@ -813,6 +808,84 @@ func TestFutureAndPosition(t *testing.T) {
 	pos, err := f.Result()
 	require.NoError(t, err)
 	require.Equal(t, chain.Position{Epoch: rec.Epoch, Slot: 0}, pos)
+	require.Nil(t, f.Payload(), "an acknowledged future drops its payload")
 	require.Same(t, rec, w.Record())
 	require.NoError(t, w.Close(context.Background()))
+}
+
+// Transient failures of creates and reads, drawn at random, are retried
+// until every slot commits.
+func TestTransientFaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 3)
+		rec := e.mint(2, 8)
+		for _, fb := range e.faults {
+			require.NoError(t, fb.AddRule(fault.Rule{Op: fault.OpCreate, Probability: 0.4}))
+			require.NoError(t, fb.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.LostAnswer, Probability: 0.2}))
+			require.NoError(t, fb.AddRule(fault.Rule{Op: fault.OpGet, Probability: 0.4}))
+		}
+		w := e.writer(rec, chain.WriterOptions{})
+		fs := submitAll(t, w, 100)
+		require.NoError(t, w.Close(context.Background()))
+		requireAcked(t, rec, fs)
+		st := w.Stats()
+		require.Positive(t, st.CreateRetries)
+		require.Positive(t, st.RepairCopies, "lost answers are found by the read after ErrExists")
+		require.Zero(t, st.Poisons+st.Foreign)
+		injected := 0
+		for _, fb := range e.faults {
+			injected += fb.Stats().Injected[fault.OpCreate]
+			fb.ClearRules()
+		}
+		require.Positive(t, injected)
+		got, err := readAll(t, e.reader(), chain.Position{})
+		require.NoError(t, err)
+		require.Len(t, got, 100)
+		for i, f := range got {
+			require.Equal(t, payload(i), f.Payload)
+		}
+	})
+}
+
+// A create answered with an error lands later (a straggler): the retry
+// finds it with ErrExists and counts it as the copy.
+func TestStragglerLandsBeforeRetry(t *testing.T) {
+	e := newEnv(t, 1)
+	rec := e.mint(1, 4)
+	require.NoError(t, e.faults[0].AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.Straggler, Count: 1}))
+	fake := clock.NewFake(time.Unix(0, 0))
+	w := e.writer(rec, chain.WriterOptions{Clock: fake})
+	f, err := w.Submit(context.Background(), payload(0))
+	require.NoError(t, err)
+	fake.BlockUntil(1)
+	require.Equal(t, 1, e.faults[0].ReleaseStragglers(context.Background()))
+	fake.Advance(chain.DefaultMaxBackoff)
+	requireAcked(t, rec, []*chain.Future{f})
+	require.Equal(t, uint64(1), w.Stats().RepairCopies)
+	require.NoError(t, w.Close(context.Background()))
+}
+
+// A straggler that arrives after the retry landed finds its key taken.
+func TestStragglerAfterRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 3)
+		rec := e.mint(2, 8)
+		for _, fb := range e.faults {
+			require.NoError(t, fb.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.Straggler, Probability: 0.3}))
+		}
+		w := e.writer(rec, chain.WriterOptions{})
+		fs := submitAll(t, w, 40)
+		require.NoError(t, w.Close(context.Background()))
+		requireAcked(t, rec, fs)
+		for _, fb := range e.faults {
+			queued := fb.Stats().StragglersQueued
+			landed := fb.ReleaseStragglers(context.Background())
+			st := fb.Stats()
+			require.Equal(t, queued, st.StragglersLanded+st.StragglersFailed)
+			_ = landed
+		}
+		got, err := readAll(t, e.reader(), chain.Position{})
+		require.NoError(t, err)
+		require.Len(t, got, 40)
+	})
 }

@@ -1,0 +1,182 @@
+package chain_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/latency"
+	"github.com/cutline/cutline/objstore/mem"
+)
+
+// pipeline appends n payloads through w with Submits running ahead of the
+// acknowledgements (as far as the window lets them), and waits for all.
+func pipeline(b *testing.B, w *chain.Writer, n int, data []byte, each func(i int)) {
+	futures := make(chan *chain.Future, w.Record().Constants.Window)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(errc)
+		for f := range futures {
+			if _, err := f.Wait(context.Background()); err != nil {
+				errc <- err
+				for range futures {
+				}
+				return
+			}
+		}
+	}()
+	for i := range n {
+		f, err := w.Submit(context.Background(), data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		futures <- f
+		if each != nil {
+			each(i)
+		}
+	}
+	close(futures)
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+}
+
+func benchWriter(b *testing.B, buckets []objstore.Bucket, w, window int) *chain.Writer {
+	b.Helper()
+	e := newEnv(b, len(buckets))
+	rec, err := e.minter.Mint(context.Background(), star, epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: w, Window: window})
+	if err != nil {
+		b.Fatal(err)
+	}
+	wr, err := chain.NewWriter(rec, buckets, chain.WriterOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return wr
+}
+
+func memBuckets(k int) []objstore.Bucket {
+	out := make([]objstore.Bucket, k)
+	for i := range out {
+		out[i] = mem.New(fmt.Sprintf("zone-%c", 'a'+i))
+	}
+	return out
+}
+
+// BenchmarkAppendMem: pipelined appends of 1 KiB payloads on in-memory
+// buckets, K=3, W=2.
+func BenchmarkAppendMem(b *testing.B) {
+	for _, window := range []int{64, 256} {
+		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
+			w := benchWriter(b, memBuckets(3), 2, window)
+			data := make([]byte, 1024)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			b.ResetTimer()
+			start := time.Now()
+			pipeline(b, w, b.N, data, nil)
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if err := w.Close(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s")
+		})
+	}
+}
+
+// BenchmarkAppendLatency: with 20 ms per create and window 64, the
+// pipelining limit is window ÷ latency = 3,200 slots/s. The benchmark
+// reports the achieved rate and its ratio to that limit.
+func BenchmarkAppendLatency(b *testing.B) {
+	const createLatency = 20 * time.Millisecond
+	const window = 64
+	buckets := memBuckets(3)
+	for i, bk := range buckets {
+		buckets[i] = latency.Wrap(bk, latency.Options{Create: latency.Fixed(createLatency)})
+	}
+	w := benchWriter(b, buckets, 2, window)
+	data := make([]byte, 1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	pipeline(b, w, b.N, data, nil)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := w.Close(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	rate := float64(b.N) / elapsed.Seconds()
+	limit := float64(window) / createLatency.Seconds()
+	b.ReportMetric(rate, "slots/s")
+	b.ReportMetric(100*rate/limit, "%limit")
+}
+
+// discardBucket accepts every Create and keeps nothing, so that a
+// benchmark measures the writer's memory, not the storage's.
+type discardBucket struct {
+	name  string
+	bytes atomic.Int64
+}
+
+func (d *discardBucket) Name() string { return d.name }
+func (d *discardBucket) Create(ctx context.Context, key string, data []byte) error {
+	d.bytes.Add(int64(len(data)))
+	return ctx.Err()
+}
+func (d *discardBucket) Get(ctx context.Context, key string) ([]byte, error) {
+	return nil, objstore.ErrNotFound
+}
+func (d *discardBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	return nil, objstore.ErrNotFound
+}
+func (d *discardBucket) Delete(ctx context.Context, key string) error { return nil }
+func (d *discardBucket) List(ctx context.Context, prefix, after string, limit int) ([]objstore.ObjectInfo, error) {
+	return nil, nil
+}
+
+// BenchmarkAppendHeap appends 1,000,000 1 KiB payloads per op (K=3, W=2,
+// window 64) into discarding buckets, sampling the heap every 10,000
+// appends (after a GC, so it is the live heap). It reports the largest heap
+// growth over the baseline, in bytes and as a multiple of window × payload
+// size (the target is below 2), and the largest goroutine stack use.
+func BenchmarkAppendHeap(b *testing.B) {
+	const (
+		n       = 1_000_000
+		window  = 64
+		size    = 1024
+		samples = 10_000
+	)
+	data := make([]byte, size)
+	var worst, stack uint64
+	for range b.N {
+		buckets := []objstore.Bucket{&discardBucket{name: "zone-a"}, &discardBucket{name: "zone-b"}, &discardBucket{name: "zone-c"}}
+		w := benchWriter(b, buckets, 2, window)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		base := ms.HeapAlloc
+		pipeline(b, w, n, data, func(i int) {
+			if i%samples == samples-1 {
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				if ms.HeapAlloc > base {
+					worst = max(worst, ms.HeapAlloc-base)
+				}
+				stack = max(stack, ms.StackInuse)
+			}
+		})
+		if err := w.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(worst), "max-heap-B")
+	b.ReportMetric(float64(worst)/float64(window*size), "x-window-bytes")
+	b.ReportMetric(float64(stack), "max-stack-B")
+}
