@@ -1,0 +1,306 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/objstore"
+)
+
+// DefaultMaxConflictRetries is how many times Create retries a 409
+// ConditionalRequestConflict when Options.MaxConflictRetries is 0.
+const DefaultMaxConflictRetries = 5
+
+// maxListKeys is S3's page size limit for ListObjectsV2.
+const maxListKeys = 1000
+
+// directoryBucketSuffix ends the name of every S3 Express One Zone
+// (directory) bucket.
+const directoryBucketSuffix = "--x-s3"
+
+// Options are the optional settings of a Bucket. The zero value works.
+type Options struct {
+	// Name identifies the bucket in logs and errors (a zone name such as
+	// "zone-a"). Default: the S3 bucket name.
+	Name string
+	// Logger receives debug and warning records. Default: discard.
+	Logger *slog.Logger
+	// Clock times the backoff between Create's conflict retries. Default:
+	// the wall clock.
+	Clock clock.Clock
+	// MaxConflictRetries bounds how often Create retries after a 409
+	// ConditionalRequestConflict. 0 means DefaultMaxConflictRetries;
+	// negative is an error.
+	MaxConflictRetries int
+	// DirectoryBucket makes List work around directory-bucket listing (no
+	// StartAfter, prefixes only up to a '/', no lexical order). It is
+	// switched on automatically for bucket names ending in "--x-s3".
+	DirectoryBucket bool
+}
+
+// Bucket is an objstore.Bucket over one S3 bucket. It is safe for
+// concurrent use. Create it with New.
+type Bucket struct {
+	client      *awss3.Client
+	bucket      string
+	name        string
+	log         *slog.Logger
+	clk         clock.Clock
+	maxConflict int
+	directory   bool
+}
+
+var _ objstore.Bucket = (*Bucket)(nil)
+
+// New returns a Bucket that stores objects in bucket through client. The
+// client is the host's: its endpoint, addressing style, TLS, retry policy
+// and credentials are used untouched. New sends no request; run
+// objstore.Verify at start-up to check that the store enforces create-only
+// writes.
+func New(client *awss3.Client, bucket string, opts Options) (*Bucket, error) {
+	switch {
+	case client == nil:
+		return nil, errors.New("s3: New: client is nil")
+	case bucket == "":
+		return nil, errors.New("s3: New: bucket name is empty")
+	case strings.ContainsAny(bucket, "/\\ ") || len(bucket) > 255:
+		return nil, fmt.Errorf("s3: New: invalid bucket name %q", bucket)
+	case opts.MaxConflictRetries < 0:
+		return nil, fmt.Errorf("s3: New: Options.MaxConflictRetries is %d, want ≥ 0", opts.MaxConflictRetries)
+	}
+	b := &Bucket{
+		client:      client,
+		bucket:      bucket,
+		name:        opts.Name,
+		log:         opts.Logger,
+		clk:         clock.Or(opts.Clock),
+		maxConflict: opts.MaxConflictRetries,
+		directory:   opts.DirectoryBucket || strings.HasSuffix(bucket, directoryBucketSuffix),
+	}
+	if b.name == "" {
+		b.name = bucket
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	if b.maxConflict == 0 {
+		b.maxConflict = DefaultMaxConflictRetries
+	}
+	return b, nil
+}
+
+// Name implements objstore.Bucket.
+func (b *Bucket) Name() string { return b.name }
+
+// BucketName returns the S3 bucket name.
+func (b *Bucket) BucketName() string { return b.bucket }
+
+func (b *Bucket) opError(op, key string, err error) error {
+	return &objstore.OpError{Op: op, Bucket: b.name, Key: key, Err: err}
+}
+
+// check validates the key and the context before any request is sent.
+func (b *Bucket) check(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return b.opError(op, key, err)
+	}
+	if err := objstore.ValidateKey(key); err != nil {
+		return b.opError(op, key, err)
+	}
+	return nil
+}
+
+// fail classifies an SDK error and wraps it for the caller.
+func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
+	k, err := classifyCall(ctx, err)
+	return b.opError(op, key, wrap(k, err))
+}
+
+// readBody reads an object body. A failure while reading is a transport
+// failure: the object may well exist, so it is ErrUnavailable (or the
+// context's error), never ErrNotFound.
+func (b *Bucket) readBody(ctx context.Context, op, key string, body io.ReadCloser, size *int64) ([]byte, error) {
+	defer body.Close()
+	var buf bytes.Buffer
+	if size != nil && *size > 0 && *size < 64<<20 {
+		buf.Grow(int(*size))
+	}
+	if _, err := buf.ReadFrom(body); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, b.opError(op, key, &contextError{ctxErr: ctxErr, cause: err})
+		}
+		return nil, b.opError(op, key, objstore.Unavailable(fmt.Errorf("reading body: %w", err)))
+	}
+	if buf.Len() == 0 {
+		return []byte{}, nil
+	}
+	return buf.Bytes(), nil
+}
+
+// Get implements objstore.Bucket.
+func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
+	const op = "get"
+	if err := b.check(ctx, op, key); err != nil {
+		return nil, err
+	}
+	out, err := b.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.bucket, Key: &key})
+	if err != nil {
+		return nil, b.fail(ctx, op, key, err)
+	}
+	return b.readBody(ctx, op, key, out.Body, out.ContentLength)
+}
+
+// GetRange implements objstore.Bucket. It sends "Range: bytes=off-end"; a
+// 416 InvalidRange (offset at or past the end) is an empty result.
+func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	const op = "getrange"
+	if err := b.check(ctx, op, key); err != nil {
+		return nil, err
+	}
+	if offset < 0 || length <= 0 {
+		return nil, b.opError(op, key, fmt.Errorf("%w: offset %d length %d", objstore.ErrInvalidRange, offset, length))
+	}
+	last := int64(math.MaxInt64)
+	if length <= math.MaxInt64-offset {
+		last = offset + length - 1
+	}
+	rng := fmt.Sprintf("bytes=%d-%d", offset, last)
+	out, err := b.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.bucket, Key: &key, Range: &rng})
+	if err != nil {
+		k, cerr := classifyCall(ctx, err)
+		if k == kindInvalidRange {
+			return []byte{}, nil
+		}
+		return nil, b.opError(op, key, wrap(k, cerr))
+	}
+	data, err := b.readBody(ctx, op, key, out.Body, out.ContentLength)
+	if err != nil {
+		return nil, err
+	}
+	if out.ContentRange == nil || *out.ContentRange == "" {
+		// The store ignored the Range header and sent the whole object.
+		if offset >= int64(len(data)) {
+			return []byte{}, nil
+		}
+		data = data[offset:]
+	}
+	if int64(len(data)) > length {
+		data = data[:length]
+	}
+	return data, nil
+}
+
+// Delete implements objstore.Bucket. Deleting a missing object succeeds; a
+// missing bucket does not.
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	const op = "delete"
+	if err := b.check(ctx, op, key); err != nil {
+		return err
+	}
+	_, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &b.bucket, Key: &key})
+	if err != nil {
+		k, cerr := classifyCall(ctx, err)
+		if k == kindNotFound {
+			return nil
+		}
+		return b.opError(op, key, wrap(k, cerr))
+	}
+	return nil
+}
+
+// List implements objstore.Bucket with ListObjectsV2 (Prefix, StartAfter,
+// MaxKeys). A page holds at most 1000 objects whatever limit asks.
+func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
+	const op = "list"
+	if err := ctx.Err(); err != nil {
+		return nil, b.opError(op, prefix, err)
+	}
+	if err := objstore.ValidatePrefix(prefix); err != nil {
+		return nil, b.opError(op, prefix, err)
+	}
+	if limit <= 0 || limit > maxListKeys {
+		limit = maxListKeys
+	}
+	if b.directory {
+		return b.listDirectory(ctx, prefix, startAfter, limit)
+	}
+	in := &awss3.ListObjectsV2Input{Bucket: &b.bucket, MaxKeys: aws.Int32(int32(limit))}
+	if prefix != "" {
+		in.Prefix = &prefix
+	}
+	if startAfter != "" {
+		in.StartAfter = &startAfter
+	}
+	for {
+		out, err := b.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return nil, b.fail(ctx, op, prefix, err)
+		}
+		page := collect(out, prefix, startAfter)
+		// An empty but truncated page is not the end: S3 may return one.
+		if len(page) > 0 || !aws.ToBool(out.IsTruncated) || aws.ToString(out.NextContinuationToken) == "" {
+			sortInfos(page)
+			if len(page) > limit {
+				page = page[:limit]
+			}
+			return page, nil
+		}
+		in.ContinuationToken = out.NextContinuationToken
+		in.StartAfter = nil
+	}
+}
+
+// listDirectory lists a directory bucket, where ListObjectsV2 accepts only
+// prefixes that end in '/', has no StartAfter and returns keys in no
+// particular order. It reads every key under the enclosing '/' prefix,
+// filters and sorts them, and returns the first limit: each call costs as
+// many requests as that prefix has pages of 1000 keys.
+func (b *Bucket) listDirectory(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
+	const op = "list"
+	in := &awss3.ListObjectsV2Input{Bucket: &b.bucket, MaxKeys: aws.Int32(maxListKeys)}
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		dir := prefix[:i+1]
+		in.Prefix = &dir
+	}
+	var all []objstore.ObjectInfo
+	for {
+		out, err := b.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return nil, b.fail(ctx, op, prefix, err)
+		}
+		all = append(all, collect(out, prefix, startAfter)...)
+		if !aws.ToBool(out.IsTruncated) || aws.ToString(out.NextContinuationToken) == "" {
+			break
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+	sortInfos(all)
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+// collect keeps the listed objects that match prefix and sort after
+// startAfter; a store that ignores either parameter cannot leak keys.
+func collect(out *awss3.ListObjectsV2Output, prefix, startAfter string) []objstore.ObjectInfo {
+	page := make([]objstore.ObjectInfo, 0, len(out.Contents))
+	for _, o := range out.Contents {
+		k := aws.ToString(o.Key)
+		if k == "" || !strings.HasPrefix(k, prefix) || k <= startAfter {
+			continue
+		}
+		page = append(page, objstore.ObjectInfo{Key: k, Size: aws.ToInt64(o.Size)})
+	}
+	return page
+}

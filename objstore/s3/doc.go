@@ -1,0 +1,91 @@
+// Package s3 is the objstore.Bucket for Amazon S3 and S3-compatible stores,
+// built on aws-sdk-go-v2.
+//
+// # Using it
+//
+// The host builds the *s3.Client (endpoint, region, addressing style, TLS,
+// credentials, retry policy are all the host's) and hands it over with the
+// bucket name:
+//
+//	b, err := s3.New(client, "zone-a-bucket", s3.Options{Name: "zone-a"})
+//	...
+//	if err := objstore.Verify(ctx, b); err != nil { ... } // at start-up
+//
+// NewClient builds a client from static credentials for tests, demos and
+// tools; it reads no environment variable or shared config file.
+//
+// # Create-only writes
+//
+// Create is PutObject with "If-None-Match: *": the store writes the object
+// only if the key is free, atomically, and answers 412 PreconditionFailed
+// otherwise (reported as objstore.ErrExists). Amazon S3 supports it on
+// general purpose and directory buckets alike. A 409
+// ConditionalRequestConflict (another write to the same key was in flight)
+// is retried with backoff on Options.Clock; from the second conflict on the
+// key is read back first, so a conflict with our own earlier attempt ends in
+// success, and a conflict with a different object ends in ErrExists.
+//
+// The SDK re-sends a request after a 5xx or a dropped connection. When a
+// re-sent Create gets 412, the object may be our own first attempt, so
+// Create reads it back: identical bytes are a success, anything else is
+// ErrExists, and an unreadable key is objstore.ErrUnavailable.
+//
+// Some S3-compatible stores, and older releases of others, accept the
+// If-None-Match header on PUT and ignore it: the second writer silently
+// overwrites the first. Such a store breaks every fencing guarantee, and
+// nothing in a single successful PUT reveals it. objstore.Verify catches it:
+// it creates a probe twice and refuses the bucket with
+// objstore.ErrNotCreateOnly when the second create is not refused. Run it
+// once per bucket when the host starts.
+//
+// # Errors
+//
+// Every failure is classified inside the package, from the API error code
+// first and the HTTP status second, after the SDK's own retries:
+//
+//   - NoSuchKey, 404 → objstore.ErrNotFound (Delete: success).
+//   - PreconditionFailed, 412 on Create → objstore.ErrExists.
+//   - 5xx, SlowDown and other throttling, 408, 429, timeouts, refused or
+//     reset connections, truncated bodies, anything unrecognised →
+//     objstore.ErrUnavailable: the outcome is unknown.
+//   - AccessDenied, signature and token errors, 401/403 → ErrAccessDenied.
+//     A refusal is never reported as "not found".
+//   - NoSuchBucket → ErrNoSuchBucket, also never "not found": a mistyped
+//     bucket name must not look like an empty slot.
+//   - Other 4xx → ErrRejected.
+//   - When the caller's context ends, the error matches ctx.Err().
+//
+// Errors are *objstore.OpError values naming the operation, Options.Name and
+// the key; they unwrap to the sentinel and to the SDK's error (errors.As
+// reaches smithy.APIError and the HTTP response error). The SDK's messages
+// carry the status, request id and the store's message, never the secret
+// key.
+//
+// # Endpoints and addressing
+//
+// Amazon S3 uses virtual-hosted addressing (bucket.host/key). Self-hosted
+// S3-compatible stores (versitygw, MinIO, Ceph RGW, ...) usually need
+// path-style addressing (host/bucket/key): set UsePathStyle on the client,
+// or ClientConfig.PathStyle with NewClient. Keys are validated with
+// objstore.ValidateKey before any request, so a key can never name another
+// bucket or escape through "..".
+//
+// # Directory buckets (S3 Express One Zone)
+//
+// Directory buckets (names ending in "--x-s3") support conditional writes,
+// so Create, Get, GetRange and Delete behave as above; they are reached
+// through zonal endpoints with virtual-hosted addressing only (no path
+// style), which the SDK resolves by itself. Only List differs:
+// S3 does not return their keys in lexical order, does not accept
+// StartAfter, and accepts only prefixes that end in '/'. List detects such
+// buckets by name (or Options.DirectoryBucket) and then reads every key
+// under the prefix's enclosing '/' directory, filters and sorts them, and
+// returns the first page: correct, but each call costs as many requests as
+// that directory has thousands of keys. Keep directories small (cutline's
+// key layout puts each epoch under its own prefix).
+//
+// # Limits
+//
+// A List page holds at most 1000 objects (S3's page size), whatever limit
+// asks. Objects are sent in a single PutObject (S3 accepts up to 5 GiB).
+package s3

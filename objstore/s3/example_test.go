@@ -1,0 +1,45 @@
+package s3_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/s3"
+)
+
+// Example connects to a self-hosted S3-compatible store, checks that it
+// enforces create-only writes, and writes an object twice. It needs a
+// running server, so it is compiled but not run.
+func Example() {
+	ctx := context.Background()
+	client, err := s3.NewClient(ctx, s3.ClientConfig{
+		Endpoint:  "http://127.0.0.1:7070",
+		AccessKey: "access-key",
+		SecretKey: "secret-key",
+		PathStyle: true,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := s3.New(client, "zone-a", s3.Options{Name: "zone-a"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := objstore.Verify(ctx, b); err != nil {
+		log.Fatal(err) // ErrNotCreateOnly: this store must not hold chains
+	}
+
+	if err := b.Create(ctx, "demo/0001", []byte("first")); err != nil {
+		log.Fatal(err)
+	}
+	err = b.Create(ctx, "demo/0001", []byte("second"))
+	switch {
+	case errors.Is(err, objstore.ErrExists):
+		fmt.Println("the key is taken")
+	case errors.Is(err, objstore.ErrUnavailable):
+		fmt.Println("zone unreachable: outcome unknown")
+	}
+}

@@ -1,0 +1,285 @@
+package s3_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/internal/testservers"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/objstoretest"
+	"github.com/cutline/cutline/objstore/s3"
+)
+
+// newVersityBucket starts a versitygw zone and returns a Bucket on its
+// bucket.
+func newVersityBucket(t *testing.T) (*testservers.S3Server, *s3.Bucket) {
+	t.Helper()
+	srv := testservers.StartVersityGW(t, testservers.S3Options{})
+	b, err := s3.New(srv.Client, srv.Bucket, s3.Options{Name: "versitygw"})
+	require.NoError(t, err)
+	return srv, b
+}
+
+// TestS3VersityGWConformance runs the objstore conformance suite against a
+// real S3 server, a fresh bucket per property.
+func TestS3VersityGWConformance(t *testing.T) {
+	srv := testservers.StartVersityGW(t, testservers.S3Options{})
+	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
+		name := srv.NewBucketName(t)
+		b, err := s3.New(srv.Client, name, s3.Options{Name: "versitygw-" + name})
+		require.NoError(t, err)
+		return b
+	})
+}
+
+func TestS3VersityGWConcurrentCreatorsOneWinner(t *testing.T) {
+	_, b := newVersityBucket(t)
+	const creators = 20
+	for round := range 3 {
+		key := fmt.Sprintf("race/%d", round)
+		start := make(chan struct{})
+		errs := make([]error, creators)
+		var wg sync.WaitGroup
+		for i := range creators {
+			wg.Go(func() {
+				<-start
+				errs[i] = b.Create(t.Context(), key, []byte(fmt.Sprintf("creator-%02d", i)))
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			if err == nil {
+				require.Equal(t, -1, winner, "round %d: creators %d and %d both won", round, winner, i)
+				winner = i
+				continue
+			}
+			require.ErrorIs(t, err, objstore.ErrExists, "round %d creator %d", round, i)
+		}
+		require.NotEqual(t, -1, winner, "round %d: nobody won", round)
+		got, err := b.Get(t.Context(), key)
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("creator-%02d", winner), string(got))
+	}
+}
+
+func TestS3VersityGWPreconditionFailedIsExists(t *testing.T) {
+	_, b := newVersityBucket(t)
+	require.NoError(t, b.Create(t.Context(), "k", []byte("first")))
+	err := b.Create(t.Context(), "k", []byte("second"))
+	require.ErrorIs(t, err, objstore.ErrExists)
+	require.NotErrorIs(t, err, objstore.ErrUnavailable)
+
+	// It is the server's 412 PreconditionFailed, not a guess.
+	var re *awshttp.ResponseError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, http.StatusPreconditionFailed, re.HTTPStatusCode())
+	var apiErr smithy.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "PreconditionFailed", apiErr.ErrorCode())
+	var opErr *objstore.OpError
+	require.ErrorAs(t, err, &opErr)
+	require.Equal(t, "create", opErr.Op)
+	require.Equal(t, "k", opErr.Key)
+}
+
+// TestS3VersityGWStoppedZoneIsUnavailable kills the server while a writer is
+// creating objects: every failure is ErrUnavailable (never not-found or
+// exists), every acknowledged object is there after the restart, and reads
+// of a stopped zone say "unavailable", not "absent".
+func TestS3VersityGWStoppedZoneIsUnavailable(t *testing.T) {
+	srv := testservers.StartVersityGW(t, testservers.S3Options{})
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := srv.NewClient(&http.Client{Transport: tr, Timeout: 5 * time.Second}, func(o *awss3.Options) {
+		o.RetryMaxAttempts = 1 // fail fast; the SDK's retries are not under test here
+	})
+	b, err := s3.New(client, srv.Bucket, s3.Options{Name: "zone-a"})
+	require.NoError(t, err)
+	ctx := t.Context()
+	require.NoError(t, b.Create(ctx, "before", []byte("kept")))
+
+	// A writer creates keys until it has seen three failures in a row.
+	type result struct {
+		key string
+		err error
+	}
+	results := make(chan result, 1024)
+	progressed := make(chan struct{})
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		failures := 0
+		for i := 0; failures < 3 && i < 1000; i++ {
+			key := fmt.Sprintf("w/%04d", i)
+			err := b.Create(ctx, key, []byte(key))
+			results <- result{key, err}
+			if err != nil {
+				failures++
+			} else {
+				failures = 0
+			}
+			if i == 5 {
+				close(progressed)
+			}
+		}
+	}()
+	<-progressed
+	srv.Stop()
+	<-writerDone
+	close(results)
+
+	var acked []string
+	failed := 0
+	for r := range results {
+		if r.err == nil {
+			acked = append(acked, r.key)
+			continue
+		}
+		failed++
+		require.ErrorIs(t, r.err, objstore.ErrUnavailable, "create %s", r.key)
+		require.NotErrorIs(t, r.err, objstore.ErrExists, "create %s", r.key)
+		require.NotErrorIs(t, r.err, objstore.ErrNotFound, "create %s", r.key)
+	}
+	require.GreaterOrEqual(t, failed, 3)
+	require.NotEmpty(t, acked)
+
+	// The zone is down: nothing may read as absent or present.
+	for _, key := range []string{"before", "never-written"} {
+		_, err := b.Get(ctx, key)
+		require.ErrorIs(t, err, objstore.ErrUnavailable, "get %s", key)
+		require.NotErrorIs(t, err, objstore.ErrNotFound, "get %s: unknown is not absent", key)
+		_, err = b.GetRange(ctx, key, 0, 1)
+		require.ErrorIs(t, err, objstore.ErrUnavailable, "getrange %s", key)
+		require.NotErrorIs(t, err, objstore.ErrNotFound)
+	}
+	err = b.Create(ctx, "before", []byte("x"))
+	require.ErrorIs(t, err, objstore.ErrUnavailable)
+	require.NotErrorIs(t, err, objstore.ErrExists, "a down zone cannot say the key is taken")
+	require.ErrorIs(t, b.Delete(ctx, "before"), objstore.ErrUnavailable, "a delete on a down zone is not a success")
+	_, err = b.List(ctx, "", "", 10)
+	require.ErrorIs(t, err, objstore.ErrUnavailable)
+
+	// Back up: the acknowledged objects survived.
+	srv.Restart()
+	for _, key := range append(acked, "before") {
+		got, err := b.Get(ctx, key)
+		require.NoError(t, err, "acknowledged %s", key)
+		if key != "before" {
+			require.Equal(t, key, string(got))
+		}
+	}
+}
+
+func TestS3VersityGWWrongCredentialsAreDenied(t *testing.T) {
+	srv := testservers.StartVersityGW(t, testservers.S3Options{SecretKey: "the-real-secret-0123456789"})
+	const wrong = "a-wrong-secret-9876543210"
+	client, err := s3.NewClient(t.Context(), s3.ClientConfig{
+		Endpoint:   srv.Endpoint,
+		Region:     srv.Region,
+		AccessKey:  srv.AccessKey,
+		SecretKey:  wrong,
+		PathStyle:  true,
+		HTTPClient: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+	})
+	require.NoError(t, err)
+	b, err := s3.New(client, srv.Bucket, s3.Options{})
+	require.NoError(t, err)
+
+	_, err = b.Get(t.Context(), "anything")
+	require.ErrorIs(t, err, s3.ErrAccessDenied)
+	require.NotErrorIs(t, err, objstore.ErrNotFound, "a refusal must never read as absent")
+	require.NotErrorIs(t, err, objstore.ErrUnavailable)
+	err = b.Create(t.Context(), "anything", []byte("x"))
+	require.ErrorIs(t, err, s3.ErrAccessDenied)
+	require.NotErrorIs(t, err, objstore.ErrExists)
+	for _, secret := range []string{wrong, srv.SecretKey} {
+		require.NotContains(t, err.Error(), secret)
+	}
+}
+
+// TestS3VersityGWVerify: versitygw enforces If-None-Match, so Verify
+// accepts it.
+func TestS3VersityGWVerify(t *testing.T) {
+	_, b := newVersityBucket(t)
+	require.NoError(t, objstore.Verify(t.Context(), b))
+	page, err := b.List(t.Context(), "", "", 10)
+	require.NoError(t, err)
+	require.Empty(t, page, "Verify removes its probe")
+}
+
+func TestS3VersityGWNoSuchBucket(t *testing.T) {
+	srv := testservers.StartVersityGW(t, testservers.S3Options{})
+	b, err := s3.New(srv.Client, "no-such-bucket", s3.Options{})
+	require.NoError(t, err)
+	_, err = b.Get(t.Context(), "k")
+	require.ErrorIs(t, err, s3.ErrNoSuchBucket)
+	require.NotErrorIs(t, err, objstore.ErrNotFound)
+	require.ErrorIs(t, b.Delete(t.Context(), "k"), s3.ErrNoSuchBucket)
+}
+
+// TestS3VersityGWEmptyAndRangeEdges pins the answers that depend on how the
+// server treats Range headers.
+func TestS3VersityGWEmptyAndRangeEdges(t *testing.T) {
+	_, b := newVersityBucket(t)
+	ctx := t.Context()
+	require.NoError(t, b.Create(ctx, "empty", nil))
+	got, err := b.GetRange(ctx, "empty", 0, 1)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.NoError(t, b.Create(ctx, "ten", []byte("0123456789")))
+	got, err = b.GetRange(ctx, "ten", 10, 1)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	got, err = b.GetRange(ctx, "ten", 9, 1<<40)
+	require.NoError(t, err)
+	require.Equal(t, "9", string(got))
+}
+
+// BenchmarkS3VersityGW runs the shared create/get benchmarks (1 KiB
+// objects) against a local versitygw, a fresh bucket per sub-benchmark.
+func BenchmarkS3VersityGW(b *testing.B) {
+	srv := testservers.StartVersityGW(b, testservers.S3Options{})
+	objstoretest.RunBenchmarks(b, func(b *testing.B) objstore.Bucket {
+		bk, err := s3.New(srv.Client, srv.NewBucketName(b), s3.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return bk
+	})
+}
+
+// BenchmarkS3VersityGWCreateContended has every caller race for the same
+// few keys: three of four creates lose with a 412.
+func BenchmarkS3VersityGWCreateContended(b *testing.B) {
+	srv := testservers.StartVersityGW(b, testservers.S3Options{})
+	bk, err := s3.New(srv.Client, srv.Bucket, s3.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := bytes.Repeat([]byte{0xab}, 1024)
+	var next atomic.Int64
+	b.SetBytes(int64(len(data)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1) / 4
+			err := bk.Create(b.Context(), fmt.Sprintf("contended/%09d", i), data)
+			if err != nil && !errors.Is(err, objstore.ErrExists) {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
