@@ -1,0 +1,488 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+)
+
+// ErrRollerClosed: Append after Close, or an append the roller could not
+// finish before Close gave up.
+var ErrRollerClosed = errors.New("settle: roller closed")
+
+// RollerOptions configures a Roller. The zero value works.
+type RollerOptions struct {
+	// Writer configures each epoch's chain.Writer; its Keys are replaced
+	// by the Settler's.
+	Writer chain.WriterOptions
+	// RollOnHalt: when the writer halts because its epoch was fenced, roll
+	// in process (mint, fence, republish) instead of failing the appends
+	// at or past the cut with the writer's *chain.FencedError. Set it when
+	// the host still owns the chain's streams (nobody took them over): a
+	// fence it did not ask for then only costs a delayed acknowledgement.
+	RollOnHalt bool
+	// RetryBackoff is the wait between attempts of a roll step that
+	// failed (a fence that is undecided, an unreachable metastore).
+	// Default 100ms.
+	RetryBackoff time.Duration
+	// Clock drives retries. Nil means the wall clock.
+	Clock clock.Clock
+	// Logger receives rolls at info level. Nil discards.
+	Logger *slog.Logger
+}
+
+// Roller is a star's writer across epochs. It appends through a
+// chain.Writer and, on Roll (a configuration change) or when the writer
+// halts with RollOnHalt, turns over in process: it mints a new epoch, fences
+// its own old epoch, acknowledges the pooled payloads that landed below the
+// cut at their old positions, republishes the rest in order into the new
+// epoch's first slots, and settles the old epoch. Producers see a delayed
+// acknowledgement, not an error; no payload is acknowledged twice or at two
+// positions, and no position is skipped.
+type Roller struct {
+	settler *Settler
+	fencer  *fence.Fencer
+	star    string
+	opts    RollerOptions
+	clock   clock.Clock
+	log     *slog.Logger
+
+	subMu sync.Mutex // serializes submissions so pend stays in slot order
+
+	mu       sync.Mutex
+	w        *chain.Writer
+	pend     []*Append // unresolved appends in chain order
+	rolling  chan struct{}
+	closed   bool
+	kick     chan struct{}
+	requests chan rollRequest
+
+	ctx    context.Context // the roller's lifetime
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type rollRequest struct {
+	c   epoch.Constants
+	res chan error
+}
+
+// Append is the pending outcome of one Roller append.
+type Append struct {
+	payload []byte
+	wf      *chain.Future // nil while not placed in any epoch
+	ep      uint64        // the epoch wf belongs to
+	done    chan struct{}
+	pos     chain.Position
+	err     error
+}
+
+// Done is closed when the append is acknowledged or has failed.
+func (a *Append) Done() <-chan struct{} { return a.done }
+
+// Wait blocks until the append is decided or ctx ends (which only stops
+// the wait).
+func (a *Append) Wait(ctx context.Context) (chain.Position, error) {
+	select {
+	case <-a.done:
+		return a.pos, a.err
+	case <-ctx.Done():
+		return chain.Position{}, ctx.Err()
+	}
+}
+
+func (a *Append) resolve(pos chain.Position, err error) {
+	a.pos, a.err = pos, err
+	close(a.done)
+}
+
+// OpenRoller starts star's writing: it settles every unsettled epoch of the
+// star (a previous incarnation's, crashed or not), mints a new epoch with
+// constants c, and starts appending there. The Settler must have a Fencer.
+func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants, opts RollerOptions) (*Roller, error) {
+	if s.opts.Fencer == nil {
+		return nil, &epoch.ConfigError{Field: "Settler.Fencer", Value: nil, Reason: "a Roller fences its own epochs"}
+	}
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = 100 * time.Millisecond
+	}
+	opts.Writer.Keys = s.opts.Keys
+	if opts.Writer.Clock == nil {
+		opts.Writer.Clock = opts.Clock
+	}
+	r := &Roller{settler: s, fencer: s.opts.Fencer, star: star, opts: opts, clock: clock.Or(opts.Clock),
+		log: opts.Logger, kick: make(chan struct{}, 1), requests: make(chan rollRequest), done: make(chan struct{})}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if _, err := s.SettleAll(ctx, star); err != nil {
+		return nil, fmt.Errorf("roller %s: settle earlier epochs: %w", star, err)
+	}
+	w, err := r.mint(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	r.w = w
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	go r.dispatch()
+	return r, nil
+}
+
+func (r *Roller) mint(ctx context.Context, c epoch.Constants) (*chain.Writer, error) {
+	rec, err := r.settler.minter.Mint(ctx, r.star, c)
+	if err != nil {
+		return nil, fmt.Errorf("roller %s: mint: %w", r.star, err)
+	}
+	buckets, err := r.settler.zones.Resolve(rec.Constants.Buckets)
+	if err != nil {
+		return nil, fmt.Errorf("roller %s: %w", r.star, err)
+	}
+	return chain.NewWriter(rec, buckets, r.opts.Writer)
+}
+
+// Epoch returns the record of the epoch currently written.
+func (r *Roller) Epoch() *epoch.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.w.Record()
+}
+
+// Submit appends payload and returns its pending outcome. It blocks while
+// the writer's window is full or a roll is in progress (ctx bounds the
+// wait). The roller keeps payload until the append is decided: do not
+// modify it.
+func (r *Roller) Submit(ctx context.Context, payload []byte) (*Append, error) {
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, ErrRollerClosed
+		}
+		if ch := r.rolling; ch != nil {
+			r.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		w := r.w
+		r.mu.Unlock()
+
+		r.subMu.Lock()
+		wf, err := w.Submit(ctx, payload)
+		if err == nil {
+			a := &Append{payload: payload, wf: wf, ep: w.Record().Epoch, done: make(chan struct{})}
+			r.mu.Lock()
+			r.pend = append(r.pend, a)
+			r.mu.Unlock()
+			r.subMu.Unlock()
+			r.poke()
+			return a, nil
+		}
+		r.subMu.Unlock()
+		r.mu.Lock()
+		replaced := r.w != w || r.rolling != nil
+		r.mu.Unlock()
+		switch {
+		case replaced:
+			continue // a roll replaced the writer under us: try the new one
+		case errors.Is(err, chain.ErrFenced) && r.opts.RollOnHalt:
+			r.poke() // the dispatcher rolls; wait for it
+			if err := r.waitRolling(ctx, w); err != nil {
+				return nil, err
+			}
+			continue
+		default:
+			return nil, err
+		}
+	}
+}
+
+// waitRolling waits until the writer is no longer w.
+func (r *Roller) waitRolling(ctx context.Context, w *chain.Writer) error {
+	for {
+		r.mu.Lock()
+		cur, ch, closed := r.w, r.rolling, r.closed
+		r.mu.Unlock()
+		if cur != w || closed {
+			return nil
+		}
+		if ch == nil {
+			// The dispatcher has not noticed the halt yet.
+			select {
+			case <-w.Halted():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			t := r.clock.NewTimer(time.Millisecond)
+			select {
+			case <-t.C():
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Append is Submit followed by Wait.
+func (r *Roller) Append(ctx context.Context, payload []byte) (chain.Position, error) {
+	a, err := r.Submit(ctx, payload)
+	if err != nil {
+		return chain.Position{}, err
+	}
+	return a.Wait(ctx)
+}
+
+func (r *Roller) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Roll turns over to a new epoch with constants c (a change of class, W,
+// window or buckets), in process. Appends submitted before Roll are
+// acknowledged at their old positions or republished; appends submitted
+// during the roll wait for it.
+func (r *Roller) Roll(ctx context.Context, c epoch.Constants) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	req := rollRequest{c: c, res: make(chan error, 1)}
+	select {
+	case r.requests <- req:
+	case <-r.done:
+		return ErrRollerClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// dispatch resolves appends in order and runs every roll.
+func (r *Roller) dispatch() {
+	defer close(r.done)
+	for {
+		r.mu.Lock()
+		var head *Append
+		if len(r.pend) > 0 {
+			head = r.pend[0]
+		}
+		w := r.w
+		r.mu.Unlock()
+		var headDone <-chan struct{}
+		if head != nil && head.wf != nil {
+			headDone = head.wf.Done()
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case req := <-r.requests:
+			req.res <- r.roll(req.c, true)
+		case <-r.kick:
+			if r.opts.RollOnHalt && isHalted(w) {
+				if err := r.roll(w.Record().Constants, false); err != nil {
+					r.log.Error("roll after halt failed", "star", r.star, "err", err)
+				}
+			}
+		case <-headDone:
+			pos, err := head.wf.Result()
+			if err == nil || !r.opts.RollOnHalt || !errors.Is(err, chain.ErrFenced) {
+				r.mu.Lock()
+				r.pend = r.pend[1:]
+				r.mu.Unlock()
+				head.resolve(pos, err)
+				continue
+			}
+			if err := r.roll(w.Record().Constants, false); err != nil {
+				r.log.Error("roll after halt failed", "star", r.star, "err", err)
+			}
+		}
+	}
+}
+
+func isHalted(w *chain.Writer) bool {
+	select {
+	case <-w.Halted():
+		return true
+	default:
+		return false
+	}
+}
+
+// roll turns over to a new epoch with constants c. planned rolls drain the
+// old writer first, so that usually nothing needs republishing.
+func (r *Roller) roll(c epoch.Constants, planned bool) error {
+	ctx := r.ctx
+	r.mu.Lock()
+	old := r.w
+	r.rolling = make(chan struct{})
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		close(r.rolling)
+		r.rolling = nil
+		r.mu.Unlock()
+	}()
+	if planned {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = old.Close(dctx)
+		cancel()
+	}
+	old.Abort()
+	oldEp := old.Record().Epoch
+	r.mu.Lock()
+	pend := r.pend
+	r.pend = nil
+	r.mu.Unlock()
+	for {
+		nw, cut, err := r.turnover(ctx, oldEp, c)
+		if err != nil {
+			// Only the roller's end stops a roll; Close fails what is left.
+			r.mu.Lock()
+			r.pend = pend
+			r.mu.Unlock()
+			return err
+		}
+		// Partition the pooled appends by the cut: below it they are
+		// committed at their old positions; the rest are republished in
+		// order into the new epoch's first slots. pend is in chain order,
+		// so the acknowledged ones all come first.
+		var next []*Append
+		for _, a := range pend {
+			if a.wf != nil && a.ep == oldEp && a.wf.Slot() < cut {
+				a.resolve(chain.Position{Epoch: oldEp, Slot: a.wf.Slot()}, nil)
+				continue
+			}
+			a.wf = nil
+			next = append(next, a)
+		}
+		ep := nw.Record().Epoch
+		halted := false
+		for _, a := range next {
+			wf, err := nw.Submit(ctx, a.payload)
+			if err != nil {
+				halted = true // the new epoch was fenced already: roll again
+				break
+			}
+			a.wf, a.ep = wf, ep
+		}
+		if halted {
+			nw.Abort()
+			oldEp, pend = ep, next
+			continue
+		}
+		r.mu.Lock()
+		r.pend = next
+		r.w = nw
+		r.mu.Unlock()
+		r.log.Info("rolled", "star", r.star, "from", oldEp, "cut", cut, "to", ep, "republished", len(next))
+		return nil
+	}
+}
+
+// turnover mints the new epoch, fences and settles the old one, retrying
+// each step until it succeeds or the roller ends. Minting first means a
+// crash after it leaves an open epoch that the next start settles.
+func (r *Roller) turnover(ctx context.Context, old uint64, c epoch.Constants) (*chain.Writer, uint64, error) {
+	var nw *chain.Writer
+	if err := r.retry(ctx, "mint", func() (err error) { nw, err = r.mint(ctx, c); return err }); err != nil {
+		return nil, 0, err
+	}
+	var cut uint64
+	if err := r.retry(ctx, "fence", func() (err error) { cut, err = r.fencer.Fence(ctx, r.star, old); return err }); err != nil {
+		nw.Abort()
+		return nil, 0, err
+	}
+	if err := r.retry(ctx, "settle", func() error { _, err := r.settler.Settle(ctx, r.star, old); return err }); err != nil {
+		nw.Abort()
+		return nil, 0, err
+	}
+	return nw, cut, nil
+}
+
+func (r *Roller) retry(ctx context.Context, step string, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, epoch.ErrCutMismatch) || errors.Is(err, epoch.ErrInvalidConfig) {
+			return err
+		}
+		r.log.Warn("roll step failed, retrying", "star", r.star, "step", step, "err", err)
+		if err := clock.Sleep(ctx, r.clock, r.opts.RetryBackoff); err != nil {
+			return err
+		}
+	}
+}
+
+// Close stops accepting appends, waits until every pending append is
+// decided, and closes the writer. If ctx ends first, the writer is aborted
+// and the appends still pending fail with ErrRollerClosed (they may or may
+// not be in the chain: a fence decides).
+func (r *Roller) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		<-r.done
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	var err error
+	for {
+		r.mu.Lock()
+		n, w := len(r.pend), r.w
+		r.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		t := r.clock.NewTimer(time.Millisecond)
+		select {
+		case <-t.C():
+			continue
+		case <-ctx.Done():
+			t.Stop()
+			err = ctx.Err()
+			w.Abort()
+		}
+		break
+	}
+	r.cancel()
+	<-r.done
+	r.mu.Lock()
+	w, pend := r.w, r.pend
+	r.pend = nil
+	r.mu.Unlock()
+	if err == nil {
+		err = w.Close(ctx)
+	}
+	w.Abort()
+	for _, a := range pend {
+		a.resolve(chain.Position{}, fmt.Errorf("%w: %w", ErrRollerClosed, err))
+	}
+	return err
+}

@@ -1,0 +1,283 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/objstore"
+)
+
+// Options configures a Settler. The zero value works, except that an open
+// epoch can only be settled when Fencer is set.
+type Options struct {
+	// Keys is the object key layout; it must match the writers'.
+	Keys chain.Keys
+	// Fencer, when set, fences an open epoch before settling it. Without
+	// it, settling an open epoch is an *epoch.StateError.
+	Fencer *fence.Fencer
+	// GarbageRetries is how many times an unreachable bucket is asked
+	// again while deleting garbage before the garbage is left standing
+	// (it is harmless: nothing reads past the cut). Default 3.
+	GarbageRetries int
+	// Backoff is the wait between those retries. Default 50ms.
+	Backoff time.Duration
+	// MaxParallel bounds object requests in flight. Default 64.
+	MaxParallel int
+	// Clock drives retries. Nil means the wall clock.
+	Clock clock.Clock
+	// Logger receives progress (debug) and garbage left behind (warn).
+	// Nil discards.
+	Logger *slog.Logger
+}
+
+// Settler restores the chain after a fence: it deletes the garbage past the
+// cut, restores coverage below it, and marks the epoch settled. It is safe
+// for concurrent use, and every step is idempotent: a settler that crashed
+// anywhere is finished by running Settle again, by anyone.
+type Settler struct {
+	minter *epoch.Minter
+	zones  chain.Zones
+	cov    Coverage
+	reader *chain.Reader
+	opts   Options
+}
+
+// New returns a Settler. cov receives the committed flights the host has not
+// covered yet.
+func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settler, error) {
+	if m == nil {
+		return nil, &epoch.ConfigError{Field: "minter", Value: nil, Reason: "required"}
+	}
+	if cov == nil {
+		return nil, &epoch.ConfigError{Field: "coverage", Value: nil, Reason: "required"}
+	}
+	if err := opts.Keys.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.GarbageRetries < 0 || opts.MaxParallel < 0 || opts.Backoff < 0 {
+		return nil, &epoch.ConfigError{Field: "GarbageRetries/MaxParallel/Backoff", Value: "negative", Reason: "must not be negative"}
+	}
+	if opts.GarbageRetries == 0 {
+		opts.GarbageRetries = 3
+	}
+	if opts.Backoff == 0 {
+		opts.Backoff = 50 * time.Millisecond
+	}
+	if opts.MaxParallel == 0 {
+		opts.MaxParallel = 64
+	}
+	opts.Clock = clock.Or(opts.Clock)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r, err := chain.NewReader(m, zones, chain.ReaderOptions{Keys: opts.Keys, Logger: opts.Logger, Clock: opts.Clock})
+	if err != nil {
+		return nil, err
+	}
+	return &Settler{minter: m, zones: zones, cov: cov, reader: r, opts: opts}, nil
+}
+
+// Report describes one Settle call.
+type Report struct {
+	Star  string
+	Epoch uint64
+	Cut   uint64
+	// Fence is the fence this call ran, if the epoch was open.
+	Fence *fence.Report
+	// AlreadySettled: nothing was left to do.
+	AlreadySettled bool
+	// GarbageDeleted counts flight copies deleted in [cut, cut+window];
+	// GarbageLeft counts those an unreachable bucket kept (harmless).
+	GarbageDeleted, GarbageLeft int
+	// Covered counts flights handed to the coverage hook.
+	Covered int
+	// Reads and Deletes count object requests.
+	Reads, Deletes int
+}
+
+// Settle settles an epoch:
+//
+//  1. it requires the epoch fenced (fencing it first when Options.Fencer is
+//     set);
+//  2. it deletes every flight copy found in [cut, cut+window] — the cut
+//     slot's stray copies included — and leaves every poison standing: a
+//     zombie's PUT may arrive arbitrarily late, and only standing poison
+//     keeps it harmless;
+//  3. it hands every committed flight in [checkpoint, cut) to the coverage
+//     hook, in order (no bytes move);
+//  4. it marks the record settled, which moves the checkpoint to the cut.
+//
+// A settled epoch is a no-op. A successor serves or appends only after
+// Settle returned nil.
+func (s *Settler) Settle(ctx context.Context, star string, ep uint64) (Report, error) {
+	rep := Report{Star: star, Epoch: ep}
+	rec, err := s.minter.Get(ctx, star, ep)
+	if err != nil {
+		return rep, fmt.Errorf("settle %s/%d: %w", star, ep, err)
+	}
+	if rec.State == epoch.StateSettled {
+		rep.Cut, rep.AlreadySettled = rec.Cut, true
+		return rep, nil
+	}
+	if rec.State == epoch.StateOpen {
+		if s.opts.Fencer == nil {
+			return rep, fmt.Errorf("settle %s/%d: %w", star, ep, &epoch.StateError{Star: star, Epoch: ep, Have: rec.State, Op: "settle (no fencer configured)"})
+		}
+		fr, err := s.opts.Fencer.FenceReport(ctx, star, ep)
+		rep.Fence = &fr
+		if err != nil {
+			return rep, fmt.Errorf("settle %s/%d: %w", star, ep, err)
+		}
+		if rec, err = s.minter.Get(ctx, star, ep); err != nil {
+			return rep, fmt.Errorf("settle %s/%d: %w", star, ep, err)
+		}
+	}
+	rep.Cut = rec.Cut
+	buckets, err := s.zones.Resolve(rec.Constants.Buckets)
+	if err != nil {
+		return rep, fmt.Errorf("settle %s/%d: %w", star, ep, err)
+	}
+	if err := s.deleteGarbage(ctx, rec, buckets, &rep); err != nil {
+		return rep, err
+	}
+	if err := s.cover(ctx, rec, &rep); err != nil {
+		return rep, err
+	}
+	if _, err := s.minter.MarkSettled(ctx, star, ep); err != nil {
+		return rep, fmt.Errorf("settle %s/%d: mark settled: %w", star, ep, err)
+	}
+	s.opts.Logger.InfoContext(ctx, "epoch settled", "star", star, "epoch", ep, "cut", rec.Cut,
+		"garbage_deleted", rep.GarbageDeleted, "garbage_left", rep.GarbageLeft, "covered", rep.Covered)
+	return rep, nil
+}
+
+// deleteGarbage deletes flight copies in [cut, cut+window]. A writer assigns
+// a slot only while it is below its release point plus the window, and its
+// release point never passes the cut, so no flight lies beyond cut+window.
+func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, rep *Report) error {
+	type target struct {
+		b    int
+		slot uint64
+	}
+	var todo []target
+	for n := rec.Cut; n <= rec.Cut+uint64(rec.Constants.Window); n++ {
+		for b := range buckets {
+			todo = append(todo, target{b, n})
+		}
+	}
+	var mu sync.Mutex
+	for attempt := 0; len(todo) > 0; attempt++ {
+		if attempt > 0 {
+			if attempt > s.opts.GarbageRetries {
+				rep.GarbageLeft += len(todo)
+				s.opts.Logger.WarnContext(ctx, "garbage left standing in unreachable buckets (harmless: nothing reads past the cut)",
+					"star", rec.Star, "epoch", rec.Epoch, "cut", rec.Cut, "objects", len(todo))
+				return nil
+			}
+			if err := clock.Sleep(ctx, s.opts.Clock, s.opts.Backoff); err != nil {
+				return fmt.Errorf("settle %s/%d: garbage: %w", rec.Star, rec.Epoch, err)
+			}
+		}
+		var retry []target
+		s.parallel(len(todo), func(i int) {
+			t := todo[i]
+			slot := chain.Slot{Keys: s.opts.Keys, Star: rec.Star, Epoch: rec.Epoch, Slot: t.slot}
+			o := chain.ObserveHeader(ctx, buckets[t.b], slot)
+			mu.Lock()
+			rep.Reads++
+			mu.Unlock()
+			switch o.State {
+			case chain.HasFlight:
+				err := buckets[t.b].Delete(ctx, slot.Key())
+				mu.Lock()
+				defer mu.Unlock()
+				rep.Deletes++
+				if err != nil {
+					retry = append(retry, t)
+					return
+				}
+				rep.GarbageDeleted++
+			case chain.Unreachable:
+				mu.Lock()
+				retry = append(retry, t)
+				mu.Unlock()
+			case chain.Foreign:
+				s.opts.Logger.WarnContext(ctx, "foreign object past the cut left untouched", "err", o.Err)
+			}
+		})
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("settle %s/%d: garbage: %w", rec.Star, rec.Epoch, err)
+		}
+		todo = retry
+	}
+	return nil
+}
+
+// cover hands the committed flights in [checkpoint, cut) to the hook.
+func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *Report) error {
+	if rec.Cursors.Checkpoint >= rec.Cut {
+		return nil
+	}
+	from := chain.Position{Epoch: rec.Epoch, Slot: rec.Cursors.Checkpoint}
+	for f, err := range s.reader.Flights(ctx, rec.Star, from) {
+		if err != nil {
+			return fmt.Errorf("settle %s/%d: coverage: %w", rec.Star, rec.Epoch, err)
+		}
+		if f.Epoch != rec.Epoch || f.Slot >= rec.Cut {
+			break
+		}
+		rep.Reads++
+		if err := s.cov.Cover(ctx, rec.Star, f); err != nil {
+			return fmt.Errorf("settle %s/%d: coverage of slot %d: %w", rec.Star, rec.Epoch, f.Slot, err)
+		}
+		rep.Covered++
+	}
+	return nil
+}
+
+func (s *Settler) parallel(n int, f func(i int)) {
+	sem := make(chan struct{}, s.opts.MaxParallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// SettleAll fences (when a Fencer is configured) and settles every epoch of
+// star that is not settled yet, oldest first: what a successor does before
+// it serves a takeover. It stops at the first error.
+func (s *Settler) SettleAll(ctx context.Context, star string) ([]Report, error) {
+	var out []Report
+	var pending []uint64
+	for rec, err := range s.minter.Epochs(ctx, star) {
+		if err != nil {
+			return out, err
+		}
+		if rec.State != epoch.StateSettled {
+			pending = append(pending, rec.Epoch)
+		}
+	}
+	for _, ep := range pending {
+		r, err := s.Settle(ctx, star, ep)
+		out = append(out, r)
+		if err != nil && !errors.Is(err, epoch.ErrNoRecord) {
+			return out, err
+		}
+	}
+	return out, nil
+}

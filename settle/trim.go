@@ -1,0 +1,99 @@
+package settle
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/objstore"
+)
+
+// TrimReport describes one Trim call.
+type TrimReport struct {
+	Star    string
+	Epoch   uint64
+	Trimmed uint64 // the trimmed cursor after the call
+	Deleted int    // objects deleted
+	Left    int    // objects an unreachable bucket kept; a later Trim deletes them
+}
+
+// Trim deletes the slot objects of an epoch below upTo and advances its
+// trimmed cursor there. upTo may not pass the checkpoint: only covered slots
+// are trimmed, and the cut slot's poison always stands. The cursor moves
+// first, so readers stop asking for those slots before any object goes; a
+// crash in between leaves objects that the next Trim of the epoch deletes.
+func (s *Settler) Trim(ctx context.Context, star string, ep, upTo uint64) (TrimReport, error) {
+	rep := TrimReport{Star: star, Epoch: ep}
+	rec, err := s.minter.Get(ctx, star, ep)
+	if err != nil {
+		return rep, fmt.Errorf("trim %s/%d: %w", star, ep, err)
+	}
+	if upTo > rec.Cursors.Checkpoint {
+		return rep, fmt.Errorf("trim %s/%d: %w", star, ep, &epoch.CursorError{Star: star, Epoch: ep, Cursor: "trimmed",
+			From: rec.Cursors.Trimmed, To: upTo, Reason: fmt.Sprintf("passes the checkpoint %d", rec.Cursors.Checkpoint)})
+	}
+	if upTo > rec.Cursors.Trimmed {
+		c := rec.Cursors
+		c.Trimmed = upTo
+		if rec, err = s.minter.Advance(ctx, star, ep, c); err != nil {
+			return rep, fmt.Errorf("trim %s/%d: %w", star, ep, err)
+		}
+	}
+	rep.Trimmed = rec.Cursors.Trimmed
+	buckets, err := s.zones.Resolve(rec.Constants.Buckets)
+	if err != nil {
+		return rep, fmt.Errorf("trim %s/%d: %w", star, ep, err)
+	}
+	var mu sync.Mutex
+	var firstErr error
+	prefix := s.opts.Keys.Epoch(star, ep)
+	var wg sync.WaitGroup
+	for _, b := range buckets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deleted, left, err := s.trimBucket(ctx, b, prefix, star, ep, rec.Cursors.Trimmed)
+			mu.Lock()
+			defer mu.Unlock()
+			rep.Deleted += deleted
+			rep.Left += left
+			if err != nil {
+				rep.Left++
+				s.opts.Logger.WarnContext(ctx, "trim left objects in an unreachable bucket", "bucket", b.Name(), "err", err)
+				if firstErr == nil && ctx.Err() != nil {
+					firstErr = ctx.Err()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return rep, fmt.Errorf("trim %s/%d: %w", star, ep, firstErr)
+	}
+	return rep, nil
+}
+
+// trimBucket deletes the epoch's objects below upTo in one bucket, by
+// listing, so that leftovers of an interrupted trim are found too.
+func (s *Settler) trimBucket(ctx context.Context, b objstore.Bucket, prefix, star string, ep, upTo uint64) (deleted, left int, err error) {
+	for o, err := range objstore.All(ctx, b, prefix) {
+		if err != nil {
+			return deleted, left, err
+		}
+		n, ok := s.opts.Keys.ParseSlot(star, ep, o.Key)
+		if !ok {
+			continue // not a slot object: never ours to delete
+		}
+		if n >= upTo {
+			break // keys are in slot order
+		}
+		if err := b.Delete(ctx, o.Key); err != nil {
+			left++
+			continue
+		}
+		deleted++
+	}
+	return deleted, left, nil
+}
+
