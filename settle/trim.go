@@ -96,4 +96,3 @@ func (s *Settler) trimBucket(ctx context.Context, b objstore.Bucket, prefix, sta
 	}
 	return deleted, left, nil
 }
-
