@@ -297,6 +297,9 @@ func (w *Writer) Submit(ctx context.Context, payload []byte) (*Future, error) {
 	if err := w.refusal(); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case w.sem <- struct{}{}:
 	default:

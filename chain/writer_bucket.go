@@ -28,11 +28,11 @@ func (w *Writer) runBucket(f *Future, i int, key string, data []byte) {
 	defer w.wg.Done()
 	b := w.buckets[i]
 	for attempt := 0; ; attempt++ {
-		// The first attempt is made even when the slot was decided by
-		// faster buckets: every bucket should get its copy. Only retries
-		// stop once the slot is decided, and nothing is sent for a slot
-		// abandoned above a halt point or by Abort.
-		if st := f.state.Load(); st == slotAbandoned || w.ctx.Err() != nil || (attempt > 0 && st != slotPending) {
+		// The first attempt is made even when the slot was committed by
+		// faster buckets: every bucket should get its copy. Retries stop
+		// once the slot is decided, and nothing is sent for a slot that is
+		// dead, undecidable or abandoned (above a halt point, or by Abort).
+		if st := f.state.Load(); w.ctx.Err() != nil || (st != slotPending && (attempt > 0 || st != slotCommitted)) {
 			if attempt == 0 {
 				w.stats.skipped.Add(1)
 			}

@@ -3,6 +3,7 @@ package chain_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -77,12 +78,18 @@ func TestAppendCommitsAndReads(t *testing.T) {
 	st := w.Stats()
 	require.Equal(t, uint64(20), st.Submitted)
 	require.Equal(t, uint64(20), st.Released)
-	require.Equal(t, uint64(60), st.Creates, "every bucket gets every slot when nothing fails")
-	require.Equal(t, uint64(60), st.Copies)
+	// Every bucket gets every slot when nothing fails, except an attempt
+	// skipped because its bucket had its bound of requests in flight and
+	// the slot was already committed (rare: a starved scheduler).
+	require.Equal(t, uint64(60), st.Creates+st.Skipped, "%+v", st)
+	require.LessOrEqual(t, st.Skipped, uint64(20))
+	require.Equal(t, st.Creates, st.Copies)
 	require.Zero(t, st.CreateRetries)
-	for i, b := range e.mems {
-		require.Equal(t, 20, b.Len(), "bucket %d", i)
+	total := 0
+	for _, b := range e.mems {
+		total += b.Len()
 	}
+	require.Equal(t, int(st.Copies), total)
 	// The stored objects are exactly the encoded flights.
 	data, err := e.mems[1].Get(context.Background(), e.key(rec, 7))
 	require.NoError(t, err)
@@ -686,6 +693,14 @@ func TestWaitContext(t *testing.T) {
 	cancel()
 	_, err := w.Append(ctx, payload(0))
 	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, w.Stats().Submitted, "a done context assigns nothing")
+
+	wctx, wcancel := context.WithCancel(context.Background())
+	f, err := w.Submit(wctx, payload(0))
+	require.NoError(t, err)
+	wcancel()
+	_, err = f.Wait(wctx)
+	require.ErrorIs(t, err, context.Canceled)
 	// The slot keeps going after its waiter gave up.
 	g.Open()
 	require.NoError(t, w.Close(context.Background()))
@@ -888,4 +903,102 @@ func TestStragglerAfterRetry(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, 40)
 	})
+}
+
+// A racing poisoner and random faults, over many seeds: whatever happens,
+// every acknowledged slot holds W copies of its flight and lies below the
+// first dead slot; everything at or past the first dead slot failed with
+// ErrFenced naming a dead slot; everything below it was acknowledged, and
+// the writer's final error names the first dead slot.
+func TestRandomizedPoisonRace(t *testing.T) {
+	for seed := range uint64(25) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { poisonRace(t, seed) })
+		})
+	}
+}
+
+func poisonRace(t *testing.T, seed uint64) {
+	const k, wq, window, n = 3, 2, 8, 60
+	e := newEnv(t, k, func(i int, b objstore.Bucket) objstore.Bucket {
+		return latency.Wrap(b, latency.Options{Seed: seed*10 + uint64(i), Default: latency.Uniform(0, 10*time.Millisecond)})
+	})
+	for _, fb := range e.faults {
+		require.NoError(t, fb.AddRule(fault.Rule{Op: fault.OpCreate, Probability: 0.1}))
+		require.NoError(t, fb.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.LostAnswer, Probability: 0.1}))
+		require.NoError(t, fb.AddRule(fault.Rule{Op: fault.OpGet, Probability: 0.1}))
+	}
+	rec := e.mint(wq, window)
+	w := e.writer(rec, chain.WriterOptions{})
+	rng := rand.New(rand.NewPCG(seed, 99))
+	poisonerDone := make(chan struct{})
+	go func() {
+		defer close(poisonerDone)
+		prng := rand.New(rand.NewPCG(seed, 7))
+		for range 4 {
+			time.Sleep(time.Duration(prng.IntN(200)) * time.Millisecond)
+			s := w.Released() + uint64(prng.IntN(2*window))
+			for _, i := range prng.Perm(k)[:1+min(1, prng.IntN(3))] {
+				_ = e.mems[i].Create(context.Background(), e.key(rec, s), chain.EncodePoison(star, rec.Epoch, s, "fencer"))
+			}
+		}
+	}()
+	var fs []*chain.Future
+	for i := range n {
+		f, err := w.Submit(context.Background(), payload(i))
+		if err != nil {
+			require.ErrorIs(t, err, chain.ErrFenced)
+			break
+		}
+		fs = append(fs, f)
+		if rng.IntN(4) == 0 {
+			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+		}
+	}
+	<-poisonerDone
+	require.NoError(t, w.Close(context.Background()))
+
+	// What the buckets hold.
+	dead := uint64(len(fs))
+	copies := make([]int, len(fs))
+	isDead := make([]bool, len(fs))
+	for s := range uint64(len(fs)) {
+		poisons := 0
+		for _, mb := range e.mems {
+			o := chain.ObserveObject(context.Background(), mb, chain.Slot{Keys: e.keys, Star: star, Epoch: rec.Epoch, Slot: s})
+			switch {
+			case o.SameFlight(chain.EncodeFlight(star, rec.Epoch, s, payload(int(s)))):
+				copies[s]++
+			case o.State == chain.HasPoison:
+				poisons++
+			case o.State != chain.Empty:
+				t.Fatalf("slot %d: unexpected %v", s, o.State)
+			}
+		}
+		isDead[s] = poisons >= k-wq+1
+		if isDead[s] && dead == uint64(len(fs)) {
+			dead = s
+		}
+	}
+	for _, f := range fs {
+		pos, err := f.Result()
+		if f.Slot() < dead {
+			require.NoError(t, err, "slot %d below the first dead slot %d", f.Slot(), dead)
+			require.Equal(t, f.Slot(), pos.Slot)
+			require.GreaterOrEqual(t, copies[f.Slot()], wq, "acknowledged slot %d", f.Slot())
+		} else {
+			// A future fails with the halt error known when it failed:
+			// the halt point may have moved down since.
+			require.ErrorIs(t, err, chain.ErrFenced, "slot %d at or past the first dead slot %d", f.Slot(), dead)
+			named := err.(*chain.FencedError).Slot
+			require.True(t, dead <= named && named <= f.Slot() && isDead[named], "slot %d failed naming slot %d", f.Slot(), named)
+		}
+	}
+	t.Logf("submitted %d, first dead slot %d, stats %+v", len(fs), dead, w.Stats())
+	require.Equal(t, min(dead, uint64(len(fs))), w.Released())
+	if dead < uint64(len(fs)) {
+		require.Equal(t, dead, w.Err().(*chain.FencedError).Slot)
+	} else {
+		require.NoError(t, w.Err())
+	}
 }
