@@ -118,7 +118,8 @@
 // eventual cut. Each flight is served from any bucket holding a valid copy,
 // with the checksum and coordinates verified, falling back to the next
 // bucket; a committed slot that no bucket can serve is a
-// *DataUnavailableError (ErrDataUnavailable) naming the slot.
+// *DataUnavailableError (ErrDataUnavailable) naming the slot. Flights reads
+// up to ReaderOptions.ReadAhead slots in parallel, yielding them in order.
 //
 // # Errors
 //

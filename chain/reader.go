@@ -20,7 +20,16 @@ type ReaderOptions struct {
 	Logger *slog.Logger
 	// Clock times reads for the log. Nil means the wall clock.
 	Clock clock.Clock
+	// ReadAhead is how many slots Flights may fetch ahead of the one it
+	// yields, in parallel. Within each epoch it starts at one and doubles
+	// with every flight yielded up to ReadAhead, so that a short read or a
+	// tail at the end of an open epoch costs few extra requests. Zero means
+	// DefaultReadAhead; 1 reads one slot at a time.
+	ReadAhead int
 }
+
+// DefaultReadAhead is the default ReaderOptions.ReadAhead.
+const DefaultReadAhead = 16
 
 // Flight is one committed flight of a star's chain.
 type Flight struct {
@@ -37,6 +46,7 @@ type Reader struct {
 	keys   Keys
 	log    *slog.Logger
 	clock  clock.Clock
+	ahead  int
 }
 
 // NewReader returns a Reader over the epochs recorded by m, whose buckets
@@ -56,11 +66,17 @@ func NewReader(m *epoch.Minter, zones Zones, opts ReaderOptions) (*Reader, error
 	if err := opts.Keys.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.ReadAhead < 0 {
+		return nil, &epoch.ConfigError{Field: "ReadAhead", Value: opts.ReadAhead, Reason: "negative"}
+	}
+	if opts.ReadAhead == 0 {
+		opts.ReadAhead = DefaultReadAhead
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Reader{minter: m, zones: zones, keys: opts.Keys, log: log, clock: clock.Or(opts.Clock)}, nil
+	return &Reader{minter: m, zones: zones, keys: opts.Keys, log: log, clock: clock.Or(opts.Clock), ahead: opts.ReadAhead}, nil
 }
 
 // Flights yields star's committed flights at or after from, in chain order:
@@ -100,15 +116,21 @@ func (r *Reader) Flights(ctx context.Context, star string, from Position) iter.S
 				return
 			}
 			if rec.Fenced() {
-				for s := start; s < rec.Cut; s++ {
+				done := true
+				r.ordered(ctx, start, rec.Cut, func(ctx context.Context, s uint64) ([]byte, bool, error) {
 					p, err := r.readFlight(ctx, rec, buckets, s, nil)
+					return p, true, err
+				}, func(s uint64, p []byte, err error) bool {
 					if err != nil {
 						yield(Flight{}, err)
-						return
+						done = false
+					} else {
+						done = yield(Flight{Position: Position{Epoch: rec.Epoch, Slot: s}, Payload: p}, nil)
 					}
-					if !yield(Flight{Position: Position{Epoch: rec.Epoch, Slot: s}, Payload: p}, nil) {
-						return
-					}
+					return done
+				})
+				if !done {
+					return
 				}
 				continue
 			}
@@ -123,25 +145,70 @@ func (r *Reader) Flights(ctx context.Context, star string, from Position) iter.S
 					return
 				}
 			}
-			for s := start; ; s++ {
+			r.ordered(ctx, start, ^uint64(0), func(ctx context.Context, s uint64) ([]byte, bool, error) {
 				holders, ok, err := r.committed(ctx, rec, buckets, s)
-				if err != nil {
-					yield(Flight{}, err)
-					return
-				}
-				if !ok {
-					return
+				if !ok || err != nil {
+					return nil, false, err
 				}
 				p, err := r.readFlight(ctx, rec, buckets, s, holders)
+				return p, true, err
+			}, func(s uint64, p []byte, err error) bool {
 				if err != nil {
 					yield(Flight{}, err)
-					return
+					return false
 				}
-				if !yield(Flight{Position: Position{Epoch: rec.Epoch, Slot: s}, Payload: p}, nil) {
-					return
-				}
-			}
+				return yield(Flight{Position: Position{Epoch: rec.Epoch, Slot: s}, Payload: p}, nil)
+			})
+			// An open epoch ends the iteration: what follows comes after
+			// its eventual cut.
+			return
 		}
+	}
+}
+
+// ordered runs fetch for the slots [from, end) with up to r.ahead of them in
+// flight, and hands the results to yield in slot order. It stops at the
+// first result that is not ok (an end, not an error), after the first
+// error, or when yield returns false; the fetches still running are
+// cancelled and waited for before it returns.
+func (r *Reader) ordered(ctx context.Context, from, end uint64,
+	fetch func(ctx context.Context, s uint64) ([]byte, bool, error),
+	yield func(s uint64, p []byte, err error) bool) {
+	type result struct {
+		p   []byte
+		ok  bool
+		err error
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	var queue []chan result
+	defer func() {
+		cancel()
+		for _, ch := range queue {
+			<-ch
+		}
+	}()
+	limit := uint64(1)
+	next := from
+	for s := from; s < end; s++ {
+		for next < end && next-s < limit {
+			ch := make(chan result, 1)
+			slot := next
+			go func() {
+				p, ok, err := fetch(fctx, slot)
+				ch <- result{p, ok, err}
+			}()
+			queue = append(queue, ch)
+			next++
+		}
+		res := <-queue[0]
+		queue = queue[1:]
+		if res.err == nil && !res.ok {
+			return
+		}
+		if !yield(s, res.p, res.err) || res.err != nil {
+			return
+		}
+		limit = min(2*limit, uint64(r.ahead))
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -11,6 +13,8 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
+	"github.com/cutline/cutline/objstore/latency"
 )
 
 // writeAll appends payloads [from, to) to rec with a fresh writer, closes
@@ -337,5 +341,67 @@ func TestNewReaderValidation(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	_, err = chain.NewReader(e.minter, chain.NewZones(e.buckets...), chain.ReaderOptions{Keys: chain.Keys{Prefix: ".."}})
 	require.ErrorAs(t, err, &ce)
+	_, err = chain.NewReader(e.minter, chain.NewZones(e.buckets...), chain.ReaderOptions{ReadAhead: -1})
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "ReadAhead", ce.Field)
 	require.True(t, errors.Is(err, epoch.ErrInvalidConfig))
+}
+
+// Read-ahead fetches slots in parallel but costs no extra requests inside a
+// fenced epoch, and a bounded number past the end of an open one.
+func TestReaderRequestCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 3, func(i int, b objstore.Bucket) objstore.Bucket {
+			return latency.Wrap(b, latency.Options{Seed: uint64(i), Default: latency.Uniform(time.Millisecond, 20*time.Millisecond)})
+		})
+		e1 := e.mint(2, 8)
+		e.writeAll(e1, 0, 50)
+		e.publish(e1, 50)
+		e2 := e.mint(2, 8)
+		e.writeAll(e2, 100, 110)
+		counts := func() (get, getRange int) {
+			for _, fb := range e.faults {
+				st := fb.Stats()
+				get += st.Calls[fault.OpGet]
+				getRange += st.Calls[fault.OpGetRange]
+				fb.ResetStats()
+			}
+			return get, getRange
+		}
+		counts()
+		const ahead = 4
+		r, err := chain.NewReader(e.minter, chain.NewZones(e.buckets...), chain.ReaderOptions{Keys: e.keys, ReadAhead: ahead})
+		require.NoError(t, err)
+
+		var got []chain.Flight
+		for f, err := range r.Flights(context.Background(), star, chain.Position{}) {
+			require.NoError(t, err)
+			got = append(got, f)
+		}
+		require.Len(t, got, 60)
+		for i, f := range got[:50] {
+			require.Equal(t, payload(i), f.Payload)
+		}
+		for i, f := range got[50:] {
+			require.Equal(t, payload(100+i), f.Payload)
+		}
+		get, getRange := counts()
+		// One whole read per flight; header probes only in the open
+		// epoch: up to K per slot, for its 10 slots and at most `ahead`
+		// probed past its end.
+		require.Equal(t, 60, get)
+		require.LessOrEqual(t, getRange, 3*(10+ahead))
+		require.GreaterOrEqual(t, getRange, 2*11)
+
+		// Stopping early leaves nothing running (goleak checks at exit).
+		n := 0
+		for _, err := range r.Flights(context.Background(), star, chain.Position{}) {
+			require.NoError(t, err)
+			if n++; n == 20 {
+				break
+			}
+		}
+		get, _ = counts()
+		require.LessOrEqual(t, get, 20+ahead)
+	})
 }
