@@ -35,11 +35,22 @@ func submitAll(t *testing.T, w *chain.Writer, n int) []*chain.Future {
 	return fs
 }
 
-func waitAll(t *testing.T, fs []*chain.Future) {
+// submitUntilHalt submits up to n payloads and stops early when the
+// writer has halted (a halt may be found before all are submitted); it
+// requires the halt not to come before slot min.
+func submitUntilHalt(t *testing.T, w *chain.Writer, n int, min uint64) []*chain.Future {
 	t.Helper()
-	for _, f := range fs {
-		<-f.Done()
+	var fs []*chain.Future
+	for i := range n {
+		f, err := w.Submit(context.Background(), payload(i))
+		if err != nil {
+			require.Equal(t, w.Err(), err)
+			require.Greater(t, uint64(i), min)
+			break
+		}
+		fs = append(fs, f)
 	}
+	return fs
 }
 
 func requireAcked(t *testing.T, rec *epoch.Record, fs []*chain.Future) {
@@ -219,7 +230,16 @@ func TestAppendRacingPoison(t *testing.T) {
 		})
 	}
 	w := e.writer(rec, chain.WriterOptions{})
-	fs := submitAll(t, w, 6)
+	var fs []*chain.Future
+	for i := range 6 {
+		f, err := w.Submit(context.Background(), payload(i))
+		if err != nil {
+			require.ErrorIs(t, err, chain.ErrFenced) // the halt came first
+			require.Greater(t, i, dead)
+			break
+		}
+		fs = append(fs, f)
+	}
 	require.NoError(t, w.Close(context.Background()))
 	requireAcked(t, rec, fs[:dead])
 	requireFenced(t, fs[dead:], dead)
@@ -281,7 +301,7 @@ func TestForeignObjects(t *testing.T) {
 		e.put(1, rec, slot, chain.EncodeFlight(star, rec.Epoch, 99, payload(1))) // misplaced
 		e.poison(2, rec, slot)
 		w := e.writer(rec, chain.WriterOptions{})
-		fs := submitAll(t, w, 3)
+		fs := submitUntilHalt(t, w, 3, slot)
 		<-w.Halted()
 		require.NoError(t, w.Close(context.Background()))
 		requireAcked(t, rec, fs[:slot])
@@ -639,7 +659,7 @@ func TestHaltPointMovesDown(t *testing.T) {
 			e.poison(0, rec, 4)
 			e.poison(2, rec, 4)
 			w := e.writer(rec, chain.WriterOptions{})
-			fs := submitAll(t, w, 7)
+			fs := submitUntilHalt(t, w, 7, 4)
 			<-w.Halted()
 			requireFenced(t, fs[4:], 4)
 			requireAcked(t, rec, fs[:2])
