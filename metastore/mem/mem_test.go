@@ -178,11 +178,19 @@ func TestCloseDuringPartitionExpiresLater(t *testing.T) {
 	require.NoError(t, err, "the revocation never reached the store")
 	_, err = metastore.PutBound(t.Context(), f.st, f.sess, "stars/b", nil, 0)
 	require.ErrorIs(t, err, metastore.ErrSessionExpired, "a closed session binds nothing")
+	from := f.st.Revision() + 1
 	f.clk.Advance(10 * time.Second)
-	require.Eventually(t, func() bool {
-		_, err := f.st.Get(t.Context(), "stars/a")
-		return err != nil
-	}, 10*time.Second, time.Millisecond, "the key vanishes one TTL later")
+	// The expiry runs on the clock's goroutine: wait for its delete event.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for ev, err := range f.st.Watch(ctx, "stars/", from) {
+		require.NoError(t, err, "the key vanishes one TTL later")
+		assert.Equal(t, metastore.EventDelete, ev.Type)
+		assert.Equal(t, "stars/a", ev.KV.Key)
+		break
+	}
+	_, err = f.st.Get(t.Context(), "stars/a")
+	require.ErrorIs(t, err, metastore.ErrNotFound)
 }
 
 func TestWatchEndsOnPartition(t *testing.T) {
