@@ -82,6 +82,9 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 			if err := clock.Sleep(ctx, b.clk, d); err != nil {
 				return b.opError(op, key, &contextError{ctxErr: err, cause: cerr})
 			}
+		case kindNotFound:
+			// A create cannot miss the object; a 404 here is the bucket.
+			return b.opError(op, key, wrap(kindNoBucket, cerr))
 		default:
 			return b.opError(op, key, wrap(k, cerr))
 		}

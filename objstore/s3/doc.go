@@ -50,8 +50,8 @@
 //     objstore.ErrUnavailable: the outcome is unknown.
 //   - AccessDenied, signature and token errors, 401/403 → ErrAccessDenied.
 //     A refusal is never reported as "not found".
-//   - NoSuchBucket → ErrNoSuchBucket, also never "not found": a mistyped
-//     bucket name must not look like an empty slot.
+//   - NoSuchBucket (and any 404 on Create) → ErrNoSuchBucket, also never
+//     "not found": a mistyped bucket name must not look like an empty slot.
 //   - Other 4xx → ErrRejected.
 //   - When the caller's context ends, the error matches ctx.Err().
 //

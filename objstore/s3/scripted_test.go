@@ -462,6 +462,17 @@ func TestScriptedNoSuchBucket(t *testing.T) {
 	require.ErrorIs(t, err, s3.ErrNoSuchBucket)
 	require.NotErrorIs(t, err, objstore.ErrNotFound, "a missing bucket must not look like an empty slot")
 	require.ErrorIs(t, b.Delete(t.Context(), "k"), s3.ErrNoSuchBucket, "delete in a missing bucket is not a success")
+	err = b.Create(t.Context(), "k", []byte("x"))
+	require.ErrorIs(t, err, s3.ErrNoSuchBucket)
+	require.NotErrorIs(t, err, objstore.ErrNotFound)
+
+	// A bare 404 on a PUT can only be the bucket too.
+	f2 := newScriptedS3(t)
+	b2 := f2.bucket(s3.Options{})
+	f2.push("PUT", answer{status: 404})
+	err = b2.Create(t.Context(), "k", []byte("x"))
+	require.ErrorIs(t, err, s3.ErrNoSuchBucket)
+	require.NotErrorIs(t, err, objstore.ErrNotFound)
 	_, err = b.List(t.Context(), "", "", 1)
 	require.ErrorIs(t, err, s3.ErrNoSuchBucket)
 }

@@ -1,0 +1,233 @@
+package gcs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/iterator"
+
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/objstore"
+)
+
+// DefaultMaxCreateRetries is how many times Create re-sends an upload whose
+// outcome was unknown, when Options.MaxCreateRetries is 0.
+const DefaultMaxCreateRetries = 3
+
+// maxListPage bounds a List page (GCS's own page limit).
+const maxListPage = 1000
+
+// Options are the optional settings of a Bucket. The zero value works.
+type Options struct {
+	// Name identifies the bucket in logs and errors (a zone name such as
+	// "zone-c"). Default: the GCS bucket name.
+	Name string
+	// Logger receives debug and warning records. Default: discard.
+	Logger *slog.Logger
+	// Clock times the backoff between Create's retries. Default: the wall
+	// clock.
+	Clock clock.Clock
+	// MaxCreateRetries bounds how often Create re-sends an upload after an
+	// answer that left the outcome unknown (5xx, 429, a dropped
+	// connection). 0 means DefaultMaxCreateRetries; negative is an error.
+	MaxCreateRetries int
+}
+
+// Bucket is an objstore.Bucket over one Google Cloud Storage bucket. It is
+// safe for concurrent use. Create it with New.
+type Bucket struct {
+	bkt        *storage.BucketHandle
+	bucket     string
+	name       string
+	log        *slog.Logger
+	clk        clock.Clock
+	maxRetries int
+}
+
+var _ objstore.Bucket = (*Bucket)(nil)
+
+// New returns a Bucket that stores objects in bucket through client. The
+// client is the host's (credentials, endpoint, transport, retry policy for
+// reads). New sends no request; run objstore.Verify at start-up.
+func New(client *storage.Client, bucket string, opts Options) (*Bucket, error) {
+	switch {
+	case client == nil:
+		return nil, errors.New("gcs: New: client is nil")
+	case bucket == "":
+		return nil, errors.New("gcs: New: bucket name is empty")
+	case strings.ContainsAny(bucket, "/\\ ") || len(bucket) > 222:
+		return nil, fmt.Errorf("gcs: New: invalid bucket name %q", bucket)
+	case opts.MaxCreateRetries < 0:
+		return nil, fmt.Errorf("gcs: New: Options.MaxCreateRetries is %d, want ≥ 0", opts.MaxCreateRetries)
+	}
+	b := &Bucket{
+		bkt:        client.Bucket(bucket),
+		bucket:     bucket,
+		name:       opts.Name,
+		log:        opts.Logger,
+		clk:        clock.Or(opts.Clock),
+		maxRetries: opts.MaxCreateRetries,
+	}
+	if b.name == "" {
+		b.name = bucket
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	if b.maxRetries == 0 {
+		b.maxRetries = DefaultMaxCreateRetries
+	}
+	return b, nil
+}
+
+// Name implements objstore.Bucket.
+func (b *Bucket) Name() string { return b.name }
+
+// BucketName returns the GCS bucket name.
+func (b *Bucket) BucketName() string { return b.bucket }
+
+func (b *Bucket) opError(op, key string, err error) error {
+	return &objstore.OpError{Op: op, Bucket: b.name, Key: key, Err: err}
+}
+
+func (b *Bucket) check(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return b.opError(op, key, err)
+	}
+	if err := objstore.ValidateKey(key); err != nil {
+		return b.opError(op, key, err)
+	}
+	return nil
+}
+
+func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
+	k, err := classifyCall(ctx, err)
+	return b.opError(op, key, wrap(k, err))
+}
+
+// Get implements objstore.Bucket.
+func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
+	const op = "get"
+	if err := b.check(ctx, op, key); err != nil {
+		return nil, err
+	}
+	r, err := b.bkt.Object(key).NewReader(ctx)
+	if err != nil {
+		return nil, b.fail(ctx, op, key, err)
+	}
+	return b.read(ctx, op, key, r, -1)
+}
+
+// GetRange implements objstore.Bucket. An offset at or past the end (416)
+// is an empty result.
+func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	const op = "getrange"
+	if err := b.check(ctx, op, key); err != nil {
+		return nil, err
+	}
+	if offset < 0 || length <= 0 {
+		return nil, b.opError(op, key, fmt.Errorf("%w: offset %d length %d", objstore.ErrInvalidRange, offset, length))
+	}
+	n := length
+	if length > math.MaxInt64-offset {
+		n = -1 // to the end; the client computes offset+length-1
+	}
+	r, err := b.bkt.Object(key).NewRangeReader(ctx, offset, n)
+	if err != nil {
+		k, cerr := classifyCall(ctx, err)
+		if k == kindInvalidRange {
+			return []byte{}, nil
+		}
+		return nil, b.opError(op, key, wrap(k, cerr))
+	}
+	return b.read(ctx, op, key, r, length)
+}
+
+// read drains r. A failure while reading is ErrUnavailable (or the
+// context's error): the object may well exist.
+func (b *Bucket) read(ctx context.Context, op, key string, r *storage.Reader, limit int64) ([]byte, error) {
+	defer r.Close()
+	var buf bytes.Buffer
+	if n := r.Attrs.Size - r.Attrs.StartOffset; n > 0 && n < 64<<20 {
+		buf.Grow(int(n))
+	}
+	var src io.Reader = r
+	if limit > 0 {
+		src = io.LimitReader(r, limit)
+	}
+	if _, err := buf.ReadFrom(src); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, b.opError(op, key, &contextError{ctxErr: ctxErr, cause: err})
+		}
+		return nil, b.opError(op, key, objstore.Unavailable(fmt.Errorf("reading body: %w", err)))
+	}
+	if buf.Len() == 0 {
+		return []byte{}, nil
+	}
+	return buf.Bytes(), nil
+}
+
+// Delete implements objstore.Bucket. Deleting a missing object succeeds; a
+// missing bucket does not.
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	const op = "delete"
+	if err := b.check(ctx, op, key); err != nil {
+		return err
+	}
+	if err := b.bkt.Object(key).Delete(ctx); err != nil {
+		k, cerr := classifyCall(ctx, err)
+		if k == kindNotFound {
+			return nil
+		}
+		return b.opError(op, key, wrap(k, cerr))
+	}
+	return nil
+}
+
+// List implements objstore.Bucket with an object listing from
+// StartOffset (inclusive, so the startAfter key itself is skipped). A page
+// holds at most 1000 objects whatever limit asks.
+func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
+	const op = "list"
+	if err := ctx.Err(); err != nil {
+		return nil, b.opError(op, prefix, err)
+	}
+	if err := objstore.ValidatePrefix(prefix); err != nil {
+		return nil, b.opError(op, prefix, err)
+	}
+	if limit <= 0 || limit > maxListPage {
+		limit = maxListPage
+	}
+	q := &storage.Query{Prefix: prefix}
+	if startAfter > prefix {
+		q.StartOffset = startAfter
+	}
+	if err := q.SetAttrSelection([]string{"Name", "Size"}); err != nil {
+		return nil, b.opError(op, prefix, err)
+	}
+	it := b.bkt.Objects(ctx, q)
+	// One more than limit: the first may be startAfter itself.
+	it.PageInfo().MaxSize = limit + 1
+	page := make([]objstore.ObjectInfo, 0, min(limit, 64))
+	for len(page) < limit {
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, b.fail(ctx, op, prefix, err)
+		}
+		if attrs.Name <= startAfter || !strings.HasPrefix(attrs.Name, prefix) || attrs.Prefix != "" {
+			continue
+		}
+		page = append(page, objstore.ObjectInfo{Key: attrs.Name, Size: attrs.Size})
+	}
+	return page, nil
+}

@@ -1,0 +1,127 @@
+package gcs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"time"
+
+	"cloud.google.com/go/storage"
+
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/objstore"
+)
+
+// Backoff between Create's retries: base doubled per retry, capped, half of
+// it random.
+const (
+	retryBackoffBase = 100 * time.Millisecond
+	retryBackoffMax  = 2 * time.Second
+)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// Create implements objstore.Bucket with an upload under the precondition
+// DoesNotExist (ifGenerationMatch=0), sent in a single request with a CRC32C
+// the server checks.
+//
+//   - 412 conditionNotMet: an object exists → objstore.ErrExists.
+//   - 5xx, 429, a dropped connection: the upload may or may not have landed.
+//     Create re-sends it itself (the client's own retries are switched off
+//     for this call, so that every attempt is known), up to
+//     Options.MaxCreateRetries times with backoff on Options.Clock. If a
+//     re-sent upload gets 412, the object may be our earlier attempt: Create
+//     reads it back; our bytes → success, other bytes → ErrExists,
+//     unreadable or gone → objstore.ErrUnavailable. When retries run out:
+//     ErrUnavailable.
+func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
+	const op = "create"
+	if err := b.check(ctx, op, key); err != nil {
+		return err
+	}
+	obj := b.bkt.Object(key).
+		If(storage.Conditions{DoesNotExist: true}).
+		Retryer(storage.WithPolicy(storage.RetryNever))
+	sum := crc32.Checksum(data, crc32c)
+	ambiguous := false // an earlier attempt may have landed
+	for retry := 0; ; retry++ {
+		err := upload(ctx, obj, data, sum)
+		if err == nil {
+			return nil
+		}
+		k, cerr := classifyCall(ctx, err)
+		switch k {
+		case kindExists:
+			if !ambiguous {
+				return b.opError(op, key, wrap(k, cerr))
+			}
+			b.log.WarnContext(ctx, "gcs create: precondition failed after a re-sent upload; reading the key back",
+				"bucket", b.name, "key", key, "attempts", retry+1)
+			return b.afterAmbiguousExists(ctx, key, data, cerr)
+		case kindUnavailable:
+			ambiguous = true
+			if retry >= b.maxRetries {
+				return b.opError(op, key, wrap(k, cerr))
+			}
+			d := retryBackoff(retry)
+			b.log.DebugContext(ctx, "gcs create: outcome unknown, re-sending",
+				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d, "err", cerr)
+			if err := clock.Sleep(ctx, b.clk, d); err != nil {
+				return b.opError(op, key, &contextError{ctxErr: err, cause: cerr})
+			}
+		case kindNotFound:
+			// A create cannot miss the object; a 404 here is the bucket.
+			return b.opError(op, key, wrap(kindNoBucket, cerr))
+		default:
+			return b.opError(op, key, wrap(k, cerr))
+		}
+	}
+}
+
+// upload sends one attempt. The error that matters (a failed precondition
+// among them) comes from Close; a Write error is returned when Close has
+// nothing better to say.
+func upload(ctx context.Context, obj *storage.ObjectHandle, data []byte, sum uint32) error {
+	// The writer's context is canceled after the attempt so that its
+	// upload goroutine never outlives Create.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := obj.NewWriter(wctx)
+	w.ChunkSize = 0 // one request per attempt
+	w.CRC32C = sum
+	w.SendCRC32C = true
+	w.ContentType = "application/octet-stream"
+	_, werr := w.Write(data)
+	cerr := w.Close()
+	if cerr != nil {
+		return cerr
+	}
+	return werr
+}
+
+// afterAmbiguousExists settles a 412 received on a re-sent upload.
+func (b *Bucket) afterAmbiguousExists(ctx context.Context, key string, data []byte, cause error) error {
+	got, gerr := b.Get(ctx, key)
+	switch {
+	case gerr == nil && bytes.Equal(got, data):
+		return nil
+	case gerr == nil:
+		return b.opError("create", key, wrap(kindExists, cause))
+	case errors.Is(gerr, objstore.ErrNotFound):
+		return b.opError("create", key, objstore.Unavailable(
+			fmt.Errorf("object vanished after an ambiguous precondition failure: %w", cause)))
+	case ctx.Err() != nil:
+		return b.opError("create", key, &contextError{ctxErr: ctx.Err(), cause: gerr})
+	}
+	return b.opError("create", key, objstore.Unavailable(
+		fmt.Errorf("reading back after an ambiguous precondition failure: %w", errors.Join(cause, gerr))))
+}
+
+func retryBackoff(retry int) time.Duration {
+	d := retryBackoffBase << min(retry, 10)
+	d = min(d, retryBackoffMax)
+	return d/2 + rand.N(d/2+1)
+}
