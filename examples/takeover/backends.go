@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/cutline/cutline/metastore"
+	etcdstore "github.com/cutline/cutline/metastore/etcd"
+	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fs"
+	"github.com/cutline/cutline/objstore/s3"
+)
+
+// backends are the metastore and the zones' buckets the demonstration
+// runs on, with a description for the header and what to release at the
+// end.
+type backends struct {
+	store     metastore.Store
+	storeDesc string
+	zones     []objstore.Bucket // zone order; names zone-a, zone-b, …
+	zonesDesc string
+	closers   []func() // run in reverse order by close
+}
+
+func (b *backends) close() {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
+}
+
+func zoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
+
+// openBackends builds the store and the buckets the flags ask for: by
+// default an in-memory metastore and K filesystem buckets in a temporary
+// directory; etcd and S3 when their flags are given.
+func openBackends(ctx context.Context, cfg *config) (_ *backends, err error) {
+	be := &backends{}
+	defer func() {
+		if err != nil {
+			be.close()
+		}
+	}()
+
+	if cfg.etcd == "" {
+		be.store = memstore.New(memstore.Options{})
+		be.storeDesc = "in-memory metastore (metastore/mem)"
+	} else {
+		endpoints := strings.Split(cfg.etcd, ",")
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints:   endpoints,
+			DialTimeout: 5 * time.Second,
+			Logger:      zap.NewNop(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("etcd client: %w", err)
+		}
+		be.closers = append(be.closers, func() { _ = cli.Close() })
+		root := "/cutline-takeover/" + cfg.runID + "/"
+		st, err := etcdstore.New(cli, etcdstore.Options{Root: root})
+		if err != nil {
+			return nil, err
+		}
+		// Fail early and clearly when nobody answers.
+		if _, err := st.Get(ctx, "ping"); err != nil && !errors.Is(err, metastore.ErrNotFound) {
+			return nil, fmt.Errorf("etcd at %s: %w", cfg.etcd, err)
+		}
+		be.store = st
+		be.storeDesc = fmt.Sprintf("etcd at %s (metastore/etcd), keys under %s", cfg.etcd, root)
+	}
+
+	if len(cfg.s3Endpoints) == 0 {
+		dir := cfg.dir
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "cutline-takeover-"); err != nil {
+				return nil, err
+			}
+			be.closers = append(be.closers, func() { _ = os.RemoveAll(dir) })
+		}
+		for i := range cfg.k {
+			b, err := fs.New(filepath.Join(dir, zoneName(i)), fs.Options{Name: zoneName(i)})
+			if err != nil {
+				return nil, err
+			}
+			be.closers = append(be.closers, func() { _ = b.Close() })
+			be.zones = append(be.zones, b)
+		}
+		be.zonesDesc = fmt.Sprintf("%d filesystem buckets (objstore/fs) under %s", cfg.k, dir)
+	} else {
+		// The demonstration's own transport, so that its connections are
+		// closed when it ends.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		be.closers = append(be.closers, tr.CloseIdleConnections)
+		clients := make(map[string]*awss3.Client)
+		var where []string
+		for i, name := range cfg.s3Buckets {
+			endpoint := cfg.s3Endpoints[0]
+			if len(cfg.s3Endpoints) > 1 {
+				endpoint = cfg.s3Endpoints[i]
+			}
+			client := clients[endpoint]
+			if client == nil {
+				client, err = s3.NewClient(ctx, s3.ClientConfig{
+					Endpoint:   endpoint,
+					Region:     cfg.s3Region,
+					AccessKey:  cfg.s3AccessKey,
+					SecretKey:  cfg.s3SecretKey,
+					PathStyle:  true,
+					HTTPClient: &http.Client{Transport: tr},
+				})
+				if err != nil {
+					return nil, err
+				}
+				clients[endpoint] = client
+			}
+			b, err := s3.New(client, name, s3.Options{Name: zoneName(i)})
+			if err != nil {
+				return nil, err
+			}
+			be.zones = append(be.zones, b)
+			where = append(where, fmt.Sprintf("%s=%s/%s", zoneName(i), endpoint, name))
+		}
+		be.zonesDesc = fmt.Sprintf("%d S3 buckets (objstore/s3): %s", len(cfg.s3Buckets), strings.Join(where, " "))
+	}
+	return be, nil
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/cutline/cutline/internal/testservers"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var verdictRE = regexp.MustCompile(`(?m)^acknowledged (\d+), readable (\d+), lost (\d+), duplicated (\d+)$`)
+
+// runDemo runs the demonstration with args and checks its verdict: every
+// one of the records acknowledged, readable, none lost, none duplicated.
+func runDemo(t *testing.T, records int, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(t.Context(), args, &out)
+	s := out.String()
+	require.NoError(t, err, s)
+	m := verdictRE.FindStringSubmatch(s)
+	require.NotNil(t, m, "no verification line in:\n%s", s)
+	want := strconv.Itoa(records)
+	require.Equal(t, []string{want, want, "0", "0"}, m[1:], "verification line %q", m[0])
+	require.Contains(t, s, "\nok: every acknowledged record is readable exactly once")
+	return s
+}
+
+// lineWith returns the first line of s that contains sub.
+func lineWith(t *testing.T, s, sub string) string {
+	t.Helper()
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			return strings.TrimSpace(line)
+		}
+	}
+	t.Fatalf("no line with %q in:\n%s", sub, s)
+	return ""
+}
+
+func TestTakeoverEmbedded(t *testing.T) {
+	s := runDemo(t, 400)
+	// The story the timeline tells, with the numbers that do not depend on
+	// timing.
+	require.Contains(t, s, "in-memory metastore (metastore/mem)")
+	require.Contains(t, s, "3 filesystem buckets (objstore/fs)")
+	require.Contains(t, s, "star-a    minted epoch star-a/1 (standard, K=3 W=2 window=64) open")
+	require.Contains(t, s, "acknowledged 200 records, offsets 0–199")
+	require.Contains(t, s, "the host absorbed 192 of them (refs written, checkpoint 192); 8 acknowledged records are not absorbed yet")
+	require.Contains(t, s, "loses zone-a, zone-b")
+	require.Contains(t, s, "24 appends in flight (sequences 200–223, slots 200–223)")
+	require.Contains(t, s, "each reached zone-c only: 1 of W=2 copies, not enough to acknowledge; slot 209 reached no zone at all")
+	require.Contains(t, s, "DIES mid-flight: writer aborted (no close, no release, no absorb); 24 appends never acknowledged")
+	// Every slot below the hole reached zone-c and was repaired; the hole
+	// is the cut.
+	require.Contains(t, s, "fenced star-a/1: cut 209")
+	require.Contains(t, s, "flight copies repaired: 18")
+	require.Contains(t, s, "poison objects written: 2")
+	require.Contains(t, s, "deleted 14 garbage flight copies in [209, 273], covered 17 flights in [192, 209)")
+	require.Contains(t, s, "8 were acknowledged but not absorbed by star-a, 9 were never acknowledged")
+	require.Contains(t, s, `stream "orders" continues at offset 209 (RefIndex.Next); producer state rebuilt from 209 covered records`)
+	require.Contains(t, s, "minted epoch star-b/1")
+	require.Contains(t, s, "9 were in the stream already (settlement covered them): acknowledged at their offsets 200–208, not appended again")
+	require.Contains(t, s, "15 appended at offsets 209–223")
+	require.Contains(t, s, "acknowledged 176 new records, offsets 224–399")
+	require.Contains(t, s, "cut slot 209: poison in 2 zones, a flight in 1: still dead")
+	require.Contains(t, s, "14 slots past the cut (210–223) now hold the zombie's flight in at least W=2 zones, yet nothing maps or serves them")
+	require.Contains(t, s, "fences star-a/1 again: cut 209, already published, nothing walked")
+	require.Contains(t, s, "chain.Reader serves star-a/1 slots [0, 209) and nothing else")
+	require.Contains(t, s, "shuts down cleanly: 191 acknowledgements, all absorbed (checkpoint 191), writer closed")
+	require.Contains(t, s, "the chains of star-a and star-b serve 400 flights; records in more than one flight: 0")
+	zombie := lineWith(t, s, "held-back PUTs land now")
+	require.Regexp(t, `star-a's \d+ held-back PUTs land now: \d+ created`, zombie)
+}
+
+// Other shapes: one zone (a writer that loses one slot halts), five zones
+// with a small window (the in-flight appends are capped by it), no latency.
+func TestTakeoverShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		records int
+		args    []string
+		want    []string
+	}{
+		{
+			name: "K=1 W=1", records: 80,
+			args: []string{"-k", "1", "-w", "1", "-records", "80", "-crash-after", "30", "-inflight", "10", "-absorb-every", "7", "-latency", "1ms"},
+			want: []string{"loses zone-a", "none reached any zone", "fenced star-a/1: cut 30", "poison objects written: 1",
+				"covered 2 flights in [28, 30)", "10 appended at offsets 30–39", "9 slots past the cut (31–39)"},
+		},
+		{
+			name: "K=5 W=3 window 8", records: 60,
+			args: []string{"-k", "5", "-w", "3", "-window", "8", "-records", "60", "-crash-after", "20", "-inflight", "30", "-absorb-every", "5", "-latency", "0"},
+			want: []string{"loses zone-a, zone-b, zone-c", "8 appends in flight (sequences 20–27, slots 20–27)",
+				"each reached zone-d, zone-e only: 2 of W=3 copies", "slot 23 reached no zone at all",
+				"fenced star-a/1: cut 23", "poison objects written: 3", "3 were in the stream already", "5 appended at offsets 23–27"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := runDemo(t, tc.records, tc.args...)
+			for _, w := range tc.want {
+				require.Contains(t, s, w)
+			}
+		})
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-w", "4"}, "-w 4: want 1 ≤ W ≤ K=3"},
+		{[]string{"-k", "0"}, "-k 0"},
+		{[]string{"-window", "0"}, "-window 0"},
+		{[]string{"-records", "10"}, "-records 10: want at least -crash-after + -inflight = 224"},
+		{[]string{"-s3-buckets", "a,b,c"}, "need -s3-endpoint"},
+		{[]string{"-s3-endpoint", "http://127.0.0.1:1"}, "needs -s3-buckets"},
+		{[]string{"-s3-endpoint", "http://127.0.0.1:1", "-s3-buckets", "a,b", "-k", "3"}, "-k 3 but 2 buckets"},
+		{[]string{"-s3-endpoint", "http://127.0.0.1:1,http://127.0.0.1:2", "-s3-buckets", "a,b,c"}, "give one endpoint, or one per bucket"},
+		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-nonsense"}, "flag provided but not defined"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(t.Context(), tc.args, &out)
+			require.Error(t, err)
+			require.Contains(t, err.Error()+out.String(), tc.want)
+		})
+	}
+	var out bytes.Buffer
+	require.ErrorIs(t, run(t.Context(), []string{"-h"}, &out), flag.ErrHelp)
+	require.Contains(t, out.String(), "-s3-endpoint")
+}
+
+// TestTakeoverVersityGW runs the demonstration on three real S3 servers
+// (versitygw, one process per zone) through the flags a user would give.
+func TestTakeoverVersityGW(t *testing.T) {
+	const access, secret = "takeover-demo", "not-a-real-secret-0123456789"
+	var endpoints, buckets []string
+	for i := range 3 {
+		srv := testservers.StartVersityGW(t, testservers.S3Options{
+			Bucket: fmt.Sprintf("orders-zone-%c", 'a'+i), AccessKey: access, SecretKey: secret,
+		})
+		endpoints = append(endpoints, srv.Endpoint)
+		buckets = append(buckets, srv.Bucket)
+	}
+	args := []string{
+		"-s3-endpoint", strings.Join(endpoints, ","),
+		"-s3-buckets", strings.Join(buckets, ","),
+		"-s3-access-key", access, "-s3-secret-key", secret,
+		"-records", "160", "-crash-after", "100", "-inflight", "20",
+	}
+	s := runDemo(t, 160, args...)
+	require.Contains(t, s, "3 S3 buckets (objstore/s3): zone-a="+endpoints[0]+"/orders-zone-a")
+	require.Contains(t, s, "no injected latency")
+	require.Contains(t, s, "fenced star-a/1: cut 108")
+	require.Contains(t, s, "nothing maps or serves them")
+	require.NotContains(t, s, secret)
+
+	// A second run on the same buckets writes under its own prefix and
+	// meets nothing of the first.
+	s2 := runDemo(t, 160, args...)
+	require.Contains(t, s2, "fenced star-a/1: cut 108")
+	require.NotEqual(t, lineWith(t, s, "cutline takeover demonstration"), lineWith(t, s2, "cutline takeover demonstration"))
+
+	// A cancelled context stops a run before it touches anything.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out bytes.Buffer
+	require.Error(t, run(ctx, args, &out))
+}
