@@ -49,13 +49,13 @@ func Example_compose() {
 	fencer := must(fence.New(minter, chain.NewZones(zones...), fence.Options{}))
 	settler := must(settle.New(minter, chain.NewZones(zones...), refs, settle.Options{Fencer: fencer}))
 	for _, r := range must(settler.SettleAll(ctx, "star-a")) {
-		fmt.Println("cut", r.Cut, "covered", r.Covered)
+		fmt.Println("cut", r.Cut, "covered", r.Covered) // cut 3 covered 3
 	}
-	fmt.Println("stream continues at", must(refs.Next(ctx, "orders")))
+	fmt.Println("stream continues at", must(refs.Next(ctx, "orders"))) // 3
 
 	// A's writer, still running, can never acknowledge again.
 	_, err := w.Append(ctx, []byte("3"))
-	fmt.Println("old writer fenced:", errors.Is(err, chain.ErrFenced))
+	fmt.Println("old writer fenced:", errors.Is(err, chain.ErrFenced)) // true
 	w.Abort()
 	// Output:
 	// acknowledged at 1/0

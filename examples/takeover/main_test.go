@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -179,4 +180,27 @@ func TestTakeoverVersityGW(t *testing.T) {
 	cancel()
 	var out bytes.Buffer
 	require.Error(t, run(ctx, args, &out))
+}
+
+// TestReadmeShowsExampleCompose keeps the README's composition example
+// identical to Example_compose, which the tests run.
+func TestReadmeShowsExampleCompose(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(readme), "```go\n")
+	require.True(t, ok, "no Go code block in README.md")
+	block, _, ok = strings.Cut(block, "```")
+	require.True(t, ok)
+
+	src, err := os.ReadFile("example_test.go")
+	require.NoError(t, err)
+	_, body, ok := strings.Cut(string(src), "func Example_compose() {\n")
+	require.True(t, ok)
+	body, _, ok = strings.Cut(body, "\t// Output:")
+	require.True(t, ok)
+	var lines []string
+	for line := range strings.Lines(body) {
+		lines = append(lines, strings.TrimPrefix(line, "\t"))
+	}
+	require.Equal(t, strings.Join(lines, ""), block, "README.md's Go example differs from Example_compose")
 }
