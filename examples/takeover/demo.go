@@ -439,5 +439,5 @@ func (d *demo) requests() {
 	}
 	row("star-a (writer; PUTs sent)", d.metersA)
 	row("star-b (takeover, writer)", d.metersB)
-	row("checks, verification (no injected latency)", d.metersV)
+	row("checks, verification (raw zones)", d.metersV)
 }

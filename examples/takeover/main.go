@@ -87,7 +87,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.crashAfter, "crash-after", 200, "records star-a acknowledges before it loses zones and dies")
 	fs.IntVar(&c.inflight, "inflight", 24, "appends in flight when star-a dies (at most -window)")
 	fs.IntVar(&c.absorbEvery, "absorb-every", 64, "the host covers acknowledged records in batches of this many")
-	fs.DurationVar(&c.latency, "latency", 3*time.Millisecond, "mean latency injected into every object request (objstore/latency); default 0 with -s3-endpoint")
+	fs.DurationVar(&c.latency, "latency", 3*time.Millisecond, "mean latency injected into every object request (objstore/latency); 0 with -s3-endpoint unless given")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the injected latency draws")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
 	fs.StringVar(&c.dir, "dir", "", "keep the filesystem buckets in this directory (default: a temporary directory, removed at the end)")
