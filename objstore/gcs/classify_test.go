@@ -33,7 +33,7 @@ func grpcErr(c codes.Code) error {
 	return ae
 }
 
-func TestClassify(t *testing.T) {
+func TestGCSClassify(t *testing.T) {
 	cases := []struct {
 		name string
 		err  error
@@ -102,7 +102,7 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestClassifyCallPrefersTheContext(t *testing.T) {
+func TestGCSClassifyCallPrefersTheContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	cause := &url.Error{Op: "Get", URL: "http://x", Err: context.Canceled}
@@ -115,7 +115,7 @@ func TestClassifyCallPrefersTheContext(t *testing.T) {
 	require.Equal(t, kindUnavailable, k)
 }
 
-func TestKindString(t *testing.T) {
+func TestGCSKindString(t *testing.T) {
 	for k := kindUnavailable; k <= kindCanceled; k++ {
 		require.NotEqual(t, "unknown", k.String(), "kind %d", int(k))
 	}

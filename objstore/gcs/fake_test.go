@@ -414,7 +414,7 @@ func TestGCSAccessDeniedIsNeverNotFound(t *testing.T) {
 	require.Contains(t, err.Error(), "zone-c")
 }
 
-func TestNewValidates(t *testing.T) {
+func TestGCSNewValidates(t *testing.T) {
 	srv := startFakeGCS(t)
 	c := inProcessClient(t, srv)
 	for _, tc := range []struct {

@@ -47,7 +47,7 @@ func transportError(err error) error {
 	return &smithy.OperationError{ServiceID: "S3", OperationName: "PutObject", Err: err}
 }
 
-func TestClassify(t *testing.T) {
+func TestS3Classify(t *testing.T) {
 	cases := []struct {
 		name string
 		err  error
@@ -130,7 +130,7 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestClassifyCallPrefersTheContext(t *testing.T) {
+func TestS3ClassifyCallPrefersTheContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	cause := transportError(&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled})
@@ -147,7 +147,7 @@ func TestClassifyCallPrefersTheContext(t *testing.T) {
 	require.Equal(t, kindUnavailable, k)
 }
 
-func TestKindString(t *testing.T) {
+func TestS3KindString(t *testing.T) {
 	for k := kindUnavailable; k <= kindCanceled; k++ {
 		require.NotEqual(t, "unknown", k.String(), "kind %d", int(k))
 	}

@@ -277,7 +277,7 @@ type firedTimer struct{ ch chan time.Time }
 func (t firedTimer) C() <-chan time.Time { return t.ch }
 func (firedTimer) Stop() bool            { return false }
 
-func TestScriptedCreateConflictThenSuccess(t *testing.T) {
+func TestS3ScriptedCreateConflictThenSuccess(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &instantClock{}
 	b := f.bucket(s3.Options{Clock: clk})
@@ -287,7 +287,7 @@ func TestScriptedCreateConflictThenSuccess(t *testing.T) {
 	require.Len(t, clk.Waits(), 1, "one backoff on the injected clock")
 }
 
-func TestScriptedCreateConflictObservesOwnBytes(t *testing.T) {
+func TestS3ScriptedCreateConflictObservesOwnBytes(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &instantClock{}
 	b := f.bucket(s3.Options{Clock: clk})
@@ -300,7 +300,7 @@ func TestScriptedCreateConflictObservesOwnBytes(t *testing.T) {
 	require.Equal(t, []string{"PUT k", "PUT k", "GET k"}, f.callLog())
 }
 
-func TestScriptedCreateConflictObservesOtherBytes(t *testing.T) {
+func TestS3ScriptedCreateConflictObservesOtherBytes(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &instantClock{}
 	b := f.bucket(s3.Options{Clock: clk})
@@ -313,7 +313,7 @@ func TestScriptedCreateConflictObservesOtherBytes(t *testing.T) {
 	require.NotErrorIs(t, err, objstore.ErrUnavailable)
 }
 
-func TestScriptedCreateConflictAbsentRetriesThenUnavailable(t *testing.T) {
+func TestS3ScriptedCreateConflictAbsentRetriesThenUnavailable(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &instantClock{}
 	b := f.bucket(s3.Options{Clock: clk, MaxConflictRetries: 3})
@@ -327,7 +327,7 @@ func TestScriptedCreateConflictAbsentRetriesThenUnavailable(t *testing.T) {
 	require.Equal(t, []string{"PUT k", "PUT k", "GET k", "PUT k", "GET k", "PUT k", "GET k"}, f.callLog())
 }
 
-func TestScriptedCreateConflictAbsentThenWins(t *testing.T) {
+func TestS3ScriptedCreateConflictAbsentThenWins(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &instantClock{}
 	b := f.bucket(s3.Options{Clock: clk})
@@ -338,7 +338,7 @@ func TestScriptedCreateConflictAbsentThenWins(t *testing.T) {
 	require.Equal(t, []string{"PUT k", "PUT k", "GET k", "PUT k"}, f.callLog(), "absent on read-back → retry")
 }
 
-func TestScriptedCreateCanceledDuringBackoff(t *testing.T) {
+func TestS3ScriptedCreateCanceledDuringBackoff(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := clock.NewFake(time.Unix(1000, 0))
 	b := f.bucket(s3.Options{Clock: clk})
@@ -353,7 +353,7 @@ func TestScriptedCreateCanceledDuringBackoff(t *testing.T) {
 	require.NotErrorIs(t, err, objstore.ErrExists)
 }
 
-func TestScriptedCreateFirstPreconditionFailedIsExistsWithoutReadBack(t *testing.T) {
+func TestS3ScriptedCreateFirstPreconditionFailedIsExistsWithoutReadBack(t *testing.T) {
 	f := newScriptedS3(t)
 	b := f.bucket(s3.Options{})
 	f.put("k", []byte("theirs"))
@@ -367,7 +367,7 @@ func TestScriptedCreateFirstPreconditionFailedIsExistsWithoutReadBack(t *testing
 
 // The SDK re-sends a PUT after a 500; the first attempt had landed, so the
 // second gets 412. That 412 is our own object: Create succeeds.
-func TestScriptedCreateResentAfter500FindsOwnObject(t *testing.T) {
+func TestS3ScriptedCreateResentAfter500FindsOwnObject(t *testing.T) {
 	f := newScriptedS3(t)
 	b := f.bucket(s3.Options{})
 	f.push("PUT", answer{status: 500, code: "InternalError", apply: true})
@@ -375,7 +375,7 @@ func TestScriptedCreateResentAfter500FindsOwnObject(t *testing.T) {
 	require.Equal(t, []string{"PUT k", "PUT k", "GET k"}, f.callLog())
 }
 
-func TestScriptedCreateResentAfter500FindsOtherObject(t *testing.T) {
+func TestS3ScriptedCreateResentAfter500FindsOtherObject(t *testing.T) {
 	f := newScriptedS3(t)
 	b := f.bucket(s3.Options{})
 	f.push("PUT", answer{status: 503, code: "SlowDown"})
@@ -385,7 +385,7 @@ func TestScriptedCreateResentAfter500FindsOtherObject(t *testing.T) {
 	require.Equal(t, []string{"PUT k", "PUT k", "GET k"}, f.callLog())
 }
 
-func TestScriptedCreateResentAndUnreadableIsUnavailable(t *testing.T) {
+func TestS3ScriptedCreateResentAndUnreadableIsUnavailable(t *testing.T) {
 	f := newScriptedS3(t)
 	b := f.bucket(s3.Options{})
 	f.push("PUT", answer{status: 500, code: "InternalError", apply: true})
@@ -397,7 +397,7 @@ func TestScriptedCreateResentAndUnreadableIsUnavailable(t *testing.T) {
 
 // A store that ignores If-None-Match overwrites silently; objstore.Verify
 // refuses it.
-func TestScriptedVerifyRefusesStoreIgnoringIfNoneMatch(t *testing.T) {
+func TestS3ScriptedVerifyRefusesStoreIgnoringIfNoneMatch(t *testing.T) {
 	f := newScriptedS3(t)
 	f.ignoreIfNoneMatch = true
 	err := objstore.Verify(t.Context(), f.bucket(s3.Options{Name: "lax"}))
@@ -408,7 +408,7 @@ func TestScriptedVerifyRefusesStoreIgnoringIfNoneMatch(t *testing.T) {
 	require.NoError(t, objstore.Verify(t.Context(), f2.bucket(s3.Options{})))
 }
 
-func TestScriptedServerErrorsAreUnavailable(t *testing.T) {
+func TestS3ScriptedServerErrorsAreUnavailable(t *testing.T) {
 	f := newScriptedS3(t)
 	b := f.bucket(s3.Options{})
 	f.put("k", []byte("data"))
@@ -429,7 +429,7 @@ func TestScriptedServerErrorsAreUnavailable(t *testing.T) {
 	require.ErrorIs(t, b.Delete(t.Context(), "k"), objstore.ErrUnavailable)
 }
 
-func TestScriptedAccessDeniedIsNeverNotFound(t *testing.T) {
+func TestS3ScriptedAccessDeniedIsNeverNotFound(t *testing.T) {
 	const secret = "secret-that-must-not-leak-0123456789"
 	f := newScriptedS3(t)
 	b, err := s3.New(f.client(secret, 3), "scripted", s3.Options{Name: "zone-a"})
@@ -454,7 +454,7 @@ func TestScriptedAccessDeniedIsNeverNotFound(t *testing.T) {
 	require.Len(t, f.callLog(), 9, "denials are not retried")
 }
 
-func TestScriptedNoSuchBucket(t *testing.T) {
+func TestS3ScriptedNoSuchBucket(t *testing.T) {
 	f := newScriptedS3(t)
 	b, err := s3.New(f.client("s", 3), "other-bucket", s3.Options{})
 	require.NoError(t, err)
@@ -477,7 +477,7 @@ func TestScriptedNoSuchBucket(t *testing.T) {
 	require.ErrorIs(t, err, s3.ErrNoSuchBucket)
 }
 
-func TestScriptedGetRange(t *testing.T) {
+func TestS3ScriptedGetRange(t *testing.T) {
 	f := newScriptedS3(t)
 	b := f.bucket(s3.Options{})
 	f.put("k", []byte("0123456789"))
@@ -497,7 +497,7 @@ func TestScriptedGetRange(t *testing.T) {
 	require.ErrorIs(t, err, objstore.ErrNotFound)
 }
 
-func TestScriptedDirectoryBucketList(t *testing.T) {
+func TestS3ScriptedDirectoryBucketList(t *testing.T) {
 	f := newScriptedS3(t)
 	f.unordered = true
 	f.pageSize = 3
@@ -530,7 +530,7 @@ func TestScriptedDirectoryBucketList(t *testing.T) {
 	}
 }
 
-func TestScriptedListSkipsEmptyTruncatedPages(t *testing.T) {
+func TestS3ScriptedListSkipsEmptyTruncatedPages(t *testing.T) {
 	f := newScriptedS3(t)
 	b := f.bucket(s3.Options{})
 	f.put("p/a", []byte("1"))
@@ -543,7 +543,7 @@ func TestScriptedListSkipsEmptyTruncatedPages(t *testing.T) {
 	require.Len(t, f.callLog(), 2)
 }
 
-func TestScriptedConnectionRefusedIsUnavailable(t *testing.T) {
+func TestS3ScriptedConnectionRefusedIsUnavailable(t *testing.T) {
 	f := newScriptedS3(t)
 	b := f.bucket(s3.Options{})
 	f.srv.Close()
@@ -555,7 +555,7 @@ func TestScriptedConnectionRefusedIsUnavailable(t *testing.T) {
 	require.NotErrorIs(t, err, objstore.ErrExists)
 }
 
-func TestScriptedMalformedListIsUnavailable(t *testing.T) {
+func TestS3ScriptedMalformedListIsUnavailable(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/xml")
 		_, _ = w.Write([]byte("<ListBucketResult><Contents><Key>trunc"))
@@ -568,7 +568,7 @@ func TestScriptedMalformedListIsUnavailable(t *testing.T) {
 	require.ErrorIs(t, err, objstore.ErrUnavailable)
 }
 
-func TestNewValidates(t *testing.T) {
+func TestS3NewValidates(t *testing.T) {
 	f := newScriptedS3(t)
 	c := f.client("s", 1)
 	for _, tc := range []struct {
@@ -595,7 +595,7 @@ func TestNewValidates(t *testing.T) {
 	require.Equal(t, "bkt", b.BucketName())
 }
 
-func TestNewClientValidates(t *testing.T) {
+func TestS3NewClientValidates(t *testing.T) {
 	ctx := t.Context()
 	for _, cfg := range []s3.ClientConfig{
 		{AccessKey: "a"},
