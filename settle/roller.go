@@ -55,7 +55,11 @@ type Roller struct {
 	clock   clock.Clock
 	log     *slog.Logger
 
-	subMu sync.Mutex // serializes submissions so pend stays in slot order
+	// sub holds one token, taken by each submission while it assigns a
+	// slot and records its append, so that pend stays in slot order. It
+	// is a channel, not a mutex, so that a Submit waiting for it honours
+	// its context while another waits for window space.
+	sub chan struct{}
 
 	mu       sync.Mutex
 	w        *chain.Writer
@@ -119,7 +123,7 @@ func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants,
 		opts.Writer.Clock = opts.Clock
 	}
 	r := &Roller{settler: s, fencer: s.opts.Fencer, star: star, opts: opts, clock: clock.Or(opts.Clock),
-		log: opts.Logger, kick: make(chan struct{}, 1), requests: make(chan rollRequest), done: make(chan struct{})}
+		log: opts.Logger, kick: make(chan struct{}, 1), sub: make(chan struct{}, 1), requests: make(chan rollRequest), done: make(chan struct{})}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -137,13 +141,16 @@ func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants,
 }
 
 func (r *Roller) mint(ctx context.Context, c epoch.Constants) (*chain.Writer, error) {
+	// Resolve the zones before minting: an epoch minted over buckets that
+	// no zone serves could never be fenced or settled, and would block
+	// every later start of the star.
+	buckets, err := r.settler.zones.Resolve(c.Buckets)
+	if err != nil {
+		return nil, fmt.Errorf("roller %s: %w", r.star, err)
+	}
 	rec, err := r.settler.minter.Mint(ctx, r.star, c)
 	if err != nil {
 		return nil, fmt.Errorf("roller %s: mint: %w", r.star, err)
-	}
-	buckets, err := r.settler.zones.Resolve(rec.Constants.Buckets)
-	if err != nil {
-		return nil, fmt.Errorf("roller %s: %w", r.star, err)
 	}
 	return chain.NewWriter(rec, buckets, r.opts.Writer)
 }
@@ -178,24 +185,31 @@ func (r *Roller) Submit(ctx context.Context, payload []byte) (*Append, error) {
 		w := r.w
 		r.mu.Unlock()
 
-		r.subMu.Lock()
+		select {
+		case r.sub <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 		wf, err := w.Submit(ctx, payload)
 		if err == nil {
 			a := &Append{payload: payload, wf: wf, ep: w.Record().Epoch, done: make(chan struct{})}
 			r.mu.Lock()
 			r.pend = append(r.pend, a)
 			r.mu.Unlock()
-			r.subMu.Unlock()
+			<-r.sub
 			r.poke()
 			return a, nil
 		}
-		r.subMu.Unlock()
+		<-r.sub
 		r.mu.Lock()
 		replaced := r.w != w || r.rolling != nil
+		closed := r.closed
 		r.mu.Unlock()
 		switch {
 		case replaced:
 			continue // a roll replaced the writer under us: try the new one
+		case closed:
+			return nil, ErrRollerClosed // Close stopped the writer under us
 		case errors.Is(err, chain.ErrFenced) && r.opts.RollOnHalt:
 			r.poke() // the dispatcher rolls; wait for it
 			if err := r.waitRolling(ctx, w); err != nil {
@@ -265,6 +279,11 @@ func (r *Roller) Roll(ctx context.Context, c epoch.Constants) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	// Refuse unknown zones here: the roll aborts the current writer before
+	// it mints, so a roll that failed there would leave no writer.
+	if _, err := r.settler.zones.Resolve(c.Buckets); err != nil {
+		return err
+	}
 	req := rollRequest{c: c, res: make(chan error, 1)}
 	select {
 	case r.requests <- req:
@@ -309,6 +328,12 @@ func (r *Roller) dispatch() {
 			}
 		case <-headDone:
 			pos, err := head.wf.Result()
+			if err != nil && r.ctx.Err() != nil {
+				// Closing: the writer was aborted under the head (select
+				// may pick this case over the done context). Close
+				// decides what is left, with ErrRollerClosed.
+				return
+			}
 			if err == nil || !r.opts.RollOnHalt || !errors.Is(err, chain.ErrFenced) {
 				r.mu.Lock()
 				r.pend = r.pend[1:]
@@ -353,10 +378,15 @@ func (r *Roller) roll(c epoch.Constants, planned bool) error {
 	}
 	old.Abort()
 	oldEp := old.Record().Epoch
+	// A Submit adds its append to pend with the sub token after its slot
+	// was assigned; once old is aborted no slot is assigned any more, so
+	// with the token held pend holds every append placed in old.
+	r.sub <- struct{}{}
 	r.mu.Lock()
 	pend := r.pend
 	r.pend = nil
 	r.mu.Unlock()
+	<-r.sub
 	for {
 		nw, cut, err := r.turnover(ctx, oldEp, c)
 		if err != nil {
@@ -455,7 +485,7 @@ func (r *Roller) Close(ctx context.Context) error {
 	var err error
 	for {
 		r.mu.Lock()
-		n, w := len(r.pend), r.w
+		n := len(r.pend)
 		r.mu.Unlock()
 		if n == 0 {
 			break
@@ -467,22 +497,44 @@ func (r *Roller) Close(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 			err = ctx.Err()
-			w.Abort()
 		}
 		break
 	}
+	// Stop the dispatcher before the writer: aborting the writer first
+	// would let the dispatcher fail the pending appends with the writer's
+	// ErrAborted instead of ErrRollerClosed.
 	r.cancel()
 	<-r.done
 	r.mu.Lock()
-	w, pend := r.w, r.pend
-	r.pend = nil
+	w := r.w
 	r.mu.Unlock()
 	if err == nil {
 		err = w.Close(ctx)
 	}
 	w.Abort()
+	// A Submit that passed the closed check may still be adding its
+	// append; it does so with the sub token, and the writer refuses new
+	// slots now.
+	r.sub <- struct{}{}
+	r.mu.Lock()
+	pend := r.pend
+	r.pend = nil
+	r.mu.Unlock()
+	<-r.sub
 	for _, a := range pend {
-		a.resolve(chain.Position{}, fmt.Errorf("%w: %w", ErrRollerClosed, err))
+		if a.wf != nil {
+			// Acknowledged before the writer stopped: report it as such,
+			// so the producer does not send it again.
+			if pos, ferr := a.wf.Result(); ferr == nil {
+				a.resolve(pos, nil)
+				continue
+			}
+		}
+		if err != nil {
+			a.resolve(chain.Position{}, fmt.Errorf("%w: %w", ErrRollerClosed, err))
+		} else {
+			a.resolve(chain.Position{}, ErrRollerClosed)
+		}
 	}
 	return err
 }

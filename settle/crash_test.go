@@ -1,0 +1,335 @@
+package settle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/settle"
+)
+
+// settleEnd is what a settlement must converge to, whoever finishes it.
+type settleEnd struct {
+	state      epoch.State
+	cut        uint64
+	checkpoint uint64
+	refs       []settle.Ref
+	// poison and foreign objects per zone; flights are compared by
+	// quorum, because a crash during a repair may leave a committed slot
+	// with W copies where an uninterrupted fence makes K.
+	standing []map[string]string
+}
+
+func observeSettleEnd(t testing.TB, p *party, ep uint64) settleEnd {
+	t.Helper()
+	rec, err := p.minter.Get(context.Background(), starA, ep)
+	require.NoError(t, err)
+	end := settleEnd{state: rec.State, cut: rec.Cut, checkpoint: rec.Cursors.Checkpoint, refs: refsOf(t, p.refs, stream)}
+	for _, z := range p.e.objects(starA, ep) {
+		m := map[string]string{}
+		for k, v := range z {
+			if v != "flight" {
+				m[k] = v
+			}
+		}
+		end.standing = append(end.standing, m)
+	}
+	return end
+}
+
+// The host covered [0, 4) and moved its checkpoint there before its writer
+// died.
+func layCoveredDeadEpoch(t testing.TB, e *env) deadLayout {
+	t.Helper()
+	ctx := context.Background()
+	host := e.party("host", partyOpts{})
+	l := layDeadEpoch(t, e, host)
+	for s := range uint64(4) {
+		require.NoError(t, host.refs.Cover(ctx, starA, flight(l.ep, s, record(stream, s, fmt.Sprintf("r%d", s)))))
+	}
+	_, err := host.minter.Advance(ctx, starA, l.ep, epoch.Cursors{Checkpoint: 4})
+	require.NoError(t, err)
+	return l
+}
+
+// Layer 5 for settlement: the settler crashes at each of its mutating
+// requests in turn (poison and repair creates, the cut's publication,
+// garbage deletes, coverage writes, the settled mark), once before the
+// request arrives and once after it landed with its answer lost. Another
+// settler instance then runs Settle again and must reach the end state of
+// an uninterrupted settlement, with invariants 1–5 holding.
+func TestSettleCrashPoints(t *testing.T) {
+	var want settleEnd
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 3)
+		l := layCoveredDeadEpoch(t, e)
+		p := e.party("settler", partyOpts{})
+		_, err := p.settler.Settle(context.Background(), starA, l.ep)
+		require.NoError(t, err)
+		want = observeSettleEnd(t, p, l.ep)
+	})
+	require.Equal(t, epoch.StateSettled, want.state)
+	require.Equal(t, uint64(11), want.cut)
+
+	for _, lost := range []bool{false, true} {
+		points := 0
+		for at := 1; ; at++ {
+			var fired bool
+			var what string
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				e := newEnv(t, 3)
+				l := layCoveredDeadEpoch(t, e)
+				k := newKillSwitch(at, lost)
+				crashing := e.party("settler-1", partyOpts{kill: k})
+				_, err := crashing.settler.Settle(k.bind(ctx), starA, l.ep)
+				fired, what = k.report()
+				if !fired {
+					require.NoError(t, err)
+				}
+				repro := fmt.Sprintf("crash at request %d (%s), lost answer %v: settle returned %v", at, what, lost, err)
+
+				// Recovery: another instance runs Settle again.
+				successor := e.party("settler-2", partyOpts{})
+				rep, err := successor.settler.Settle(ctx, starA, l.ep)
+				require.NoError(t, err, repro)
+				require.Equal(t, want.cut, rep.Cut, repro)
+				got := observeSettleEnd(t, successor, l.ep)
+				require.Equal(t, want, got, repro)
+				checkEpochInvariants(t, successor, starA, l.ep, l.acked)
+				require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10"}, checkStream(t, successor, stream), repro)
+			})
+			if !fired {
+				break
+			}
+			points++
+		}
+		t.Logf("lost answer %v: %d crash points", lost, points)
+		// Repair 2, poison 2, publish 1, deletes 3, covers 7, mark 1.
+		require.GreaterOrEqual(t, points, 16, "lost=%v: every step must have been crashed", lost)
+	}
+}
+
+// rollScenario is what one incarnation of a star's roller does:
+// OpenRoller, three appends, a planned roll (window 8 → 4), three more
+// appends of which the second meets a slot poisoned in advance (a halt:
+// the roller rolls in process and republishes). Epoch 2 slot 1 is
+// poisoned in zones a and b before anything runs.
+type rollScenario struct {
+	c1, c2 epoch.Constants
+	opts   settle.RollerOptions
+}
+
+func newRollScenario(e *env) rollScenario {
+	c1 := e.constants(2, 8)
+	c2 := e.constants(2, 4)
+	return rollScenario{c1: c1, c2: c2, opts: settle.RollerOptions{
+		RollOnHalt:   true,
+		RetryBackoff: 5 * time.Millisecond,
+		Writer:       chain.WriterOptions{MinBackoff: time.Millisecond, MaxBackoff: 8 * time.Millisecond},
+	}}
+}
+
+// incarnation runs the scenario until it finishes or the process crashes,
+// then ends the roller as a dying process would (Close on a done context
+// stops everything at once). It returns every append with its id.
+type submitted struct {
+	id  string
+	app *settle.Append
+}
+
+func (sc rollScenario) run(t testing.TB, ctx context.Context, p *party, k *killSwitch) []submitted {
+	t.Helper()
+	r, err := settle.OpenRoller(ctx, p.settler, starA, sc.c1, sc.opts)
+	if err != nil {
+		require.True(t, k.isDead(), "OpenRoller failed without a crash: %v", err)
+		return nil
+	}
+	var out []submitted
+	submit := func(i int) bool {
+		id := fmt.Sprintf("r%d", i)
+		a, err := r.Submit(ctx, record(stream, uint64(i), id))
+		if err != nil {
+			require.True(t, k.isDead(), "Submit failed without a crash: %v", err)
+			return false
+		}
+		out = append(out, submitted{id, a})
+		return true
+	}
+	ok := submit(0) && submit(1) && submit(2)
+	if ok {
+		if err := r.Roll(ctx, sc.c2); err != nil {
+			require.True(t, k.isDead(), "Roll failed without a crash: %v", err)
+			ok = false
+		}
+	}
+	ok = ok && submit(3) && submit(4) && submit(5)
+	all := make(chan struct{})
+	go func() {
+		for _, s := range out {
+			<-s.app.Done()
+		}
+		close(all)
+	}()
+	select {
+	case <-all:
+	case <-k.fired:
+	}
+	closeCtx := context.Background()
+	if k.isDead() {
+		var cancel context.CancelFunc
+		closeCtx, cancel = context.WithCancel(closeCtx)
+		cancel()
+	}
+	err = r.Close(closeCtx)
+	if !k.isDead() {
+		require.NoError(t, err)
+	}
+	<-all // Close decides every append
+	return out
+}
+
+// Layer 5 for rolls: the first incarnation of a star crashes at each of
+// its mutating requests in turn: the mint, the appends' creates, the
+// planned roll's mint, fence (poison, publication) and settlement
+// (deletes, coverage, settled mark), the halt roll's steps and its
+// republication. A new incarnation then opens on the same storage (which
+// settles what was left), and the producer retries what was not
+// acknowledged, at offsets past the recovered stream's end. Then every
+// acknowledged payload is readable exactly once, at the position it was
+// acknowledged at, in submission order; no epoch has a hole; no append was
+// decided twice.
+func TestRollerCrashPoints(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		points := 0
+		for at := 1; ; at++ {
+			var fired bool
+			synctest.Test(t, func(t *testing.T) {
+				fired = rollCrashRun(t, at, lost)
+			})
+			if !fired {
+				break
+			}
+			points++
+		}
+		t.Logf("lost answer %v: %d crash points", lost, points)
+		require.GreaterOrEqual(t, points, 30, "lost=%v: every step must have been crashed", lost)
+	}
+}
+
+func rollCrashRun(t *testing.T, at int, lost bool) bool {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	e.putPoison(0, starA, 2, 1)
+	e.putPoison(1, starA, 2, 1)
+	sc := newRollScenario(e)
+	k := newKillSwitch(at, lost)
+	first := e.party("incarnation-1", partyOpts{kill: k})
+	subs := sc.run(t, k.bind(ctx), first, k)
+	fired, what := k.report()
+	repro := fmt.Sprintf("crash at request %d (%s), lost answer %v", at, what, lost)
+
+	acked := map[string]chain.Position{}
+	var unacked []string
+	var last chain.Position
+	for i, s := range subs {
+		pos, err := s.app.Wait(ctx) // decided already: Close decides every append
+		if err != nil {
+			require.True(t, fired, "%s: append %s failed without a crash: %v", repro, s.id, err)
+			require.ErrorIs(t, err, settle.ErrRollerClosed, repro)
+			unacked = append(unacked, s.id)
+			continue
+		}
+		if i > 0 && len(acked) > 0 {
+			require.True(t, last.Less(pos), "%s: %s acknowledged at %v after %v", repro, s.id, pos, last)
+		}
+		last = pos
+		acked[s.id] = pos
+	}
+	if !fired {
+		require.Len(t, acked, 6)
+	}
+
+	// Recovery: a new incarnation on the same storage. The producer retries
+	// what was not acknowledged, at offsets past the recovered stream.
+	second := e.party("incarnation-2", partyOpts{})
+	r, err := settle.OpenRoller(ctx, second.settler, starA, sc.c1, sc.opts)
+	require.NoError(t, err, repro)
+	for ep := uint64(1); ep < r.Epoch().Epoch; ep++ {
+		rec, err := second.minter.Get(ctx, starA, ep)
+		if errors.Is(err, epoch.ErrNoRecord) {
+			continue
+		}
+		require.NoError(t, err, repro)
+		require.Equal(t, epoch.StateSettled, rec.State, "%s: OpenRoller settles every earlier epoch", repro)
+	}
+	next, err := second.refs.Next(ctx, stream)
+	require.NoError(t, err)
+	retried := map[string]chain.Position{}
+	for j, id := range unacked {
+		pos, err := r.Append(ctx, record(stream, next+uint64(j), id))
+		require.NoError(t, err, repro)
+		retried[id] = pos
+	}
+	require.NoError(t, r.Close(ctx), repro)
+	checker := e.party("checker", partyOpts{})
+	_, err = checker.settler.SettleAll(ctx, starA)
+	require.NoError(t, err, repro)
+
+	// Every epoch: invariants 1–4, with the slots acknowledged in it.
+	perEpoch := map[uint64][]uint64{}
+	for _, pos := range acked {
+		perEpoch[pos.Epoch] = append(perEpoch[pos.Epoch], pos.Slot)
+	}
+	for _, pos := range retried {
+		perEpoch[pos.Epoch] = append(perEpoch[pos.Epoch], pos.Slot)
+	}
+	for rec, err := range checker.minter.Epochs(ctx, starA) {
+		require.NoError(t, err)
+		checkEpochInvariants(t, checker, starA, rec.Epoch, perEpoch[rec.Epoch])
+	}
+
+	// Invariant 5: every acknowledged payload once, where it was
+	// acknowledged. A payload that was never acknowledged may have reached
+	// the chain before the crash and again by its retry (at-least-once for
+	// those); never twice from one incarnation.
+	ids, poss := chainIDs(t, checker, starA)
+	at1 := map[string]chain.Position{}
+	for i, id := range ids {
+		if pos, ok := acked[id]; ok {
+			require.Equal(t, pos, poss[i], "%s: %s read at %v, acknowledged at %v", repro, id, poss[i], pos)
+		}
+		if pos, ok := retried[id]; ok && pos == poss[i] {
+			continue
+		}
+		_, dup := at1[id]
+		require.False(t, dup, "%s: %s twice in the first incarnation's epochs", repro, id)
+		at1[id] = poss[i]
+	}
+	for id := range acked {
+		require.Equal(t, 1, count(ids, id), "%s: acknowledged %s must be read exactly once", repro, id)
+	}
+	for id := range retried {
+		require.Contains(t, ids, id)
+	}
+	indexed := checkStream(t, checker, stream)
+	require.ElementsMatch(t, ids, indexed, "%s: the index covers the whole chain", repro)
+	return fired
+}
+
+func count(ids []string, id string) int {
+	n := 0
+	for _, x := range ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,564 @@
+package settle_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/metastore"
+	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
+	"github.com/cutline/cutline/objstore/fs"
+	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/settle"
+)
+
+// Records in these tests are "<stream>|<offset>|<id>": the stream and
+// offset are what the host's index needs (locate), the id names the
+// producer's record so that exactly-once can be checked across a takeover,
+// where the successor gives a retried record a new offset.
+func record(stream string, offset uint64, id string) []byte {
+	return fmt.Appendf(nil, "%s|%d|%s", stream, offset, id)
+}
+
+func parseRecord(p []byte) (stream string, offset uint64, id string, err error) {
+	parts := bytes.SplitN(p, []byte("|"), 3)
+	if len(parts) != 3 {
+		return "", 0, "", fmt.Errorf("not a record: %q", p)
+	}
+	offset, err = strconv.ParseUint(string(parts[1]), 10, 64)
+	return string(parts[0]), offset, string(parts[2]), err
+}
+
+// locate is the hosts' Locator: one record per flight.
+func locate(p []byte) (string, uint64, uint64, error) {
+	stream, offset, _, err := parseRecord(p)
+	return stream, offset, 1, err
+}
+
+const (
+	starA  = "star-a"
+	starB  = "star-b"
+	stream = "s"
+)
+
+// env is shared storage: one metastore and K zones. Each zone is a backend
+// bucket (raw: mem or fs) wrapped by fault injection (zones). Every party
+// (a writer, a successor, a crashing incarnation) sees the storage through
+// its own view (party).
+type env struct {
+	t     testing.TB
+	store *memstore.Store
+	raw   []objstore.Bucket
+	zones []*fault.Bucket
+	keys  chain.Keys
+}
+
+// newEnv makes k in-memory zones named a, b, c…
+func newEnv(t testing.TB, k int) *env {
+	raw := make([]objstore.Bucket, k)
+	for i := range raw {
+		raw[i] = mem.New(string(rune('a' + i)))
+	}
+	return newEnvOn(t, raw, 0)
+}
+
+// newFSEnv makes k filesystem zones under a temporary directory.
+func newFSEnv(t testing.TB, k int) *env {
+	dir := t.TempDir()
+	raw := make([]objstore.Bucket, k)
+	for i := range raw {
+		name := string(rune('a' + i))
+		b, err := fs.New(filepath.Join(dir, name), fs.Options{Name: name, NoSync: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Close() })
+		raw[i] = b
+	}
+	return newEnvOn(t, raw, 0)
+}
+
+// newEnvOn wraps the backend buckets raw; seed seeds their fault
+// injection.
+func newEnvOn(t testing.TB, raw []objstore.Bucket, seed uint64) *env {
+	e := &env{t: t, store: memstore.New(memstore.Options{}), raw: raw, keys: chain.Keys{Prefix: "chains"}}
+	for i, b := range raw {
+		e.zones = append(e.zones, fault.Wrap(b, fault.Options{Seed: seed*16 + uint64(i+1)}))
+	}
+	return e
+}
+
+// backend names the two backends the main scenarios run on.
+var backends = []struct {
+	name string
+	make func(t testing.TB, k int) *env
+}{{"mem", newEnv}, {"fs", newFSEnv}}
+
+func (e *env) names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = e.raw[i].Name()
+	}
+	return out
+}
+
+func (e *env) constants(w, window int) epoch.Constants {
+	return epoch.Constants{Class: "standard", Buckets: e.names(len(e.raw)), W: w, Window: window}
+}
+
+// party is one process's view of the storage, with its own minter, fencer,
+// index and settler. With a kill switch, every request passes through it.
+type party struct {
+	e       *env
+	kill    *killSwitch
+	store   metastore.Store
+	buckets []objstore.Bucket
+	zones   chain.Zones
+	minter  *epoch.Minter
+	fencer  *fence.Fencer
+	refs    *settle.RefIndex
+	settler *settle.Settler
+}
+
+type partyOpts struct {
+	kill     *killSwitch
+	noFencer bool
+	settle   settle.Options
+	fence    fence.Options
+	wrap     func(i int, b objstore.Bucket) objstore.Bucket
+}
+
+func (e *env) party(name string, o partyOpts) *party {
+	t := e.t
+	t.Helper()
+	p := &party{e: e, kill: o.kill, store: e.store}
+	if o.kill != nil {
+		p.store = &crashStore{Store: e.store, k: o.kill}
+	}
+	for i, z := range e.zones {
+		var b objstore.Bucket = z
+		if o.wrap != nil {
+			b = o.wrap(i, b)
+		}
+		if o.kill != nil {
+			b = &crashBucket{Bucket: b, k: o.kill}
+		}
+		p.buckets = append(p.buckets, b)
+	}
+	p.zones = chain.NewZones(p.buckets...)
+	var err error
+	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Writer: name})
+	require.NoError(t, err)
+	fo := o.fence
+	fo.Keys, fo.Identity = e.keys, name
+	p.fencer, err = fence.New(p.minter, p.zones, fo)
+	require.NoError(t, err)
+	p.refs, err = settle.NewRefIndex(p.store, "", locate)
+	require.NoError(t, err)
+	so := o.settle
+	so.Keys = e.keys
+	if !o.noFencer {
+		so.Fencer = p.fencer
+	}
+	p.settler, err = settle.New(p.minter, p.zones, p.refs, so)
+	require.NoError(t, err)
+	return p
+}
+
+func (p *party) reader() *chain.Reader {
+	r, err := chain.NewReader(p.minter, p.zones, chain.ReaderOptions{Keys: p.e.keys})
+	require.NoError(p.e.t, err)
+	return r
+}
+
+// writer makes a writer for rec over the party's buckets; it is aborted at
+// the end of the test unless the test ended it.
+func (p *party) writer(rec *epoch.Record, opts chain.WriterOptions) *chain.Writer {
+	bs, err := p.zones.Resolve(rec.Constants.Buckets)
+	require.NoError(p.e.t, err)
+	opts.Keys = p.e.keys
+	w, err := chain.NewWriter(rec, bs, opts)
+	require.NoError(p.e.t, err)
+	p.e.t.Cleanup(w.Abort)
+	return w
+}
+
+// --- direct object placement (bypassing every wrapper) ---
+
+func (e *env) key(star string, ep, slot uint64) string { return e.keys.Slot(star, ep, slot) }
+
+func (e *env) putFlight(zone int, star string, ep, slot uint64, payload []byte) {
+	e.t.Helper()
+	require.NoError(e.t, e.raw[zone].Create(context.Background(), e.key(star, ep, slot), chain.EncodeFlight(star, ep, slot, payload)))
+}
+
+func (e *env) putPoison(zone int, star string, ep, slot uint64) {
+	e.t.Helper()
+	err := e.raw[zone].Create(context.Background(), e.key(star, ep, slot), chain.EncodePoison(star, ep, slot, "test"))
+	if !errors.Is(err, objstore.ErrExists) {
+		require.NoError(e.t, err)
+	}
+}
+
+// --- observing the end state ---
+
+// objects maps every object of an epoch, per zone, to what it is
+// ("flight", "poison", "foreign" or "other" for a key that is not a slot).
+type objects []map[string]string
+
+func (e *env) objects(star string, ep uint64) objects {
+	e.t.Helper()
+	ctx := context.Background()
+	out := make(objects, len(e.raw))
+	for i, b := range e.raw {
+		out[i] = map[string]string{}
+		for o, err := range objstore.All(ctx, b, e.keys.Epoch(star, ep)) {
+			require.NoError(e.t, err)
+			n, ok := e.keys.ParseSlot(star, ep, o.Key)
+			if !ok {
+				out[i][o.Key] = "other"
+				continue
+			}
+			obs := chain.ObserveHeader(ctx, b, chain.Slot{Keys: e.keys, Star: star, Epoch: ep, Slot: n})
+			out[i][o.Key] = obs.State.String()
+		}
+	}
+	return out
+}
+
+// count returns how many zones hold state at slot.
+func (o objects) count(e *env, star string, ep, slot uint64, state string) int {
+	n := 0
+	for _, z := range o {
+		if z[e.key(star, ep, slot)] == state {
+			n++
+		}
+	}
+	return n
+}
+
+// refsOf lists a stream's refs.
+func refsOf(t testing.TB, x *settle.RefIndex, stream string) []settle.Ref {
+	t.Helper()
+	var out []settle.Ref
+	for r, err := range x.Refs(context.Background(), stream) {
+		require.NoError(t, err)
+		r.Header = metastore.Header{}
+		out = append(out, r)
+	}
+	return out
+}
+
+func collect[T any](t testing.TB, seq iter.Seq2[T, error]) []T {
+	t.Helper()
+	var out []T
+	for v, err := range seq {
+		require.NoError(t, err)
+		out = append(out, v)
+	}
+	return out
+}
+
+// checkEpochInvariants checks DESIGN.md invariants 1–4 on a settled or
+// fenced epoch as it lies in storage: acked (slots acknowledged to
+// producers) all lie below the cut; the cut slot is dead (≥ B poison), so
+// nothing there or past it can be acknowledged; every slot in
+// [trimmed, cut) is committed (no holes); the reader serves exactly
+// [trimmed, cut); and a fresh fence re-derives the same cut.
+func checkEpochInvariants(t testing.TB, p *party, star string, ep uint64, acked []uint64) *epoch.Record {
+	t.Helper()
+	ctx := context.Background()
+	rec, err := p.minter.Get(ctx, star, ep)
+	require.NoError(t, err)
+	require.True(t, rec.Fenced(), "epoch %s/%d is %s", star, ep, rec.State)
+	for _, s := range acked {
+		require.Less(t, s, rec.Cut, "invariant 1: acknowledged slot %d is not below the cut %d", s, rec.Cut)
+	}
+	objs := p.e.objects(star, ep)
+	require.GreaterOrEqual(t, objs.count(p.e, star, ep, rec.Cut, "poison"), rec.Constants.B(),
+		"invariant 2: the cut slot %d must hold the blocking set of poison: %v", rec.Cut, objs)
+	for s := rec.Cursors.Trimmed; s < rec.Cut; s++ {
+		require.GreaterOrEqual(t, objs.count(p.e, star, ep, s, "flight"), rec.Constants.W, "invariant 4: slot %d below the cut is not committed", s)
+	}
+	var got []uint64
+	for f, err := range p.reader().Flights(ctx, star, chain.Position{Epoch: ep}) {
+		require.NoError(t, err)
+		if f.Epoch != ep {
+			break
+		}
+		got = append(got, f.Slot)
+	}
+	want := []uint64{}
+	for s := rec.Cursors.Trimmed; s < rec.Cut; s++ {
+		want = append(want, s)
+	}
+	require.Equal(t, want, append([]uint64{}, got...), "the reader must serve exactly [trimmed, cut)")
+	_, err = p.reader().Read(ctx, star, chain.Position{Epoch: ep, Slot: rec.Cut})
+	require.ErrorIs(t, err, chain.ErrNotCommitted)
+	f, err := fence.New(p.minter, p.zones, fence.Options{Keys: p.e.keys, Identity: "checker"})
+	require.NoError(t, err)
+	cut, err := f.Fence(ctx, star, ep)
+	require.NoError(t, err)
+	require.Equal(t, rec.Cut, cut, "invariant 3: a later fence reads the published cut")
+	return rec
+}
+
+// checkStream checks the host's index of stream after any takeover or
+// roll: the refs cover [0, next) without holes or overlaps, every ref's
+// flight is readable and carries exactly the offset the ref claims, and
+// it returns the record ids in offset order.
+func checkStream(t testing.TB, p *party, stream string) []string {
+	t.Helper()
+	ctx := context.Background()
+	readers := map[string]*chain.Reader{}
+	var ids []string
+	var next uint64
+	for _, r := range refsOf(t, p.refs, stream) {
+		require.Equal(t, next, r.Offset, "refs must cover the stream without holes or overlaps")
+		next = r.Offset + r.Count
+		rd := readers[r.Star]
+		if rd == nil {
+			rd = p.reader()
+			readers[r.Star] = rd
+		}
+		payload, err := rd.Read(ctx, r.Star, r.Position())
+		require.NoError(t, err, "ref %+v must be readable", r)
+		s, off, id, err := parseRecord(payload)
+		require.NoError(t, err)
+		require.Equal(t, stream, s)
+		require.Equal(t, r.Offset, off, "the flight at %s/%v carries another offset", r.Star, r.Position())
+		ids = append(ids, id)
+	}
+	n, err := p.refs.Next(ctx, stream)
+	require.NoError(t, err)
+	require.Equal(t, next, n)
+	return ids
+}
+
+// chainIDs reads a star's whole chain and returns the record ids in chain
+// order with their positions.
+func chainIDs(t testing.TB, p *party, star string) ([]string, []chain.Position) {
+	t.Helper()
+	var ids []string
+	var pos []chain.Position
+	for f, err := range p.reader().Flights(context.Background(), star, chain.Position{}) {
+		require.NoError(t, err)
+		_, _, id, err := parseRecord(f.Payload)
+		require.NoError(t, err)
+		ids = append(ids, id)
+		pos = append(pos, f.Position)
+	}
+	return ids, pos
+}
+
+// requireUnique fails if an id occurs twice.
+func requireUnique(t testing.TB, ids []string, what string) {
+	t.Helper()
+	seen := map[string]int{}
+	for i, id := range ids {
+		if j, ok := seen[id]; ok {
+			t.Fatalf("%s: record %s appears twice (at %d and %d)", what, id, j, i)
+		}
+		seen[id] = i
+	}
+}
+
+// --- crashes ---
+
+// errCrashed is what a crashed process's requests answer.
+var errCrashed = errors.New("process crashed")
+
+// killSwitch crashes a process at its Nth mutating request (a metastore
+// Txn, an object Create or Delete): with lost set, that request is carried
+// out and its answer lost; otherwise it never arrives. From then on every
+// request of the process fails, and its context is cancelled, as if the
+// process had died there.
+type killSwitch struct {
+	at   int
+	lost bool
+
+	mu     sync.Mutex
+	n      int
+	dead   bool
+	what   []string
+	cancel context.CancelFunc
+	fired  chan struct{}
+}
+
+func newKillSwitch(at int, lost bool) *killSwitch {
+	return &killSwitch{at: at, lost: lost, fired: make(chan struct{})}
+}
+
+// bind makes ctx the process's context: the switch cancels it when it
+// fires.
+func (k *killSwitch) bind(ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	k.mu.Lock()
+	k.cancel = cancel
+	k.mu.Unlock()
+	return ctx
+}
+
+// mutate admits one mutating request: crash tells whether the process is
+// dead (now or already), run whether the request is carried out anyway
+// (its answer lost).
+func (k *killSwitch) mutate(what string) (run bool, crash bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dead {
+		return false, true
+	}
+	k.n++
+	k.what = append(k.what, what)
+	if k.n != k.at {
+		return true, false
+	}
+	k.dead = true
+	return k.lost, true
+}
+
+func (k *killSwitch) isDead() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.dead
+}
+
+// report tells whether the switch fired, and the request it fired at.
+func (k *killSwitch) report() (bool, string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.dead {
+		return false, ""
+	}
+	return true, k.what[len(k.what)-1]
+}
+
+type crashStore struct {
+	metastore.Store
+	k *killSwitch
+}
+
+func (s *crashStore) Get(ctx context.Context, key string) (metastore.KV, error) {
+	if s.k.isDead() {
+		return metastore.KV{}, metastore.Unavailable(errCrashed)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *crashStore) List(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
+	if s.k.isDead() {
+		return nil, 0, metastore.Unavailable(errCrashed)
+	}
+	return s.Store.List(ctx, prefix)
+}
+
+func (s *crashStore) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
+	what := "txn"
+	if len(t.Then) > 0 {
+		what = "txn " + t.Then[0].Key
+	}
+	run, crash := s.k.mutate(what)
+	if !crash {
+		return s.Store.Txn(ctx, t)
+	}
+	if run {
+		_, _ = s.Store.Txn(context.WithoutCancel(ctx), t)
+	}
+	s.k.fireOnce()
+	return 0, metastore.Unavailable(errCrashed)
+}
+
+// fireOnce cancels the process and signals the test, the first time a
+// crash is answered.
+func (k *killSwitch) fireOnce() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	select {
+	case <-k.fired:
+		return
+	default:
+	}
+	if k.cancel != nil {
+		k.cancel()
+	}
+	close(k.fired)
+}
+
+type crashBucket struct {
+	objstore.Bucket
+	k *killSwitch
+}
+
+func (b *crashBucket) crashed(op, key string) error {
+	return &objstore.OpError{Op: op, Bucket: b.Name(), Key: key, Err: objstore.Unavailable(errCrashed)}
+}
+
+func (b *crashBucket) Create(ctx context.Context, key string, data []byte) error {
+	run, crash := b.k.mutate("create " + b.Name() + ":" + key)
+	if !crash {
+		return b.Bucket.Create(ctx, key, data)
+	}
+	if run {
+		_ = b.Bucket.Create(context.WithoutCancel(ctx), key, data)
+	}
+	b.k.fireOnce()
+	return b.crashed("create", key)
+}
+
+func (b *crashBucket) Delete(ctx context.Context, key string) error {
+	run, crash := b.k.mutate("delete " + b.Name() + ":" + key)
+	if !crash {
+		return b.Bucket.Delete(ctx, key)
+	}
+	if run {
+		_ = b.Bucket.Delete(context.WithoutCancel(ctx), key)
+	}
+	b.k.fireOnce()
+	return b.crashed("delete", key)
+}
+
+func (b *crashBucket) Get(ctx context.Context, key string) ([]byte, error) {
+	if b.k.isDead() {
+		return nil, b.crashed("get", key)
+	}
+	return b.Bucket.Get(ctx, key)
+}
+
+func (b *crashBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if b.k.isDead() {
+		return nil, b.crashed("getrange", key)
+	}
+	return b.Bucket.GetRange(ctx, key, off, n)
+}
+
+func (b *crashBucket) List(ctx context.Context, prefix, after string, limit int) ([]objstore.ObjectInfo, error) {
+	if b.k.isDead() {
+		return nil, b.crashed("list", prefix)
+	}
+	return b.Bucket.List(ctx, prefix, after, limit)
+}
+
+// sortedKeys is a map's keys in order, for stable failure messages.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var _ = time.Second

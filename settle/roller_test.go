@@ -1,0 +1,363 @@
+package settle_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
+	"github.com/cutline/cutline/objstore/latency"
+	"github.com/cutline/cutline/settle"
+)
+
+// fenceFast keeps a fencer's undecided backoff short (synctest time).
+var fenceFast = fence.Options{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+
+// producer submits records pipelined through a roller and collects the
+// outcomes in submission order.
+type producer struct {
+	name string
+	apps []*settle.Append
+	ids  []string
+}
+
+func (pr *producer) run(t testing.TB, ctx context.Context, r *settle.Roller, n int, offset func() uint64, each func(i int)) {
+	for i := range n {
+		id := fmt.Sprintf("%s%d", pr.name, i)
+		a, err := r.Submit(ctx, record(stream, offset(), id))
+		if err != nil {
+			t.Errorf("submit %s: %v", id, err)
+			return
+		}
+		pr.apps = append(pr.apps, a)
+		pr.ids = append(pr.ids, id)
+		if each != nil {
+			each(i)
+		}
+	}
+}
+
+// check waits for every append: each must be acknowledged (a delayed ack,
+// never an error), at strictly increasing positions in submission order.
+func (pr *producer) check(t testing.TB, ctx context.Context) map[string]chain.Position {
+	t.Helper()
+	out := map[string]chain.Position{}
+	var last chain.Position
+	for i, a := range pr.apps {
+		pos, err := a.Wait(ctx)
+		require.NoError(t, err, "append %s", pr.ids[i])
+		if i > 0 {
+			require.True(t, last.Less(pos), "append %s at %v after %v", pr.ids[i], pos, last)
+		}
+		last = pos
+		out[pr.ids[i]] = pos
+	}
+	return out
+}
+
+// offsets hands out stream offsets; the roller serializes submissions, so
+// a record's offset order is its chain order only when one producer
+// submits at a time (offsets are checked by checkStream only then).
+type offsets struct {
+	mu   sync.Mutex
+	next uint64
+}
+
+func (o *offsets) take() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.next++
+	return o.next - 1
+}
+
+// verifyChain checks a star's chain after the rolls: every epoch settled
+// with invariants 1–4, every acknowledged record read exactly once at its
+// acknowledged position (invariant 5), nothing else in the chain.
+func verifyChain(t testing.TB, p *party, acked map[string]chain.Position) []string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := p.settler.SettleAll(ctx, starA)
+	require.NoError(t, err)
+	perEpoch := map[uint64][]uint64{}
+	for _, pos := range acked {
+		perEpoch[pos.Epoch] = append(perEpoch[pos.Epoch], pos.Slot)
+	}
+	for rec, err := range p.minter.Epochs(ctx, starA) {
+		require.NoError(t, err)
+		require.Equal(t, epoch.StateSettled, rec.State)
+		checkEpochInvariants(t, p, starA, rec.Epoch, perEpoch[rec.Epoch])
+	}
+	ids, poss := chainIDs(t, p, starA)
+	requireUnique(t, ids, "chain")
+	require.Len(t, ids, len(acked))
+	for i, id := range ids {
+		require.Equal(t, acked[id], poss[i], "%s", id)
+	}
+	return ids
+}
+
+// Planned rolls change every constant in turn: W, the window, the bucket
+// set and the class, while a producer keeps appending.
+func TestRollerPlannedRolls(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { plannedRolls(t, be.make(t, 4)) })
+		})
+	}
+}
+
+func plannedRolls(t *testing.T, e *env) {
+	ctx := context.Background()
+	p := e.party("host", partyOpts{})
+	c := []epoch.Constants{
+		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 8},
+		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 3, Window: 8},
+		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 3, Window: 3},
+		{Class: "standard", Buckets: []string{"b", "c", "d"}, W: 2, Window: 3},
+		{Class: "express", Buckets: []string{"b", "c", "d"}, W: 2, Window: 16},
+		{Class: "express", Buckets: []string{"d"}, W: 1, Window: 4},
+	}
+	r, err := settle.OpenRoller(ctx, p.settler, starA, c[0], settle.RollerOptions{})
+	require.NoError(t, err)
+	var off offsets
+	pr := &producer{name: "r"}
+	pr.run(t, ctx, r, 150, off.take, func(i int) {
+		if i%25 == 24 && i/25+1 < len(c) {
+			// Up to a window of appends are in flight.
+			require.NoError(t, r.Roll(ctx, c[i/25+1]))
+		}
+	})
+	acked := pr.check(t, ctx)
+	require.NoError(t, r.Close(ctx))
+	require.Equal(t, uint64(len(c)), r.Epoch().Epoch)
+
+	ids := verifyChain(t, p, acked)
+	require.Equal(t, pr.ids, ids, "the chain holds the records in submission order")
+	require.Equal(t, pr.ids, checkStream(t, p, stream))
+	for i, want := range c {
+		rec, err := p.minter.Get(ctx, starA, uint64(i+1))
+		require.NoError(t, err)
+		require.Equal(t, want, rec.Constants)
+	}
+	ch, err := p.minter.Chain(ctx, starA)
+	require.NoError(t, err)
+	require.Equal(t, map[string]uint64{"standard": 4, "express": 6}, ch.Heads)
+
+	err = r.Roll(ctx, c[0])
+	require.ErrorIs(t, err, settle.ErrRollerClosed)
+	_, err = r.Submit(ctx, []byte("late"))
+	require.ErrorIs(t, err, settle.ErrRollerClosed)
+	require.NoError(t, r.Close(ctx), "Close is idempotent")
+}
+
+// A fencer the roller did not ask for (here: poison placed ahead of the
+// writer, as a racing fencer would) halts its writer three times, under
+// injected latency and transient faults. With RollOnHalt the producers
+// only see delayed acknowledgements.
+func TestRollerRollOnHaltUnderFaults(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { rollOnHalt(t, be.make(t, 3)) })
+		})
+	}
+}
+
+func rollOnHalt(t *testing.T, e *env) {
+	ctx := context.Background()
+	for _, z := range e.zones {
+		require.NoError(t, z.AddRule(fault.Rule{Probability: 0.04}))
+		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.LostAnswer, Probability: 0.04}))
+	}
+	// Epochs 1–3 are fenced at slots 15, 20 and 25 by someone else.
+	for ep, slot := range map[uint64]uint64{1: 15, 2: 20, 3: 25} {
+		e.putPoison(0, starA, ep, slot)
+		e.putPoison(1, starA, ep, slot)
+	}
+	p := e.party("host", partyOpts{
+		wrap: func(i int, b objstore.Bucket) objstore.Bucket {
+			return latency.Wrap(b, latency.Options{Seed: uint64(i), Default: latency.Uniform(time.Millisecond, 5*time.Millisecond)})
+		},
+		settle: settle.Options{Backoff: 5 * time.Millisecond},
+		fence:  fenceFast,
+	})
+	r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 8), settle.RollerOptions{
+		RollOnHalt:   true,
+		RetryBackoff: 5 * time.Millisecond,
+		Writer:       chain.WriterOptions{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond},
+	})
+	require.NoError(t, err)
+	prs := []*producer{{name: "x"}, {name: "y"}}
+	var wg sync.WaitGroup
+	var off offsets
+	for _, pr := range prs {
+		wg.Go(func() { pr.run(t, ctx, r, 60, off.take, nil) })
+	}
+	wg.Wait()
+	acked := map[string]chain.Position{}
+	for _, pr := range prs {
+		for id, pos := range pr.check(t, ctx) {
+			acked[id] = pos
+		}
+	}
+	require.NoError(t, r.Close(ctx))
+	require.Equal(t, uint64(4), r.Epoch().Epoch, "three halts, three rolls")
+	for _, z := range e.zones {
+		z.ClearRules()
+	}
+	verifyChain(t, p, acked)
+	for ep, cut := range map[uint64]uint64{1: 15, 2: 20, 3: 25} {
+		rec, err := p.minter.Get(ctx, starA, ep)
+		require.NoError(t, err)
+		require.Equal(t, cut, rec.Cut)
+	}
+	ids := checkStream(t, p, stream)
+	require.Len(t, ids, 120)
+}
+
+// Without RollOnHalt the appends at and past the dead slot fail with the
+// writer's ErrFenced, and so does every later Submit.
+func TestRollerWithoutRollOnHalt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, 3)
+		e.putPoison(0, starA, 1, 10)
+		e.putPoison(2, starA, 1, 10)
+		p := e.party("host", partyOpts{})
+		r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
+		require.NoError(t, err)
+		var apps []*settle.Append
+		for i := range 14 {
+			a, err := r.Submit(ctx, record(stream, uint64(i), fmt.Sprint(i)))
+			if err != nil {
+				require.ErrorIs(t, err, chain.ErrFenced)
+				break
+			}
+			apps = append(apps, a)
+		}
+		for i, a := range apps {
+			pos, err := a.Wait(ctx)
+			if i < 10 {
+				require.NoError(t, err)
+				require.Equal(t, chain.Position{Epoch: 1, Slot: uint64(i)}, pos)
+				continue
+			}
+			require.ErrorIs(t, err, chain.ErrFenced)
+			var fe *chain.FencedError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, uint64(10), fe.Slot)
+		}
+		_, err = r.Submit(ctx, []byte("s|99|late"))
+		require.ErrorIs(t, err, chain.ErrFenced)
+		require.Equal(t, uint64(1), r.Epoch().Epoch, "no roll")
+		require.NoError(t, r.Close(ctx))
+		reps, err := p.settler.SettleAll(ctx, starA)
+		require.NoError(t, err)
+		require.Equal(t, uint64(10), reps[0].Cut)
+	})
+}
+
+// Many producers and rolls in quick succession: every append is decided
+// exactly once, and the chain holds each acknowledged record once.
+func TestRollerConcurrentSubmitsAndRolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, 3)
+		p := e.party("host", partyOpts{})
+		c := e.constants(2, 4)
+		r, err := settle.OpenRoller(ctx, p.settler, starA, c, settle.RollerOptions{RollOnHalt: true})
+		require.NoError(t, err)
+		prs := make([]*producer, 4)
+		var wg sync.WaitGroup
+		var off offsets
+		for i := range prs {
+			prs[i] = &producer{name: fmt.Sprintf("p%d-", i)}
+			wg.Go(func() { prs[i].run(t, ctx, r, 40, off.take, nil) })
+		}
+		for i := range 12 {
+			cc := c
+			cc.Window = 2 + i%5
+			require.NoError(t, r.Roll(ctx, cc))
+		}
+		wg.Wait()
+		acked := map[string]chain.Position{}
+		for _, pr := range prs {
+			for id, pos := range pr.check(t, ctx) {
+				acked[id] = pos
+			}
+		}
+		require.NoError(t, r.Close(ctx))
+		require.Len(t, acked, 160)
+		verifyChain(t, p, acked)
+	})
+}
+
+// A roller that cannot finish (every zone down) is closed with a deadline:
+// its pending appends fail with ErrRollerClosed, and the next incarnation
+// settles what they left.
+func TestRollerCloseGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, 3)
+		p := e.party("host", partyOpts{})
+		r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
+		require.NoError(t, err)
+		pos, err := r.Append(ctx, record(stream, 0, "a"))
+		require.NoError(t, err)
+		for _, z := range e.zones {
+			z.SetDown(true)
+		}
+		a, err := r.Submit(ctx, record(stream, 1, "b"))
+		require.NoError(t, err)
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, r.Close(cctx), context.DeadlineExceeded)
+		_, err = a.Wait(ctx)
+		require.ErrorIs(t, err, settle.ErrRollerClosed)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		for _, z := range e.zones {
+			z.SetDown(false)
+		}
+		r2, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), r2.Epoch().Epoch)
+		require.NoError(t, r2.Close(ctx))
+		verifyChain(t, p, map[string]chain.Position{"a": pos})
+	})
+}
+
+func TestRollerValidation(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("host", partyOpts{noFencer: true})
+	_, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig, "a roller fences its own epochs")
+	p = e.party("host", partyOpts{})
+	_, err = settle.OpenRoller(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"a"}, W: 2, Window: 1}, settle.RollerOptions{})
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	_, err = settle.OpenRoller(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"zz"}, W: 1, Window: 1}, settle.RollerOptions{})
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig, "an unknown zone")
+	// Nothing was minted for it: the star opens normally afterwards.
+	r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), r.Epoch().Epoch)
+	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "a"}, W: 1, Window: 1}), epoch.ErrInvalidConfig)
+	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "zz"}, W: 1, Window: 1}), epoch.ErrInvalidConfig)
+	// The roller is unharmed by refused rolls.
+	pos, err := r.Append(ctx, record(stream, 0, "x"))
+	require.NoError(t, err)
+	require.Equal(t, chain.Position{Epoch: 1, Slot: 0}, pos)
+	require.Equal(t, e.constants(2, 4), r.Epoch().Constants)
+	require.NoError(t, r.Close(ctx))
+	ch, err := p.minter.Chain(ctx, starA)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), ch.Next, "refused constants mint nothing")
+}

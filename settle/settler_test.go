@@ -1,0 +1,347 @@
+package settle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/objstore/fault"
+	"github.com/cutline/cutline/settle"
+)
+
+// deadLayout is a dead writer's epoch laid out directly in storage, K=3,
+// W=2, window 8 (so settlement looks at [cut, cut+8]):
+//
+//	slots 0–9   committed (zones a, b; c holds the even slots too)
+//	slot 10     one copy (a): a fence repairs it
+//	slot 11     nothing: a fence poisons a and b, the cut is 11
+//	slot 12     committed past the hole (b, c): garbage
+//	slot 13     one copy (c): garbage
+//	slot 14     a foreign object in a (not ours to delete)
+//
+// plus an object under the epoch's prefix that is not a slot key.
+type deadLayout struct {
+	ep    uint64
+	cut   uint64
+	acked []uint64 // the slots the writer acknowledged: 0–9
+}
+
+func layDeadEpoch(t testing.TB, e *env, p *party) deadLayout {
+	t.Helper()
+	ctx := context.Background()
+	rec, err := p.minter.Mint(ctx, starA, e.constants(2, 8))
+	require.NoError(t, err)
+	ep := rec.Epoch
+	put := func(slot uint64, zones ...int) {
+		for _, z := range zones {
+			e.putFlight(z, starA, ep, slot, record(stream, slot, fmt.Sprintf("r%d", slot)))
+		}
+	}
+	for s := uint64(0); s < 10; s++ {
+		put(s, 0, 1)
+		if s%2 == 0 {
+			put(s, 2)
+		}
+	}
+	put(10, 0)
+	put(12, 1, 2)
+	put(13, 2)
+	require.NoError(t, e.raw[0].Create(ctx, e.key(starA, ep, 14), []byte("not a slot object")))
+	require.NoError(t, e.raw[1].Create(ctx, e.keys.Epoch(starA, ep)+"notes", []byte("operator notes")))
+	var acked []uint64
+	for s := uint64(0); s < 10; s++ {
+		acked = append(acked, s)
+	}
+	return deadLayout{ep: ep, cut: 11, acked: acked}
+}
+
+// recorder is a Coverage that records what it was handed.
+type recorder struct {
+	mu    sync.Mutex
+	got   []chain.Position
+	fail  error
+	inner settle.Coverage
+}
+
+func (r *recorder) Cover(ctx context.Context, star string, f chain.Flight) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	r.got = append(r.got, f.Position)
+	if r.inner != nil {
+		return r.inner.Cover(ctx, star, f)
+	}
+	return nil
+}
+
+func positions(ep uint64, from, to uint64) []chain.Position {
+	var out []chain.Position
+	for s := from; s < to; s++ {
+		out = append(out, chain.Position{Epoch: ep, Slot: s})
+	}
+	return out
+}
+
+func TestSettleOpenEpochFencesThenSettles(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("successor", partyOpts{})
+	l := layDeadEpoch(t, e, p)
+
+	rep, err := p.settler.Settle(ctx, starA, l.ep)
+	require.NoError(t, err)
+	require.Equal(t, l.cut, rep.Cut)
+	require.NotNil(t, rep.Fence, "an open epoch is fenced first")
+	require.Equal(t, l.cut, rep.Fence.Cut)
+	require.False(t, rep.AlreadySettled)
+	// Garbage: slot 12 in b and c, slot 13 in c.
+	require.Equal(t, 3, rep.GarbageDeleted)
+	require.Zero(t, rep.GarbageLeft)
+	require.Equal(t, 11, rep.Covered, "slots [0, 11) with the checkpoint at 0")
+
+	rec := checkEpochInvariants(t, p, starA, l.ep, l.acked)
+	require.Equal(t, epoch.StateSettled, rec.State)
+	require.Equal(t, l.cut, rec.Cursors.Checkpoint)
+	objs := e.objects(starA, l.ep)
+	require.Equal(t, "poison", objs[0][e.key(starA, l.ep, 11)])
+	require.Equal(t, "poison", objs[1][e.key(starA, l.ep, 11)])
+	for s := uint64(12); s <= l.cut+8; s++ {
+		require.Zero(t, objs.count(e, starA, l.ep, s, "flight"), "slot %d past the cut keeps a flight", s)
+	}
+	require.Equal(t, "foreign", objs[0][e.key(starA, l.ep, 14)], "a foreign object past the cut is left untouched")
+	require.Equal(t, "other", objs[1][e.keys.Epoch(starA, l.ep)+"notes"], "a non-slot object is left untouched")
+	require.Len(t, refsOf(t, p.refs, stream), 11)
+	require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10"}, checkStream(t, p, stream))
+}
+
+// A fencer published the cut and died; then a straggler landed a copy at
+// the cut slot itself. Settlement deletes that stray copy too and leaves
+// the poison standing.
+func TestSettleFencedEpochDeletesStrayCopyAtCut(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("successor", partyOpts{noFencer: true})
+	l := layDeadEpoch(t, e, p)
+	e.putFlight(1, starA, l.ep, 10, record(stream, 10, "r10")) // the earlier fencer's repair
+	e.putPoison(0, starA, l.ep, 11)
+	e.putPoison(1, starA, l.ep, 11)
+	_, err := p.minter.Publish(ctx, starA, l.ep, l.cut)
+	require.NoError(t, err)
+	e.putFlight(2, starA, l.ep, 11, record(stream, 11, "r11")) // the straggler
+
+	rep, err := p.settler.Settle(ctx, starA, l.ep)
+	require.NoError(t, err)
+	require.Nil(t, rep.Fence, "a fenced epoch is not fenced again")
+	require.Equal(t, 4, rep.GarbageDeleted, "slot 11 in c, 12 in b and c, 13 in c")
+	objs := e.objects(starA, l.ep)
+	require.Equal(t, 0, objs.count(e, starA, l.ep, 11, "flight"))
+	require.Equal(t, 2, objs.count(e, starA, l.ep, 11, "poison"))
+	checkEpochInvariants(t, p, starA, l.ep, l.acked)
+}
+
+func TestSettleCoversExactlyCheckpointToCutInOrder(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("successor", partyOpts{})
+	l := layDeadEpoch(t, e, p)
+	// The host covered [0, 4) and advanced the checkpoint.
+	_, err := p.minter.Advance(ctx, starA, l.ep, epoch.Cursors{Checkpoint: 4})
+	require.NoError(t, err)
+	rc := &recorder{}
+	s, err := settle.New(p.minter, p.zones, rc, settle.Options{Keys: e.keys, Fencer: p.fencer})
+	require.NoError(t, err)
+	rep, err := s.Settle(ctx, starA, l.ep)
+	require.NoError(t, err)
+	require.Equal(t, positions(l.ep, 4, 11), rc.got, "exactly the committed flights in [checkpoint, cut), in order")
+	require.Equal(t, 7, rep.Covered)
+}
+
+func TestSettleCoverageFailureLeavesEpochFenced(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("successor", partyOpts{})
+	l := layDeadEpoch(t, e, p)
+	boom := errors.New("index down")
+	rc := &recorder{fail: boom}
+	s, err := settle.New(p.minter, p.zones, rc, settle.Options{Keys: e.keys, Fencer: p.fencer})
+	require.NoError(t, err)
+	_, err = s.Settle(ctx, starA, l.ep)
+	require.ErrorIs(t, err, boom)
+	rec, err := p.minter.Get(ctx, starA, l.ep)
+	require.NoError(t, err)
+	require.Equal(t, epoch.StateFenced, rec.State, "coverage not restored: not settled")
+	require.Zero(t, rec.Cursors.Checkpoint)
+
+	rc.fail = nil
+	rep, err := s.Settle(ctx, starA, l.ep)
+	require.NoError(t, err)
+	require.Equal(t, positions(l.ep, 0, 11), rc.got)
+	require.Zero(t, rep.GarbageDeleted, "the first attempt deleted the garbage already")
+}
+
+func TestSettleRequiresFence(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("successor", partyOpts{noFencer: true})
+	l := layDeadEpoch(t, e, p)
+	before := e.objects(starA, l.ep)
+	_, err := p.settler.Settle(ctx, starA, l.ep)
+	require.ErrorIs(t, err, epoch.ErrState)
+	var se *epoch.StateError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, epoch.StateOpen, se.Have)
+	require.Equal(t, before, e.objects(starA, l.ep), "nothing touched")
+	rec, err := p.minter.Get(ctx, starA, l.ep)
+	require.NoError(t, err)
+	require.Equal(t, epoch.StateOpen, rec.State)
+
+	_, err = p.settler.Settle(ctx, starA, l.ep+1)
+	require.ErrorIs(t, err, epoch.ErrNoRecord)
+	_, err = p.settler.Settle(ctx, "bad/star", 1)
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+}
+
+func TestSettleSettledIsNoop(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("successor", partyOpts{})
+	l := layDeadEpoch(t, e, p)
+	_, err := p.settler.Settle(ctx, starA, l.ep)
+	require.NoError(t, err)
+	rec1, err := p.minter.Get(ctx, starA, l.ep)
+	require.NoError(t, err)
+	for _, z := range e.zones {
+		z.ResetStats()
+	}
+	rep, err := p.settler.Settle(ctx, starA, l.ep)
+	require.NoError(t, err)
+	require.True(t, rep.AlreadySettled)
+	require.Equal(t, l.cut, rep.Cut)
+	require.Zero(t, rep.Reads+rep.Deletes+rep.Covered+rep.GarbageDeleted)
+	for _, z := range e.zones {
+		st := z.Stats()
+		for op, n := range st.Calls {
+			require.Zero(t, n, "a settled epoch costs no %s requests", op)
+		}
+	}
+	rec2, err := p.minter.Get(ctx, starA, l.ep)
+	require.NoError(t, err)
+	require.Equal(t, rec1.Revision, rec2.Revision, "the record is not written again")
+}
+
+// A bucket that stays unreachable while the garbage is deleted keeps its
+// copies (harmless: nothing reads past the cut); the epoch still settles.
+func TestSettleUnreachableBucketLeavesGarbage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, 3)
+		p := e.party("successor", partyOpts{settle: settle.Options{GarbageRetries: 2, Backoff: time.Second}})
+		l := layDeadEpoch(t, e, p)
+		_, err := p.fencer.Fence(ctx, starA, l.ep)
+		require.NoError(t, err)
+		e.zones[2].SetDown(true)
+		start := time.Now()
+		rep, err := p.settler.Settle(ctx, starA, l.ep)
+		require.NoError(t, err)
+		require.Equal(t, 2*time.Second, time.Since(start), "two retries, one backoff each (synctest time)")
+		// Slots 11..19 in c were never observed: 9 targets left. b's copy
+		// of slot 12 is deleted.
+		require.Equal(t, 9, rep.GarbageLeft)
+		require.Equal(t, 1, rep.GarbageDeleted)
+		e.zones[2].SetDown(false)
+		objs := e.objects(starA, l.ep)
+		require.Equal(t, "flight", objs[2][e.key(starA, l.ep, 12)], "c keeps its copies")
+		require.Equal(t, "flight", objs[2][e.key(starA, l.ep, 13)])
+		rec := checkEpochInvariants(t, p, starA, l.ep, l.acked)
+		require.Equal(t, epoch.StateSettled, rec.State)
+	})
+}
+
+// Transient delete failures are retried.
+func TestSettleRetriesFailedDeletes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, 3)
+		p := e.party("successor", partyOpts{})
+		l := layDeadEpoch(t, e, p)
+		require.NoError(t, e.zones[2].AddRule(fault.Rule{Op: fault.OpDelete, Count: 1}))
+		require.NoError(t, e.zones[1].AddRule(fault.Rule{Op: fault.OpDelete, Kind: fault.LostAnswer, Count: 1}))
+		rep, err := p.settler.Settle(ctx, starA, l.ep)
+		require.NoError(t, err)
+		require.Zero(t, rep.GarbageLeft)
+		require.Equal(t, 2, rep.GarbageDeleted, "one delete failed before landing and was repeated; one landed with its answer lost and found nothing to delete")
+		for s := l.cut; s <= l.cut+8; s++ {
+			require.Zero(t, e.objects(starA, l.ep).count(e, starA, l.ep, s, "flight"))
+		}
+	})
+}
+
+func TestSettleAllSettlesEveryUnsettledEpochOldestFirst(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("successor", partyOpts{})
+	c := e.constants(2, 4)
+	var eps []uint64
+	for range 3 {
+		rec, err := p.minter.Mint(ctx, starA, c)
+		require.NoError(t, err)
+		eps = append(eps, rec.Epoch)
+		for s := range uint64(3) {
+			for z := range 2 {
+				e.putFlight(z, starA, rec.Epoch, s, record(stream, uint64(len(eps)-1)*3+s, fmt.Sprintf("e%ds%d", rec.Epoch, s)))
+			}
+		}
+	}
+	_, err := p.settler.Settle(ctx, starA, eps[0])
+	require.NoError(t, err)
+	_, err = p.fencer.Fence(ctx, starA, eps[1])
+	require.NoError(t, err)
+
+	reps, err := p.settler.SettleAll(ctx, starA)
+	require.NoError(t, err)
+	require.Len(t, reps, 2)
+	require.Equal(t, eps[1], reps[0].Epoch)
+	require.Nil(t, reps[0].Fence)
+	require.Equal(t, eps[2], reps[1].Epoch)
+	require.NotNil(t, reps[1].Fence)
+	for _, ep := range eps {
+		rec := checkEpochInvariants(t, p, starA, ep, []uint64{0, 1, 2})
+		require.Equal(t, epoch.StateSettled, rec.State)
+		require.Equal(t, uint64(3), rec.Cut)
+	}
+	ids, _ := chainIDs(t, p, starA)
+	require.Len(t, ids, 9)
+	require.Len(t, checkStream(t, p, stream), 9)
+
+	reps, err = p.settler.SettleAll(ctx, starA)
+	require.NoError(t, err)
+	require.Empty(t, reps, "nothing left to settle")
+	reps, err = p.settler.SettleAll(ctx, "never-wrote")
+	require.NoError(t, err)
+	require.Empty(t, reps)
+}
+
+func TestNewValidates(t *testing.T) {
+	e := newEnv(t, 3)
+	p := e.party("x", partyOpts{})
+	_, err := settle.New(nil, p.zones, p.refs, settle.Options{})
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	_, err = settle.New(p.minter, p.zones, nil, settle.Options{})
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	_, err = settle.New(p.minter, p.zones, p.refs, settle.Options{Keys: chain.Keys{Prefix: "../x"}})
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	_, err = settle.New(p.minter, p.zones, p.refs, settle.Options{GarbageRetries: -1})
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	_, err = settle.New(p.minter, chain.Zones{}, p.refs, settle.Options{})
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+}

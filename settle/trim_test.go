@@ -1,0 +1,147 @@
+package settle_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+)
+
+func TestTrim(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("host", partyOpts{})
+	l := layDeadEpoch(t, e, p)
+	_, err := p.settler.Settle(ctx, starA, l.ep)
+	require.NoError(t, err)
+
+	rep, err := p.settler.Trim(ctx, starA, l.ep, 6)
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), rep.Trimmed)
+	require.Equal(t, 15, rep.Deleted, "slots 0–5: a and b hold all six, c the three even ones")
+	require.Zero(t, rep.Left)
+	rec, err := p.minter.Get(ctx, starA, l.ep)
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), rec.Cursors.Trimmed)
+	objs := e.objects(starA, l.ep)
+	for s := range uint64(6) {
+		for z := range objs {
+			require.NotContains(t, objs[z], e.key(starA, l.ep, s))
+		}
+	}
+	require.Equal(t, "other", objs[1][e.keys.Epoch(starA, l.ep)+"notes"], "a key that is not a slot is never trimmed")
+
+	// The reader skips the trimmed slots; a read below is ErrTrimmed.
+	var got []uint64
+	for f, err := range p.reader().Flights(ctx, starA, chain.Position{}) {
+		require.NoError(t, err)
+		got = append(got, f.Slot)
+	}
+	require.Equal(t, []uint64{6, 7, 8, 9, 10}, got)
+	_, err = p.reader().Read(ctx, starA, chain.Position{Epoch: l.ep, Slot: 5})
+	require.ErrorIs(t, err, chain.ErrTrimmed)
+	checkEpochInvariants(t, p, starA, l.ep, nil)
+
+	// Past the checkpoint (the cut of a settled epoch): refused, nothing
+	// moves. The cut slot's poison always stands.
+	_, err = p.settler.Trim(ctx, starA, l.ep, l.cut+1)
+	require.ErrorIs(t, err, epoch.ErrCursorRegression)
+	var ce *epoch.CursorError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "trimmed", ce.Cursor)
+
+	// Up to the cut: everything below goes, the poison at the cut stays.
+	rep, err = p.settler.Trim(ctx, starA, l.ep, l.cut)
+	require.NoError(t, err)
+	require.Equal(t, l.cut, rep.Trimmed)
+	objs = e.objects(starA, l.ep)
+	require.Equal(t, 2, objs.count(e, starA, l.ep, l.cut, "poison"))
+	for s := range l.cut {
+		require.Zero(t, objs.count(e, starA, l.ep, s, "flight")+objs.count(e, starA, l.ep, s, "poison"), "slot %d", s)
+	}
+	ids, _ := chainIDs(t, p, starA)
+	require.Empty(t, ids)
+
+	// A lower upTo does not move the cursor back.
+	rep, err = p.settler.Trim(ctx, starA, l.ep, 2)
+	require.NoError(t, err)
+	require.Equal(t, l.cut, rep.Trimmed)
+	require.Zero(t, rep.Deleted)
+}
+
+// The cursor moves before any object goes: a trim that crashed in between
+// (or met an unreachable bucket) leaves objects that the next trim of the
+// epoch deletes.
+func TestTrimFinishesLeftovers(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("host", partyOpts{})
+	l := layDeadEpoch(t, e, p)
+	_, err := p.settler.Settle(ctx, starA, l.ep)
+	require.NoError(t, err)
+
+	e.zones[2].SetDown(true)
+	rep, err := p.settler.Trim(ctx, starA, l.ep, 4)
+	require.NoError(t, err, "an unreachable bucket is not an error: its objects are left for later")
+	require.Equal(t, uint64(4), rep.Trimmed)
+	require.Equal(t, 8, rep.Deleted)
+	require.Equal(t, 1, rep.Left)
+	e.zones[2].SetDown(false)
+	require.Equal(t, "flight", e.objects(starA, l.ep)[2][e.key(starA, l.ep, 0)])
+
+	// A crash between the cursor and the deletes.
+	rec, err := p.minter.Get(ctx, starA, l.ep)
+	require.NoError(t, err)
+	c := rec.Cursors
+	c.Trimmed = 8
+	_, err = p.minter.Advance(ctx, starA, l.ep, c)
+	require.NoError(t, err)
+
+	rep, err = p.settler.Trim(ctx, starA, l.ep, 8)
+	require.NoError(t, err)
+	require.Equal(t, uint64(8), rep.Trimmed)
+	require.Equal(t, 2+8+2, rep.Deleted, "c's leftovers below 4, and slots 4–7 everywhere")
+	objs := e.objects(starA, l.ep)
+	for s := range uint64(8) {
+		for z := range objs {
+			require.NotContains(t, objs[z], e.key(starA, l.ep, s))
+		}
+	}
+}
+
+// An open epoch can be trimmed below its checkpoint: the host covered and
+// (say) compacted those slots while its writer keeps appending.
+func TestTrimOpenEpoch(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("host", partyOpts{})
+	rec, err := p.minter.Mint(ctx, starA, e.constants(2, 4))
+	require.NoError(t, err)
+	w := p.writer(rec, chain.WriterOptions{})
+	for i := range uint64(6) {
+		_, err := w.Append(ctx, record(stream, i, "x"))
+		require.NoError(t, err)
+	}
+	_, err = p.settler.Trim(ctx, starA, rec.Epoch, 3)
+	require.ErrorIs(t, err, epoch.ErrCursorRegression, "the checkpoint is still 0")
+	_, err = p.minter.Advance(ctx, starA, rec.Epoch, epoch.Cursors{Checkpoint: 4})
+	require.NoError(t, err)
+	rep, err := p.settler.Trim(ctx, starA, rec.Epoch, 3)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), rep.Trimmed)
+	_, err = w.Append(ctx, record(stream, 6, "x"))
+	require.NoError(t, err)
+	var got []uint64
+	for f, err := range p.reader().Flights(ctx, starA, chain.Position{}) {
+		require.NoError(t, err)
+		got = append(got, f.Slot)
+	}
+	require.Equal(t, []uint64{3, 4, 5, 6}, got)
+	require.NoError(t, w.Close(ctx))
+
+	_, err = p.settler.Trim(ctx, starA, rec.Epoch+1, 0)
+	require.ErrorIs(t, err, epoch.ErrNoRecord)
+}
