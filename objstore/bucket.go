@@ -28,14 +28,35 @@ var (
 	ErrNotCreateOnly = errors.New("objstore: bucket does not enforce create-only writes")
 	// ErrInvalidRange: GetRange was called with offset < 0 or length ≤ 0.
 	ErrInvalidRange = errors.New("objstore: invalid range")
+
+	// The store's refusals. Each is a definite answer about the request,
+	// never ErrNotFound or ErrExists, and says nothing about the object at
+	// the key. Unlike ErrUnavailable, retrying the same request does not
+	// help.
+
+	// ErrAccessDenied: the store refused the credentials or a permission
+	// (401/403, expired or invalid tokens, bad signatures). A configuration
+	// error for an operator, not an "unknown" outcome; never reported as
+	// ErrNotFound.
+	ErrAccessDenied = errors.New("objstore: access denied")
+	// ErrNoSuchBucket: the bucket itself does not exist. A configuration
+	// error for an operator, not an "unknown" outcome; never reported as
+	// ErrNotFound, so that a mistyped bucket name cannot look like an empty
+	// slot.
+	ErrNoSuchBucket = errors.New("objstore: no such bucket")
+	// ErrRejected: the store refused the request as malformed or
+	// unsupported (a 4xx other than the ones above).
+	ErrRejected = errors.New("objstore: request rejected")
 )
 
 // Bucket is one zone's object store: the only storage primitive cutline
 // needs. Implementations are safe for concurrent use.
 //
 // Errors: every method returns nil, one of the sentinels above (wrapped with
-// context), or the context's error when ctx ended first. Anything that is not
-// nil, ErrNotFound or ErrExists means "outcome unknown" to callers.
+// context), or the context's error when ctx ended first. Only nil,
+// ErrNotFound and ErrExists say anything about the object at the key: every
+// other error, the refusals ErrAccessDenied, ErrNoSuchBucket and ErrRejected
+// included, leaves it unknown to callers.
 //
 // Byte slices: Create does not retain data after it returns; slices returned
 // by Get and GetRange belong to the caller.
@@ -90,18 +111,8 @@ func (e *OpError) Error() string {
 func (e *OpError) Unwrap() error { return e.Err }
 
 // Unavailable wraps cause so that it matches ErrUnavailable while keeping the
-// cause for errors.As. Backends use it to classify transport failures.
+// cause for errors.As. Backends use it to classify transport failures. It is
+// Classify(ErrUnavailable, cause).
 func Unavailable(cause error) error {
-	if cause == nil {
-		return ErrUnavailable
-	}
-	return &classified{kind: ErrUnavailable, cause: cause}
+	return Classify(ErrUnavailable, cause)
 }
-
-type classified struct {
-	kind  error
-	cause error
-}
-
-func (c *classified) Error() string   { return c.kind.Error() + ": " + c.cause.Error() }
-func (c *classified) Unwrap() []error { return []error{c.kind, c.cause} }

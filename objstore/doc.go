@@ -35,12 +35,21 @@
 //     (timeouts, 5xx, connection errors, a full disk). The outcome is
 //     unknown: a Create may have landed, a Get says nothing about
 //     existence. It must never be read as "absent".
+//   - ErrAccessDenied, ErrNoSuchBucket: the store refused the credentials
+//     or does not have the bucket. Configuration errors for an operator,
+//     whatever the backend: definite answers about the request that are
+//     never reported as ErrNotFound or ErrExists (a mistyped bucket must
+//     not look like an empty slot), and not worth retrying unchanged.
+//   - ErrRejected: the store refused the request as malformed or
+//     unsupported; retrying it unchanged will not help.
 //   - ErrInvalidKey (a *KeyError), ErrInvalidRange: the request was
 //     refused locally; nothing was sent.
 //
-// Anything else, including the context's error, also means "outcome
-// unknown". Errors are *OpError values naming the operation, bucket and key,
-// and unwrap to the sentinel and to the backend's own error.
+// Only nil, ErrNotFound and ErrExists tell anything about the object at
+// the key. Every other error, the refusals and the context's error
+// included, leaves its state unknown. Errors are *OpError values naming the
+// operation, bucket and key, and unwrap to the sentinel and to the
+// backend's own error.
 //
 // # Keys
 //
@@ -89,4 +98,27 @@
 //
 // New capabilities grow as optional interfaces checked with a type
 // assertion, never as methods added to Bucket.
+//
+// # Writing a backend
+//
+// A backend classifies every failure inside itself, with these helpers so
+// that all backends answer alike:
+//
+//   - Precheck before sending anything: the context's error or a
+//     *KeyError.
+//   - Classify(sentinel, cause) maps the client's error onto a sentinel
+//     while errors.As still reaches the client's types; Unavailable(cause)
+//     is Classify(ErrUnavailable, cause). What the backend cannot place is
+//     ErrUnavailable, never ErrNotFound.
+//   - ContextEnded(ctx.Err(), cause) when the caller's context ended before
+//     the store answered: that is the answer, whatever the client made of
+//     the cancellation.
+//   - ReadBack after an ambiguous Create, when "exists" or "conflict" may
+//     be the answer to the same call's own earlier attempt: the caller's
+//     bytes are a success, other bytes ErrExists, anything else unknown.
+//   - Backoff for the backend's own retry loops, slept on an injected
+//     clock.
+//
+// The backend wraps what they return in an *OpError, and runs the
+// conformance suite in objstore/objstoretest.
 package objstore

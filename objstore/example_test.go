@@ -68,3 +68,35 @@ func ExampleValidateKey() {
 	// <nil>
 	// objstore: invalid key "p/../etc/passwd": ".." path segment
 }
+
+// A backend maps its client's error onto a sentinel; callers test the
+// sentinel whatever the backend, and still reach the client's error.
+func ExampleClassify() {
+	sdkErr := errors.New("403 Forbidden: AccessDenied")
+	err := &objstore.OpError{Op: "get", Bucket: "zone-a", Key: "k",
+		Err: objstore.Classify(objstore.ErrAccessDenied, sdkErr)}
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, objstore.ErrAccessDenied), errors.Is(err, objstore.ErrNotFound), errors.Is(err, sdkErr))
+	// Output:
+	// objstore get zone-a/k: objstore: access denied: 403 Forbidden: AccessDenied
+	// true false true
+}
+
+// A re-sent Create was refused as "exists": reading the key back tells
+// whether the object is the caller's own earlier attempt.
+func ExampleReadBack() {
+	ctx := context.Background()
+	b := mem.New("zone-a")
+	_ = b.Create(ctx, "k", []byte("mine")) // the first attempt landed; its answer was lost
+	refusal := errors.New("412 Precondition Failed")
+
+	fmt.Println(objstore.ReadBack(ctx, b, "k", []byte("mine"), refusal))
+	err := objstore.ReadBack(ctx, b, "k", []byte("other"), refusal)
+	fmt.Println(errors.Is(err, objstore.ErrExists))
+	err = objstore.ReadBack(ctx, b, "gone", []byte("mine"), refusal)
+	fmt.Println(errors.Is(err, objstore.ErrUnavailable))
+	// Output:
+	// <nil>
+	// true
+	// true
+}

@@ -98,18 +98,14 @@ func (b *Bucket) opError(op, key string, err error) error {
 }
 
 func (b *Bucket) check(ctx context.Context, op, key string) error {
-	if err := ctx.Err(); err != nil {
-		return b.opError(op, key, err)
-	}
-	if err := objstore.ValidateKey(key); err != nil {
+	if err := objstore.Precheck(ctx, key); err != nil {
 		return b.opError(op, key, err)
 	}
 	return nil
 }
 
 func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
-	k, err := classifyCall(ctx, err)
-	return b.opError(op, key, wrap(k, err))
+	return b.opError(op, key, classifyCall(ctx, err))
 }
 
 // Get implements objstore.Bucket.
@@ -141,11 +137,11 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 	}
 	r, err := b.bkt.Object(key).NewRangeReader(ctx, offset, n)
 	if err != nil {
-		k, cerr := classifyCall(ctx, err)
-		if k == kindInvalidRange {
+		cerr := classifyCall(ctx, err)
+		if errors.Is(cerr, errRange) {
 			return []byte{}, nil
 		}
-		return nil, b.opError(op, key, wrap(k, cerr))
+		return nil, b.opError(op, key, cerr)
 	}
 	return b.read(ctx, op, key, r, length)
 }
@@ -164,7 +160,7 @@ func (b *Bucket) read(ctx context.Context, op, key string, r *storage.Reader, li
 	}
 	if _, err := buf.ReadFrom(src); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, b.opError(op, key, &contextError{ctxErr: ctxErr, cause: err})
+			return nil, b.opError(op, key, objstore.ContextEnded(ctxErr, err))
 		}
 		return nil, b.opError(op, key, objstore.Unavailable(fmt.Errorf("reading body: %w", err)))
 	}
@@ -182,11 +178,11 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if err := b.bkt.Object(key).Delete(ctx); err != nil {
-		k, cerr := classifyCall(ctx, err)
-		if k == kindNotFound {
+		cerr := classifyCall(ctx, err)
+		if errors.Is(cerr, objstore.ErrNotFound) {
 			return nil
 		}
-		return b.opError(op, key, wrap(k, cerr))
+		return b.opError(op, key, cerr)
 	}
 	return nil
 }

@@ -37,64 +37,56 @@ func TestGCSClassify(t *testing.T) {
 	cases := []struct {
 		name string
 		err  error
-		want kind
+		want error
 	}{
-		{"ErrObjectNotExist", storage.ErrObjectNotExist, kindNotFound},
-		{"ErrObjectNotExist wrapped over a 404", fmt.Errorf("%w: %w", storage.ErrObjectNotExist, httpErr(404, "notFound")), kindNotFound},
-		{"ErrBucketNotExist", fmt.Errorf("%w: %w", storage.ErrBucketNotExist, httpErr(404, "notFound")), kindNoBucket},
-		{"412 conditionNotMet", httpErr(412, "conditionNotMet"), kindExists},
-		{"412 wrapped by the writer", fmt.Errorf("writer: %w", httpErr(412, "conditionNotMet")), kindExists},
-		{"404 bare", httpErr(404, "notFound"), kindNotFound},
-		{"416", httpErr(416, "requestedRangeNotSatisfiable"), kindInvalidRange},
-		{"401", httpErr(401, "required"), kindDenied},
-		{"403", httpErr(403, "forbidden"), kindDenied},
-		{"403 as apierror", func() error { ae, _ := apierror.FromError(httpErr(403, "forbidden")); return ae }(), kindDenied},
-		{"408", httpErr(408, ""), kindUnavailable},
-		{"409", httpErr(409, "conflict"), kindUnavailable},
-		{"429", httpErr(429, "rateLimitExceeded"), kindUnavailable},
-		{"500", httpErr(500, "backendError"), kindUnavailable},
-		{"503", httpErr(503, "backendError"), kindUnavailable},
-		{"400", httpErr(400, "invalid"), kindRejected},
-		{"grpc NotFound", grpcErr(codes.NotFound), kindNotFound},
-		{"grpc FailedPrecondition", grpcErr(codes.FailedPrecondition), kindExists},
-		{"grpc PermissionDenied", grpcErr(codes.PermissionDenied), kindDenied},
-		{"grpc Unauthenticated", grpcErr(codes.Unauthenticated), kindDenied},
-		{"grpc OutOfRange", grpcErr(codes.OutOfRange), kindInvalidRange},
-		{"grpc Unavailable", grpcErr(codes.Unavailable), kindUnavailable},
-		{"grpc DeadlineExceeded", grpcErr(codes.DeadlineExceeded), kindUnavailable},
-		{"grpc ResourceExhausted", grpcErr(codes.ResourceExhausted), kindUnavailable},
-		{"grpc Internal", grpcErr(codes.Internal), kindUnavailable},
-		{"grpc InvalidArgument", grpcErr(codes.InvalidArgument), kindRejected},
-		{"raw grpc status", status.Error(codes.Unavailable, "x"), kindUnavailable},
+		{"ErrObjectNotExist", storage.ErrObjectNotExist, objstore.ErrNotFound},
+		{"ErrObjectNotExist wrapped over a 404", fmt.Errorf("%w: %w", storage.ErrObjectNotExist, httpErr(404, "notFound")), objstore.ErrNotFound},
+		{"ErrBucketNotExist", fmt.Errorf("%w: %w", storage.ErrBucketNotExist, httpErr(404, "notFound")), objstore.ErrNoSuchBucket},
+		{"412 conditionNotMet", httpErr(412, "conditionNotMet"), objstore.ErrExists},
+		{"412 wrapped by the writer", fmt.Errorf("writer: %w", httpErr(412, "conditionNotMet")), objstore.ErrExists},
+		{"404 bare", httpErr(404, "notFound"), objstore.ErrNotFound},
+		{"416", httpErr(416, "requestedRangeNotSatisfiable"), errRange},
+		{"401", httpErr(401, "required"), objstore.ErrAccessDenied},
+		{"403", httpErr(403, "forbidden"), objstore.ErrAccessDenied},
+		{"403 as apierror", func() error { ae, _ := apierror.FromError(httpErr(403, "forbidden")); return ae }(), objstore.ErrAccessDenied},
+		{"408", httpErr(408, ""), objstore.ErrUnavailable},
+		{"409", httpErr(409, "conflict"), objstore.ErrUnavailable},
+		{"429", httpErr(429, "rateLimitExceeded"), objstore.ErrUnavailable},
+		{"500", httpErr(500, "backendError"), objstore.ErrUnavailable},
+		{"503", httpErr(503, "backendError"), objstore.ErrUnavailable},
+		{"400", httpErr(400, "invalid"), objstore.ErrRejected},
+		{"grpc NotFound", grpcErr(codes.NotFound), objstore.ErrNotFound},
+		{"grpc FailedPrecondition", grpcErr(codes.FailedPrecondition), objstore.ErrExists},
+		{"grpc PermissionDenied", grpcErr(codes.PermissionDenied), objstore.ErrAccessDenied},
+		{"grpc Unauthenticated", grpcErr(codes.Unauthenticated), objstore.ErrAccessDenied},
+		{"grpc OutOfRange", grpcErr(codes.OutOfRange), errRange},
+		{"grpc Unavailable", grpcErr(codes.Unavailable), objstore.ErrUnavailable},
+		{"grpc DeadlineExceeded", grpcErr(codes.DeadlineExceeded), objstore.ErrUnavailable},
+		{"grpc ResourceExhausted", grpcErr(codes.ResourceExhausted), objstore.ErrUnavailable},
+		{"grpc Internal", grpcErr(codes.Internal), objstore.ErrUnavailable},
+		{"grpc InvalidArgument", grpcErr(codes.InvalidArgument), objstore.ErrRejected},
+		{"raw grpc status", status.Error(codes.Unavailable, "x"), objstore.ErrUnavailable},
 		{"connection refused", &url.Error{Op: "Post", URL: "http://127.0.0.1:1/upload",
-			Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, kindUnavailable},
-		{"unexpected EOF", fmt.Errorf("upload: %w", io.ErrUnexpectedEOF), kindUnavailable},
-		{"deadline not ours", context.DeadlineExceeded, kindUnavailable},
-		{"unknown", errors.New("odd"), kindUnavailable},
+			Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, objstore.ErrUnavailable},
+		{"unexpected EOF", fmt.Errorf("upload: %w", io.ErrUnexpectedEOF), objstore.ErrUnavailable},
+		{"deadline not ours", context.DeadlineExceeded, objstore.ErrUnavailable},
+		{"unknown", errors.New("odd"), objstore.ErrUnavailable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := classify(tc.err)
-			require.Equal(t, tc.want, got, "classify(%v)", tc.err)
-			w := wrap(got, tc.err)
-			switch got {
-			case kindNotFound:
-				assert.ErrorIs(t, w, objstore.ErrNotFound)
-			case kindExists:
-				assert.ErrorIs(t, w, objstore.ErrExists)
-			case kindUnavailable:
-				assert.ErrorIs(t, w, objstore.ErrUnavailable)
-			case kindDenied:
-				assert.ErrorIs(t, w, ErrAccessDenied)
-			case kindNoBucket:
-				assert.ErrorIs(t, w, ErrNoSuchBucket)
-			case kindRejected, kindInvalidRange:
-				assert.ErrorIs(t, w, ErrRejected)
+			require.Same(t, tc.want, got, "classify(%v) = %v", tc.err, got)
+
+			// What callers see.
+			w := classifyCall(context.Background(), tc.err)
+			assert.ErrorIs(t, w, tc.want)
+			if tc.want == errRange {
+				assert.ErrorIs(t, w, objstore.ErrRejected, "a 416 outside GetRange is a rejection")
 			}
-			if got != kindNotFound {
+			if tc.want != objstore.ErrNotFound {
 				assert.NotErrorIs(t, w, objstore.ErrNotFound, "only a definite 404 may read as not found")
 			}
-			if got != kindExists {
+			if tc.want != objstore.ErrExists {
 				assert.NotErrorIs(t, w, objstore.ErrExists)
 			}
 			assert.ErrorIs(t, w, tc.err, "the client's error stays reachable")
@@ -106,17 +98,11 @@ func TestGCSClassifyCallPrefersTheContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	cause := &url.Error{Op: "Get", URL: "http://x", Err: context.Canceled}
-	k, err := classifyCall(ctx, cause)
-	require.Equal(t, kindCanceled, k)
-	w := wrap(k, err)
+	w := classifyCall(ctx, cause)
 	require.ErrorIs(t, w, context.Canceled)
+	require.ErrorIs(t, w, cause)
 	require.NotErrorIs(t, w, objstore.ErrNotFound)
-	k, _ = classifyCall(context.Background(), context.DeadlineExceeded)
-	require.Equal(t, kindUnavailable, k)
-}
-
-func TestGCSKindString(t *testing.T) {
-	for k := kindUnavailable; k <= kindCanceled; k++ {
-		require.NotEqual(t, "unknown", k.String(), "kind %d", int(k))
-	}
+	require.NotErrorIs(t, w, objstore.ErrUnavailable)
+	w = classifyCall(context.Background(), context.DeadlineExceeded)
+	require.ErrorIs(t, w, objstore.ErrUnavailable)
 }

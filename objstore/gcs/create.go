@@ -1,12 +1,9 @@
 package gcs
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"hash/crc32"
-	"math/rand/v2"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -15,8 +12,8 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// Backoff between Create's retries: base doubled per retry, capped, half of
-// it random.
+// Backoff between Create's retries (objstore.Backoff): base doubled per
+// retry, capped, half of it random.
 const (
 	retryBackoffBase = 100 * time.Millisecond
 	retryBackoffMax  = 2 * time.Second
@@ -52,31 +49,34 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 		if err == nil {
 			return nil
 		}
-		k, cerr := classifyCall(ctx, err)
-		switch k {
-		case kindExists:
+		cerr := classifyCall(ctx, err)
+		switch {
+		case errors.Is(cerr, objstore.ErrExists):
 			if !ambiguous {
-				return b.opError(op, key, wrap(k, cerr))
+				return b.opError(op, key, cerr)
 			}
 			b.log.WarnContext(ctx, "gcs create: precondition failed after a re-sent upload; reading the key back",
 				"bucket", b.name, "key", key, "attempts", retry+1)
-			return b.afterAmbiguousExists(ctx, key, data, cerr)
-		case kindUnavailable:
+			if err := objstore.ReadBack(ctx, b, key, data, err); err != nil {
+				return b.opError(op, key, err)
+			}
+			return nil
+		case errors.Is(cerr, objstore.ErrUnavailable):
 			ambiguous = true
 			if retry >= b.maxRetries {
-				return b.opError(op, key, wrap(k, cerr))
+				return b.opError(op, key, cerr)
 			}
-			d := retryBackoff(retry)
+			d := objstore.Backoff(retry, retryBackoffBase, retryBackoffMax)
 			b.log.DebugContext(ctx, "gcs create: outcome unknown, re-sending",
-				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d, "err", cerr)
-			if err := clock.Sleep(ctx, b.clk, d); err != nil {
-				return b.opError(op, key, &contextError{ctxErr: err, cause: cerr})
+				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d, "err", err)
+			if serr := clock.Sleep(ctx, b.clk, d); serr != nil {
+				return b.opError(op, key, objstore.ContextEnded(serr, err))
 			}
-		case kindNotFound:
+		case errors.Is(cerr, objstore.ErrNotFound):
 			// A create cannot miss the object; a 404 here is the bucket.
-			return b.opError(op, key, wrap(kindNoBucket, cerr))
+			return b.opError(op, key, objstore.Classify(objstore.ErrNoSuchBucket, err))
 		default:
-			return b.opError(op, key, wrap(k, cerr))
+			return b.opError(op, key, cerr)
 		}
 	}
 }
@@ -100,28 +100,4 @@ func upload(ctx context.Context, obj *storage.ObjectHandle, data []byte, sum uin
 		return cerr
 	}
 	return werr
-}
-
-// afterAmbiguousExists settles a 412 received on a re-sent upload.
-func (b *Bucket) afterAmbiguousExists(ctx context.Context, key string, data []byte, cause error) error {
-	got, gerr := b.Get(ctx, key)
-	switch {
-	case gerr == nil && bytes.Equal(got, data):
-		return nil
-	case gerr == nil:
-		return b.opError("create", key, wrap(kindExists, cause))
-	case errors.Is(gerr, objstore.ErrNotFound):
-		return b.opError("create", key, objstore.Unavailable(
-			fmt.Errorf("object vanished after an ambiguous precondition failure: %w", cause)))
-	case ctx.Err() != nil:
-		return b.opError("create", key, &contextError{ctxErr: ctx.Err(), cause: gerr})
-	}
-	return b.opError("create", key, objstore.Unavailable(
-		fmt.Errorf("reading back after an ambiguous precondition failure: %w", errors.Join(cause, gerr))))
-}
-
-func retryBackoff(retry int) time.Duration {
-	d := retryBackoffBase << min(retry, 10)
-	d = min(d, retryBackoffMax)
-	return d/2 + rand.N(d/2+1)
 }

@@ -45,10 +45,10 @@
 //   - 5xx, 408, 429, UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED,
 //     refused or reset connections, truncated bodies, anything
 //     unrecognised → objstore.ErrUnavailable: the outcome is unknown.
-//   - 401/403, PERMISSION_DENIED, UNAUTHENTICATED → ErrAccessDenied, never
-//     "not found".
-//   - storage.ErrBucketNotExist → ErrNoSuchBucket.
-//   - Other 4xx, INVALID_ARGUMENT → ErrRejected.
+//   - 401/403, PERMISSION_DENIED, UNAUTHENTICATED →
+//     objstore.ErrAccessDenied, never "not found".
+//   - storage.ErrBucketNotExist → objstore.ErrNoSuchBucket.
+//   - Other 4xx, INVALID_ARGUMENT → objstore.ErrRejected.
 //   - When the caller's context ends, the error matches ctx.Err().
 //
 // GCS answers a read or delete in a bucket that does not exist with the

@@ -3,6 +3,7 @@ package gcs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"cloud.google.com/go/storage"
@@ -14,72 +15,24 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// Errors specific to GCS. They never match objstore.ErrNotFound or
-// objstore.ErrExists, so callers treat them as "outcome unknown"; unlike
-// objstore.ErrUnavailable they are not worth retrying without a change of
-// configuration.
-var (
-	// ErrAccessDenied: the credentials were refused or lack a permission
-	// (401/403, PERMISSION_DENIED, UNAUTHENTICATED). It says nothing about
-	// whether the object exists.
-	ErrAccessDenied = errors.New("gcs: access denied")
-	// ErrNoSuchBucket: the bucket does not exist. It is not reported as
-	// objstore.ErrNotFound: a mistyped bucket must not look like an empty
-	// slot.
-	ErrNoSuchBucket = errors.New("gcs: no such bucket")
-	// ErrRejected: the request was refused as invalid (another 4xx or
-	// INVALID_ARGUMENT). Retrying the same request will not help.
-	ErrRejected = errors.New("gcs: request rejected")
-)
+// errRange: 416 (or OUT_OF_RANGE), the offset is at or past the end.
+// GetRange answers it with an empty result; elsewhere the request was
+// rejected.
+var errRange = fmt.Errorf("%w: range not satisfiable", objstore.ErrRejected)
 
-type kind int
-
-const (
-	kindUnavailable  kind = iota // 5xx, 408, 429, transport errors, anything unknown
-	kindNotFound                 // object does not exist
-	kindExists                   // 412 conditionNotMet on a create
-	kindInvalidRange             // 416
-	kindDenied                   // 401/403
-	kindNoBucket                 // bucket does not exist
-	kindRejected                 // other 4xx
-	kindCanceled                 // the caller's context ended
-)
-
-func (k kind) String() string {
-	switch k {
-	case kindUnavailable:
-		return "unavailable"
-	case kindNotFound:
-		return "not-found"
-	case kindExists:
-		return "exists"
-	case kindInvalidRange:
-		return "invalid-range"
-	case kindDenied:
-		return "denied"
-	case kindNoBucket:
-		return "no-bucket"
-	case kindRejected:
-		return "rejected"
-	case kindCanceled:
-		return "canceled"
-	}
-	return "unknown"
-}
-
-// classify maps an error from the storage client onto a kind: the client's
-// sentinels first, then the HTTP status (JSON and XML APIs), then the gRPC
-// code (gRPC client). What it cannot place is kindUnavailable: an
-// unrecognised failure means "unknown", never "absent".
-func classify(err error) kind {
+// classify maps an error from the storage client onto the sentinel it
+// means: the client's sentinels first, then the HTTP status (JSON and XML
+// APIs), then the gRPC code (gRPC client). What it cannot place is
+// ErrUnavailable: an unrecognised failure means "unknown", never "absent".
+func classify(err error) error {
 	if err == nil {
 		panic("gcs: classify(nil)")
 	}
 	switch {
 	case errors.Is(err, storage.ErrBucketNotExist):
-		return kindNoBucket
+		return objstore.ErrNoSuchBucket
 	case errors.Is(err, storage.ErrObjectNotExist):
-		return kindNotFound
+		return objstore.ErrNotFound
 	}
 	if code := httpCode(err); code > 0 {
 		return classifyHTTP(code)
@@ -87,44 +40,44 @@ func classify(err error) kind {
 	if st, ok := grpcStatus(err); ok {
 		return classifyGRPC(st.Code())
 	}
-	return kindUnavailable
+	return objstore.ErrUnavailable
 }
 
-func classifyHTTP(code int) kind {
+func classifyHTTP(code int) error {
 	switch {
 	case code == http.StatusNotFound:
-		return kindNotFound
+		return objstore.ErrNotFound
 	case code == http.StatusPreconditionFailed:
-		return kindExists
+		return objstore.ErrExists
 	case code == http.StatusRequestedRangeNotSatisfiable:
-		return kindInvalidRange
+		return errRange
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return kindDenied
+		return objstore.ErrAccessDenied
 	case code == http.StatusRequestTimeout || code == http.StatusConflict ||
 		code == http.StatusTooManyRequests || code >= 500:
-		return kindUnavailable
+		return objstore.ErrUnavailable
 	case code >= 400:
-		return kindRejected
+		return objstore.ErrRejected
 	}
-	return kindUnavailable
+	return objstore.ErrUnavailable
 }
 
-func classifyGRPC(c codes.Code) kind {
+func classifyGRPC(c codes.Code) error {
 	switch c {
 	case codes.NotFound:
-		return kindNotFound
+		return objstore.ErrNotFound
 	case codes.FailedPrecondition, codes.AlreadyExists:
-		return kindExists
+		return objstore.ErrExists
 	case codes.OutOfRange:
-		return kindInvalidRange
+		return errRange
 	case codes.PermissionDenied, codes.Unauthenticated:
-		return kindDenied
+		return objstore.ErrAccessDenied
 	case codes.InvalidArgument, codes.Unimplemented:
-		return kindRejected
+		return objstore.ErrRejected
 	}
 	// Unavailable, DeadlineExceeded, ResourceExhausted, Internal, Aborted,
 	// Unknown, Canceled (not by our context), DataLoss, OK-with-error.
-	return kindUnavailable
+	return objstore.ErrUnavailable
 }
 
 // httpCode returns the HTTP status behind err, or 0.
@@ -155,59 +108,13 @@ func grpcStatus(err error) (*status.Status, bool) {
 	return nil, false
 }
 
-// classifiedError pairs a sentinel with the client's error, so errors.Is
-// finds the sentinel and errors.As still reaches googleapi.Error.
-type classifiedError struct {
-	sentinel error
-	cause    error
-}
-
-func (e *classifiedError) Error() string   { return e.sentinel.Error() + ": " + e.cause.Error() }
-func (e *classifiedError) Unwrap() []error { return []error{e.sentinel, e.cause} }
-
-// contextError reports the context's end, keeping the client's error.
-type contextError struct {
-	ctxErr error
-	cause  error
-}
-
-func (e *contextError) Error() string {
-	if e.cause == nil {
-		return e.ctxErr.Error()
-	}
-	return e.ctxErr.Error() + ": " + e.cause.Error()
-}
-
-func (e *contextError) Unwrap() []error {
-	if e.cause == nil {
-		return []error{e.ctxErr}
-	}
-	return []error{e.ctxErr, e.cause}
-}
-
-func wrap(k kind, err error) error {
-	switch k {
-	case kindNotFound:
-		return &classifiedError{sentinel: objstore.ErrNotFound, cause: err}
-	case kindExists:
-		return &classifiedError{sentinel: objstore.ErrExists, cause: err}
-	case kindDenied:
-		return &classifiedError{sentinel: ErrAccessDenied, cause: err}
-	case kindNoBucket:
-		return &classifiedError{sentinel: ErrNoSuchBucket, cause: err}
-	case kindRejected, kindInvalidRange:
-		return &classifiedError{sentinel: ErrRejected, cause: err}
-	case kindCanceled:
-		return err
-	}
-	return objstore.Unavailable(err)
-}
-
-// classifyCall classifies err from a call made under ctx: when the caller's
-// context has ended, that is the answer.
-func classifyCall(ctx context.Context, err error) (kind, error) {
+// classifyCall classifies err from a call made under ctx into the error a
+// Bucket method returns (before the *objstore.OpError wrapper): when the
+// caller's context has ended, that is the answer. errors.As still reaches
+// the client's googleapi.Error or gRPC status.
+func classifyCall(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return kindCanceled, &contextError{ctxErr: ctxErr, cause: err}
+		return objstore.ContextEnded(ctxErr, err)
 	}
-	return classify(err), err
+	return objstore.Classify(classify(err), err)
 }

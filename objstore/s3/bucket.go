@@ -109,12 +109,9 @@ func (b *Bucket) opError(op, key string, err error) error {
 	return &objstore.OpError{Op: op, Bucket: b.name, Key: key, Err: err}
 }
 
-// check validates the key and the context before any request is sent.
+// check validates the context and the key before any request is sent.
 func (b *Bucket) check(ctx context.Context, op, key string) error {
-	if err := ctx.Err(); err != nil {
-		return b.opError(op, key, err)
-	}
-	if err := objstore.ValidateKey(key); err != nil {
+	if err := objstore.Precheck(ctx, key); err != nil {
 		return b.opError(op, key, err)
 	}
 	return nil
@@ -122,8 +119,7 @@ func (b *Bucket) check(ctx context.Context, op, key string) error {
 
 // fail classifies an SDK error and wraps it for the caller.
 func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
-	k, err := classifyCall(ctx, err)
-	return b.opError(op, key, wrap(k, err))
+	return b.opError(op, key, classifyCall(ctx, err))
 }
 
 // readBody reads an object body. A failure while reading is a transport
@@ -137,7 +133,7 @@ func (b *Bucket) readBody(ctx context.Context, op, key string, body io.ReadClose
 	}
 	if _, err := buf.ReadFrom(body); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, b.opError(op, key, &contextError{ctxErr: ctxErr, cause: err})
+			return nil, b.opError(op, key, objstore.ContextEnded(ctxErr, err))
 		}
 		return nil, b.opError(op, key, objstore.Unavailable(fmt.Errorf("reading body: %w", err)))
 	}
@@ -177,11 +173,11 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 	rng := fmt.Sprintf("bytes=%d-%d", offset, last)
 	out, err := b.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.bucket, Key: &key, Range: &rng})
 	if err != nil {
-		k, cerr := classifyCall(ctx, err)
-		if k == kindInvalidRange {
+		cerr := classifyCall(ctx, err)
+		if errors.Is(cerr, errRange) {
 			return []byte{}, nil
 		}
-		return nil, b.opError(op, key, wrap(k, cerr))
+		return nil, b.opError(op, key, cerr)
 	}
 	data, err := b.readBody(ctx, op, key, out.Body, out.ContentLength)
 	if err != nil {
@@ -209,11 +205,11 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 	}
 	_, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &b.bucket, Key: &key})
 	if err != nil {
-		k, cerr := classifyCall(ctx, err)
-		if k == kindNotFound {
+		cerr := classifyCall(ctx, err)
+		if errors.Is(cerr, objstore.ErrNotFound) {
 			return nil
 		}
-		return b.opError(op, key, wrap(k, cerr))
+		return b.opError(op, key, cerr)
 	}
 	return nil
 }

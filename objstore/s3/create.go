@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -18,8 +17,8 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// Backoff between conflict retries: base doubled per retry, capped, half of
-// it random so that racing creators spread out.
+// Backoff between conflict retries (objstore.Backoff): base doubled per
+// retry, capped, half of it random so that racing creators spread out.
 const (
 	conflictBackoffBase = 25 * time.Millisecond
 	conflictBackoffMax  = time.Second
@@ -54,82 +53,49 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 		if err == nil {
 			return nil
 		}
-		k, cerr := classifyCall(ctx, err)
-		switch k {
-		case kindExists:
+		cerr := classifyCall(ctx, err)
+		switch {
+		case errors.Is(cerr, objstore.ErrExists):
 			if sent <= 1 {
-				return b.opError(op, key, wrap(k, cerr))
+				return b.opError(op, key, cerr)
 			}
 			b.log.WarnContext(ctx, "s3 create: precondition failed after a re-sent request; reading the key back",
 				"bucket", b.name, "key", key, "attempts", sent)
-			return b.afterAmbiguousExists(ctx, key, data, cerr)
-		case kindConflict:
+			if err := objstore.ReadBack(ctx, b, key, data, err); err != nil {
+				return b.opError(op, key, err)
+			}
+			return nil
+		case errors.Is(cerr, errConflict):
 			if retry >= 1 {
-				switch done, oerr := b.observe(ctx, key, data); {
-				case done:
-					return oerr
+				// Our own earlier attempt may be the write we conflict
+				// with: our bytes are a success, other bytes ErrExists;
+				// an absent or unreadable key is retried.
+				switch rerr := objstore.ReadBack(ctx, b, key, data, err); {
+				case rerr == nil:
+					return nil
+				case errors.Is(rerr, objstore.ErrExists):
+					return b.opError(op, key, rerr)
 				case ctx.Err() != nil:
-					return b.opError(op, key, &contextError{ctxErr: ctx.Err(), cause: cerr})
+					return b.opError(op, key, objstore.ContextEnded(ctx.Err(), err))
 				}
 			}
 			if retry >= b.maxConflict {
 				return b.opError(op, key, objstore.Unavailable(
-					fmt.Errorf("conflicting writes after %d retries: %w", retry, cerr)))
+					fmt.Errorf("conflicting writes after %d retries: %w", retry, err)))
 			}
-			d := conflictBackoff(retry)
+			d := objstore.Backoff(retry, conflictBackoffBase, conflictBackoffMax)
 			b.log.DebugContext(ctx, "s3 create: conflicting write, retrying",
 				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d)
-			if err := clock.Sleep(ctx, b.clk, d); err != nil {
-				return b.opError(op, key, &contextError{ctxErr: err, cause: cerr})
+			if serr := clock.Sleep(ctx, b.clk, d); serr != nil {
+				return b.opError(op, key, objstore.ContextEnded(serr, err))
 			}
-		case kindNotFound:
+		case errors.Is(cerr, objstore.ErrNotFound):
 			// A create cannot miss the object; a 404 here is the bucket.
-			return b.opError(op, key, wrap(kindNoBucket, cerr))
+			return b.opError(op, key, objstore.Classify(objstore.ErrNoSuchBucket, err))
 		default:
-			return b.opError(op, key, wrap(k, cerr))
+			return b.opError(op, key, cerr)
 		}
 	}
-}
-
-// observe reads key back after a conflict. done reports a final answer:
-// nil when the object holds data, ErrExists when it holds other bytes. An
-// absent or unreadable object is not final: the caller retries.
-func (b *Bucket) observe(ctx context.Context, key string, data []byte) (done bool, err error) {
-	got, gerr := b.Get(ctx, key)
-	switch {
-	case gerr == nil && bytes.Equal(got, data):
-		return true, nil
-	case gerr == nil:
-		return true, b.opError("create", key, fmt.Errorf("%w (read back after a conflicting write)", objstore.ErrExists))
-	}
-	return false, gerr
-}
-
-// afterAmbiguousExists settles a 412 received after the SDK re-sent the
-// request: it may be our own earlier attempt that is in the bucket.
-func (b *Bucket) afterAmbiguousExists(ctx context.Context, key string, data []byte, cause error) error {
-	got, gerr := b.Get(ctx, key)
-	switch {
-	case gerr == nil && bytes.Equal(got, data):
-		return nil
-	case gerr == nil:
-		return b.opError("create", key, wrap(kindExists, cause))
-	case errors.Is(gerr, objstore.ErrNotFound):
-		// It existed when the 412 was sent and is gone now; whether it was
-		// ours cannot be known.
-		return b.opError("create", key, objstore.Unavailable(
-			fmt.Errorf("object vanished after an ambiguous precondition failure: %w", cause)))
-	case ctx.Err() != nil:
-		return b.opError("create", key, &contextError{ctxErr: ctx.Err(), cause: gerr})
-	}
-	return b.opError("create", key, objstore.Unavailable(
-		fmt.Errorf("reading back after an ambiguous precondition failure: %w", errors.Join(cause, gerr))))
-}
-
-func conflictBackoff(retry int) time.Duration {
-	d := conflictBackoffBase << min(retry, 10)
-	d = min(d, conflictBackoffMax)
-	return d/2 + rand.N(d/2+1)
 }
 
 // countAttempts adds a middleware after the SDK's retry loop that counts

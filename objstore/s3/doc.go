@@ -48,11 +48,12 @@
 //   - 5xx, SlowDown and other throttling, 408, 429, timeouts, refused or
 //     reset connections, truncated bodies, anything unrecognised →
 //     objstore.ErrUnavailable: the outcome is unknown.
-//   - AccessDenied, signature and token errors, 401/403 → ErrAccessDenied.
-//     A refusal is never reported as "not found".
-//   - NoSuchBucket (and any 404 on Create) → ErrNoSuchBucket, also never
-//     "not found": a mistyped bucket name must not look like an empty slot.
-//   - Other 4xx → ErrRejected.
+//   - AccessDenied, signature and token errors, 401/403 →
+//     objstore.ErrAccessDenied. A refusal is never reported as "not found".
+//   - NoSuchBucket (and any 404 on Create) → objstore.ErrNoSuchBucket, also
+//     never "not found": a mistyped bucket name must not look like an empty
+//     slot.
+//   - Other 4xx → objstore.ErrRejected.
 //   - When the caller's context ends, the error matches ctx.Err().
 //
 // Errors are *objstore.OpError values naming the operation, Options.Name and

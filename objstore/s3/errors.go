@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
@@ -11,62 +12,16 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// Errors specific to S3. They never match objstore.ErrNotFound or
-// objstore.ErrExists, so callers treat them as "outcome unknown"; unlike
-// objstore.ErrUnavailable they are not worth retrying without a change of
-// configuration.
+// Two answers that one method settles itself. Elsewhere they read as the
+// sentinel they wrap.
 var (
-	// ErrAccessDenied: the store refused the credentials or the permission
-	// (401/403, AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch,
-	// expired tokens). It says nothing about whether the object exists.
-	ErrAccessDenied = errors.New("s3: access denied")
-	// ErrNoSuchBucket: the bucket itself does not exist. It is not reported
-	// as objstore.ErrNotFound because a misconfigured bucket name must not
-	// look like an empty slot.
-	ErrNoSuchBucket = errors.New("s3: no such bucket")
-	// ErrRejected: the store refused the request as malformed or unsupported
-	// (another 4xx). Retrying the same request will not help.
-	ErrRejected = errors.New("s3: request rejected")
+	// errConflict: 409 ConditionalRequestConflict, another write to the key
+	// was in flight. Create retries it; elsewhere the outcome is unknown.
+	errConflict = fmt.Errorf("%w: conflicting write in progress", objstore.ErrUnavailable)
+	// errRange: 416 InvalidRange, the offset is at or past the end. GetRange
+	// answers it with an empty result; elsewhere the request was rejected.
+	errRange = fmt.Errorf("%w: range not satisfiable", objstore.ErrRejected)
 )
-
-// kind is the classification of one failed S3 call.
-type kind int
-
-const (
-	kindUnavailable  kind = iota // 5xx, throttling, timeouts, transport errors, anything unknown
-	kindNotFound                 // 404 NoSuchKey / NotFound
-	kindExists                   // 412 PreconditionFailed
-	kindConflict                 // 409 ConditionalRequestConflict
-	kindInvalidRange             // 416 InvalidRange
-	kindDenied                   // 401/403
-	kindNoBucket                 // 404 NoSuchBucket
-	kindRejected                 // any other 4xx
-	kindCanceled                 // the caller's context ended
-)
-
-func (k kind) String() string {
-	switch k {
-	case kindUnavailable:
-		return "unavailable"
-	case kindNotFound:
-		return "not-found"
-	case kindExists:
-		return "exists"
-	case kindConflict:
-		return "conflict"
-	case kindInvalidRange:
-		return "invalid-range"
-	case kindDenied:
-		return "denied"
-	case kindNoBucket:
-		return "no-bucket"
-	case kindRejected:
-		return "rejected"
-	case kindCanceled:
-		return "canceled"
-	}
-	return "unknown"
-}
 
 // Error codes grouped by meaning. S3 and S3-compatible stores agree on these
 // names; the HTTP status is the fallback when a code is missing or unknown.
@@ -88,11 +43,11 @@ var (
 	}
 )
 
-// classify maps an error returned by the SDK (after its own retries) onto a
-// kind. It looks at the API error code first, then at the HTTP status, then
-// at the transport error. What it cannot place is kindUnavailable: an
-// unrecognised failure means "unknown", never "absent".
-func classify(err error) kind {
+// classify maps an error returned by the SDK (after its own retries) onto
+// the sentinel it means. It looks at the API error code first, then at the
+// HTTP status, then at the transport error. What it cannot place is
+// ErrUnavailable: an unrecognised failure means "unknown", never "absent".
+func classify(err error) error {
 	if err == nil {
 		panic("s3: classify(nil)")
 	}
@@ -102,42 +57,42 @@ func classify(err error) kind {
 		code := apiErr.ErrorCode()
 		switch {
 		case code == "NoSuchBucket":
-			return kindNoBucket
+			return objstore.ErrNoSuchBucket
 		case notFoundCodes[code]:
-			return kindNotFound
+			return objstore.ErrNotFound
 		case code == "PreconditionFailed":
-			return kindExists
+			return objstore.ErrExists
 		case code == "ConditionalRequestConflict":
-			return kindConflict
+			return errConflict
 		case code == "InvalidRange":
-			return kindInvalidRange
+			return errRange
 		case deniedCodes[code]:
-			return kindDenied
+			return objstore.ErrAccessDenied
 		case unavailableCodes[code]:
-			return kindUnavailable
+			return objstore.ErrUnavailable
 		}
 	}
 	switch {
 	case status == 0:
 		// No HTTP response: connection refused or reset, DNS, TLS, a timeout,
 		// a truncated body, a retry quota exhausted... all "unknown".
-		return kindUnavailable
+		return objstore.ErrUnavailable
 	case status == 404:
-		return kindNotFound
+		return objstore.ErrNotFound
 	case status == 412:
-		return kindExists
+		return objstore.ErrExists
 	case status == 416:
-		return kindInvalidRange
+		return errRange
 	case status == 401 || status == 403:
-		return kindDenied
+		return objstore.ErrAccessDenied
 	case status == 408 || status == 409 || status == 429 || status >= 500:
-		return kindUnavailable
+		return objstore.ErrUnavailable
 	case status >= 400:
-		return kindRejected
+		return objstore.ErrRejected
 	}
 	// A 2xx/3xx with an error attached (e.g. a body that failed to decode):
 	// the answer was not understood.
-	return kindUnavailable
+	return objstore.ErrUnavailable
 }
 
 // httpStatus returns the status of the HTTP response behind err, or 0 when
@@ -154,67 +109,14 @@ func httpStatus(err error) int {
 	return 0
 }
 
-// classifiedError pairs a sentinel with the SDK's error, so errors.Is finds
-// the sentinel and errors.As still reaches the SDK's types (APIError,
-// ResponseError). The SDK's messages carry operation, status, request id and
+// classifyCall classifies err as returned by a call made under ctx, into
+// the error a Bucket method returns (before the *objstore.OpError wrapper).
+// When the caller's context has ended, that is the answer, whatever the SDK
+// made of it. The SDK's messages carry operation, status, request id and
 // the store's message; they never contain the secret key.
-type classifiedError struct {
-	sentinel error
-	cause    error
-}
-
-func (e *classifiedError) Error() string   { return e.sentinel.Error() + ": " + e.cause.Error() }
-func (e *classifiedError) Unwrap() []error { return []error{e.sentinel, e.cause} }
-
-// contextError reports the context's end in a form that matches both the
-// context's error and the SDK's cause.
-type contextError struct {
-	ctxErr error
-	cause  error
-}
-
-func (e *contextError) Error() string {
-	if e.cause == nil {
-		return e.ctxErr.Error()
-	}
-	return e.ctxErr.Error() + ": " + e.cause.Error()
-}
-
-func (e *contextError) Unwrap() []error {
-	if e.cause == nil {
-		return []error{e.ctxErr}
-	}
-	return []error{e.ctxErr, e.cause}
-}
-
-// wrap turns an SDK error of kind k into the error a Bucket method returns
-// (before the *objstore.OpError wrapper).
-func wrap(k kind, err error) error {
-	switch k {
-	case kindNotFound:
-		return &classifiedError{sentinel: objstore.ErrNotFound, cause: err}
-	case kindExists:
-		return &classifiedError{sentinel: objstore.ErrExists, cause: err}
-	case kindDenied:
-		return &classifiedError{sentinel: ErrAccessDenied, cause: err}
-	case kindNoBucket:
-		return &classifiedError{sentinel: ErrNoSuchBucket, cause: err}
-	case kindRejected, kindInvalidRange:
-		return &classifiedError{sentinel: ErrRejected, cause: err}
-	case kindCanceled:
-		return err
-	}
-	// kindUnavailable, and kindConflict outside Create.
-	return objstore.Unavailable(err)
-}
-
-// classifyCall classifies err as returned by a call made under ctx: when the
-// caller's context has ended, that is the answer, whatever the SDK made of
-// it.
-func classifyCall(ctx context.Context, err error) (kind, error) {
+func classifyCall(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return kindCanceled, &contextError{ctxErr: ctxErr, cause: err}
+		return objstore.ContextEnded(ctxErr, err)
 	}
-	k := classify(err)
-	return k, err
+	return objstore.Classify(classify(err), err)
 }

@@ -437,7 +437,7 @@ func TestS3ScriptedAccessDeniedIsNeverNotFound(t *testing.T) {
 	for _, code := range []string{"AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId"} {
 		f.push("GET", answer{status: 403, code: code})
 		_, err := b.Get(t.Context(), "k")
-		require.ErrorIs(t, err, s3.ErrAccessDenied, code)
+		require.ErrorIs(t, err, objstore.ErrAccessDenied, code)
 		require.NotErrorIs(t, err, objstore.ErrNotFound, code)
 		require.NotErrorIs(t, err, objstore.ErrUnavailable, "%s: denied is not retryable", code)
 		require.NotContains(t, err.Error(), secret)
@@ -445,11 +445,11 @@ func TestS3ScriptedAccessDeniedIsNeverNotFound(t *testing.T) {
 
 		f.push("PUT", answer{status: 403, code: code})
 		err = b.Create(t.Context(), "k", []byte("x"))
-		require.ErrorIs(t, err, s3.ErrAccessDenied, code)
+		require.ErrorIs(t, err, objstore.ErrAccessDenied, code)
 		require.NotErrorIs(t, err, objstore.ErrExists, code)
 
 		f.push("DELETE", answer{status: 403, code: code})
-		require.ErrorIs(t, b.Delete(t.Context(), "k"), s3.ErrAccessDenied, "a refused delete is not a success")
+		require.ErrorIs(t, b.Delete(t.Context(), "k"), objstore.ErrAccessDenied, "a refused delete is not a success")
 	}
 	require.Len(t, f.callLog(), 9, "denials are not retried")
 }
@@ -459,11 +459,11 @@ func TestS3ScriptedNoSuchBucket(t *testing.T) {
 	b, err := s3.New(f.client("s", 3), "other-bucket", s3.Options{})
 	require.NoError(t, err)
 	_, err = b.Get(t.Context(), "k")
-	require.ErrorIs(t, err, s3.ErrNoSuchBucket)
+	require.ErrorIs(t, err, objstore.ErrNoSuchBucket)
 	require.NotErrorIs(t, err, objstore.ErrNotFound, "a missing bucket must not look like an empty slot")
-	require.ErrorIs(t, b.Delete(t.Context(), "k"), s3.ErrNoSuchBucket, "delete in a missing bucket is not a success")
+	require.ErrorIs(t, b.Delete(t.Context(), "k"), objstore.ErrNoSuchBucket, "delete in a missing bucket is not a success")
 	err = b.Create(t.Context(), "k", []byte("x"))
-	require.ErrorIs(t, err, s3.ErrNoSuchBucket)
+	require.ErrorIs(t, err, objstore.ErrNoSuchBucket)
 	require.NotErrorIs(t, err, objstore.ErrNotFound)
 
 	// A bare 404 on a PUT can only be the bucket too.
@@ -471,10 +471,10 @@ func TestS3ScriptedNoSuchBucket(t *testing.T) {
 	b2 := f2.bucket(s3.Options{})
 	f2.push("PUT", answer{status: 404})
 	err = b2.Create(t.Context(), "k", []byte("x"))
-	require.ErrorIs(t, err, s3.ErrNoSuchBucket)
+	require.ErrorIs(t, err, objstore.ErrNoSuchBucket)
 	require.NotErrorIs(t, err, objstore.ErrNotFound)
 	_, err = b.List(t.Context(), "", "", 1)
-	require.ErrorIs(t, err, s3.ErrNoSuchBucket)
+	require.ErrorIs(t, err, objstore.ErrNoSuchBucket)
 }
 
 func TestS3ScriptedGetRange(t *testing.T) {
