@@ -4,93 +4,106 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	metamem "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/mem"
 )
 
-// zone is a bucket that can be taken down: every call then fails with
-// ErrUnavailable without reaching the bucket.
-type zone struct {
-	objstore.Bucket
-	down atomic.Bool
-}
-
-func (z *zone) err(op, key string) error {
-	return &objstore.OpError{Op: op, Bucket: z.Name(), Key: key, Err: objstore.Unavailable(fmt.Errorf("zone down"))}
-}
-
-func (z *zone) Create(ctx context.Context, key string, data []byte) error {
-	if z.down.Load() {
-		return z.err("create", key)
-	}
-	return z.Bucket.Create(ctx, key, data)
-}
-
-func (z *zone) Get(ctx context.Context, key string) ([]byte, error) {
-	if z.down.Load() {
-		return nil, z.err("get", key)
-	}
-	return z.Bucket.Get(ctx, key)
-}
-
-func (z *zone) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	if z.down.Load() {
-		return nil, z.err("getrange", key)
-	}
-	return z.Bucket.GetRange(ctx, key, off, n)
-}
-
+// env is one star's storage for a test: a minter over an in-memory
+// metastore, one minted epoch, and K zones. Each zone is a backend bucket
+// (raw) wrapped by fault injection (zones), so a test can take a zone down
+// (SetDown) or inject errors while state() still reads the backend
+// directly.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	minter *epoch.Minter
-	zones  []*zone
+	raw    []objstore.Bucket
+	zones  []*fault.Bucket
 	rec    *epoch.Record
 	keys   chain.Keys
 }
 
 const star = "star-a"
 
-func newEnv(t *testing.T, k, w, window int) *env {
+// newEnv makes K in-memory zones named a, b, c… and mints an epoch with
+// quorum w and the given window.
+func newEnv(t testing.TB, k, w, window int) *env {
+	t.Helper()
+	raw := make([]objstore.Bucket, k)
+	for i := range raw {
+		raw[i] = mem.New(string(rune('a' + i)))
+	}
+	return newEnvOn(t, raw, w, window)
+}
+
+// newEnvOn mints an epoch over the given backend buckets (any backend).
+func newEnvOn(t testing.TB, raw []objstore.Bucket, w, window int) *env {
 	t.Helper()
 	m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
 	require.NoError(t, err)
-	e := &env{t: t, minter: m, keys: chain.Keys{Prefix: "chains"}}
-	var names []string
-	for i := range k {
-		name := string(rune('a' + i))
-		e.zones = append(e.zones, &zone{Bucket: mem.New(name)})
-		names = append(names, name)
+	e := &env{t: t, minter: m, raw: raw, keys: chain.Keys{Prefix: "chains"}}
+	for i, b := range raw {
+		e.zones = append(e.zones, fault.Wrap(b, fault.Options{Seed: uint64(i + 1)}))
 	}
-	e.rec, err = m.Mint(context.Background(), star, epoch.Constants{Class: "standard", Buckets: names, W: w, Window: window})
+	e.rec, err = m.Mint(context.Background(), star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: w, Window: window})
 	require.NoError(t, err)
 	return e
 }
 
-func (e *env) buckets() chain.Zones {
-	z := chain.Zones{}
-	for _, b := range e.zones {
-		z[b.Name()] = b
+// view returns the zones in the epoch's order as one party (a writer, a
+// fencer) sees them: the fault-injecting zones, each optionally wrapped
+// further (latency, request counting).
+func (e *env) view(wrap func(i int, b objstore.Bucket) objstore.Bucket) []objstore.Bucket {
+	out := make([]objstore.Bucket, len(e.zones))
+	for i, z := range e.zones {
+		out[i] = z
+		if wrap != nil {
+			out[i] = wrap(i, z)
+		}
 	}
-	return z
+	return out
 }
+
+func (e *env) buckets() chain.Zones { return chain.NewZones(e.view(nil)...) }
 
 func (e *env) fencer(opts Options) *Fencer {
 	e.t.Helper()
+	return e.fencerOn(e.buckets(), opts)
+}
+
+func (e *env) fencerOn(zones chain.Zones, opts Options) *Fencer {
+	e.t.Helper()
 	opts.Keys = e.keys
-	f, err := New(e.minter, e.buckets(), opts)
+	f, err := New(e.minter, zones, opts)
 	require.NoError(e.t, err)
 	return f
 }
 
-func payload(slot uint64) []byte { return []byte(fmt.Sprintf("payload-%d", slot)) }
+// writer returns a writer of the epoch over buckets (in the epoch's
+// order); it is aborted when the test ends unless the test closed it.
+func (e *env) writer(buckets []objstore.Bucket, opts chain.WriterOptions) *chain.Writer {
+	e.t.Helper()
+	opts.Keys = e.keys
+	w, err := chain.NewWriter(e.rec, buckets, opts)
+	require.NoError(e.t, err)
+	e.t.Cleanup(w.Abort)
+	return w
+}
+
+func payload(slot uint64) []byte { return fmt.Appendf(nil, "payload-%d", slot) }
+
+func (e *env) slot(s uint64) chain.Slot {
+	return chain.Slot{Keys: e.keys, Star: star, Epoch: e.rec.Epoch, Slot: s}
+}
 
 // put places an object in bucket b at slot: 'F' flight, 'P' poison, 'X'
 // a foreign (corrupt) object, 'M' a misplaced flight (claims another slot).
@@ -109,8 +122,7 @@ func (e *env) put(slot uint64, b int, kind byte) {
 	default:
 		return
 	}
-	key := e.keys.Slot(star, e.rec.Epoch, slot)
-	require.NoError(e.t, e.zones[b].Bucket.Create(context.Background(), key, data))
+	require.NoError(e.t, e.raw[b].Create(context.Background(), e.slot(slot).Key(), data))
 }
 
 // layout places objects from rows like "F F E", one row per slot from 0.
@@ -122,12 +134,16 @@ func (e *env) layout(rows ...string) {
 	}
 }
 
-// state reads slot s in every bucket (bypassing outages): a row like "F P E".
+var stateLetter = map[chain.SlotState]string{
+	chain.Empty: "E", chain.HasFlight: "F", chain.HasPoison: "P", chain.Foreign: "X", chain.Unreachable: "U",
+}
+
+// state reads slot s in every backend bucket (bypassing injected faults): a
+// row like "F P E".
 func (e *env) state(s uint64) string {
-	var out []string
-	for _, z := range e.zones {
-		o := chain.ObserveObject(context.Background(), z.Bucket, chain.Slot{Keys: e.keys, Star: star, Epoch: e.rec.Epoch, Slot: s})
-		out = append(out, map[chain.SlotState]string{chain.Empty: "E", chain.HasFlight: "F", chain.HasPoison: "P", chain.Foreign: "X"}[o.State])
+	out := make([]string, len(e.raw))
+	for i, b := range e.raw {
+		out[i] = stateLetter[chain.ObserveObject(context.Background(), b, e.slot(s)).State]
 	}
 	return strings.Join(out, " ")
 }
@@ -136,4 +152,78 @@ func (e *env) record() *epoch.Record {
 	r, err := e.minter.Get(context.Background(), star, e.rec.Epoch)
 	require.NoError(e.t, err)
 	return r
+}
+
+func countOf(state string, c byte) int {
+	n := 0
+	for i := 0; i < len(state); i++ {
+		if state[i] == c {
+			n++
+		}
+	}
+	return n
+}
+
+// checkCut asserts the invariants of a published cut on the backend
+// buckets: [0, cut) committed (≥ W flights each, so no holes), the cut
+// dead (≥ B poison, < W flights), and the record agreeing.
+func (e *env) checkCut(cut uint64) {
+	e.t.Helper()
+	w, b := e.rec.Constants.W, e.rec.Constants.B()
+	for s := uint64(0); s < cut; s++ {
+		st := e.state(s)
+		require.GreaterOrEqual(e.t, countOf(st, 'F'), w, "slot %d below the cut %d is committed: %s", s, cut, st)
+	}
+	st := e.state(cut)
+	require.GreaterOrEqual(e.t, countOf(st, 'P'), b, "the cut %d is dead: %s", cut, st)
+	require.Less(e.t, countOf(st, 'F'), w, "the cut %d can never commit: %s", cut, st)
+	rec := e.record()
+	require.True(e.t, rec.Fenced(), "the record is fenced")
+	require.Equal(e.t, cut, rec.Cut, "the published cut")
+}
+
+// expiringCtx is a context whose deadline a test triggers by hand: Expire
+// makes it done with context.DeadlineExceeded. It lets a test end a fence
+// exactly when the fence is blocked, without racing a timer.
+type expiringCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newExpiringCtx() *expiringCtx {
+	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (c *expiringCtx) Expire() { c.once.Do(func() { close(c.done) }) }
+
+// fenceUntilBlocked runs f's fence of the env's epoch on a fake clock
+// until the fence waits on that clock (blocked on an undecided slot), then
+// expires its context and returns the outcome.
+func (e *env) fenceUntilBlocked(f *Fencer, fc *clock.Fake) (Report, error) {
+	ctx := newExpiringCtx()
+	type result struct {
+		rep Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := f.FenceReport(ctx, star, e.rec.Epoch)
+		done <- result{rep, err}
+	}()
+	fc.BlockUntil(1)
+	ctx.Expire()
+	r := <-done
+	return r.rep, r.err
 }

@@ -13,23 +13,27 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
 )
 
-// TestScenarios fences hand-laid epochs. Rows give each slot's objects per
-// bucket (F flight, P poison, X corrupt, M misplaced, E empty); down lists
-// the buckets that are unreachable; the expected cut and the cut slot's
-// final state are written down.
-func TestScenarios(t *testing.T) {
-	cases := []struct {
-		name     string
-		k, w     int
-		rows     []string
-		down     []int
-		wantCut  uint64
-		wantErr  error
-		after    map[uint64]string // slot → expected final state
-		poisoned int64             // poison objects this fence must create
-	}{
+// scenario is a hand-laid epoch and the expected outcome of fencing it.
+// Rows give each slot's objects per bucket (F flight, P poison, X corrupt,
+// M misplaced, E empty); down lists the buckets that are unreachable; the
+// expected cut and the final state of some slots are written down.
+type scenario struct {
+	name     string
+	k, w     int
+	rows     []string
+	down     []int
+	wantCut  uint64
+	wantErr  error
+	after    map[uint64]string // slot → expected final state
+	poisoned int64             // poison objects this fence must create
+}
+
+func scenarios() []scenario {
+	return []scenario{
 		{name: "empty epoch", k: 3, w: 2, wantCut: 0, after: map[uint64]string{0: "P P E"}, poisoned: 2},
 		{name: "all committed", k: 3, w: 2, rows: []string{"F F F", "F F F", "F F E", "E F F", "F E F"},
 			wantCut: 5, after: map[uint64]string{5: "P P E"}, poisoned: 2},
@@ -64,64 +68,75 @@ func TestScenarios(t *testing.T) {
 		{name: "misplaced object is neither flight nor poison", k: 3, w: 2, rows: []string{"M E E"},
 			wantCut: 0, after: map[uint64]string{0: "X P P"}, poisoned: 2},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t, c.k, c.w, 4)
-			e.layout(c.rows...)
-			for _, d := range c.down {
-				e.zones[d].down.Store(true)
-			}
-			f := e.fencer(Options{Identity: "test-fencer"})
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			defer cancel()
-			rep, err := f.FenceReport(ctx, star, e.rec.Epoch)
-			if c.wantErr != nil {
-				require.ErrorIs(t, err, c.wantErr)
-				require.Equal(t, epoch.StateOpen, e.record().State, "nothing published")
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, c.wantCut, rep.Cut)
-			require.Equal(t, c.poisoned, rep.Poisoned, "poison objects created")
-			rec := e.record()
-			require.Equal(t, epoch.StateFenced, rec.State)
-			require.Equal(t, c.wantCut, rec.Cut)
-			for s, want := range c.after {
-				require.Equal(t, want, e.state(s), "slot %d", s)
-			}
-			// invariant: [0, cut) committed
-			for s := uint64(0); s < rep.Cut; s++ {
-				require.GreaterOrEqual(t, countOf(e.state(s), 'F'), c.w, "slot %d below the cut is committed", s)
-			}
-			// the cut is dead
-			require.GreaterOrEqual(t, countOf(e.state(rep.Cut), 'P'), c.k-c.w+1)
-			// a later fence is a read, with the same cut
-			rep2, err := f.FenceReport(context.Background(), star, e.rec.Epoch)
-			require.NoError(t, err)
-			require.True(t, rep2.AlreadyFenced)
-			require.Equal(t, rep.Cut, rep2.Cut)
-		})
+}
+
+// TestScenarios fences hand-laid epochs on in-memory zones.
+func TestScenarios(t *testing.T) {
+	for _, c := range scenarios() {
+		t.Run(c.name, func(t *testing.T) { runScenario(t, newEnv(t, c.k, c.w, 4), c) })
 	}
 }
 
-func countOf(state string, c byte) int {
-	n := 0
-	for i := 0; i < len(state); i++ {
-		if state[i] == c {
-			n++
-		}
+// runScenario lays out c in e (a fresh epoch with c.k zones and quorum
+// c.w), fences it and checks the outcome.
+func runScenario(t *testing.T, e *env, c scenario) {
+	e.layout(c.rows...)
+	for _, d := range c.down {
+		e.zones[d].SetDown(true)
 	}
-	return n
+	// An undecided fence blocks, retrying on its clock, until its context
+	// ends: it runs on a fake clock and is ended once it waits. The others
+	// must finish well within the generous bound.
+	fc := clockFake()
+	opts := Options{Identity: "test-fencer", MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+	if errors.Is(c.wantErr, ErrUndecided) {
+		opts.Clock = fc
+	}
+	f := e.fencer(opts)
+	var rep Report
+	var err error
+	if errors.Is(c.wantErr, ErrUndecided) {
+		rep, err = e.fenceUntilBlocked(f, fc)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		rep, err = f.FenceReport(ctx, star, e.rec.Epoch)
+	}
+	if c.wantErr != nil {
+		require.ErrorIs(t, err, c.wantErr)
+		require.Equal(t, epoch.StateOpen, e.record().State, "nothing published")
+		return
+	}
+	require.NoError(t, err)
+	require.Equal(t, c.wantCut, rep.Cut)
+	require.Equal(t, c.poisoned, rep.Poisoned, "poison objects created")
+	rec := e.record()
+	require.Equal(t, epoch.StateFenced, rec.State)
+	require.Equal(t, c.wantCut, rec.Cut)
+	for s, want := range c.after {
+		require.Equal(t, want, e.state(s), "slot %d", s)
+	}
+	// invariant: [0, cut) committed
+	for s := uint64(0); s < rep.Cut; s++ {
+		require.GreaterOrEqual(t, countOf(e.state(s), 'F'), c.w, "slot %d below the cut is committed", s)
+	}
+	// the cut is dead
+	require.GreaterOrEqual(t, countOf(e.state(rep.Cut), 'P'), c.k-c.w+1)
+	// a later fence is a read, with the same cut
+	rep2, err := f.FenceReport(context.Background(), star, e.rec.Epoch)
+	require.NoError(t, err)
+	require.True(t, rep2.AlreadyFenced)
+	require.Equal(t, rep.Cut, rep2.Cut)
 }
 
 func TestUndecidedReportsWaitingAndAge(t *testing.T) {
 	e := newEnv(t, 3, 2, 4)
 	e.layout("F P E")
-	e.zones[2].down.Store(true)
-	f := e.fencer(Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	_, err := f.Fence(ctx, star, e.rec.Epoch)
+	e.zones[2].SetDown(true)
+	fc := clockFake()
+	f := e.fencer(Options{Clock: fc})
+	_, err := e.fenceUntilBlocked(f, fc)
 	var ue *UndecidedError
 	require.ErrorAs(t, err, &ue)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -133,7 +148,7 @@ func TestUndecidedReportsWaitingAndAge(t *testing.T) {
 	require.Equal(t, ue.Since, u[0].Since)
 
 	// The zone comes back holding nothing: the slot is repaired into c.
-	e.zones[2].down.Store(false)
+	e.zones[2].SetDown(false)
 	cut, err := f.Fence(context.Background(), star, e.rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), cut)
@@ -144,7 +159,7 @@ func TestUndecidedReportsWaitingAndAge(t *testing.T) {
 func TestUndecidedUsesInjectedClock(t *testing.T) {
 	e := newEnv(t, 3, 2, 4)
 	e.layout("F P E")
-	e.zones[2].down.Store(true)
+	e.zones[2].SetDown(true)
 	fc := clockFake()
 	f := e.fencer(Options{Clock: fc, MinBackoff: time.Second, MaxBackoff: time.Second})
 	done := make(chan error, 1)
@@ -158,7 +173,7 @@ func TestUndecidedUsesInjectedClock(t *testing.T) {
 		fc.BlockUntil(1)
 		require.Len(t, f.Undecided(), 1)
 		if i == 3 {
-			e.zones[2].down.Store(false)
+			e.zones[2].SetDown(false)
 		}
 		fc.Advance(time.Second)
 	}
@@ -263,4 +278,117 @@ func TestInvalidOptions(t *testing.T) {
 	_, err = f.Fence(context.Background(), star, rec.Epoch)
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
 	require.False(t, errors.Is(err, ErrUndecided))
+}
+
+// TestWriteRefusingZone: one zone answers reads but refuses every create
+// (its outcome unknown). K=3, W=2 tolerates one zone failing, so the fence
+// must poison the other two instead of retrying the refusing one forever.
+func TestWriteRefusingZone(t *testing.T) {
+	e := newEnv(t, 3, 2, 4)
+	e.layout("F F F")
+	require.NoError(t, e.zones[0].AddRule(fault.Rule{Op: fault.OpCreate}))
+	f := e.fencer(Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := f.FenceReport(ctx, star, e.rec.Epoch)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), rep.Cut)
+	require.Equal(t, "E P P", e.state(1))
+	require.Equal(t, int64(2), rep.Poisoned)
+	require.Equal(t, 1, e.zones[0].Stats().Injected[fault.OpCreate], "the refusing zone was asked once, then passed over")
+}
+
+// TestFailingCreatesBackOff: while every create fails, the fence waits on
+// its clock between attempts instead of spinning.
+func TestFailingCreatesBackOff(t *testing.T) {
+	e := newEnv(t, 3, 2, 4)
+	for _, z := range e.zones {
+		// Bounded, so that a fence that spins instead of waiting ends
+		// and fails the test rather than hanging it.
+		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Count: 1000}))
+	}
+	fc := clockFake()
+	f := e.fencer(Options{Clock: fc, MinBackoff: time.Second, MaxBackoff: time.Second})
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Fence(context.Background(), star, e.rec.Epoch)
+		done <- err
+	}()
+	waiting := make(chan struct{})
+	go func() { fc.BlockUntil(1); close(waiting) }()
+	select {
+	case <-waiting:
+	case err := <-done:
+		fc.NewTimer(time.Hour) // release the waiter
+		<-waiting
+		t.Fatalf("the fence returned (%v) without waiting", err)
+	}
+	creates := 0
+	for _, z := range e.zones {
+		creates += z.Stats().Calls[fault.OpCreate]
+	}
+	require.Equal(t, 1, creates, "one create, then a backoff")
+	for _, z := range e.zones {
+		z.ClearRules()
+	}
+	fc.Advance(time.Second) // the backoff ends; nothing fails any more
+	require.NoError(t, <-done)
+	e.checkCut(0)
+}
+
+// TestCancelledFenceIsNotUndecided: a fence whose context ends while it
+// reads healthy buckets stopped; it was not blocked by a zone, so it must
+// not report ErrUndecided nor leave an entry in Undecided.
+func TestCancelledFenceIsNotUndecided(t *testing.T) {
+	e := newEnv(t, 3, 2, 4)
+	e.layout("F F F", "F F F", "F F F", "F F F", "F F F")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Cancel at the walk's read of slot 3 (the estimate does not read it).
+	trip := func(i int, b objstore.Bucket) objstore.Bucket {
+		return &tripBucket{Bucket: b, key: e.slot(3).Key(), cancel: cancel}
+	}
+	f := e.fencerOn(chain.NewZones(e.view(trip)...), Options{})
+	_, err := f.Fence(ctx, star, e.rec.Epoch)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrUndecided)
+	require.Empty(t, f.Undecided())
+	require.Equal(t, epoch.StateOpen, e.record().State)
+}
+
+// tripBucket cancels a context when key is first read.
+type tripBucket struct {
+	objstore.Bucket
+	key    string
+	cancel context.CancelFunc
+}
+
+func (b *tripBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if key == b.key {
+		b.cancel()
+		return nil, &objstore.OpError{Op: "getrange", Bucket: b.Name(), Key: key, Err: objstore.Unavailable(ctx.Err())}
+	}
+	return b.Bucket.GetRange(ctx, key, off, n)
+}
+
+// TestUndecidedClearedWhenAnotherFencerPublishes: a fencer that gave up on
+// an undecided slot stops reporting it once another fencer published the
+// cut, so an alert on Undecided ages does not fire forever.
+func TestUndecidedClearedWhenAnotherFencerPublishes(t *testing.T) {
+	e := newEnv(t, 3, 2, 4)
+	e.layout("F P E")
+	e.zones[2].SetDown(true)
+	fc := clockFake()
+	f := e.fencer(Options{Clock: fc})
+	_, err := e.fenceUntilBlocked(f, fc)
+	require.ErrorIs(t, err, ErrUndecided)
+	require.Len(t, f.Undecided(), 1, "the age survives a failed attempt, for retries")
+
+	e.zones[2].SetDown(false)
+	cut, err := e.fencer(Options{}).Fence(context.Background(), star, e.rec.Epoch)
+	require.NoError(t, err)
+	cut2, err := f.Fence(context.Background(), star, e.rec.Epoch)
+	require.NoError(t, err)
+	require.Equal(t, cut, cut2)
+	require.Empty(t, f.Undecided())
 }

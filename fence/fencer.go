@@ -172,6 +172,9 @@ func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Repor
 		return rep, fmt.Errorf("fence %s/%d: %w", star, ep, err)
 	}
 	if rec.Fenced() {
+		// Another fencer finished: a slot this fencer was blocked on is
+		// decided, so it must stop showing in Undecided.
+		f.clearUndecided(rec)
 		rep.Cut, rep.AlreadyFenced = rec.Cut, true
 		return rep, nil
 	}
@@ -424,9 +427,14 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 // cut when the slot is dead.
 func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation) (uint64, bool, error) {
 	backoff := w.f.opts.MinBackoff
+	// stuck: an observation of this call found s undecided, at since,
+	// waiting for the buckets waitingFor.
+	stuck, since, waitingFor := false, time.Time{}, []string(nil)
+	failed := make([]bool, len(w.buckets)) // poison creates with unknown outcome
 	for {
 		v := classify(obs, w.rec.Constants.W)
 		w.f.opts.Logger.DebugContext(ctx, "fence slot", "star", w.rec.Star, "epoch", w.rec.Epoch, "slot", s, "verdict", v.String())
+		progress := true
 		switch v {
 		case committed:
 			w.f.clearUndecided(w.rec)
@@ -435,15 +443,34 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 			w.f.clearUndecided(w.rec)
 			return s, true, nil
 		case repair:
-			w.repair(ctx, s, obs)
+			progress = w.repair(ctx, s, obs)
 		case poison:
-			w.poison(ctx, s, obs)
+			progress = w.poison(ctx, s, obs, failed)
 		case blocked:
 			return 0, false, w.foreign(s, obs)
 		case undecided:
-			since := w.f.markUndecided(w.rec, s, obs)
+			if err := ctx.Err(); err != nil {
+				// Buckets read as unreachable because ctx ended, not
+				// because they failed. Unless an earlier observation found
+				// the slot undecided, the fence stopped; it was not
+				// blocked.
+				if !stuck {
+					return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
+				}
+				return 0, false, &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waitingFor, Since: since, Err: err}
+			}
+			stuck, waitingFor = true, waiting(w.buckets, obs)
+			since = w.f.markUndecided(w.rec, s, obs)
 			if err := clock.Sleep(ctx, w.f.opts.Clock, jitter(backoff)); err != nil {
-				return 0, false, &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waiting(w.buckets, obs), Since: since, Err: err}
+				return 0, false, &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waitingFor, Since: since, Err: err}
+			}
+			backoff = min(2*backoff, w.f.opts.MaxBackoff)
+		}
+		if !progress {
+			// Every request of the step failed: back off instead of
+			// hammering a failing bucket.
+			if err := clock.Sleep(ctx, w.f.opts.Clock, jitter(backoff)); err != nil {
+				return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
 			}
 			backoff = min(2*backoff, w.f.opts.MaxBackoff)
 		}
@@ -456,8 +483,10 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 
 // repair copies the slot's flight, read whole and verified from a bucket
 // that holds it, into every empty bucket, in parallel. Outcomes are not
-// trusted: the caller re-observes.
-func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) {
+// trusted: the caller re-observes. It reports whether any request got an
+// answer (the flight was read and some create succeeded or found an
+// object).
+func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) bool {
 	var data []byte
 	w.rep.Rounds++
 	for j, o := range obs {
@@ -472,10 +501,11 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) {
 		}
 	}
 	if data == nil {
-		return // the copy could not be read; re-observe and try again
+		return false // the copy could not be read; re-observe and try again
 	}
 	w.rep.Rounds++
 	var wg sync.WaitGroup
+	var answered atomic.Bool
 	for j, o := range obs {
 		if o.State != chain.Empty {
 			continue
@@ -484,33 +514,59 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) {
 		go func() {
 			defer wg.Done()
 			w.creates.Add(1)
-			if err := w.buckets[j].Create(ctx, w.slot(s).Key(), data); err == nil {
+			err := w.buckets[j].Create(ctx, w.slot(s).Key(), data)
+			if err == nil {
 				w.repaired.Add(1)
+			}
+			if err == nil || errors.Is(err, objstore.ErrExists) {
+				answered.Store(true)
 			}
 		}()
 	}
 	wg.Wait()
+	return answered.Load()
 }
 
 // poison creates poison in the first empty bucket, in the bucket set's fixed
 // order: one at a time, so that no more poison is written than needed and a
-// flight that appears meanwhile sends the slot back to repair.
-func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation) {
-	for j, o := range obs {
-		if o.State != chain.Empty {
-			continue
+// flight that appears meanwhile sends the slot back to repair. A bucket
+// whose create failed (failed[j], outcome unknown) is tried again only
+// after the other empty buckets, so that one zone refusing writes cannot
+// stall a slot the others can decide. It reports whether the create got an
+// answer (created, or found an object).
+func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, failed []bool) bool {
+	j := -1
+	for i, o := range obs {
+		if o.State == chain.Empty && (j < 0 || failed[j] && !failed[i]) {
+			j = i
 		}
-		w.rep.Rounds++
-		w.creates.Add(1)
-		data := chain.EncodePoison(w.rec.Star, w.rec.Epoch, s, w.f.opts.Identity)
-		err := w.buckets[j].Create(ctx, w.slot(s).Key(), data)
-		if err == nil {
-			w.poisoned.Add(1)
-		} else if !errors.Is(err, objstore.ErrExists) {
-			w.f.opts.Logger.DebugContext(ctx, "fence poison create failed", "bucket", w.buckets[j].Name(), "slot", s, "err", err)
-		}
-		return
 	}
+	if j < 0 {
+		return true
+	}
+	w.rep.Rounds++
+	w.creates.Add(1)
+	data := chain.EncodePoison(w.rec.Star, w.rec.Epoch, s, w.f.opts.Identity)
+	err := w.buckets[j].Create(ctx, w.slot(s).Key(), data)
+	switch {
+	case err == nil:
+		w.poisoned.Add(1)
+	case errors.Is(err, objstore.ErrExists):
+	default:
+		w.f.opts.Logger.DebugContext(ctx, "fence poison create failed", "bucket", w.buckets[j].Name(), "slot", s, "err", err)
+		failed[j] = true
+		// Once every empty bucket failed, start over in the fixed order.
+		all := true
+		for i, o := range obs {
+			all = all && (o.State != chain.Empty || failed[i])
+		}
+		if all {
+			clear(failed)
+		}
+		return false
+	}
+	failed[j] = false
+	return true
 }
 
 func (w *walk) foreign(s uint64, obs []chain.Observation) error {
