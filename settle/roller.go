@@ -61,10 +61,14 @@ type Roller struct {
 	// its context while another waits for window space.
 	sub chan struct{}
 
-	mu       sync.Mutex
-	w        *chain.Writer
-	pend     []*Append // unresolved appends in chain order
-	rolling  chan struct{}
+	mu      sync.Mutex
+	w       *chain.Writer
+	pend    []*Append // unresolved appends in chain order
+	rolling chan struct{}
+	// changed is closed and replaced (under mu) whenever pend shrinks or
+	// a roll starts or ends: Close and waitRolling wait on it, not on the
+	// clock.
+	changed  chan struct{}
 	closed   bool
 	kick     chan struct{}
 	requests chan rollRequest
@@ -123,7 +127,7 @@ func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants,
 		opts.Writer.Clock = opts.Clock
 	}
 	r := &Roller{settler: s, fencer: s.opts.Fencer, star: star, opts: opts, clock: clock.Or(opts.Clock),
-		log: opts.Logger, kick: make(chan struct{}, 1), sub: make(chan struct{}, 1), requests: make(chan rollRequest), done: make(chan struct{})}
+		log: opts.Logger, kick: make(chan struct{}, 1), sub: make(chan struct{}, 1), changed: make(chan struct{}), requests: make(chan rollRequest), done: make(chan struct{})}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -222,33 +226,20 @@ func (r *Roller) Submit(ctx context.Context, payload []byte) (*Append, error) {
 	}
 }
 
-// waitRolling waits until the writer is no longer w.
+// waitRolling waits until the writer is no longer w (or the roller is
+// closing).
 func (r *Roller) waitRolling(ctx context.Context, w *chain.Writer) error {
 	for {
 		r.mu.Lock()
-		cur, ch, closed := r.w, r.rolling, r.closed
+		cur, closed, changed := r.w, r.closed, r.changed
 		r.mu.Unlock()
 		if cur != w || closed {
 			return nil
 		}
-		if ch == nil {
-			// The dispatcher has not noticed the halt yet.
-			select {
-			case <-w.Halted():
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			t := r.clock.NewTimer(time.Millisecond)
-			select {
-			case <-t.C():
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			}
-			continue
-		}
+		// The dispatcher rolls when it sees the halt (poked by the
+		// caller); a roll replaces the writer and signals changed.
 		select {
-		case <-ch:
+		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -337,6 +328,7 @@ func (r *Roller) dispatch() {
 			if err == nil || !r.opts.RollOnHalt || !errors.Is(err, chain.ErrFenced) {
 				r.mu.Lock()
 				r.pend = r.pend[1:]
+				r.notifyLocked()
 				r.mu.Unlock()
 				head.resolve(pos, err)
 				continue
@@ -346,6 +338,12 @@ func (r *Roller) dispatch() {
 			}
 		}
 	}
+}
+
+// notifyLocked wakes the waiters on changed; r.mu is held.
+func (r *Roller) notifyLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 func isHalted(w *chain.Writer) bool {
@@ -364,16 +362,20 @@ func (r *Roller) roll(c epoch.Constants, planned bool) error {
 	r.mu.Lock()
 	old := r.w
 	r.rolling = make(chan struct{})
+	r.notifyLocked()
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		close(r.rolling)
 		r.rolling = nil
+		r.notifyLocked()
 		r.mu.Unlock()
 	}()
 	if planned {
-		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		dctx, cancel := context.WithCancel(ctx)
+		t := r.clock.AfterFunc(10*time.Second, cancel)
 		_ = old.Close(dctx)
+		t.Stop()
 		cancel()
 	}
 	old.Abort()
@@ -484,18 +486,18 @@ func (r *Roller) Close(ctx context.Context) error {
 	r.mu.Unlock()
 	var err error
 	for {
+		// A roll holds the appends it republishes outside pend.
 		r.mu.Lock()
-		n := len(r.pend)
+		busy := len(r.pend) > 0 || r.rolling != nil
+		changed := r.changed
 		r.mu.Unlock()
-		if n == 0 {
+		if !busy {
 			break
 		}
-		t := r.clock.NewTimer(time.Millisecond)
 		select {
-		case <-t.C():
+		case <-changed:
 			continue
 		case <-ctx.Done():
-			t.Stop()
 			err = ctx.Err()
 		}
 		break

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	metamem "github.com/cutline/cutline/metastore/mem"
@@ -24,6 +25,10 @@ import (
 // They play that Submit by hand, holding the submission token.
 
 func newInternalRoller(t *testing.T, wrap func(objstore.Bucket) objstore.Bucket) (*Roller, []*fault.Bucket) {
+	return newInternalRollerOpts(t, wrap, RollerOptions{})
+}
+
+func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Bucket, opts RollerOptions) (*Roller, []*fault.Bucket) {
 	t.Helper()
 	store := metamem.New(metamem.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
@@ -49,7 +54,7 @@ func newInternalRoller(t *testing.T, wrap func(objstore.Bucket) objstore.Bucket)
 	require.NoError(t, err)
 	s, err := New(m, zones, refs, Options{Keys: keys, Fencer: f})
 	require.NoError(t, err)
-	r, err := OpenRoller(context.Background(), s, "star", epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 4}, RollerOptions{})
+	r, err := OpenRoller(context.Background(), s, "star", epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 4}, opts)
 	require.NoError(t, err)
 	return r, fbs
 }
@@ -177,4 +182,36 @@ func (g *gateBucket) Create(ctx context.Context, key string, data []byte) error 
 		}
 	}
 	return g.Bucket.Create(ctx, key, data)
+}
+
+// A roller on a fake clock that nobody advances: Close must notice that
+// the pending appends are decided without waiting on the clock, and a
+// Submit that meets the halt must notice the roll the same way.
+func TestRollerOnFakeClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		fake := clock.NewFake(time.Now())
+		r, zones := newInternalRollerOpts(t, nil, RollerOptions{Clock: fake, RollOnHalt: true})
+		ep := r.Epoch().Epoch
+		for _, z := range zones[:2] {
+			require.NoError(t, z.Inner().Create(ctx, fmt.Sprintf("c/star/%020d/%020d", ep, 6), chain.EncodePoison("star", ep, 6, "other")))
+		}
+		var apps []*Append
+		for i := range 40 {
+			a, err := r.Submit(ctx, fmt.Appendf(nil, "s|%d", i))
+			require.NoError(t, err)
+			apps = append(apps, a)
+		}
+		require.NoError(t, r.Close(ctx))
+		var last chain.Position
+		for i, a := range apps {
+			pos, err := a.Wait(ctx)
+			require.NoError(t, err)
+			if i > 0 {
+				require.True(t, last.Less(pos))
+			}
+			last = pos
+		}
+		require.Equal(t, ep+1, r.Epoch().Epoch)
+	})
 }
