@@ -202,3 +202,38 @@ func ValidateKey(key string) error {
 	}
 	return nil
 }
+
+// ValidatePrefix checks a List or Watch prefix: empty means every key;
+// otherwise it follows the rules of ValidateKey.
+func ValidatePrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	return ValidateKey(prefix)
+}
+
+// ValidateTxn is the check a Store backend makes on a Txn before anything
+// is sent or applied: every key passes ValidateKey, no compare has a
+// negative revision, and no key has two ops (etcd refuses that too). Each
+// failure matches ErrInvalidKey and names the key.
+func ValidateTxn(t Txn) error {
+	for _, c := range t.If {
+		if err := ValidateKey(c.Key); err != nil {
+			return err
+		}
+		if c.Revision < 0 {
+			return fmt.Errorf("%w: negative revision %d for %q", ErrInvalidKey, c.Revision, c.Key)
+		}
+	}
+	seen := make(map[string]bool, len(t.Then))
+	for _, op := range t.Then {
+		if err := ValidateKey(op.Key); err != nil {
+			return err
+		}
+		if seen[op.Key] {
+			return fmt.Errorf("%w: two ops on %q in one txn", ErrInvalidKey, op.Key)
+		}
+		seen[op.Key] = true
+	}
+	return nil
+}

@@ -130,13 +130,6 @@ func (s *Store) toKV(key []byte, value []byte, mod, create, lease int64) metasto
 	return kv
 }
 
-func validatePrefix(prefix string) error {
-	if prefix == "" {
-		return nil
-	}
-	return metastore.ValidateKey(prefix)
-}
-
 // Get implements metastore.Store. The read is linearizable.
 func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
 	if err := ctx.Err(); err != nil {
@@ -164,7 +157,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	if err := validatePrefix(prefix); err != nil {
+	if err := metastore.ValidatePrefix(prefix); err != nil {
 		return nil, 0, err
 	}
 	start := s.root + prefix
@@ -197,29 +190,6 @@ func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 	}
 }
 
-// checkTxn validates t as etcd would, before anything is sent.
-func checkTxn(t metastore.Txn) error {
-	for _, c := range t.If {
-		if err := metastore.ValidateKey(c.Key); err != nil {
-			return err
-		}
-		if c.Revision < 0 {
-			return fmt.Errorf("%w: negative revision %d for %q", metastore.ErrInvalidKey, c.Revision, c.Key)
-		}
-	}
-	seen := make(map[string]bool, len(t.Then))
-	for _, op := range t.Then {
-		if err := metastore.ValidateKey(op.Key); err != nil {
-			return err
-		}
-		if seen[op.Key] {
-			return fmt.Errorf("%w: two ops on %q in one txn", metastore.ErrInvalidKey, op.Key)
-		}
-		seen[op.Key] = true
-	}
-	return nil
-}
-
 func ended(sess metastore.Session) bool {
 	select {
 	case <-sess.Done():
@@ -237,7 +207,7 @@ func (s *Store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := checkTxn(t); err != nil {
+	if err := metastore.ValidateTxn(t); err != nil {
 		return 0, err
 	}
 	cmps := make([]clientv3.Cmp, 0, len(t.If))

@@ -24,7 +24,7 @@ var errWatchClosed = errors.New("etcd: watch channel closed")
 // iteration began. Stopping the iteration early cancels the etcd watch.
 func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
 	return func(yield func(metastore.Event, error) bool) {
-		if err := validatePrefix(prefix); err != nil {
+		if err := metastore.ValidatePrefix(prefix); err != nil {
 			yield(metastore.Event{}, err)
 			return
 		}

@@ -75,15 +75,6 @@ func (s *Store) unreachableLocked(op, key string) error {
 
 var errPartitioned = fmt.Errorf("mem: store partitioned")
 
-// validatePrefix checks a List or Watch prefix: it may be empty (every key)
-// but follows the key rules otherwise.
-func validatePrefix(prefix string) error {
-	if prefix == "" {
-		return nil
-	}
-	return metastore.ValidateKey(prefix)
-}
-
 // Get implements metastore.Store.
 func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
 	if err := ctx.Err(); err != nil {
@@ -109,7 +100,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
-	if err := validatePrefix(prefix); err != nil {
+	if err := metastore.ValidatePrefix(prefix); err != nil {
 		return nil, 0, err
 	}
 	s.mu.Lock()
@@ -127,36 +118,12 @@ func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 	return out, s.rev, nil
 }
 
-// checkTxn validates the keys of t and refuses two ops on one key, which
-// etcd refuses too.
-func checkTxn(t metastore.Txn) error {
-	for _, c := range t.If {
-		if err := metastore.ValidateKey(c.Key); err != nil {
-			return err
-		}
-		if c.Revision < 0 {
-			return fmt.Errorf("%w: negative revision %d for %q", metastore.ErrInvalidKey, c.Revision, c.Key)
-		}
-	}
-	seen := make(map[string]bool, len(t.Then))
-	for _, op := range t.Then {
-		if err := metastore.ValidateKey(op.Key); err != nil {
-			return err
-		}
-		if seen[op.Key] {
-			return fmt.Errorf("%w: two ops on %q in one txn", metastore.ErrInvalidKey, op.Key)
-		}
-		seen[op.Key] = true
-	}
-	return nil
-}
-
 // Txn implements metastore.Store.
 func (s *Store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := checkTxn(t); err != nil {
+	if err := metastore.ValidateTxn(t); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -250,7 +217,7 @@ func (s *Store) notify() {
 // partitioned yields an error matching metastore.ErrUnavailable and ends.
 func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
 	return func(yield func(metastore.Event, error) bool) {
-		if err := validatePrefix(prefix); err != nil {
+		if err := metastore.ValidatePrefix(prefix); err != nil {
 			yield(metastore.Event{}, err)
 			return
 		}
