@@ -1,0 +1,366 @@
+package takeover_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/integration/etcdtest"
+	"github.com/cutline/cutline/internal/testservers"
+	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/metastore/etcd"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/s3"
+	"github.com/cutline/cutline/settle"
+)
+
+const (
+	starA  = "star-a"
+	starB  = "star-b"
+	stream = "orders"
+	zonesK = 3
+)
+
+// stack is the real storage of one test: an embedded etcd member and one
+// versitygw process per zone. Each test (or subtest) gets its own, and its
+// own metastore root and key prefix on top.
+type stack struct {
+	t      *testing.T
+	etcd   *etcdtest.Cluster
+	member *etcdtest.Member
+	zones  []*testservers.S3Server
+	root   string     // metastore root of this test
+	keys   chain.Keys // object key layout of this test
+}
+
+func zoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
+
+// newStack starts etcd and K versitygw zones; everything stops when the
+// test ends.
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	s := &stack{t: t, etcd: etcdtest.StartCluster(t, 1)}
+	s.member = s.etcd.Members()[0]
+	for i := range zonesK {
+		s.zones = append(s.zones, testservers.StartVersityGW(t, testservers.S3Options{Bucket: zoneName(i)}))
+	}
+	id := randomID()
+	s.root = "/cutline-it/" + id + "/"
+	s.keys = chain.Keys{Prefix: "it-" + id}
+	return s
+}
+
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// constants are the epoch constants over the stack's K zones.
+func (s *stack) constants(w, window int) epoch.Constants {
+	names := make([]string, zonesK)
+	for i := range names {
+		names[i] = zoneName(i)
+	}
+	return epoch.Constants{Class: "standard", Buckets: names, W: w, Window: window}
+}
+
+// party is one process's view of the stack: its own etcd client and store,
+// its own S3 clients (own connections), and the library objects built on
+// them. A zone whose server is down answers at once (connection refused)
+// and the SDK makes no retries of its own: the library's retries are the
+// ones under test.
+type party struct {
+	name    string
+	s       *stack
+	store   metastore.Store
+	buckets []objstore.Bucket
+	zones   chain.Zones
+	minter  *epoch.Minter
+	fencer  *fence.Fencer
+	refs    *settle.RefIndex
+	settler *settle.Settler
+	reader  *chain.Reader
+	// undecided is closed when the fencer first logs an undecided slot.
+	undecided chan struct{}
+}
+
+type partyOpts struct {
+	// requestTimeout bounds each metastore call (default 2s).
+	requestTimeout time.Duration
+	// wrapStore wraps the party's store (fault hooks).
+	wrapStore func(metastore.Store) metastore.Store
+}
+
+func (s *stack) party(t *testing.T, name string, o partyOpts) *party {
+	t.Helper()
+	if o.requestTimeout == 0 {
+		o.requestTimeout = 2 * time.Second
+	}
+	p := &party{name: name, s: s, undecided: make(chan struct{})}
+	cli := etcdtest.NewClient(t, s.etcd.Endpoints()...)
+	st, err := etcd.New(cli, etcd.Options{Root: s.root, RequestTimeout: o.requestTimeout})
+	require.NoError(t, err)
+	p.store = st
+	if o.wrapStore != nil {
+		p.store = o.wrapStore(st)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	for i, srv := range s.zones {
+		client := srv.NewClient(hc, func(o *awss3.Options) { o.RetryMaxAttempts = 1 })
+		b, err := s3.New(client, srv.Bucket, s3.Options{Name: zoneName(i)})
+		require.NoError(t, err)
+		p.buckets = append(p.buckets, b)
+	}
+	p.zones = chain.NewZones(p.buckets...)
+	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Writer: name})
+	require.NoError(t, err)
+	p.fencer, err = fence.New(p.minter, p.zones, fence.Options{
+		Keys: s.keys, Identity: name,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+		Logger: slog.New(&undecidedSignal{ch: p.undecided}),
+	})
+	require.NoError(t, err)
+	p.refs, err = settle.NewRefIndex(p.store, "", locate)
+	require.NoError(t, err)
+	p.settler, err = settle.New(p.minter, p.zones, p.refs, settle.Options{
+		Keys: s.keys, Fencer: p.fencer, Backoff: 20 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	p.reader, err = chain.NewReader(p.minter, p.zones, chain.ReaderOptions{Keys: s.keys})
+	require.NoError(t, err)
+	return p
+}
+
+// verify runs objstore.Verify on every zone: each really refuses a second
+// create.
+func (p *party) verify(t *testing.T) {
+	t.Helper()
+	for _, b := range p.buckets {
+		require.NoError(t, objstore.Verify(t.Context(), b), "zone %s", b.Name())
+	}
+}
+
+// writer makes a writer for rec over the party's buckets; it is aborted at
+// the end of the test unless the test ended it.
+func (p *party) writer(t *testing.T, rec *epoch.Record, opts chain.WriterOptions) *chain.Writer {
+	t.Helper()
+	bs, err := p.zones.Resolve(rec.Constants.Buckets)
+	require.NoError(t, err)
+	opts.Keys = p.s.keys
+	if opts.MinBackoff == 0 {
+		opts.MinBackoff, opts.MaxBackoff = 5*time.Millisecond, 100*time.Millisecond
+	}
+	w, err := chain.NewWriter(rec, bs, opts)
+	require.NoError(t, err)
+	t.Cleanup(w.Abort)
+	return w
+}
+
+// undecidedSignal is the fencer's log handler: it closes ch at the first
+// warning about an undecided slot, so a test waits for that event instead of
+// polling. It must not call back into the fencer (it runs under its lock).
+type undecidedSignal struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (h *undecidedSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *undecidedSignal) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "undecided") {
+		h.once.Do(func() { close(h.ch) })
+	}
+	return nil
+}
+
+func (h *undecidedSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *undecidedSignal) WithGroup(string) slog.Handler      { return h }
+
+// --- records ---
+
+// Records are "<stream>|<offset>|<id>": the stream and offset are what the
+// host's index needs (locate); the id names the producer's record, so that
+// exactly-once is checked across a takeover, where a retried record gets a
+// new offset.
+func record(offset uint64, id string) []byte {
+	return fmt.Appendf(nil, "%s|%d|%s", stream, offset, id)
+}
+
+func parseRecord(p []byte) (string, uint64, string, error) {
+	parts := bytes.SplitN(p, []byte("|"), 3)
+	if len(parts) != 3 {
+		return "", 0, "", fmt.Errorf("not a record: %q", p)
+	}
+	off, err := strconv.ParseUint(string(parts[1]), 10, 64)
+	return string(parts[0]), off, string(parts[2]), err
+}
+
+// locate is the hosts' settle.Locator: one record per flight.
+func locate(p []byte) (string, uint64, uint64, error) {
+	s, off, _, err := parseRecord(p)
+	return s, off, 1, err
+}
+
+// --- reading the zones directly ---
+
+// slotCounts is, per slot of one epoch, how many zones hold a flight and
+// how many hold poison, read from every zone's server.
+type slotCounts struct {
+	flights, poisons map[uint64]int
+}
+
+// zoneCounts lists every object of star's epoch ep in every zone and
+// classifies it with a header read. Every zone must be up.
+func (p *party) zoneCounts(t *testing.T, star string, ep uint64) slotCounts {
+	t.Helper()
+	ctx := t.Context()
+	c := slotCounts{flights: map[uint64]int{}, poisons: map[uint64]int{}}
+	for _, b := range p.buckets {
+		for o, err := range objstore.All(ctx, b, p.s.keys.Epoch(star, ep)) {
+			require.NoError(t, err, "list zone %s", b.Name())
+			n, ok := p.s.keys.ParseSlot(star, ep, o.Key)
+			require.True(t, ok, "zone %s holds a key that is not a slot: %s", b.Name(), o.Key)
+			obs := chain.ObserveHeader(ctx, b, chain.Slot{Keys: p.s.keys, Star: star, Epoch: ep, Slot: n})
+			switch obs.State {
+			case chain.HasFlight:
+				c.flights[n]++
+			case chain.HasPoison:
+				c.poisons[n]++
+			case chain.Empty:
+				// Deleted between the list and the read: nothing there.
+			default:
+				t.Fatalf("zone %s slot %d: %v (%v)", b.Name(), n, obs.State, obs.Err)
+			}
+		}
+	}
+	return c
+}
+
+// checkEpoch checks invariants 1–4 on star's fenced epoch ep as it lies in
+// the zones: acked (the slots acknowledged to producers) all lie below the
+// cut; the cut slot holds poison in at least B zones, so nothing at or past
+// it can ever be acknowledged; every slot in [trimmed, cut) holds its flight
+// in at least W zones, so the cut is also the first slot the zones'
+// contents leave uncommitted; the reader serves exactly [trimmed, cut); and
+// a fresh fencer of another process reads the same cut.
+func (p *party) checkEpoch(t *testing.T, star string, ep uint64, acked []uint64) *epoch.Record {
+	t.Helper()
+	ctx := t.Context()
+	rec, err := p.minter.Get(ctx, star, ep)
+	require.NoError(t, err)
+	require.True(t, rec.Fenced(), "epoch %s/%d is %s", star, ep, rec.State)
+	cut := rec.Cut
+	for _, s := range acked {
+		require.Less(t, s, cut, "invariant 1: acknowledged slot %s/%d/%d is not below the cut", star, ep, s)
+	}
+	c := p.zoneCounts(t, star, ep)
+	require.GreaterOrEqual(t, c.poisons[cut], rec.Constants.B(),
+		"invariant 2: the cut slot %s/%d/%d must hold poison in B zones", star, ep, cut)
+	first := rec.Cursors.Trimmed
+	for c.flights[first] >= rec.Constants.W {
+		first++
+	}
+	require.Equal(t, cut, first, "invariants 3 and 4: the first slot of %s/%d without W flights is the cut", star, ep)
+
+	var got []uint64
+	for f, err := range p.reader.Flights(ctx, star, chain.Position{Epoch: ep, Slot: rec.Cursors.Trimmed}) {
+		require.NoError(t, err)
+		if f.Epoch != ep {
+			break
+		}
+		got = append(got, f.Slot)
+	}
+	require.Len(t, got, int(cut-rec.Cursors.Trimmed), "the reader serves exactly [trimmed, cut) of %s/%d", star, ep)
+	for i, s := range got {
+		require.Equal(t, rec.Cursors.Trimmed+uint64(i), s)
+	}
+	_, err = p.reader.Read(ctx, star, chain.Position{Epoch: ep, Slot: cut})
+	require.ErrorIs(t, err, chain.ErrNotCommitted)
+
+	checker := p.s.party(t, "checker", partyOpts{})
+	again, err := checker.fencer.FenceReport(ctx, star, ep)
+	require.NoError(t, err)
+	require.Equal(t, cut, again.Cut, "invariant 3: a later fence reads the same cut of %s/%d", star, ep)
+	require.True(t, again.AlreadyFenced)
+	return rec
+}
+
+// streamIDs reads stream through the RefIndex and the chain.Reader: the refs
+// must cover [0, next) without holes or overlaps, each ref's flight must be
+// readable and carry the offset the ref claims. It returns the record ids
+// in offset order.
+func (p *party) streamIDs(t *testing.T) []string {
+	t.Helper()
+	ctx := t.Context()
+	var ids []string
+	var next uint64
+	for r, err := range p.refs.Refs(ctx, stream) {
+		require.NoError(t, err)
+		require.Equal(t, next, r.Offset, "refs must cover the stream without holes or overlaps")
+		require.Equal(t, uint64(1), r.Count)
+		next = r.Offset + r.Count
+		payload, err := p.reader.Read(ctx, r.Star, r.Position())
+		require.NoError(t, err, "ref %s/%v must be readable", r.Star, r.Position())
+		s, off, id, err := parseRecord(payload)
+		require.NoError(t, err)
+		require.Equal(t, stream, s)
+		require.Equal(t, r.Offset, off, "the flight at %s/%v carries another offset", r.Star, r.Position())
+		ids = append(ids, id)
+	}
+	n, err := p.refs.Next(ctx, stream)
+	require.NoError(t, err)
+	require.Equal(t, next, n)
+	return ids
+}
+
+// chainIDs reads star's whole chain in order and returns the record ids
+// with their positions.
+func (p *party) chainIDs(t *testing.T, star string) ([]string, []chain.Position) {
+	t.Helper()
+	var ids []string
+	var pos []chain.Position
+	for f, err := range p.reader.Flights(t.Context(), star, chain.Position{}) {
+		require.NoError(t, err)
+		_, _, id, err := parseRecord(f.Payload)
+		require.NoError(t, err)
+		ids = append(ids, id)
+		pos = append(pos, f.Position)
+	}
+	return ids, pos
+}
+
+// counts returns how often each id occurs.
+func counts(ids []string) map[string]int {
+	m := make(map[string]int, len(ids))
+	for _, id := range ids {
+		m[id]++
+	}
+	return m
+}
+
+// within returns a context bounded by d, for the steps of a test that wait
+// on real servers: a wait that does not end fails the test instead of
+// hanging it.
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,243 @@
+package takeover_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/settle"
+)
+
+// TestTakeoverEtcdS3 runs a takeover on embedded etcd and three versitygw
+// zones, with a zone's server process killed while star A appends:
+//
+//  1. A appends through a pipelined writer (K=3, W=2, window 32); its host
+//     covers acknowledged flights and advances the checkpoint, one batch
+//     behind.
+//  2. zone-c's process is killed; A keeps acknowledging with zone-a and
+//     zone-b.
+//  3. A dies mid-flight (its writer is aborted, nothing more is absorbed).
+//  4. B fences and settles A's epoch, then appends the producer's
+//     unacknowledged records in its own epoch.
+//
+// Two orders of the zone's return are covered: zone-c restarted before B
+// fences, and zone-b lost together with A, so that B's fence, with one
+// zone of three reachable, reports the frontier slot undecided until
+// zone-c is restarted.
+func TestTakeoverEtcdS3(t *testing.T) {
+	t.Run("ZoneRestartedBeforeFence", func(t *testing.T) { takeover(t, false) })
+	t.Run("FenceUndecidedUntilZoneRestarts", func(t *testing.T) { takeover(t, true) })
+}
+
+func takeover(t *testing.T, undecided bool) {
+	s := newStack(t)
+	ctx := within(t, 90*time.Second)
+	a := s.party(t, starA, partyOpts{})
+	a.verify(t)
+	recA, err := a.minter.Mint(ctx, starA, s.constants(2, 32))
+	require.NoError(t, err)
+	ep := recA.Epoch
+	h := startHost(t, a, a.writer(t, recA, chain.WriterOptions{}), 10)
+
+	h.waitAcks(ctx, 60)
+	s.zones[2].Stop() // zone-c's process is killed
+	n0 := h.ackCount()
+	h.waitAcks(ctx, n0+60)
+	t.Logf("zone-c stopped after %d acknowledgements; %d acknowledged since with zone-a and zone-b", n0, h.ackCount()-n0)
+	if undecided {
+		s.zones[1].Stop() // zone-b goes down together with A
+	}
+	h.kill()
+
+	require.Empty(t, h.errs, "A's host")
+	acked, failed := h.acked, h.failed
+	require.Len(t, h.submitted, len(acked)+len(failed))
+	require.NotEmpty(t, failed, "A died with appends in flight")
+	for _, f := range failed {
+		require.ErrorIs(t, f.err, chain.ErrAborted, "%s", f.id)
+	}
+	before, err := a.minter.Get(ctx, starA, ep)
+	require.NoError(t, err)
+	require.Equal(t, h.checkpoint, before.Cursors.Checkpoint)
+	t.Logf("A died: %d acknowledged (%d covered, checkpoint %d), %d in flight", len(acked), h.covered, h.checkpoint, len(failed))
+
+	// B takes over.
+	b := s.party(t, starB, partyOpts{})
+	var reps []settle.Report
+	if !undecided {
+		s.zones[2].Restart()
+		reps, err = b.settler.SettleAll(ctx, starA)
+		require.NoError(t, err)
+		select {
+		case <-b.undecided:
+			t.Fatal("the fence was undecided with every zone up")
+		default:
+		}
+	} else {
+		type result struct {
+			reps []settle.Report
+			err  error
+		}
+		res := make(chan result, 1)
+		go func() {
+			r, err := b.settler.SettleAll(ctx, starA)
+			res <- result{r, err}
+		}()
+		select {
+		case <-b.undecided:
+		case r := <-res:
+			t.Fatalf("settled with two zones of three down: %+v, %v", r.reps, r.err)
+		case <-ctx.Done():
+			t.Fatalf("the fence reported no undecided slot: %v", ctx.Err())
+		}
+		u := b.fencer.Undecided()
+		require.Len(t, u, 1)
+		require.Equal(t, starA, u[0].Star)
+		require.Equal(t, ep, u[0].Epoch)
+		require.ElementsMatch(t, []string{"zone-b", "zone-c"}, u[0].Waiting)
+		t.Logf("fence undecided at slot %d, waiting for %v: restarting zone-c", u[0].Slot, u[0].Waiting)
+		s.zones[2].Restart()
+		var r result
+		select {
+		case r = <-res:
+		case <-ctx.Done():
+			t.Fatalf("the fence did not finish after zone-c came back: %v", ctx.Err())
+		}
+		require.NoError(t, r.err)
+		reps = r.reps
+		require.Empty(t, b.fencer.Undecided(), "a decided fence leaves nothing undecided")
+		s.zones[1].Restart() // zone-b comes back with what it held
+	}
+	require.Len(t, reps, 1)
+	rep := reps[0]
+	cut := rep.Cut
+	require.NotNil(t, rep.Fence)
+	require.Equal(t, int(cut-before.Cursors.Checkpoint), rep.Covered, "settlement covers [checkpoint, cut)")
+	t.Logf("fenced %s/%d: cut %d (walk from %d, %d repaired, %d poisoned); garbage deleted %d, left %d; covered %d",
+		starA, ep, cut, rep.Fence.WalkStart, rep.Fence.Repaired, rep.Fence.Poisoned, rep.GarbageDeleted, rep.GarbageLeft, rep.Covered)
+
+	// Invariants 1–4 on A's epoch, every zone read directly.
+	var ackedSlots []uint64
+	for _, pos := range acked {
+		require.Equal(t, ep, pos.Epoch)
+		ackedSlots = append(ackedSlots, pos.Slot)
+	}
+	rec := b.checkEpoch(t, starA, ep, ackedSlots)
+	require.Equal(t, epoch.StateSettled, rec.State)
+	require.Equal(t, cut, rec.Cursors.Checkpoint)
+	for _, it := range h.submitted {
+		if it.f.Slot() >= cut {
+			_, err := it.f.Result()
+			require.Error(t, err, "invariant 2: %s at slot %d, at or past the cut, was acknowledged", it.id, it.f.Slot())
+		}
+	}
+	streamAtCut := b.streamIDs(t)
+	require.Len(t, streamAtCut, int(cut), "the stream is A's chain [0, cut)")
+
+	// A zombie incarnation of A that still holds its open epoch record
+	// writes on from the cut: it halts there, acknowledges nothing, and its
+	// flights past the cut stay unread.
+	zombie(t, s, recA, cut)
+	require.Equal(t, streamAtCut, b.streamIDs(t), "the zombie changed nothing that is served")
+	b.checkEpoch(t, starA, ep, ackedSlots)
+
+	// The producer retries what A did not acknowledge. Records that the
+	// fence completed below the cut are in the stream already (settlement
+	// covered them): they count as acknowledged at their offsets. The rest
+	// are appended in B's epoch at the offsets that follow.
+	inStream := counts(streamAtCut)
+	for id := range acked {
+		require.Equal(t, 1, inStream[id], "acknowledged %s must be in the stream once", id)
+	}
+	next, err := b.refs.Next(ctx, stream)
+	require.NoError(t, err)
+	require.Equal(t, cut, next)
+	var retry []string
+	for _, f := range failed {
+		if inStream[f.id] == 0 {
+			retry = append(retry, f.id)
+		}
+	}
+	t.Logf("of %d unacknowledged records, %d were completed by the fence and %d are appended by B", len(failed), len(failed)-len(retry), len(retry))
+	recB, err := b.minter.Mint(ctx, starB, s.constants(2, 16))
+	require.NoError(t, err)
+	appendAll(t, ctx, b, b.writer(t, recB, chain.WriterOptions{}), next, retry)
+
+	// Invariant 5: every record the producer sent, acknowledged by A or
+	// retried, is served exactly once.
+	ids := b.streamIDs(t)
+	got := counts(ids)
+	for _, it := range h.submitted {
+		require.Equal(t, 1, got[it.id], "record %s", it.id)
+	}
+	require.Len(t, ids, len(h.submitted), "the stream holds the producer's records and nothing else")
+	reps, err = b.settler.SettleAll(ctx, starB)
+	require.NoError(t, err)
+	require.Len(t, reps, 1)
+	require.Equal(t, uint64(len(retry)), reps[0].Cut)
+	b.checkEpoch(t, starB, recB.Epoch, nil)
+}
+
+// appendAll appends the records ids at offsets from, pipelined through w,
+// covers each acknowledged flight, advances the checkpoint past them and
+// closes the writer. Every append must be acknowledged.
+func appendAll(t *testing.T, ctx context.Context, p *party, w *chain.Writer, from uint64, ids []string) {
+	t.Helper()
+	var fs []*chain.Future
+	var payloads [][]byte
+	for i, id := range ids {
+		payload := record(from+uint64(i), id)
+		f, err := w.Submit(ctx, payload)
+		require.NoError(t, err)
+		fs = append(fs, f)
+		payloads = append(payloads, payload)
+	}
+	star, ep := w.Record().Star, w.Record().Epoch
+	for i, f := range fs {
+		pos, err := f.Wait(ctx)
+		require.NoError(t, err)
+		require.Equal(t, chain.Position{Epoch: ep, Slot: uint64(i)}, pos)
+		require.NoError(t, p.refs.Cover(ctx, star, chain.Flight{Position: pos, Payload: payloads[i]}))
+	}
+	if len(fs) > 0 {
+		_, err := p.minter.Advance(ctx, star, ep, epoch.Cursors{Checkpoint: uint64(len(fs))})
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close(ctx))
+}
+
+// zombie writes with a writer over A's stale, open record from the cut on,
+// as an incarnation of A that missed its own death would: the cut slot
+// holds B poisons, so the writer halts there and every append fails with
+// ErrFenced, even where its flights land in W zones past the cut.
+func zombie(t *testing.T, s *stack, stale *epoch.Record, cut uint64) {
+	t.Helper()
+	ctx := within(t, 30*time.Second)
+	require.Equal(t, epoch.StateOpen, stale.State, "the zombie believes its epoch is open")
+	z := s.party(t, starA+"-zombie", partyOpts{})
+	w := z.writer(t, stale, chain.WriterOptions{FirstSlot: cut})
+	var fs []*chain.Future
+	for i := range 8 {
+		f, err := w.Submit(ctx, record(cut+uint64(i), fmt.Sprintf("zombie%d", i)))
+		if err != nil {
+			require.ErrorIs(t, err, chain.ErrFenced)
+			break
+		}
+		fs = append(fs, f)
+	}
+	require.NotEmpty(t, fs)
+	for _, f := range fs {
+		_, err := f.Wait(ctx)
+		require.ErrorIs(t, err, chain.ErrFenced, "the zombie's slot %d", f.Slot())
+	}
+	require.NoError(t, w.Close(ctx))
+	var fe *chain.FencedError
+	require.ErrorAs(t, w.Err(), &fe)
+	require.Equal(t, cut, fe.Slot, "the zombie halts at the cut")
+	require.Equal(t, cut, w.Released(), "the zombie released nothing")
+}
