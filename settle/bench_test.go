@@ -1,0 +1,341 @@
+package settle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
+	"github.com/cutline/cutline/objstore/latency"
+	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/settle"
+)
+
+// The benchmarks run on in-memory zones behind a fixed injected latency on
+// every object request (real clock), K=3, W=2, window 64; the metastore
+// has no latency. Run them with
+//
+//	go test -run '^$' -bench . -benchtime 5x ./settle
+//
+// They report wall time per operation and the object requests it made,
+// which do not depend on the machine.
+
+const benchLatency = 20 * time.Millisecond
+
+// benchZones returns K in-memory zones, the fault wrappers that count the
+// requests, and the views with latency a party uses.
+func benchZones(k int) (raw []objstore.Bucket, counted []*fault.Bucket, slow []objstore.Bucket) {
+	for i := range k {
+		m := mem.New(string(rune('a' + i)))
+		f := fault.Wrap(m, fault.Options{})
+		raw = append(raw, m)
+		counted = append(counted, f)
+		slow = append(slow, latency.Wrap(f, latency.Options{Default: latency.Fixed(benchLatency)}))
+	}
+	return raw, counted, slow
+}
+
+type requestCounts struct{ reads, creates, deletes, lists int }
+
+func countRequests(zones []*fault.Bucket) requestCounts {
+	var c requestCounts
+	for _, z := range zones {
+		s := z.Stats()
+		c.reads += s.Calls[fault.OpGet] + s.Calls[fault.OpGetRange]
+		c.creates += s.Calls[fault.OpCreate]
+		c.deletes += s.Calls[fault.OpDelete]
+		c.lists += s.Calls[fault.OpList]
+	}
+	return c
+}
+
+func (c requestCounts) report(b *testing.B, n int) {
+	b.ReportMetric(float64(c.reads)/float64(n), "reads/op")
+	b.ReportMetric(float64(c.creates)/float64(n), "creates/op")
+	b.ReportMetric(float64(c.deletes)/float64(n), "deletes/op")
+}
+
+func resetRequests(zones []*fault.Bucket) {
+	for _, z := range zones {
+		z.ResetStats()
+	}
+}
+
+// layRaggedEpoch lays out a dead writer's epoch: n committed slots, then a
+// ragged pipelined tail of a full window: slot n has one copy (it holds
+// the release point), n+1 two, n+2 three, n+3 one, n+4 none (the cut),
+// and n+5 … n+window−1 a random number of copies each. The host covered
+// and checkpointed all but the last lag acknowledged slots.
+func layRaggedEpoch(b *testing.B, m *epoch.Minter, raw []objstore.Bucket, keys chain.Keys, star string, n, window, lag int, seed uint64) uint64 {
+	ctx := context.Background()
+	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: 2, Window: window})
+	if err != nil {
+		b.Fatal(err)
+	}
+	put := func(slot uint64, zones ...int) {
+		data := chain.EncodeFlight(star, rec.Epoch, slot, record(stream, slot, "x"))
+		for _, z := range zones {
+			if err := raw[z].Create(ctx, keys.Slot(star, rec.Epoch, slot), data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for s := range uint64(n) {
+		put(s, int(s%3), int(s+1)%3)
+	}
+	tail := uint64(n)
+	put(tail, 0)
+	put(tail+1, 1, 2)
+	put(tail+2, 0, 1, 2)
+	put(tail+3, 2)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for s := tail + 5; s < tail+uint64(window); s++ {
+		var zs []int
+		for z := range 3 {
+			if rng.IntN(2) == 0 {
+				zs = append(zs, z)
+			}
+		}
+		put(s, zs...)
+	}
+	if _, err := m.Advance(ctx, star, rec.Epoch, epoch.Cursors{Checkpoint: uint64(n - lag)}); err != nil {
+		b.Fatal(err)
+	}
+	return rec.Epoch
+}
+
+// BenchmarkTakeover: a successor fences and settles a dead writer's epoch
+// (256 committed slots and a ragged tail of a full window); lag is how many
+// acknowledged slots the dead host had not covered yet. Settlement reads
+// each of them once (coverage), so the checkpoint's lag is what a host
+// saves its successor by advancing it.
+func BenchmarkTakeover(b *testing.B) {
+	const window = 64
+	for _, lag := range []int{0, 16, 64} {
+		b.Run(fmt.Sprintf("lag=%d", lag), func(b *testing.B) {
+			ctx := context.Background()
+			keys := chain.Keys{Prefix: "chains"}
+			var total requestCounts
+			var rounds, cut int
+			for i := range b.N {
+				b.StopTimer()
+				store := memstore.New(memstore.Options{})
+				m, err := epoch.NewMinter(store, epoch.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw, counted, slow := benchZones(3)
+				ep := layRaggedEpoch(b, m, raw, keys, starA, 256, window, lag, uint64(i))
+				zones := chain.NewZones(slow...)
+				f, err := fence.New(m, zones, fence.Options{Keys: keys, Identity: starB})
+				if err != nil {
+					b.Fatal(err)
+				}
+				refs, err := settle.NewRefIndex(store, "", locate)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s, err := settle.New(m, zones, refs, settle.Options{Keys: keys, Fencer: f})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				reps, err := s.SettleAll(ctx, starA)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(reps) != 1 || reps[0].Epoch != ep || reps[0].Covered != lag+4 {
+					b.Fatalf("unexpected reports %+v", reps)
+				}
+				c := countRequests(counted)
+				total.reads += c.reads
+				total.creates += c.creates
+				total.deletes += c.deletes
+				rounds += reps[0].Fence.Rounds
+				cut = int(reps[0].Cut)
+			}
+			total.report(b, b.N)
+			b.ReportMetric(float64(rounds)/float64(b.N), "fence-rounds/op")
+			b.ReportMetric(float64(cut), "cut")
+		})
+	}
+}
+
+// benchRoller opens a roller over slow zones. The host covers on
+// acknowledgement and advances the checkpoint (cover).
+type benchHost struct {
+	r       *settle.Roller
+	m       *epoch.Minter
+	refs    *settle.RefIndex
+	raw     []objstore.Bucket
+	counted []*fault.Bucket
+	keys    chain.Keys
+	next    uint64 // next stream offset
+	// slots counts the slots used in the current epoch, to place poison
+	// ahead of the writer.
+	slots map[uint64]uint64
+}
+
+func openBenchRoller(b *testing.B, window int, rollOnHalt bool) *benchHost {
+	ctx := context.Background()
+	store := memstore.New(memstore.Options{})
+	m, err := epoch.NewMinter(store, epoch.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, counted, slow := benchZones(3)
+	keys := chain.Keys{Prefix: "chains"}
+	zones := chain.NewZones(slow...)
+	f, err := fence.New(m, zones, fence.Options{Keys: keys, Identity: starA})
+	if err != nil {
+		b.Fatal(err)
+	}
+	refs, err := settle.NewRefIndex(store, "", locate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := settle.New(m, zones, refs, settle.Options{Keys: keys, Fencer: f})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := settle.OpenRoller(ctx, s, starA, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: 2, Window: window},
+		settle.RollerOptions{RollOnHalt: rollOnHalt, RetryBackoff: 10 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close(ctx) })
+	return &benchHost{r: r, m: m, refs: refs, raw: raw, counted: counted, keys: keys, slots: map[uint64]uint64{}}
+}
+
+func (h *benchHost) submit(b *testing.B, n int) []*settle.Append {
+	ctx := context.Background()
+	out := make([]*settle.Append, n)
+	for i := range out {
+		a, err := h.r.Submit(ctx, record(stream, h.next, "x"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.next++
+		out[i] = a
+	}
+	return out
+}
+
+// absorb waits for the appends, covers them and advances the checkpoint of
+// the epoch they landed in (the host's duties).
+func (h *benchHost) absorb(b *testing.B, apps []*settle.Append, offset uint64) {
+	ctx := context.Background()
+	top := map[uint64]uint64{}
+	for i, a := range apps {
+		pos, err := a.Wait(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := h.refs.Cover(ctx, starA, chain.Flight{Position: pos, Payload: record(stream, offset+uint64(i), "x")}); err != nil {
+			b.Fatal(err)
+		}
+		top[pos.Epoch] = max(top[pos.Epoch], pos.Slot+1)
+	}
+	for ep, slot := range top {
+		h.slots[ep] = max(h.slots[ep], slot)
+		_, err := h.m.Advance(ctx, starA, ep, epoch.Cursors{Checkpoint: slot})
+		if err != nil && !errors.Is(err, epoch.ErrCursorRegression) {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRoll measures in-process rolls with 20 ms object latency:
+//
+//   - planned/inflight=0: Roll with every append acknowledged and
+//     covered; the time is the roll alone (drain, mint, fence, settle);
+//   - planned/inflight=64: Roll with a full window of appends in flight,
+//     which the old epoch acknowledges while draining and the settlement
+//     covers (one read each);
+//   - halt: a batch of 64 appends meets a slot poisoned 8 ahead of the
+//     writer; the time is the whole batch (halt, roll, republication of
+//     the tail), against the same batch without a halt (nohalt).
+func BenchmarkRoll(b *testing.B) {
+	ctx := context.Background()
+	const window = 64
+	for _, inflight := range []int{0, 64} {
+		b.Run(fmt.Sprintf("planned/inflight=%d", inflight), func(b *testing.B) {
+			h := openBenchRoller(b, window, false)
+			c := h.r.Epoch().Constants
+			var total requestCounts
+			for i := range b.N {
+				b.StopTimer()
+				off := h.next
+				apps := h.submit(b, 64)
+				if inflight == 0 {
+					h.absorb(b, apps, off)
+				}
+				c.Window = window - i%2 // a change of constants every time
+				resetRequests(h.counted)
+				b.StartTimer()
+				if err := h.r.Roll(ctx, c); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				rc := countRequests(h.counted)
+				total.reads += rc.reads
+				total.creates += rc.creates
+				total.deletes += rc.deletes
+				if inflight > 0 {
+					h.absorb(b, apps, off)
+				}
+			}
+			total.report(b, b.N)
+		})
+	}
+	for _, halt := range []bool{false, true} {
+		name := "nohalt"
+		if halt {
+			name = "halt"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := openBenchRoller(b, window, true)
+			var total requestCounts
+			for range b.N {
+				b.StopTimer()
+				ep := h.r.Epoch().Epoch
+				if halt {
+					slot := h.slots[ep] + 8
+					for _, z := range h.raw[:2] {
+						if err := z.Create(ctx, h.keys.Slot(starA, ep, slot), chain.EncodePoison(starA, ep, slot, "bench")); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				resetRequests(h.counted)
+				off := h.next
+				b.StartTimer()
+				apps := h.submit(b, 64)
+				for _, a := range apps {
+					if _, err := a.Wait(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				rc := countRequests(h.counted)
+				total.reads += rc.reads
+				total.creates += rc.creates
+				total.deletes += rc.deletes
+				h.absorb(b, apps, off)
+				if halt && h.r.Epoch().Epoch != ep+1 {
+					b.Fatalf("no roll: epoch %d", h.r.Epoch().Epoch)
+				}
+			}
+			total.report(b, b.N)
+		})
+	}
+}

@@ -1,0 +1,161 @@
+// Package settle finishes what a fence starts: it settles a fenced epoch so
+// that a successor can serve and append, keeps the host's coverage index
+// (RefIndex), trims covered slots, and rolls a star's writer to a new epoch
+// in process (Roller).
+//
+// # What settlement is
+//
+// A fence (package fence) ends an epoch at its cut: every slot below the cut
+// is committed, nothing at or past it will ever be acknowledged. The fence
+// leaves two things behind. Slots at or past the cut may still hold flight
+// copies (pipelined or straggling writes, even complete at W), and the
+// host's index may not yet cover every acknowledged flight (the writer died
+// between an acknowledgement and the host's index update). Settle repairs
+// both, in order:
+//
+//  1. it requires the epoch fenced, and fences it first when the Settler
+//     has a Fencer (Options.Fencer);
+//  2. it deletes every flight copy in [cut, cut+window], the cut slot
+//     included, and leaves all poison standing. A writer assigns a slot
+//     only while it is below its release point plus the window, and the
+//     release point never passes the cut, so no flight lies further out.
+//     Poison stays until the star is decommissioned: a partitioned
+//     zombie's write may arrive arbitrarily late, and only standing poison
+//     keeps it from ever reaching a quorum at the cut;
+//  3. it hands every committed flight in [checkpoint, cut) to the host's
+//     Coverage, in order. No bytes move: refs point into the flights where
+//     they are;
+//  4. it marks the record settled, which moves the checkpoint to the cut.
+//
+// Every step is idempotent, so a settler that crashed anywhere (before a
+// request, or after it landed with its answer lost) is finished by running
+// Settle again, from any process. A settled epoch is a no-op.
+//
+// # When a successor must settle
+//
+// Before it serves or appends, a successor settles every unsettled epoch of
+// the star it takes over: SettleAll fences and settles them oldest first.
+// That is the library-level takeover:
+//
+//	fencer, _ := fence.New(minter, zones, fence.Options{Identity: "broker-2"})
+//	settler, _ := settle.New(minter, zones, refs, settle.Options{Fencer: fencer})
+//	reports, err := settler.SettleAll(ctx, "broker-1") // fence + settle
+//	next, err := refs.Next(ctx, stream)                // where the stream goes on
+//
+// A star that restarts does the same with its own earlier epochs (OpenRoller
+// does it for you). The cut is the only decision; every fencer derives the
+// same one, so racing successors agree.
+//
+// # Coverage and the host's duties
+//
+// Coverage is the host's index over the chain: the refs that map what the
+// host serves (stream offsets, queue positions) to chain positions. The
+// coverage invariant is that refs cover every acknowledged byte. The host
+// has two duties while it writes:
+//
+//   - cover on acknowledgement: when a Future (or a Roller Append) is
+//     acknowledged, record the refs for its flight before it answers the
+//     producer;
+//   - advance the checkpoint: move the epoch's checkpoint
+//     (epoch.Minter.Advance) past the flights it has covered.
+//
+// Settlement covers [checkpoint, cut) again, so the checkpoint is how much
+// work a successor is spared: each flight settled is one read of the flight
+// and one Cover. A host that never advances it makes every takeover read
+// the whole epoch.
+//
+// Cover must be idempotent by (star, epoch, slot): settlement repeats what
+// the host already covered since its last checkpoint move, and a crashed
+// settlement repeats itself. It must never let two positions cover the same
+// host offset.
+//
+// # RefIndex
+//
+// RefIndex is a ready Coverage in the metastore, one key per flight:
+//
+//	<root>refs/<stream>/<offset, 20 digits>  →  star, epoch, slot, count
+//
+// A Locator (the host's payload format) reads from a flight which run of
+// offsets [offset, offset+count) of which stream it carries. Writes are
+// create-only, so Cover is idempotent (the same ref again is nil) and a
+// different position for an offset already covered is refused with a
+// *DoubleCoverError (ErrDoubleCover); the existing ref is never overwritten.
+// The check is by the run's first offset: runs of one stream must start at
+// distinct offsets and must not overlap, which a host that assigns offsets
+// from Next keeps by construction. Lookup reads one ref, Refs yields a
+// stream's refs in offset order, Next returns the offset after the highest
+// ref: where the stream's next append goes, also after a takeover.
+//
+// # Trim
+//
+// Trim deletes an epoch's slot objects below upTo and advances its trimmed
+// cursor there. upTo may not pass the checkpoint (a *epoch.CursorError,
+// errors.Is epoch.ErrCursorRegression): only covered slots go, and the cut
+// slot's poison always stands. The cursor moves first, so readers stop
+// asking for those slots (chain.Reader skips them; reading one is
+// chain.ErrTrimmed) before any object goes. Objects are found by listing,
+// so leftovers of an interrupted trim, or of a bucket that was unreachable
+// (TrimReport.Left), are deleted by the next Trim of the epoch.
+//
+// # The Roller and the unratified tail
+//
+// A Roller is a star's writer across epochs. OpenRoller settles every
+// unsettled epoch of the star (a previous incarnation's, crashed or not),
+// mints a new epoch and appends there. It turns over in process:
+//
+//   - on Roll, a planned change of class, W, window or buckets: the old
+//     writer drains first, so usually nothing needs republishing;
+//   - when its writer halts because the epoch was fenced (ErrFenced) and
+//     RollOnHalt is set: a fence it did not ask for then costs a delayed
+//     acknowledgement, not an error.
+//
+// A turnover mints the new epoch, fences and settles the old one, and
+// partitions the pooled appends by the cut: those below it were committed
+// at their old positions and are acknowledged there; the rest (the
+// unratified tail: flights at or past the cut were never acknowledged) are
+// republished, in order, into the new epoch's first slots. No payload is
+// acknowledged twice or at two positions, no position inside an epoch is
+// skipped, and positions grow in submission order. Each step is retried
+// until it succeeds or the Roller is closed; a crash anywhere leaves epochs
+// that the next OpenRoller settles.
+//
+// Set RollOnHalt only while the host still owns its streams. If another
+// star fenced the epoch to take them over, rolling would keep writing
+// records nobody serves; without RollOnHalt, appends at or past the dead
+// slot fail with the writer's *chain.FencedError and the host steps down.
+//
+// Close waits until every pending append is decided. If its context ends
+// first, the appends still pending fail with ErrRollerClosed (they may or
+// may not be in the chain: the next settlement decides); an append whose
+// slot was acknowledged before the writer stopped is reported acknowledged.
+//
+// # Takeover and roll
+//
+//	                    takeover (another star)        roll (same star)
+//	who fences          the successor (SettleAll)      the Roller itself
+//	flights past cut    garbage, deleted by Settle     garbage, deleted by Settle
+//	their records       the producer retries them      republished from the pool
+//	producer sees       ErrFenced / ErrAborted         a delayed acknowledgement
+//	stream offsets      successor continues at Next    unchanged
+//
+// In a takeover the producer retries what the dead writer never
+// acknowledged: chain.ErrFenced (a live writer halted at the cut) or
+// chain.ErrAborted (the writer was stopped before the slot was decided).
+// An aborted slot may still be below the cut (completed by the fence's
+// repair) and so be served, which makes the retried record a duplicate:
+// delivery of what was never acknowledged is at least once.
+//
+// # Errors
+//
+// Settle returns an *epoch.StateError (epoch.ErrState) for an open epoch
+// without a Fencer, epoch.ErrNoRecord for an epoch never minted, the
+// fencer's errors (fence.ErrUndecided, fence.ErrForeign,
+// epoch.ErrCutMismatch) and the Coverage's errors; metastore and context
+// errors pass through, wrapped with the star and epoch. Garbage an
+// unreachable bucket kept is not an error (Report.GarbageLeft): nothing
+// reads past the cut. RefIndex returns ErrDoubleCover (*DoubleCoverError),
+// ErrLocate for a payload the Locator cannot read or an empty run, and
+// epoch.ErrInvalidConfig for an invalid stream name. The Roller returns
+// ErrRollerClosed after Close and the writer's errors otherwise. Invalid
+// options are an *epoch.ConfigError naming the field.
+package settle

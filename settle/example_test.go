@@ -1,0 +1,110 @@
+package settle_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/settle"
+)
+
+// orderLocator reads the example's payloads, "<stream> <offset> <body>":
+// one record per flight.
+func orderLocator(p []byte) (string, uint64, uint64, error) {
+	f := strings.SplitN(string(p), " ", 3)
+	if len(f) != 3 {
+		return "", 0, 0, fmt.Errorf("not a record: %q", p)
+	}
+	off, err := strconv.ParseUint(f[1], 10, 64)
+	return f[0], off, 1, err
+}
+
+// A takeover: broker-1 writes three records and dies before its index
+// covers them; broker-2 fences and settles broker-1's chain, which covers
+// every acknowledged record, and continues the stream where it ends.
+func Example() {
+	ctx := context.Background()
+	store := memstore.New(memstore.Options{})
+	minter, _ := epoch.NewMinter(store, epoch.Options{})
+	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	zones := chain.NewZones(buckets...)
+	refs, _ := settle.NewRefIndex(store, "", orderLocator)
+
+	// broker-1 appends and dies.
+	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 16})
+	w, _ := chain.NewWriter(rec, buckets, chain.WriterOptions{})
+	for i, body := range []string{"apple", "pear", "plum"} {
+		if _, err := w.Append(ctx, fmt.Appendf(nil, "orders %d %s", i, body)); err != nil {
+			panic(err)
+		}
+	}
+	w.Abort()
+
+	// broker-2 takes over.
+	fencer, _ := fence.New(minter, zones, fence.Options{Identity: "broker-2"})
+	settler, _ := settle.New(minter, zones, refs, settle.Options{Fencer: fencer})
+	reports, err := settler.SettleAll(ctx, "broker-1")
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range reports {
+		fmt.Printf("epoch %d: cut %d, covered %d\n", r.Epoch, r.Cut, r.Covered)
+	}
+	for ref, err := range refs.Refs(ctx, "orders") {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("orders@%d → %s/%v\n", ref.Offset, ref.Star, ref.Position())
+	}
+	next, _ := refs.Next(ctx, "orders")
+	fmt.Println("broker-2 continues at offset", next)
+	// Output:
+	// epoch 1: cut 3, covered 3
+	// orders@0 → broker-1/1/0
+	// orders@1 → broker-1/1/1
+	// orders@2 → broker-1/1/2
+	// broker-2 continues at offset 3
+}
+
+// A Roller changes the chain's configuration in process: appends before
+// the roll are acknowledged in the old epoch, later ones in the new.
+func ExampleRoller() {
+	ctx := context.Background()
+	store := memstore.New(memstore.Options{})
+	minter, _ := epoch.NewMinter(store, epoch.Options{})
+	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	zones := chain.NewZones(buckets...)
+	refs, _ := settle.NewRefIndex(store, "", orderLocator)
+	fencer, _ := fence.New(minter, zones, fence.Options{Identity: "broker-1"})
+	settler, _ := settle.New(minter, zones, refs, settle.Options{Fencer: fencer})
+
+	c := epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 16}
+	r, err := settle.OpenRoller(ctx, settler, "broker-1", c, settle.RollerOptions{RollOnHalt: true})
+	if err != nil {
+		panic(err)
+	}
+	pos, _ := r.Append(ctx, []byte("orders 0 apple"))
+	fmt.Println("apple at", pos)
+	c.W = 3 // every zone must hold each flight from now on
+	if err := r.Roll(ctx, c); err != nil {
+		panic(err)
+	}
+	pos, _ = r.Append(ctx, []byte("orders 1 pear"))
+	fmt.Println("pear at", pos)
+	if err := r.Close(ctx); err != nil {
+		panic(err)
+	}
+	old, _ := minter.Get(ctx, "broker-1", 1)
+	fmt.Println("epoch 1 is", old.State, "with cut", old.Cut)
+	// Output:
+	// apple at 1/0
+	// pear at 2/0
+	// epoch 1 is settled with cut 1
+}
