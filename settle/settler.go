@@ -239,6 +239,12 @@ func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *Report) err
 			return fmt.Errorf("settle %s/%d: coverage of slot %d: %w", rec.Star, rec.Epoch, f.Slot, err)
 		}
 		rep.Covered++
+		if f.Slot+1 >= rec.Cut {
+			// Stop here rather than at the next flight: that one lies in
+			// a later epoch, which this settlement must not read (its
+			// trouble is not this epoch's).
+			break
+		}
 	}
 	return nil
 }

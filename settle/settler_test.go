@@ -345,3 +345,59 @@ func TestNewValidates(t *testing.T) {
 	_, err = settle.New(p.minter, chain.Zones{}, p.refs, settle.Options{})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
 }
+
+// Settling an epoch reads only that epoch: a later epoch whose first
+// flight no bucket can serve does not stop it.
+func TestSettleReadsOnlyItsEpoch(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("successor", partyOpts{})
+	c := e.constants(2, 4)
+	first, err := p.minter.Mint(ctx, starA, c)
+	require.NoError(t, err)
+	for s := range uint64(3) {
+		for z := range 3 {
+			e.putFlight(z, starA, first.Epoch, s, record(stream, s, fmt.Sprint(s)))
+		}
+	}
+	_, err = p.fencer.Fence(ctx, starA, first.Epoch)
+	require.NoError(t, err)
+	second, err := p.minter.Mint(ctx, starA, c)
+	require.NoError(t, err)
+	for z := range 3 {
+		require.NoError(t, e.raw[z].Create(ctx, e.key(starA, second.Epoch, 0), []byte("corrupt")))
+	}
+	_, err = p.minter.Publish(ctx, starA, second.Epoch, 1) // as a (mistaken) fencer did
+	require.NoError(t, err)
+	rep, err := p.settler.Settle(ctx, starA, first.Epoch)
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.Covered)
+	rec, err := p.minter.Get(ctx, starA, first.Epoch)
+	require.NoError(t, err)
+	require.Equal(t, epoch.StateSettled, rec.State)
+}
+
+// Successors racing to settle the same epoch converge: one cut, one set of
+// refs, every call succeeds.
+func TestSettleRacingSettlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, 3)
+		l := layDeadEpoch(t, e, e.party("host", partyOpts{}))
+		var wg sync.WaitGroup
+		reps := make([]settle.Report, 4)
+		errs := make([]error, 4)
+		for i := range reps {
+			p := e.party(fmt.Sprintf("successor-%d", i), partyOpts{fence: fenceFast})
+			wg.Go(func() { reps[i], errs[i] = p.settler.Settle(ctx, starA, l.ep) })
+		}
+		wg.Wait()
+		for i := range reps {
+			require.NoError(t, errs[i])
+			require.Equal(t, l.cut, reps[i].Cut)
+		}
+		p := e.party("checker", partyOpts{})
+		checkEpochInvariants(t, p, starA, l.ep, l.acked)
+		require.Len(t, checkStream(t, p, stream), int(l.cut))
+	})
+}
