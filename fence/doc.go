@@ -1,0 +1,167 @@
+// Package fence ends an epoch: it finds the epoch's cut, makes sure nothing
+// at or past it can ever be acknowledged, and publishes it on the epoch
+// record.
+//
+// # What a fence is
+//
+// An epoch is one writer's tenure on a star's chain (package epoch); its
+// writer (chain.Writer) appends flights to slots 0, 1, 2… in K buckets and
+// acknowledges a slot once W buckets hold its flight and every lower slot
+// is acknowledged. Object storage cannot reject a write because its writer
+// is stale, so a successor cannot lock the old writer out. Instead the
+// fencer takes the space the old writer would need: it creates poison, with
+// the same create-only writes, in the slots the writer has not filled. Once
+// poison holds B = K−W+1 buckets of a slot, the slot is dead: it can never
+// reach W flights. The first dead slot is the cut. Every slot below it is
+// committed; nothing at or past it is ever acknowledged, by anyone.
+//
+// A successor taking a star's streams over, the same star rolling to a new
+// epoch after a halt or a configuration change, and a later leader finding
+// an old epoch still open all end it the same way:
+//
+//	f, err := fence.New(minter, chain.NewZones(a, b, c), fence.Options{Identity: "broker-7"})
+//	cut, err := f.Fence(ctx, "star-1", ep)
+//
+// Fence returns once the cut is published (the record moves from open to
+// fenced). Settlement (deleting the garbage past the cut, restoring the
+// host's coverage) comes next and is not this package's job.
+//
+// # The walk
+//
+// A fence reads every slot it decides in all K buckets, in order, and
+// classifies it from the K answers (one small ranged read each):
+//
+//   - committed: the flight is in at least W buckets. Advance.
+//   - repair: a flight is in some bucket but fewer than W, and some bucket
+//     is empty. The fencer reads the flight whole, verifies it, and copies
+//     the identical bytes into every empty bucket, then reads the slot again.
+//     One writer per epoch means a slot has exactly one possible content, so
+//     the copy can only complete what the writer started. Completing a slot
+//     always wins over killing it.
+//   - poison: no flight anywhere reachable, and some bucket is empty. The
+//     fencer creates poison in one empty bucket, in the epoch's bucket order,
+//     then reads the slot again. A flight that appears meanwhile (the writer
+//     raced in) sends the slot back to repair; otherwise the next empty bucket
+//     is poisoned, until B hold poison.
+//   - dead: poison in at least B buckets. This is the cut; the walk stops.
+//
+// The walk does not start at slot 0. First the fencer estimates where the
+// chain ends: from the epoch's checkpoint it probes slots at growing
+// distances until one holds no flight, then narrows the gap (a k-ary search,
+// Options.Fanout probes per round trip). Let x be the highest slot found
+// holding a flight. Its writer assigned x, which a writer does only while
+// x < release + window (the release point being its first unacknowledged
+// slot); so the release point was past x − window, and every slot up to
+// x − window is committed. The walk starts at max(checkpoint, x − window).
+// A probe that cannot be answered counts as "no flight", which only lowers
+// the estimate and the start: the estimate saves work, it never decides.
+//
+// # Why it is safe
+//
+// Objects are created once and never overwritten, and W + B = K + 1:
+//
+//   - No acknowledged flight is cut. An acknowledged slot holds W flight
+//     copies, so poison can take at most K−W < B buckets: the walk can only
+//     find it committed (or repair it).
+//   - Nothing at or past the cut is acknowledged. Poison holds B buckets of
+//     the cut for good, so the writer can never gather W copies there, and
+//     since it acknowledges in slot order, nothing past the cut either, even
+//     flights that land later and even if it never reads the poison.
+//   - The cut is stable. Committed and dead are both permanent, so a fencer
+//     that crashed, or several racing fencers, derive the same cut; any
+//     fencer finishes a crashed one's walk, reusing its poison.
+//   - [0, cut) has no holes: the walk advances only past committed slots.
+//
+// K=1, W=1 degenerates to a single poison: whoever creates the next free
+// slot first ends the epoch, and a writer that loses once halts.
+//
+// # A live writer
+//
+// The old writer may still be appending while the fence runs; that is
+// safe, and the writer halts with chain.ErrFenced when it reaches the cut.
+// To be dead a slot needs B poison objects created one after another, while
+// the writer needs W creates sent in parallel, so a writer that keeps
+// appending faster than that wins every slot it reaches first and the walk
+// follows it. The fence ends as soon as the writer pauses or slows; a host
+// makes the old writer stop (it lost its lease and self-fences) and bounds
+// Fence with a context. A fence that ends early loses nothing: the next one
+// reuses its poison and repairs.
+//
+// # Undecided slots
+//
+// When some buckets do not answer and the slot can still go either way
+// (for example a flight in one bucket, poison in another, the third zone
+// down), neither repair nor poison can act without the missing answer. The
+// fencer never guesses: it retries with jittered backoff (MinBackoff to
+// MaxBackoff, on Options.Clock) until the buckets answer. If the context
+// ends first, Fence returns an *UndecidedError (errors.Is ErrUndecided)
+// naming the slot, the buckets it waits for and when it first found the
+// slot undecided; nothing is published. Retry once the zone is back.
+//
+// Undecided lists the slots a Fencer is blocked on, with that first time.
+// An entry outlives a failed Fence (so the age spans retries) and goes away
+// when a fence decides the slot or finds the epoch fenced. Alert on its
+// age: an epoch that cannot be fenced blocks the successor.
+//
+// A fence whose context ends while it merely reads or writes healthy
+// buckets returns the context's error, not ErrUndecided.
+//
+// # Foreign objects
+//
+// An object at a slot's key that is neither a valid flight for that slot
+// nor poison for it (corrupt, misplaced, of an unknown format) is never
+// overwritten, never copied and counted as neither. If the slot can still
+// be decided around it (another empty bucket to poison or repair), the walk
+// goes on; if it holds the deciding vote, Fence returns a *ForeignError
+// (errors.Is ErrForeign) naming each object (*chain.ObjectError: bucket and
+// key), and an operator must look at them.
+//
+// # Publication and idempotence
+//
+// The cut is published with a compare-and-set of the epoch record
+// (epoch.Minter.Publish). Racing fencers computed the same cut, so the CAS
+// is a publication, not an arbitration: publishing the published cut
+// succeeds. A different cut (epoch.ErrCutMismatch) is a bug or corruption
+// and is never retried. Once the record is fenced, Fence is a read: it
+// returns the published cut without touching the buckets (Report's
+// AlreadyFenced).
+//
+// # Options and round trips
+//
+// The zero Options work. A fence's cost on real object storage is its
+// sequential round trips (Report.Rounds), each a batch of parallel
+// requests:
+//
+//   - Fanout (default 8) probes per round of the estimate; 1 is the seed's
+//     literal doubling and binary search.
+//   - Span (default 64) slots read ahead per round of the walk; decisions
+//     stay per slot and in order (committed and dead are permanent, so a
+//     read-ahead stays true; anything else is acted on and read again). 1
+//     reads one slot per round trip.
+//   - MaxParallel (default 64) bounds the requests in flight.
+//
+// With the defaults, an epoch of a million slots (K=3, W=2, window 64) is
+// fenced in 19 round trips and about 600 small reads; the literal algorithm
+// takes over 100 round trips (see BenchmarkFence). Keys must match the
+// writers'; Identity is written into the poison for forensics; Logger
+// receives the walk at debug level and undecided slots at warn level.
+//
+// A create whose outcome is unknown (a timeout, an unavailable zone) is
+// never trusted: the slot is read again. A bucket whose poison create
+// failed is tried again only after the other empty buckets, so one zone
+// refusing writes cannot stall a slot the others can decide, and steps
+// whose every request failed are retried with backoff.
+//
+// # Errors
+//
+//   - ErrUndecided (*UndecidedError): the context ended while unreachable
+//     buckets held the deciding vote.
+//   - ErrForeign (*ForeignError): foreign objects hold the deciding vote.
+//   - epoch.ErrNoRecord: the epoch was never minted (or its number burned):
+//     nothing to fence.
+//   - epoch.ErrCutMismatch: another fencer published a different cut.
+//   - epoch.ErrInvalidConfig (*epoch.ConfigError): bad Options, or a record
+//     naming a zone the Fencer does not know.
+//   - metastore errors reading or publishing the record, and the context's
+//     error.
+package fence
