@@ -135,7 +135,7 @@ func (s *stack) party(t *testing.T, name string, o partyOpts) *party {
 	p.fencer, err = fence.New(p.minter, p.zones, fence.Options{
 		Keys: s.keys, Identity: name,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-		Logger: slog.New(&undecidedSignal{ch: p.undecided}),
+		Logger: slog.New(&logSignal{match: "undecided", ch: p.undecided}),
 	})
 	require.NoError(t, err)
 	p.refs, err = settle.NewRefIndex(p.store, "", locate)
@@ -174,25 +174,27 @@ func (p *party) writer(t *testing.T, rec *epoch.Record, opts chain.WriterOptions
 	return w
 }
 
-// undecidedSignal is the fencer's log handler: it closes ch at the first
-// warning about an undecided slot, so a test waits for that event instead of
-// polling. It must not call back into the fencer (it runs under its lock).
-type undecidedSignal struct {
-	once sync.Once
-	ch   chan struct{}
+// logSignal is a log handler that closes ch at the first warning whose
+// message contains match, so that a test waits for that event (a fence
+// found a slot undecided, a roll step failed) instead of polling. It must
+// not call back into the logging object (it may run under its lock).
+type logSignal struct {
+	match string
+	once  sync.Once
+	ch    chan struct{}
 }
 
-func (h *undecidedSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *logSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
 
-func (h *undecidedSignal) Handle(_ context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, "undecided") {
+func (h *logSignal) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
 		h.once.Do(func() { close(h.ch) })
 	}
 	return nil
 }
 
-func (h *undecidedSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *undecidedSignal) WithGroup(string) slog.Handler      { return h }
+func (h *logSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logSignal) WithGroup(string) slog.Handler      { return h }
 
 // --- records ---
 
@@ -201,6 +203,10 @@ func (h *undecidedSignal) WithGroup(string) slog.Handler      { return h }
 // exactly-once is checked across a takeover, where a retried record gets a
 // new offset.
 func record(offset uint64, id string) []byte {
+	return recordIn(stream, offset, id)
+}
+
+func recordIn(stream string, offset uint64, id string) []byte {
 	return fmt.Appendf(nil, "%s|%d|%s", stream, offset, id)
 }
 
