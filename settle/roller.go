@@ -312,7 +312,10 @@ func (r *Roller) dispatch() {
 		case req := <-r.requests:
 			req.res <- r.roll(req.c, true)
 		case <-r.kick:
-			if r.opts.RollOnHalt && isHalted(w) {
+			// Only a fenced epoch is rolled past: an undecidable slot
+			// (objects that are neither flight nor poison) would block
+			// the fence of the old epoch as well; its appends fail.
+			if r.opts.RollOnHalt && isHalted(w) && errors.Is(w.Err(), chain.ErrFenced) {
 				if err := r.roll(w.Record().Constants, false); err != nil {
 					r.log.Error("roll after halt failed", "star", r.star, "err", err)
 				}

@@ -361,3 +361,40 @@ func TestRollerValidation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), ch.Next, "refused constants mint nothing")
 }
+
+// An undecidable slot (objects that are neither flight nor poison in every
+// zone) is not rolled past, even with RollOnHalt: the fence of the old
+// epoch could not decide it either. The appends there fail with
+// ErrUndecidable, naming the objects, for an operator to look at.
+func TestRollerDoesNotRollPastUndecidable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, 3)
+		for z := range 3 {
+			require.NoError(t, e.raw[z].Create(ctx, e.key(starA, 1, 3), []byte("not a slot object")))
+		}
+		p := e.party("host", partyOpts{})
+		r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 8), settle.RollerOptions{RollOnHalt: true})
+		require.NoError(t, err)
+		var apps []*settle.Append
+		for i := range 6 {
+			a, err := r.Submit(ctx, record(stream, uint64(i), fmt.Sprint(i)))
+			require.NoError(t, err)
+			apps = append(apps, a)
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		for i, a := range apps {
+			_, err := a.Wait(wctx)
+			if i < 3 {
+				require.NoError(t, err)
+				continue
+			}
+			require.ErrorIs(t, err, chain.ErrUndecidable)
+		}
+		_, err = r.Submit(ctx, []byte("s|9|late"))
+		require.ErrorIs(t, err, chain.ErrUndecidable)
+		require.Equal(t, uint64(1), r.Epoch().Epoch)
+		require.NoError(t, r.Close(ctx))
+	})
+}
