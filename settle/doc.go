@@ -97,6 +97,10 @@
 // so leftovers of an interrupted trim, or of a bucket that was unreachable
 // (TrimReport.Left), are deleted by the next Trim of the epoch.
 //
+// Trim deletes data that refs may still point at: trim only what the host
+// no longer serves (retention) or has rewritten elsewhere (the epoch's
+// rewritten cursor), and drop or move those refs first.
+//
 // # The Roller and the unratified tail
 //
 // A Roller is a star's writer across epochs. OpenRoller settles every

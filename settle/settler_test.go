@@ -401,3 +401,29 @@ func TestSettleRacingSettlers(t *testing.T) {
 		require.Len(t, checkStream(t, p, stream), int(l.cut))
 	})
 }
+
+// K=1, W=1: one poison kills a slot. A takeover of a single-zone chain
+// settles like any other.
+func TestSettleSingleZone(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 1)
+	a := e.party(starA, partyOpts{})
+	rec, err := a.minter.Mint(ctx, starA, e.constants(1, 4))
+	require.NoError(t, err)
+	w := a.writer(rec, chain.WriterOptions{})
+	var acked []uint64
+	for i := range 5 {
+		pos, err := w.Append(ctx, record(stream, uint64(i), fmt.Sprint(i)))
+		require.NoError(t, err)
+		acked = append(acked, pos.Slot)
+	}
+	w.Abort()
+	e.putFlight(0, starA, rec.Epoch, 6, record(stream, 6, "6")) // past a hole: garbage
+	b := e.party(starB, partyOpts{})
+	reps, err := b.settler.SettleAll(ctx, starA)
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), reps[0].Cut)
+	require.Equal(t, 1, reps[0].GarbageDeleted)
+	checkEpochInvariants(t, b, starA, rec.Epoch, acked)
+	require.Len(t, checkStream(t, b, stream), 5)
+}
