@@ -590,17 +590,22 @@ func waiting(buckets []objstore.Bucket, obs []chain.Observation) []string {
 }
 
 func (f *Fencer) markUndecided(rec *epoch.Record, s uint64, obs []chain.Observation) time.Time {
+	buckets, _ := f.zones.Resolve(rec.Constants.Buckets)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	id := epochID{rec.Star, rec.Epoch}
 	u, ok := f.undecided[id]
-	if !ok || u.Slot != s {
+	fresh := !ok || u.Slot != s
+	if fresh {
 		u = Undecided{Star: rec.Star, Epoch: rec.Epoch, Slot: s, Since: f.opts.Clock.Now()}
-		f.opts.Logger.Warn("fence slot undecided: unreachable buckets hold the deciding vote", "star", rec.Star, "epoch", rec.Epoch, "slot", s)
 	}
-	buckets, _ := f.zones.Resolve(rec.Constants.Buckets)
 	u.Waiting = waiting(buckets, obs)
 	f.undecided[id] = u
+	f.mu.Unlock()
+	if fresh {
+		// Logged outside the lock: a handler may call Undecided.
+		f.opts.Logger.Warn("fence slot undecided: unreachable buckets hold the deciding vote",
+			"star", rec.Star, "epoch", rec.Epoch, "slot", s, "waiting", u.Waiting)
+	}
 	return u.Since
 }
 

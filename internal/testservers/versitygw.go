@@ -243,6 +243,7 @@ func (s *S3Server) start() error {
 		"--quiet",
 		"posix", s.Dir)
 	cmd.Env = serverEnv()
+	cmd.SysProcAttr = procAttr()
 	cmd.Stdout = s.out
 	cmd.Stderr = s.out
 	if err := cmd.Start(); err != nil {
