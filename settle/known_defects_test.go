@@ -4,10 +4,14 @@ import (
 	"context"
 	"os"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/latency"
 )
 
 // knownDefect skips a test that pins down a defect outside this package,
@@ -44,4 +48,44 @@ func TestFirstSlotAboveCheckpointIsCut(t *testing.T) {
 	_, err = p.settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 	checkEpochInvariants(t, p, starA, rec.Epoch, acked)
+}
+
+// A fence does not finish while a live writer keeps appending: at the
+// writer's frontier the walk poisons one bucket at a time and re-observes,
+// and the pipelined writer has assigned and written the slot by then
+// (completing a slot wins over killing it), so the walk moves on to the
+// next slot, which the writer has just assigned, and so on. With steady
+// latency the writer wins every slot; the fence chases it until its context
+// ends. A takeover therefore relies on the old writer stopping on its own
+// (lease loss); the fence should bound the writer instead, e.g. by
+// poisoning past the end estimate plus the window before walking.
+func TestFenceChasesLiveWriter(t *testing.T) {
+	knownDefect(t, "fence.Fencer never catches a writer that keeps appending")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, 3)
+		slow := func(i int, b objstore.Bucket) objstore.Bucket {
+			return latency.Wrap(b, latency.Options{Seed: uint64(i), Default: latency.Uniform(time.Millisecond, 3*time.Millisecond)})
+		}
+		a := e.party(starA, partyOpts{wrap: slow})
+		rec, err := a.minter.Mint(ctx, starA, e.constants(2, 16))
+		require.NoError(t, err)
+		w := a.writer(rec, chain.WriterOptions{})
+		go func() {
+			for i := 0; ; i++ {
+				f, err := w.Submit(ctx, record(stream, uint64(i), "x"))
+				if err != nil {
+					return
+				}
+				go func() { _, _ = f.Wait(ctx) }()
+			}
+		}()
+		time.Sleep(20 * time.Millisecond)
+		b := e.party(starB, partyOpts{wrap: slow})
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err = b.fencer.Fence(fctx, starA, rec.Epoch)
+		w.Abort()
+		require.NoError(t, err, "a fence must end a live writer's epoch")
+	})
 }

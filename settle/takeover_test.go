@@ -14,9 +14,12 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
+	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
+	"github.com/cutline/cutline/objstore/latency"
 	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/settle"
 )
 
 // host is a star's serving side over a plain chain.Writer: it submits
@@ -383,4 +386,103 @@ func randomTakeover(t *testing.T, seed uint64) {
 		require.Equal(t, 1, count(indexed, id))
 	}
 	t.Logf("seed %d: acked %d, cut %d, failed %d, garbage deleted %d", seed, len(ha.acked), cut, len(ha.failed), reps[0].GarbageDeleted)
+}
+
+// A takeover of a live writer, seeded: star A appends pipelined (with
+// retries) through transient faults, lost answers, straggling creates that
+// land on their own later, and latency. When it stops taking new records
+// (it lost its lease), its appends in flight keep going while star B fences
+// and settles A's chain. A halts at the cut (at the latest with its next
+// append); the invariants are checked once every straggler has landed.
+func TestTakeoverOfLiveWriter(t *testing.T) {
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { liveTakeover(t, seed) })
+		})
+	}
+}
+
+func liveTakeover(t *testing.T, seed uint64) {
+	ctx := context.Background()
+	var raw []objstore.Bucket
+	for _, n := range []string{"a", "b", "c"} {
+		raw = append(raw, mem.New(n))
+	}
+	e := &env{t: t, store: memstore.New(memstore.Options{}), raw: raw, keys: chain.Keys{Prefix: "chains"}}
+	for i, b := range raw {
+		e.zones = append(e.zones, fault.Wrap(b, fault.Options{Seed: seed*16 + uint64(i), StragglerDelay: 40 * time.Millisecond}))
+	}
+	slow := func(i int, b objstore.Bucket) objstore.Bucket {
+		return latency.Wrap(b, latency.Options{Seed: seed*16 + uint64(i), Default: latency.Uniform(time.Millisecond, 6*time.Millisecond)})
+	}
+	const window = 16
+	a := e.party(starA, partyOpts{wrap: slow})
+	recA, err := a.minter.Mint(ctx, starA, e.constants(2, window))
+	require.NoError(t, err)
+	ep := recA.Epoch
+	wa := a.writer(recA, chain.WriterOptions{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+	ha := startHost(t, a, starA, wa)
+	for _, z := range e.zones {
+		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.Straggler, Probability: 0.08}))
+		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.LostAnswer, Probability: 0.05}))
+		require.NoError(t, z.AddRule(fault.Rule{Probability: 0.05}))
+	}
+	// A produces until it learns it lost its lease (stop); what it has
+	// in flight keeps going, with retries and stragglers.
+	stop := make(chan struct{})
+	produced := make(chan int)
+	go func() {
+		i := 0
+		defer func() { produced <- i }()
+		for ; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ha.submit(ctx, fmt.Sprintf("p%d", i), uint64(i))
+		}
+	}()
+	for ha.ackedCount() < 30 {
+		time.Sleep(time.Millisecond) // synctest time: lets A run
+	}
+	close(stop)
+	n := <-produced
+
+	b := e.party(starB, partyOpts{wrap: slow, fence: fenceFast, settle: settle.Options{Backoff: 5 * time.Millisecond}})
+	reps, err := b.settler.SettleAll(ctx, starA)
+	require.NoError(t, err)
+	cut := reps[0].Cut
+
+	// One more append by the zombie: it can only fail.
+	ha.submit(ctx, fmt.Sprintf("p%d", n), uint64(n))
+	<-wa.Halted()
+	require.NoError(t, wa.Close(ctx))
+	ha.stop()
+	for _, z := range e.zones {
+		z.ClearRules()
+		z.ReleaseStragglers(ctx)
+	}
+	var acked []uint64
+	for _, pos := range ha.acked {
+		acked = append(acked, pos.Slot)
+	}
+	var fe *chain.FencedError
+	require.ErrorAs(t, wa.Err(), &fe)
+	require.Equal(t, cut, fe.Slot, "the writer halts exactly at the cut")
+	checkEpochInvariants(t, b, starA, ep, acked)
+	for _, f := range ha.failed {
+		require.ErrorIs(t, f.err, chain.ErrFenced, "%s", f.id)
+	}
+	ids, _ := chainIDs(t, b, starA)
+	require.Len(t, ids, int(cut))
+	for i, id := range ids {
+		require.Equal(t, fmt.Sprintf("p%d", i), id)
+	}
+	require.Len(t, acked, int(cut), "a live writer acknowledges everything below the cut")
+	require.Equal(t, ids, checkStream(t, b, stream))
+	for _, err := range ha.advance {
+		require.ErrorIs(t, err, epoch.ErrCursorRegression)
+	}
+	t.Logf("seed %d: cut %d, garbage deleted %d, repaired %d, poisoned %d", seed, cut, reps[0].GarbageDeleted, reps[0].Fence.Repaired, reps[0].Fence.Poisoned)
 }
