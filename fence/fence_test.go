@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
@@ -392,3 +393,40 @@ func TestUndecidedClearedWhenAnotherFencerPublishes(t *testing.T) {
 	require.Equal(t, cut, cut2)
 	require.Empty(t, f.Undecided())
 }
+
+// TestUndecidedWhenDeadlineMeetsRetry: the context ends just as a retry of
+// an undecided slot is due. Whichever the fence sees first, it was blocked,
+// so it reports ErrUndecided with the bucket it waited for.
+func TestUndecidedWhenDeadlineMeetsRetry(t *testing.T) {
+	for range 20 {
+		e := newEnv(t, 3, 2, 4)
+		e.layout("F P E")
+		e.zones[2].SetDown(true)
+		ctx := newExpiringCtx()
+		f := e.fencer(Options{Clock: dueAndExpired{Fake: clockFake(), ctx: ctx}})
+		_, err := f.Fence(ctx, star, e.rec.Epoch)
+		var ue *UndecidedError
+		require.ErrorAs(t, err, &ue)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, []string{"c"}, ue.Waiting)
+	}
+}
+
+// dueAndExpired is a clock whose timers are due at once, and which expires
+// ctx whenever one is made: a wait sees both its timer and its context done.
+type dueAndExpired struct {
+	*clock.Fake
+	ctx *expiringCtx
+}
+
+func (c dueAndExpired) NewTimer(d time.Duration) clock.Timer {
+	c.ctx.Expire()
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return dueTimer(ch)
+}
+
+type dueTimer chan time.Time
+
+func (t dueTimer) C() <-chan time.Time { return t }
+func (t dueTimer) Stop() bool          { return false }

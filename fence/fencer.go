@@ -427,9 +427,12 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 // cut when the slot is dead.
 func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation) (uint64, bool, error) {
 	backoff := w.f.opts.MinBackoff
-	// stuck: an observation of this call found s undecided, at since,
-	// waiting for the buckets waitingFor.
+	// stuck: the last observation with ctx alive found s undecided, first
+	// at since, waiting for the buckets waitingFor.
 	stuck, since, waitingFor := false, time.Time{}, []string(nil)
+	undecidedErr := func(err error) error {
+		return &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waitingFor, Since: since, Err: err}
+	}
 	failed := make([]bool, len(w.buckets)) // poison creates with unknown outcome
 	for {
 		v := classify(obs, w.rec.Constants.W)
@@ -443,26 +446,28 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 			w.f.clearUndecided(w.rec)
 			return s, true, nil
 		case repair:
+			stuck = false
 			progress = w.repair(ctx, s, obs)
 		case poison:
+			stuck = false
 			progress = w.poison(ctx, s, obs, failed)
 		case blocked:
 			return 0, false, w.foreign(s, obs)
 		case undecided:
 			if err := ctx.Err(); err != nil {
 				// Buckets read as unreachable because ctx ended, not
-				// because they failed. Unless an earlier observation found
-				// the slot undecided, the fence stopped; it was not
+				// because they failed. Unless the previous observation
+				// found the slot undecided, the fence stopped; it was not
 				// blocked.
 				if !stuck {
 					return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
 				}
-				return 0, false, &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waitingFor, Since: since, Err: err}
+				return 0, false, undecidedErr(err)
 			}
 			stuck, waitingFor = true, waiting(w.buckets, obs)
 			since = w.f.markUndecided(w.rec, s, obs)
 			if err := clock.Sleep(ctx, w.f.opts.Clock, jitter(backoff)); err != nil {
-				return 0, false, &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waitingFor, Since: since, Err: err}
+				return 0, false, undecidedErr(err)
 			}
 			backoff = min(2*backoff, w.f.opts.MaxBackoff)
 		}
@@ -475,6 +480,9 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 			backoff = min(2*backoff, w.f.opts.MaxBackoff)
 		}
 		if err := ctx.Err(); err != nil {
+			if stuck {
+				return 0, false, undecidedErr(err)
+			}
 			return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
 		}
 		obs = w.observe(ctx, []uint64{s})[0]

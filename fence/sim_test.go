@@ -32,7 +32,7 @@ const (
 	simSeedsDefault = 400
 	// simBound bounds one seed's run; reaching it is a failure (a hang),
 	// nothing is timed.
-	simBound = 2 * time.Minute
+	simBound = time.Minute
 )
 
 func simSeeds(t *testing.T) []uint64 {
@@ -244,17 +244,31 @@ func runSim(t *testing.T, cfg simConfig, st *simStats) {
 	// blocked on the zone keeps retrying, so it always comes back.
 	var ops atomic.Int64
 	var scheduleOff atomic.Bool
+	var phaseMu sync.Mutex
+	phase := 0 // 0 before the outage, 1 during, 2 after: only moves forward
 	tick := func() {
 		n := ops.Add(1)
 		if cfg.OutageZone < 0 || scheduleOff.Load() {
 			return
 		}
-		switch n {
-		case cfg.OutageAt:
-			e.zones[cfg.OutageZone].SetDown(true)
-		case cfg.OutageAt + cfg.OutageLen:
-			e.zones[cfg.OutageZone].SetDown(false)
+		want := 0
+		switch {
+		case n >= cfg.OutageAt+cfg.OutageLen:
+			want = 2
+		case n >= cfg.OutageAt:
+			want = 1
 		}
+		phaseMu.Lock()
+		defer phaseMu.Unlock()
+		if want > phase && !scheduleOff.Load() {
+			phase = want
+			e.zones[cfg.OutageZone].SetDown(phase == 1)
+		}
+	}
+	stopSchedule := func() { // no outage change happens after it returns
+		phaseMu.Lock()
+		defer phaseMu.Unlock()
+		scheduleOff.Store(true)
 	}
 	view := func(before func()) []objstore.Bucket {
 		return e.view(func(i int, b objstore.Bucket) objstore.Bucket {
@@ -327,7 +341,7 @@ func runSim(t *testing.T, cfg simConfig, st *simStats) {
 		}
 	}
 	if deadline >= 0 {
-		scheduleOff.Store(true)
+		stopSchedule()
 		for _, z := range e.zones {
 			z.SetDown(false)
 			z.ClearRules()
@@ -371,10 +385,11 @@ func runSim(t *testing.T, cfg simConfig, st *simStats) {
 				require.Equal(t, []string{e.zones[cfg.DeadlineZone].Name()}, ue.Waiting, "undecided only on the zone that was down")
 			}
 		default:
+			e.dump(len(futures))
 			t.Fatalf("fencer %d (%+v): %v", r.i, sf, r.err)
 		}
 	}
-	scheduleOff.Store(true)
+	stopSchedule()
 	for _, z := range e.zones {
 		z.SetDown(false)
 	}
@@ -430,6 +445,17 @@ func runSim(t *testing.T, cfg simConfig, st *simStats) {
 	e.checkCut(cut)
 	e.checkGarbage(cut)
 	t.Logf("cut %d of %d submitted, %d stragglers landed after the fence", cut, len(futures), landed)
+}
+
+// dump logs the zones and the last slots of an epoch of n submissions.
+func (e *env) dump(n int) {
+	for i, z := range e.zones {
+		e.t.Logf("zone %s: down %v, stragglers pending %d, stats %+v", z.Name(), z.Down(), len(z.PendingStragglers()), z.Stats())
+		_ = i
+	}
+	for s := max(0, n-4); s <= n+1; s++ {
+		e.t.Logf("slot %d: %s", s, e.state(uint64(s)))
+	}
 }
 
 // checkGarbage lists every bucket: flights exist only below cut+window
