@@ -177,11 +177,12 @@ func rollOnHalt(t *testing.T, e *env) {
 		require.NoError(t, z.AddRule(fault.Rule{Probability: 0.04}))
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.LostAnswer, Probability: 0.04}))
 	}
-	// Epochs 1–3 are fenced at slots 15, 20 and 25 by someone else.
-	for ep, slot := range map[uint64]uint64{1: 15, 2: 20, 3: 25} {
-		e.putPoison(0, starA, ep, slot)
-		e.putPoison(1, starA, ep, slot)
-	}
+	// Epoch 1 is fenced at slot 15 by someone else before it starts;
+	// epochs 2 and 3 are fenced at slots 20 and 25 (or the first slot
+	// past them not yet written) while the producers append.
+	e.putPoison(0, starA, 1, 15)
+	e.putPoison(1, starA, 1, 15)
+	cuts := map[uint64]uint64{1: 15}
 	p := e.party("host", partyOpts{
 		wrap: func(i int, b objstore.Bucket) objstore.Bucket {
 			return latency.Wrap(b, latency.Options{Seed: uint64(i), Default: latency.Uniform(time.Millisecond, 5*time.Millisecond)})
@@ -201,6 +202,26 @@ func rollOnHalt(t *testing.T, e *env) {
 	for _, pr := range prs {
 		wg.Go(func() { pr.run(t, ctx, r, 60, off.take, nil) })
 	}
+	wg.Go(func() {
+		for _, at := range []struct{ ep, slot uint64 }{{2, 20}, {3, 25}} {
+			ep, slot := at.ep, at.slot
+			for r.Epoch().Epoch < ep {
+				time.Sleep(100 * time.Microsecond) // synctest time
+			}
+			for ; ; slot += 10 {
+				created := 0
+				for _, z := range e.raw[:2] {
+					if z.Create(ctx, e.key(starA, ep, slot), chain.EncodePoison(starA, ep, slot, "other")) == nil {
+						created++
+					}
+				}
+				if created == 2 {
+					cuts[ep] = slot
+					break
+				}
+			}
+		}
+	})
 	wg.Wait()
 	acked := map[string]chain.Position{}
 	for _, pr := range prs {
@@ -214,7 +235,7 @@ func rollOnHalt(t *testing.T, e *env) {
 		z.ClearRules()
 	}
 	verifyChain(t, p, acked)
-	for ep, cut := range map[uint64]uint64{1: 15, 2: 20, 3: 25} {
+	for ep, cut := range cuts {
 		rec, err := p.minter.Get(ctx, starA, ep)
 		require.NoError(t, err)
 		require.Equal(t, cut, rec.Cut)
