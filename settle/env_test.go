@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"iter"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -550,15 +548,3 @@ func (b *crashBucket) List(ctx context.Context, prefix, after string, limit int)
 	}
 	return b.Bucket.List(ctx, prefix, after, limit)
 }
-
-// sortedKeys is a map's keys in order, for stable failure messages.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-var _ = time.Second
