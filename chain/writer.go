@@ -34,7 +34,10 @@ type WriterOptions struct {
 	// between retries of one bucket. Zero means DefaultMinBackoff and
 	// DefaultMaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
-	// FirstSlot is the slot the first Submit takes (default 0).
+	// FirstSlot is the slot the first Submit takes. It must equal the
+	// record's checkpoint (0 for a freshly minted epoch): a fence walks from
+	// the checkpoint, so a slot left empty below the first one written would
+	// be poisoned into a cut below acknowledged slots.
 	FirstSlot uint64
 }
 
@@ -187,6 +190,10 @@ func NewWriter(rec *epoch.Record, buckets []objstore.Bucket, opts WriterOptions)
 	}
 	if err := objstore.ValidateKey(opts.Keys.Slot(rec.Star, rec.Epoch, opts.FirstSlot)); err != nil {
 		return nil, &epoch.ConfigError{Field: "Keys", Value: fmt.Sprintf("%q", opts.Keys.Prefix), Reason: err.Error()}
+	}
+	if opts.FirstSlot != rec.Cursors.Checkpoint {
+		return nil, &epoch.ConfigError{Field: "FirstSlot", Value: opts.FirstSlot,
+			Reason: fmt.Sprintf("must equal the epoch's checkpoint %d: a fence walks from there, and would cut acknowledged slots above a hole", rec.Cursors.Checkpoint)}
 	}
 	if opts.FirstSlot > notHalted-uint64(c.Window)-1 {
 		return nil, &epoch.ConfigError{Field: "FirstSlot", Value: opts.FirstSlot, Reason: "too close to the end of the slot space"}

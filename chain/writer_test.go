@@ -764,6 +764,11 @@ func TestConcurrentAppendsUniquePositions(t *testing.T) {
 func TestFirstSlot(t *testing.T) {
 	e := newEnv(t, 3)
 	rec := e.mint(2, 4)
+	_, err := chain.NewWriter(rec, e.buckets, chain.WriterOptions{FirstSlot: 1 << 40})
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig, "a first slot above the checkpoint leaves a hole a fence would cut")
+	// A record whose checkpoint is far along (as a host's view of an epoch
+	// it covered up to there) starts its writer there.
+	rec.Cursors.Checkpoint = 1 << 40
 	w := e.writer(rec, chain.WriterOptions{FirstSlot: 1 << 40})
 	pos, err := w.Append(context.Background(), payload(0))
 	require.NoError(t, err)
@@ -800,6 +805,7 @@ func TestNewWriterValidation(t *testing.T) {
 		{chain.WriterOptions{Keys: chain.Keys{Prefix: "../x"}}, "prefix"},
 		{chain.WriterOptions{Keys: chain.Keys{Prefix: "a//b"}}, "prefix"},
 		{chain.WriterOptions{FirstSlot: ^uint64(0) - 2}, "FirstSlot"},
+		{chain.WriterOptions{FirstSlot: 1}, "FirstSlot"},
 	} {
 		_, err := chain.NewWriter(rec, e.buckets, tc.opts)
 		require.ErrorAs(t, err, &ce, "%+v", tc.opts)

@@ -16,6 +16,12 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
+// BarrierSuffix ends the fencer identity written into barrier poison: poison
+// a fencer puts ahead of a writer that is still appending (see
+// Report.Barriers). Barrier poison lies past the cut; like all poison it
+// stands until the star is decommissioned.
+const BarrierSuffix = " (barrier)"
+
 // Options configures a Fencer. The zero value works.
 type Options struct {
 	// Keys is the object key layout; it must match the writers'.
@@ -144,6 +150,9 @@ type Report struct {
 	// Repaired counts flight copies made; Poisoned counts poison objects
 	// this fencer created.
 	Repaired, Poisoned int64
+	// Barriers counts the slots ahead of a live writer that this fencer
+	// killed to stop chasing it (see walk), and BarrierAttempts the tries.
+	Barriers, BarrierAttempts int
 	// Duration is the fence's time on the fencer's clock.
 	Duration time.Duration
 }
@@ -220,6 +229,10 @@ type walk struct {
 	sem     chan struct{}
 
 	reads, creates, repaired, poisoned atomic.Int64
+
+	// raced: a writer's flight appeared in a slot after this walk went for
+	// poison there, so the writer is still appending.
+	raced bool
 }
 
 func (w *walk) slot(n uint64) chain.Slot {
@@ -390,8 +403,30 @@ func classify(obs []chain.Observation, w int) verdict {
 // walk classifies slots in order from start and returns the cut.
 func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 	span := uint64(w.f.opts.Span)
+	window := uint64(w.rec.Constants.Window)
+	// A writer that stopped left nothing at or past its release point plus
+	// the window, and the walk starts at most a window below that release
+	// point, so its cut lies within 2·window+1 slots of the start. A walk
+	// that gets further while writer flights keep appearing in slots it
+	// went to poison is chasing a writer that is still appending: at each
+	// frontier slot the writer's pipelined flight lands before the poison
+	// can, and completing a slot wins over killing it. Then the walk kills
+	// a slot well ahead of the writer (a barrier) so that the writer can
+	// never acknowledge past it and the walk ends there at the latest. The
+	// cut is still the first dead slot in order, which every fencer finds
+	// alike, so racing fencers still agree.
+	chaseAfter := start + 3*window + 2
+	lead := 2*window + 1
+	planted := false
 	n := start
 	for {
+		if !planted && w.raced && n > chaseAfter {
+			if planted = w.barrier(ctx, n+lead); !planted {
+				// The writer got there first, or a zone did not answer:
+				// aim further ahead next time.
+				chaseAfter, lead = n+lead, 2*lead
+			}
+		}
 		slots := make([]uint64, 0, span)
 		for i := uint64(0); i < span && n+i >= n; i++ {
 			slots = append(slots, n+i)
@@ -423,6 +458,33 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 	}
 }
 
+// barrier tries to kill slot b ahead of a live writer: it poisons b's empty
+// buckets one at a time while no flight shows there. It gives up (false) as
+// soon as a flight appears (the writer is there already) or a bucket does
+// not answer: a barrier is an accelerator, never a reason to block. Poison
+// in an empty bucket can never displace a flight, so a barrier is as safe
+// as any poison: a slot that reaches W copies anyway is simply committed.
+func (w *walk) barrier(ctx context.Context, b uint64) bool {
+	w.rep.BarrierAttempts++
+	failed := make([]bool, len(w.buckets))
+	for range w.rec.Constants.B() + 2 {
+		obs := w.observe(ctx, []uint64{b})[0]
+		switch classify(obs, w.rec.Constants.W) {
+		case dead:
+			w.rep.Barriers++
+			w.f.opts.Logger.InfoContext(ctx, "fence planted a barrier ahead of a live writer", "star", w.rec.Star, "epoch", w.rec.Epoch, "slot", b)
+			return true
+		case poison:
+			if !w.poison(ctx, b, obs, failed, w.f.opts.Identity+BarrierSuffix) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // settleSlot drives one slot to committed or dead. It reports done with the
 // cut when the slot is dead.
 func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation) (uint64, bool, error) {
@@ -434,8 +496,14 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 		return &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waitingFor, Since: since, Err: err}
 	}
 	failed := make([]bool, len(w.buckets)) // poison creates with unknown outcome
+	poisoned := false                      // this walk tried to poison s
 	for {
 		v := classify(obs, w.rec.Constants.W)
+		if poisoned && hasFlight(obs) {
+			// A flight appeared after the walk went for poison: a writer
+			// is still appending here.
+			w.raced = true
+		}
 		w.f.opts.Logger.DebugContext(ctx, "fence slot", "star", w.rec.Star, "epoch", w.rec.Epoch, "slot", s, "verdict", v.String())
 		progress := true
 		switch v {
@@ -450,7 +518,8 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 			progress = w.repair(ctx, s, obs)
 		case poison:
 			stuck = false
-			progress = w.poison(ctx, s, obs, failed)
+			poisoned = true
+			progress = w.poison(ctx, s, obs, failed, w.f.opts.Identity)
 		case blocked:
 			return 0, false, w.foreign(s, obs)
 		case undecided:
@@ -542,7 +611,7 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) bo
 // after the other empty buckets, so that one zone refusing writes cannot
 // stall a slot the others can decide. It reports whether the create got an
 // answer (created, or found an object).
-func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, failed []bool) bool {
+func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, failed []bool, identity string) bool {
 	j := -1
 	for i, o := range obs {
 		if o.State == chain.Empty && (j < 0 || failed[j] && !failed[i]) {
@@ -554,7 +623,7 @@ func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, fa
 	}
 	w.rep.Rounds++
 	w.creates.Add(1)
-	data := chain.EncodePoison(w.rec.Star, w.rec.Epoch, s, w.f.opts.Identity)
+	data := chain.EncodePoison(w.rec.Star, w.rec.Epoch, s, identity)
 	err := w.buckets[j].Create(ctx, w.slot(s).Key(), data)
 	switch {
 	case err == nil:

@@ -220,7 +220,11 @@ func zombie(t *testing.T, s *stack, stale *epoch.Record, cut uint64) {
 	ctx := within(t, 30*time.Second)
 	require.Equal(t, epoch.StateOpen, stale.State, "the zombie believes its epoch is open")
 	z := s.party(t, starA+"-zombie", partyOpts{})
-	w := z.writer(t, stale, chain.WriterOptions{FirstSlot: cut})
+	// The zombie's PUTs at and past the cut are modelled by a writer whose
+	// view of the record starts there.
+	view := *stale
+	view.Cursors.Checkpoint = cut
+	w := z.writer(t, &view, chain.WriterOptions{FirstSlot: cut})
 	var fs []*chain.Future
 	for i := range 8 {
 		f, err := w.Submit(ctx, record(cut+uint64(i), fmt.Sprintf("zombie%d", i)))

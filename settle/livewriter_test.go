@@ -1,0 +1,76 @@
+package settle_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/latency"
+)
+
+// A writer that keeps appending while a successor fences its epoch: at
+// every frontier slot its pipelined flight lands before the fencer's
+// poison, and completing a slot wins over killing it, so a walk alone would
+// chase it for ever. The fencer kills a slot ahead of it instead; the
+// writer halts there, and nothing it acknowledged is at or past the cut.
+func TestFenceEndsLiveWriter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newEnv(t, 3)
+		slow := func(i int, b objstore.Bucket) objstore.Bucket {
+			return latency.Wrap(b, latency.Options{Seed: uint64(i), Default: latency.Uniform(time.Millisecond, 3*time.Millisecond)})
+		}
+		a := e.party(starA, partyOpts{wrap: slow})
+		rec, err := a.minter.Mint(ctx, starA, e.constants(2, 16))
+		require.NoError(t, err)
+		w := a.writer(rec, chain.WriterOptions{})
+		var (
+			mu        sync.Mutex
+			acked     []uint64
+			wg        sync.WaitGroup
+			submitErr error
+		)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				f, err := w.Submit(ctx, record(stream, uint64(i), "x"))
+				if err != nil {
+					submitErr = err
+					return
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if pos, err := f.Wait(ctx); err == nil {
+						mu.Lock()
+						acked = append(acked, pos.Slot)
+						mu.Unlock()
+					}
+				}()
+			}
+		}()
+		time.Sleep(20 * time.Millisecond) // virtual time: the writer is well under way
+		b := e.party(starB, partyOpts{wrap: slow})
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		rep, err := b.fencer.FenceReport(fctx, starA, rec.Epoch)
+		require.NoError(t, err, "a fence must end a live writer's epoch")
+		require.Positive(t, rep.Barriers, "the fence killed a slot ahead of the writer")
+		<-w.Halted()
+		wg.Wait()
+		w.Abort()
+		require.ErrorIs(t, submitErr, chain.ErrFenced, "the writer stops at the dead slot")
+		require.NotEmpty(t, acked)
+		for _, s := range acked {
+			require.Less(t, s, rep.Cut, "acknowledged slot %d at or past the cut", s)
+		}
+		checkEpochInvariants(t, b, starA, rec.Epoch, acked)
+	})
+}
