@@ -81,11 +81,17 @@
 // safe, and the writer halts with chain.ErrFenced when it reaches the cut.
 // To be dead a slot needs B poison objects created one after another, while
 // the writer needs W creates sent in parallel, so a writer that keeps
-// appending faster than that wins every slot it reaches first and the walk
-// follows it. The fence ends as soon as the writer pauses or slows; a host
-// makes the old writer stop (it lost its lease and self-fences) and bounds
-// Fence with a context. A fence that ends early loses nothing: the next one
-// reuses its poison and repairs.
+// appending wins every frontier slot it reaches first, and a walk alone
+// would follow it for as long as it appends. A stopped writer's cut lies
+// within 2·window+1 slots of the walk start; when the walk gets further
+// while flights keep appearing in slots it went to poison, it plants a
+// barrier: it poisons a slot 2·window+1 ahead (doubling the lead when the
+// writer gets there first) until that slot is dead. The writer can never
+// acknowledge past the barrier, so the walk ends there at the latest.
+// Barrier poison carries the fencer identity followed by BarrierSuffix and
+// is counted in Report.Barriers; like any poison it only ever fills empty
+// buckets, so it can never take a slot from an acknowledged flight, and the
+// cut is still the first dead slot, which racing fencers find alike.
 //
 // # Undecided slots
 //
