@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -25,6 +26,11 @@ type synthChain struct {
 	n       uint64
 	tail    map[uint64]string
 	payload []byte
+	// grow, when set, plays a writer that never stops: every read request
+	// extends the chain by grow committed slots (created objects, such as
+	// poison, keep their slots).
+	grow uint64
+	end  atomic.Uint64 // the growth so far
 }
 
 // raggedTail is a pipelined writer's tail: committed, half written, a hole,
@@ -79,7 +85,7 @@ func (b *synthBucket) object(key string) ([]byte, bool) {
 		return d, true
 	}
 	ep, slot, ok := b.parse(key)
-	if !ok || slot >= b.c.n {
+	if !ok || slot >= b.c.n+b.c.end.Load() {
 		return nil, false
 	}
 	if row, ok := b.c.tail[slot]; ok && strings.Fields(row)[b.idx] != "F" {
@@ -108,6 +114,7 @@ func (b *synthBucket) Create(ctx context.Context, key string, data []byte) error
 
 func (b *synthBucket) Get(ctx context.Context, key string) ([]byte, error) {
 	b.reads.Add(1)
+	b.c.end.Add(b.c.grow)
 	d, ok := b.object(key)
 	if !ok {
 		return nil, b.opErr("get", key, objstore.ErrNotFound)
@@ -117,6 +124,7 @@ func (b *synthBucket) Get(ctx context.Context, key string) ([]byte, error) {
 
 func (b *synthBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	b.reads.Add(1)
+	b.c.end.Add(b.c.grow)
 	d, ok := b.object(key)
 	if !ok {
 		return nil, b.opErr("getrange", key, objstore.ErrNotFound)
@@ -221,4 +229,38 @@ func TestFenceRoundTripsAtMillion(t *testing.T) {
 			require.Equal(t, int64(2+2), creates, "one repair copy pair for the half-written slot, B=2 poison at the cut")
 		}
 	}
+}
+
+// TestBarrierStopsARunawayWriter: a writer that appends faster than the
+// walk reads (every read request of the fencer lets it commit two more
+// slots) is never caught by the walk alone: the walk only ever sees
+// committed slots. The walk kills a slot ahead of it (a barrier), and the
+// cut is that slot.
+func TestBarrierStopsARunawayWriter(t *testing.T) {
+	m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
+	require.NoError(t, err)
+	c := &synthChain{star: star, n: 100, payload: []byte("x"), grow: 2}
+	zs := newSynthZones(c, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 4})
+	require.NoError(t, err)
+	f, err := New(m, chain.Zones{"a": zs[0], "b": zs[1], "c": zs[2]}, Options{Keys: chain.Keys{Prefix: "chains"}, Identity: "successor"})
+	require.NoError(t, err)
+	rep, err := f.FenceReport(ctx, star, rec.Epoch)
+	require.NoError(t, err, "the fence ends although the writer never stops")
+	require.Equal(t, 1, rep.Barriers)
+	require.Less(t, rep.BarrierAttempts, 20)
+	var barrier int
+	for _, z := range zs {
+		d, ok := z.object(chain.Keys{Prefix: "chains"}.Slot(star, rec.Epoch, rep.Cut))
+		require.True(t, ok)
+		obj, err := chain.Decode(d)
+		require.NoError(t, err)
+		if obj.Kind == chain.KindPoison && string(obj.Body) == "successor"+BarrierSuffix {
+			barrier++
+		}
+	}
+	require.Equal(t, 2, barrier, "the cut is the barrier: B=2 barrier poisons")
+	t.Logf("cut %d after %d round trips, %d barrier attempts; the writer had reached %d", rep.Cut, rep.Rounds, rep.BarrierAttempts, c.n+c.end.Load())
 }

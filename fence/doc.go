@@ -78,20 +78,24 @@
 // # A live writer
 //
 // The old writer may still be appending while the fence runs; that is
-// safe, and the writer halts with chain.ErrFenced when it reaches the cut.
-// To be dead a slot needs B poison objects created one after another, while
-// the writer needs W creates sent in parallel, so a writer that keeps
-// appending wins every frontier slot it reaches first, and a walk alone
-// would follow it for as long as it appends. A stopped writer's cut lies
-// within 2·window+1 slots of the walk start; when the walk gets further
-// while flights keep appearing in slots it went to poison, it plants a
-// barrier: it poisons a slot 2·window+1 ahead (doubling the lead when the
-// writer gets there first) until that slot is dead. The writer can never
-// acknowledge past the barrier, so the walk ends there at the latest.
-// Barrier poison carries the fencer identity followed by BarrierSuffix and
-// is counted in Report.Barriers; like any poison it only ever fills empty
-// buckets, so it can never take a slot from an acknowledged flight, and the
-// cut is still the first dead slot, which racing fencers find alike.
+// safe, and the writer halts with chain.ErrFenced at the first dead slot it
+// meets (the cut, or a barrier past it; its error moves down to the cut once
+// it meets the cut). To be dead a slot needs B poison objects created one
+// after another, while the writer needs W creates sent in parallel, so a
+// writer that keeps appending wins every frontier slot it reaches first,
+// and a walk alone would follow it for as long as it appends. A stopped
+// writer's cut lies within 2·window+1 slots of the walk start; when the walk
+// gets further (it is chasing a live writer, or it started low because
+// probes of the estimate went unanswered), it plants a barrier: at the start
+// of each span it poisons a slot ahead, 2·window+1 ahead at first and
+// doubling the lead each time the writer gets there first, until that slot
+// is dead. The writer can never acknowledge past the barrier, so the walk
+// ends there at the latest. Barrier poison carries the fencer identity
+// followed by BarrierSuffix and is counted in Report.Barriers; like any
+// poison it only ever fills empty buckets, so it can never take a slot from
+// an acknowledged flight, and the cut is still the first dead slot, which
+// racing fencers find alike. Barrier poison past the cut stands like all
+// poison.
 //
 // # Undecided slots
 //

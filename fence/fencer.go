@@ -229,10 +229,6 @@ type walk struct {
 	sem     chan struct{}
 
 	reads, creates, repaired, poisoned atomic.Int64
-
-	// raced: a writer's flight appeared in a slot after this walk went for
-	// poison there, so the writer is still appending.
-	raced bool
 }
 
 func (w *walk) slot(n uint64) chain.Slot {
@@ -407,26 +403,36 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 	// A writer that stopped left nothing at or past its release point plus
 	// the window, and the walk starts at most a window below that release
 	// point, so its cut lies within 2·window+1 slots of the start. A walk
-	// that gets further while writer flights keep appearing in slots it
-	// went to poison is chasing a writer that is still appending: at each
-	// frontier slot the writer's pipelined flight lands before the poison
-	// can, and completing a slot wins over killing it. Then the walk kills
-	// a slot well ahead of the writer (a barrier) so that the writer can
+	// that gets further is chasing a writer that is still appending (or it
+	// started low, its estimate having missed the end): at each frontier
+	// slot the writer's pipelined flight lands before the poison can, and
+	// completing a slot wins over killing it; or the walk, reading slots
+	// the writer committed, never even reaches the writer. Then the walk
+	// kills a slot ahead of the writer (a barrier) so that the writer can
 	// never acknowledge past it and the walk ends there at the latest. The
-	// cut is still the first dead slot in order, which every fencer finds
-	// alike, so racing fencers still agree.
+	// lead doubles after each attempt the writer wins (one attempt per span,
+	// and one after each frontier slot the walk had to act on), so it
+	// overtakes the writer in a few rounds and overshoots by at most twice
+	// what was needed. The cut is still the first dead slot in order,
+	// which every fencer finds alike, so racing fencers still agree; a
+	// barrier behind a low start lands on committed slots and gives up, or
+	// past the end as harmless poison.
 	chaseAfter := start + 3*window + 2
 	lead := 2*window + 1
 	planted := false
 	n := start
-	for {
-		if !planted && w.raced && n > chaseAfter {
-			if planted = w.barrier(ctx, n+lead); !planted {
-				// The writer got there first, or a zone did not answer:
-				// aim further ahead next time.
-				chaseAfter, lead = n+lead, 2*lead
-			}
+	tryBarrier := func(from uint64) {
+		if planted || from <= chaseAfter || from > ^uint64(0)-lead {
+			return
 		}
+		if planted = w.barrier(ctx, from+lead); !planted {
+			// The writer got there first, or a zone did not answer: aim
+			// further ahead next time.
+			lead = min(2*lead, 1<<40)
+		}
+	}
+	for {
+		tryBarrier(n)
 		slots := make([]uint64, 0, span)
 		for i := uint64(0); i < span && n+i >= n; i++ {
 			slots = append(slots, n+i)
@@ -450,6 +456,7 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 			if done {
 				return cut, nil
 			}
+			tryBarrier(s)
 		}
 		n += uint64(len(slots))
 		if err := ctx.Err(); err != nil {
@@ -496,14 +503,8 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 		return &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waitingFor, Since: since, Err: err}
 	}
 	failed := make([]bool, len(w.buckets)) // poison creates with unknown outcome
-	poisoned := false                      // this walk tried to poison s
 	for {
 		v := classify(obs, w.rec.Constants.W)
-		if poisoned && hasFlight(obs) {
-			// A flight appeared after the walk went for poison: a writer
-			// is still appending here.
-			w.raced = true
-		}
 		w.f.opts.Logger.DebugContext(ctx, "fence slot", "star", w.rec.Star, "epoch", w.rec.Epoch, "slot", s, "verdict", v.String())
 		progress := true
 		switch v {
@@ -518,7 +519,6 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 			progress = w.repair(ctx, s, obs)
 		case poison:
 			stuck = false
-			poisoned = true
 			progress = w.poison(ctx, s, obs, failed, w.f.opts.Identity)
 		case blocked:
 			return 0, false, w.foreign(s, obs)

@@ -46,7 +46,7 @@ func TestFSWriterRace(t *testing.T) {
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("K=%d,W=%d,window=%d", c.k, c.w, c.window), func(t *testing.T) {
 			e := newEnvOn(t, fsZones(t, c.k, true), c.w, c.window)
-			raceWriter(t, e, e.view(nil), e.view(nil), uint64(c.window), 8*uint64(c.window))
+			raceWriter(t, e, e.view(nil), e.view(nil), uint64(c.window))
 		})
 	}
 }

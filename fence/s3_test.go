@@ -93,10 +93,10 @@ func TestS3Scenarios(t *testing.T) {
 // real S3 zones.
 func TestS3WriterRace(t *testing.T) {
 	zones := startS3Zones(t, 3)
-	for _, c := range []struct{ w, window int }{{2, 8}, {2, 32}} {
+	for _, c := range []struct{ w, window int }{{2, 8}, {3, 4}} {
 		t.Run(fmt.Sprintf("K=3,W=%d,window=%d", c.w, c.window), func(t *testing.T) {
 			e := newEnvOn(t, zones.buckets(t, 3), c.w, c.window)
-			raceWriter(t, e, e.view(nil), e.view(nil), uint64(c.window), 4*uint64(c.window))
+			raceWriter(t, e, e.view(nil), e.view(nil), uint64(c.window))
 		})
 	}
 }
