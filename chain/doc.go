@@ -28,8 +28,8 @@
 //
 // # Writing
 //
-// Mint an epoch (package epoch), then make a Writer over its record and its
-// buckets, in the record's bucket order:
+// Mint an epoch (package epoch), then make a Writer over the record Mint
+// returned and its buckets, in the record's bucket order:
 //
 //	rec, _ := minter.Mint(ctx, star, epoch.Constants{Class: "standard",
 //		Buckets: chain.Names(a, b, c), W: 2, Window: 64})
@@ -37,6 +37,17 @@
 //	pos, err := w.Append(ctx, payload)     // one at a time
 //	f, err := w.Submit(ctx, payload)       // or pipelined:
 //	pos, err = f.Wait(ctx)                 // acknowledged in slot order
+//	_, err = w.Checkpoint(ctx, pos.Slot+1) // once the host's index covers it
+//
+// Only the mint that created an epoch may write it, and nothing resumes an
+// epoch: NewWriter takes the record's single-use claim (epoch.Record.Claim).
+// A record read back with Get or Epochs (after a restart, say) is refused
+// with epoch.ErrNotMinted, a second writer on one minted record with
+// epoch.ErrClaimed. A restarted host mints a new epoch; the old one is
+// fenced and settled. The writer is also the only way to move its open
+// epoch's checkpoint (Checkpoint), because only it knows what was
+// acknowledged: a checkpoint past its release point is refused with
+// epoch.ErrCursorAhead.
 //
 // Submit assigns the next slot and returns a Future at once; it blocks only
 // while Window slots are assigned past the release point (the first slot not
@@ -58,7 +69,9 @@
 // waiting (Wait, Append) only ends the wait: the slot keeps going and may
 // still be acknowledged. Submit encodes the payload before it returns; the
 // writer keeps the flight until the slot is acknowledged (Future.Payload)
-// and then drops it, so its memory is bounded by the window.
+// and then drops it, so its memory is bounded by the slots in flight (at
+// most the window, itself at most epoch.MaxWindow); nothing is allocated
+// in proportion to a window that is not used.
 //
 // K=1, W=1 is supported: one poison ends the epoch, and a writer that loses
 // a slot once halts.
@@ -80,6 +93,12 @@
 // same way with an *UndecidableError (ErrUndecidable) that names the objects
 // (*ObjectError: bucket, key, reason). It never guesses; an operator must
 // look at those objects.
+//
+// A bucket that holds another well-formed flight at one of the writer's
+// slots means a second writer wrote the epoch: the epoch is compromised.
+// The writer halts there with a *ConflictError (ErrConflictingFlight); a
+// fence refuses to count that slot either way, and a reader never serves
+// it.
 //
 // What a host does on ErrFenced depends on who fenced:
 //
@@ -113,19 +132,24 @@
 //
 // A Reader yields a star's flights in chain order across its epochs
 // (Flights), or one position (Read). Fenced and settled epochs yield
-// [trimmed, cut); an open epoch yields its contiguous committed prefix, and
-// then iteration ends, because later epochs come after the open epoch's
-// eventual cut. Each flight is served from any bucket holding a valid copy,
-// with the checksum and coordinates verified, falling back to the next
-// bucket; a committed slot that no bucket can serve is a
-// *DataUnavailableError (ErrDataUnavailable) naming the slot. Flights reads
-// up to ReaderOptions.ReadAhead slots in parallel, yielding them in order.
+// [trimmed, cut); each flight is served from any bucket holding a valid
+// copy, with the checksum and coordinates verified, falling back to the
+// next bucket; a slot below the cut that no bucket can serve is a
+// *DataUnavailableError (ErrDataUnavailable) naming the slot. An open epoch
+// yields its contiguous committed prefix, and then iteration ends, because
+// later epochs come after the open epoch's eventual cut. There a slot is
+// committed only when W buckets hold byte-identical copies that verify: the
+// reader reads the copies whole (up to K full reads per slot, ending at W
+// identical ones), a copy whose body fails its checksum does not count,
+// and two different flights are a *ConflictError. Flights reads up to
+// ReaderOptions.ReadAhead slots in parallel, yielding them in order.
 //
 // # Errors
 //
-// ErrFenced (*FencedError), ErrUndecidable (*UndecidableError), ErrAborted
-// (*AbortedError), ErrClosed, ErrPayloadTooLarge (*PayloadError) and
-// ErrPending come from the Writer; ErrDataUnavailable, ErrNotCommitted and
+// ErrFenced (*FencedError), ErrUndecidable (*UndecidableError),
+// ErrConflictingFlight (*ConflictError), ErrAborted (*AbortedError),
+// ErrClosed, ErrPayloadTooLarge (*PayloadError) and ErrPending come from the
+// Writer, with epoch.ErrNotMinted and epoch.ErrClaimed from NewWriter; ErrDataUnavailable, ErrNotCommitted and
 // ErrTrimmed from the Reader; ErrCorrupt, ErrUnknownFormat, ErrMisplaced and
 // ErrConflictingFlight are the reasons of an *ObjectError. Invalid options
 // are an *epoch.ConfigError naming the field; a record that is not open is

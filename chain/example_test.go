@@ -43,7 +43,7 @@ func Example() {
 		panic(err)
 	}
 
-	r, err := chain.NewReader(minter, chain.NewZones(zones...), chain.ReaderOptions{})
+	r, err := chain.NewReader(minter, chain.MustZones(zones...), chain.ReaderOptions{})
 	if err != nil {
 		panic(err)
 	}

@@ -28,7 +28,7 @@ func TestFilesystemBackend(t *testing.T) {
 	var buckets []objstore.Bucket
 	for i := range 3 {
 		name := fmt.Sprintf("zone-%c", 'a'+i)
-		b, err := fs.New(filepath.Join(dir, name), fs.Options{Name: name, NoSync: true})
+		b, err := fs.New(filepath.Join(dir, name), fs.Options{Name: name, NoSync: true, CreateRoot: true})
 		require.NoError(t, err)
 		t.Cleanup(func() { b.Close() })
 		fb := fault.Wrap(b, fault.Options{})
@@ -76,7 +76,7 @@ func TestFilesystemBackend(t *testing.T) {
 	}
 	require.NoError(t, w.Close(ctx))
 
-	r, err := chain.NewReader(m, chain.NewZones(buckets...), chain.ReaderOptions{Keys: keys})
+	r, err := chain.NewReader(m, chain.MustZones(buckets...), chain.ReaderOptions{Keys: keys})
 	require.NoError(t, err)
 	var got [][]byte
 	for f, err := range r.Flights(ctx, star, chain.Position{}) {

@@ -82,9 +82,16 @@ func (e *env) writer(rec *epoch.Record, opts chain.WriterOptions) *chain.Writer 
 	return w
 }
 
+func (e *env) record(rec *epoch.Record) *epoch.Record {
+	e.t.Helper()
+	r, err := e.minter.Get(context.Background(), rec.Star, rec.Epoch)
+	require.NoError(e.t, err)
+	return r
+}
+
 func (e *env) reader() *chain.Reader {
 	e.t.Helper()
-	r, err := chain.NewReader(e.minter, chain.NewZones(e.buckets...), chain.ReaderOptions{Keys: e.keys})
+	r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{Keys: e.keys})
 	require.NoError(e.t, err)
 	return r
 }

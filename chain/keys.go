@@ -60,11 +60,30 @@ func (k Keys) ParseSlot(star string, ep uint64, key string) (uint64, bool) {
 // Zones resolves the bucket names recorded in an epoch to buckets.
 type Zones map[string]objstore.Bucket
 
-// NewZones indexes buckets by Name.
-func NewZones(buckets ...objstore.Bucket) Zones {
+// NewZones indexes buckets by Name. A nil bucket, or two buckets with one
+// name, is an *epoch.ConfigError: one name would stand for two stores, or
+// one store would be counted as two zones. (Two names on one physical store
+// are found by objstore.VerifyDistinct.)
+func NewZones(buckets ...objstore.Bucket) (Zones, error) {
 	z := make(Zones, len(buckets))
-	for _, b := range buckets {
+	for i, b := range buckets {
+		if b == nil {
+			return nil, &epoch.ConfigError{Field: fmt.Sprintf("zones[%d]", i), Value: nil, Reason: "nil bucket"}
+		}
+		if _, dup := z[b.Name()]; dup {
+			return nil, &epoch.ConfigError{Field: fmt.Sprintf("zones[%d]", i), Value: fmt.Sprintf("%q", b.Name()), Reason: "duplicate zone name"}
+		}
 		z[b.Name()] = b
+	}
+	return z, nil
+}
+
+// MustZones is NewZones for zone sets fixed in code (tests, examples): it
+// panics where NewZones returns an error.
+func MustZones(buckets ...objstore.Bucket) Zones {
+	z, err := NewZones(buckets...)
+	if err != nil {
+		panic(err)
 	}
 	return z
 }

@@ -3,6 +3,7 @@ package chain
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -51,6 +52,14 @@ type Observation struct {
 	// Data is the whole object when it was read whole (ObserveObject) and
 	// the state is HasFlight or HasPoison.
 	Data []byte
+	// Digest is the SHA-256 of the whole object when it was read whole and
+	// verified: two copies are the same flight only when their digests are
+	// equal. It is zero for a header probe (ObserveHeader), which cannot
+	// tell a copy with a corrupt body from an intact one.
+	Digest [sha256.Size]byte
+	// Whole reports that the object was read whole and its checksum
+	// verified (ObserveObject).
+	Whole bool
 	// Err is the cause for Unreachable (an objstore error) and Foreign (an
 	// *ObjectError naming the bucket and key).
 	Err error
@@ -93,7 +102,12 @@ func ObserveObject(ctx context.Context, b objstore.Bucket, s Slot) Observation {
 	if err == nil {
 		err = obj.Check(s.Star, s.Epoch, s.Slot)
 	}
-	return classify(b, key, obj.Header, data, err)
+	o := classify(b, key, obj.Header, data, err)
+	if err == nil {
+		o.Whole = true
+		o.Digest = sha256.Sum256(data)
+	}
+	return o
 }
 
 func observeErr(err error) (Observation, bool) {
@@ -128,4 +142,75 @@ func classify(b objstore.Bucket, key string, h Header, data []byte, err error) O
 // SameFlight reports whether o holds exactly the flight bytes want.
 func (o Observation) SameFlight(want []byte) bool {
 	return o.State == HasFlight && o.Data != nil && bytes.Equal(o.Data, want)
+}
+
+// Tally is what the K buckets' observations of one slot add up to. Only
+// copies read whole and verified (ObserveObject) count as the same flight,
+// by digest; for header probes every flight header counts.
+type Tally struct {
+	// Copies is the size of the largest group of identical flights, and
+	// Holders the buckets (indexes) holding that group.
+	Copies  int
+	Holders []int
+	// Conflict is set when the flights found differ: two writers wrote
+	// the slot. ConflictAt is a bucket holding a flight outside Holders.
+	Conflict   bool
+	ConflictAt int
+	// The other states, counted.
+	Poisons, Empty, Unreachable, Foreign int
+}
+
+// TallySlot adds up one observation per bucket of one slot.
+func TallySlot(obs []Observation) Tally {
+	t := Tally{ConflictAt: -1}
+	var groups [][]int // indexes of identical flights, first holder first
+	for i, o := range obs {
+		switch o.State {
+		case HasFlight:
+			placed := false
+			for g, members := range groups {
+				if sameCopy(obs[members[0]], o) {
+					groups[g] = append(members, i)
+					placed = true
+					break
+				}
+			}
+			if !placed {
+				groups = append(groups, []int{i})
+			}
+		case HasPoison:
+			t.Poisons++
+		case Empty:
+			t.Empty++
+		case Unreachable:
+			t.Unreachable++
+		case Foreign:
+			t.Foreign++
+		}
+	}
+	for _, members := range groups {
+		if len(members) > t.Copies {
+			t.Copies, t.Holders = len(members), members
+		}
+	}
+	if len(groups) > 1 {
+		t.Conflict = true
+		for _, members := range groups {
+			if &members[0] != &t.Holders[0] {
+				t.ConflictAt = members[0]
+				break
+			}
+		}
+	}
+	return t
+}
+
+// sameCopy reports whether two flight observations are the same flight:
+// equal digests when both were read whole, equal headers (checksum
+// included) when either was only probed.
+func sameCopy(a, b Observation) bool {
+	if a.Whole && b.Whole {
+		return a.Digest == b.Digest
+	}
+	return a.Header == b.Header
 }

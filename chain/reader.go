@@ -24,12 +24,16 @@ type ReaderOptions struct {
 	// yields, in parallel. Within each epoch it starts at one and doubles
 	// with every flight yielded up to ReadAhead, so that a short read or a
 	// tail at the end of an open epoch costs few extra requests. Zero means
-	// DefaultReadAhead; 1 reads one slot at a time.
+	// DefaultReadAhead; 1 reads one slot at a time; at most MaxReadAhead.
 	ReadAhead int
 }
 
-// DefaultReadAhead is the default ReaderOptions.ReadAhead.
-const DefaultReadAhead = 16
+// DefaultReadAhead is the default ReaderOptions.ReadAhead, MaxReadAhead
+// the largest accepted.
+const (
+	DefaultReadAhead = 16
+	MaxReadAhead     = 1024
+)
 
 // Flight is one committed flight of a star's chain.
 type Flight struct {
@@ -66,8 +70,8 @@ func NewReader(m *epoch.Minter, zones Zones, opts ReaderOptions) (*Reader, error
 	if err := opts.Keys.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.ReadAhead < 0 {
-		return nil, &epoch.ConfigError{Field: "ReadAhead", Value: opts.ReadAhead, Reason: "negative"}
+	if opts.ReadAhead < 0 || opts.ReadAhead > MaxReadAhead {
+		return nil, &epoch.ConfigError{Field: "ReadAhead", Value: opts.ReadAhead, Reason: fmt.Sprintf("must satisfy 0 ≤ ReadAhead ≤ %d (0 means %d)", MaxReadAhead, DefaultReadAhead)}
 	}
 	if opts.ReadAhead == 0 {
 		opts.ReadAhead = DefaultReadAhead
@@ -118,7 +122,7 @@ func (r *Reader) Flights(ctx context.Context, star string, from Position) iter.S
 			if rec.Fenced() {
 				done := true
 				r.ordered(ctx, start, rec.Cut, func(ctx context.Context, s uint64) ([]byte, bool, error) {
-					p, err := r.readFlight(ctx, rec, buckets, s, nil)
+					p, err := r.readFlight(ctx, rec, buckets, s)
 					return p, true, err
 				}, func(s uint64, p []byte, err error) bool {
 					if err != nil {
@@ -146,12 +150,7 @@ func (r *Reader) Flights(ctx context.Context, star string, from Position) iter.S
 				}
 			}
 			r.ordered(ctx, start, ^uint64(0), func(ctx context.Context, s uint64) ([]byte, bool, error) {
-				holders, ok, err := r.committed(ctx, rec, buckets, s)
-				if !ok || err != nil {
-					return nil, false, err
-				}
-				p, err := r.readFlight(ctx, rec, buckets, s, holders)
-				return p, true, err
+				return r.committed(ctx, rec, buckets, s)
 			}, func(s uint64, p []byte, err error) bool {
 				if err != nil {
 					yield(Flight{}, err)
@@ -236,15 +235,15 @@ func (r *Reader) Read(ctx context.Context, star string, pos Position) ([]byte, e
 		if pos.Slot >= rec.Cut {
 			return nil, fmt.Errorf("chain read %s/%v: %w: at or past the cut %d", star, pos, ErrNotCommitted, rec.Cut)
 		}
-		return r.readFlight(ctx, rec, buckets, pos.Slot, nil)
+		return r.readFlight(ctx, rec, buckets, pos.Slot)
 	}
 	ok, err := r.prefixCommitted(ctx, rec, buckets, rec.Cursors.Checkpoint, pos.Slot)
 	if err != nil {
 		return nil, err
 	}
-	var holders []int
+	var p []byte
 	if ok {
-		holders, ok, err = r.committed(ctx, rec, buckets, pos.Slot)
+		p, ok, err = r.committed(ctx, rec, buckets, pos.Slot)
 		if err != nil {
 			return nil, err
 		}
@@ -252,7 +251,7 @@ func (r *Reader) Read(ctx context.Context, star string, pos Position) ([]byte, e
 	if !ok {
 		return nil, fmt.Errorf("chain read %s/%v: %w: past the committed prefix of the open epoch", star, pos, ErrNotCommitted)
 	}
-	return r.readFlight(ctx, rec, buckets, pos.Slot, holders)
+	return p, nil
 }
 
 // prefixCommitted reports whether every slot in [from, to) is committed.
@@ -266,23 +265,18 @@ func (r *Reader) prefixCommitted(ctx context.Context, rec *epoch.Record, buckets
 	return true, nil
 }
 
-// committed probes slot s's header in every bucket in parallel and reports
-// whether W of them hold its flight, with the holders found. It returns
-// as soon as W holders are known. Unreachable buckets count as not holding:
-// for an open epoch that only ends the committed prefix early.
-func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, s uint64) ([]int, bool, error) {
+// committed reads slot s whole from every bucket in parallel and reports
+// whether W of them hold the same verified flight, returning its payload.
+// It returns as soon as W identical copies are known. A copy with a corrupt
+// body or other bytes does not count; two different flights are a
+// *ConflictError. Unreachable buckets count as not holding: for an open
+// epoch that only ends the committed prefix early.
+func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, s uint64) ([]byte, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
 	w := rec.Constants.W
 	slot := Slot{Keys: r.keys, Star: rec.Star, Epoch: rec.Epoch, Slot: s}
-	if len(buckets) == 1 {
-		o := ObserveHeader(ctx, buckets[0], slot)
-		if o.State == HasFlight {
-			return []int{0}, true, nil
-		}
-		return nil, false, ctx.Err()
-	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
@@ -291,41 +285,45 @@ func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []obj
 	}
 	answers := make(chan answer, len(buckets))
 	for i, b := range buckets {
-		go func() { answers <- answer{i, ObserveHeader(pctx, b, slot)} }()
+		go func() { answers <- answer{i, ObserveObject(pctx, b, slot)} }()
 	}
-	var holders []int
+	obs := make([]Observation, len(buckets))
+	for i := range obs {
+		obs[i].State = Unreachable
+	}
+	var t Tally
 	n := 0
-	for ; n < len(buckets) && len(holders) < w; n++ {
+	for ; n < len(buckets); n++ {
 		a := <-answers
-		if a.o.State == HasFlight {
-			holders = append(holders, a.i)
+		obs[a.i] = a.o
+		if t = TallySlot(obs); t.Conflict || t.Copies >= w {
+			n++
+			break
 		}
 	}
 	cancel()
 	for ; n < len(buckets); n++ {
 		<-answers // the rest stop promptly once cancelled
 	}
-	if len(holders) >= w {
-		return holders, true, nil
+	if t.Conflict {
+		return nil, false, &ConflictError{Star: rec.Star, Epoch: rec.Epoch, Slot: s, Object: &ObjectError{
+			Bucket: buckets[t.ConflictAt].Name(), Key: slot.Key(), Reason: "a well-formed flight that differs from another bucket's", Err: ErrConflictingFlight}}
+	}
+	if t.Copies >= w {
+		o := obs[t.Holders[0]]
+		return o.Data[o.Header.Len():], true, nil
 	}
 	return nil, false, ctx.Err()
 }
 
-// readFlight reads slot s's flight from the buckets, holders first, then
-// the others starting at a slot-dependent bucket to spread the load.
-func (r *Reader) readFlight(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, s uint64, holders []int) ([]byte, error) {
+// readFlight reads slot s's flight of a fenced epoch from the buckets,
+// starting at a slot-dependent bucket to spread the load.
+func (r *Reader) readFlight(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, s uint64) ([]byte, error) {
 	slot := Slot{Keys: r.keys, Star: rec.Star, Epoch: rec.Epoch, Slot: s}
 	k := len(buckets)
 	order := make([]int, 0, k)
-	tried := make([]bool, k)
-	for _, i := range holders {
-		order = append(order, i)
-		tried[i] = true
-	}
 	for j := range k {
-		if i := int((s + uint64(j)) % uint64(k)); !tried[i] {
-			order = append(order, i)
-		}
+		order = append(order, int((s+uint64(j))%uint64(k)))
 	}
 	var reasons []error
 	start := r.clock.Now()

@@ -15,6 +15,7 @@ import (
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
+	"github.com/cutline/cutline/objstore/mem"
 )
 
 // writeAll appends payloads [from, to) to rec with a fresh writer, closes
@@ -210,13 +211,18 @@ func TestReaderFallback(t *testing.T) {
 			if fenced {
 				e.publish(rec, 6)
 			}
-			// In the open epoch slots 2 and 4 still show two flight
-			// headers (a's header is intact, only its body is corrupt), so
-			// they count as committed; the data comes from c.
+			// In the open epoch a copy with a corrupt body does not count
+			// toward W, though its header is intact: slot 2 holds one
+			// verified copy (c), so the committed prefix ends there. A
+			// fenced epoch's slots below the cut are served from c.
 			got, err := readAll(t, e.reader(), chain.Position{})
 			require.NoError(t, err)
+			n := 6
+			if !fenced {
+				n = 2
+			}
 			var want []chain.Flight
-			for s := range 6 {
+			for s := range n {
 				want = append(want, flight(rec.Epoch, uint64(s), s))
 			}
 			requireFlights(t, got, want...)
@@ -322,7 +328,7 @@ func TestReaderUnknownZone(t *testing.T) {
 	e := newEnv(t, 3)
 	rec := e.mint(2, 8)
 	e.writeAll(rec, 0, 1)
-	r, err := chain.NewReader(e.minter, chain.NewZones(e.buckets[:2]...), chain.ReaderOptions{Keys: e.keys})
+	r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets[:2]...), chain.ReaderOptions{Keys: e.keys})
 	require.NoError(t, err)
 	_, err = readAll(t, r, chain.Position{})
 	var ce *epoch.ConfigError
@@ -333,15 +339,15 @@ func TestReaderUnknownZone(t *testing.T) {
 func TestNewReaderValidation(t *testing.T) {
 	e := newEnv(t, 1)
 	var ce *epoch.ConfigError
-	_, err := chain.NewReader(nil, chain.NewZones(e.buckets...), chain.ReaderOptions{})
+	_, err := chain.NewReader(nil, chain.MustZones(e.buckets...), chain.ReaderOptions{})
 	require.ErrorAs(t, err, &ce)
 	_, err = chain.NewReader(e.minter, nil, chain.ReaderOptions{})
 	require.ErrorAs(t, err, &ce)
 	_, err = chain.NewReader(e.minter, chain.Zones{"other": e.buckets[0]}, chain.ReaderOptions{})
 	require.ErrorAs(t, err, &ce)
-	_, err = chain.NewReader(e.minter, chain.NewZones(e.buckets...), chain.ReaderOptions{Keys: chain.Keys{Prefix: ".."}})
+	_, err = chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{Keys: chain.Keys{Prefix: ".."}})
 	require.ErrorAs(t, err, &ce)
-	_, err = chain.NewReader(e.minter, chain.NewZones(e.buckets...), chain.ReaderOptions{ReadAhead: -1})
+	_, err = chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{ReadAhead: -1})
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "ReadAhead", ce.Field)
 	require.True(t, errors.Is(err, epoch.ErrInvalidConfig))
@@ -370,7 +376,7 @@ func TestReaderRequestCounts(t *testing.T) {
 		}
 		counts()
 		const ahead = 4
-		r, err := chain.NewReader(e.minter, chain.NewZones(e.buckets...), chain.ReaderOptions{Keys: e.keys, ReadAhead: ahead})
+		r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{Keys: e.keys, ReadAhead: ahead})
 		require.NoError(t, err)
 
 		var got []chain.Flight
@@ -386,12 +392,13 @@ func TestReaderRequestCounts(t *testing.T) {
 			require.Equal(t, payload(100+i), f.Payload)
 		}
 		get, getRange := counts()
-		// One whole read per flight; header probes only in the open
-		// epoch: up to K per slot, for its 10 slots and at most `ahead`
-		// probed past its end.
-		require.Equal(t, 60, get)
-		require.LessOrEqual(t, getRange, 3*(10+ahead))
-		require.GreaterOrEqual(t, getRange, 2*11)
+		// One whole read per flight of the fenced epoch; in the open
+		// epoch every copy counted is read whole (identical verified
+		// copies only): W to K per slot, for its 10 slots and at most
+		// `ahead` read past its end. No header probes.
+		require.Equal(t, 0, getRange)
+		require.LessOrEqual(t, get, 50+3*(10+ahead))
+		require.GreaterOrEqual(t, get, 50+2*10)
 
 		// Stopping early leaves nothing running (goleak checks at exit).
 		n := 0
@@ -404,4 +411,64 @@ func TestReaderRequestCounts(t *testing.T) {
 		get, _ = counts()
 		require.LessOrEqual(t, get, 20+ahead)
 	})
+}
+
+// TestReaderCountsIdenticalCopies is the resumed-epoch schedule seen by a
+// reader: X in zone a, Y in zone b (and then c) at slot 0. Headers alone
+// show a quorum of flights; only identical copies count toward W, so the
+// reader never serves X, and two different flights without a quorum are a
+// conflict.
+func TestReaderCountsIdenticalCopies(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	rec := e.mint(2, 4)
+	e.putFlight(rec, 0, 100, 0) // X
+	e.putFlight(rec, 0, 200, 1) // Y
+	_, err := e.reader().Read(ctx, star, chain.Position{Epoch: rec.Epoch, Slot: 0})
+	require.ErrorIs(t, err, chain.ErrConflictingFlight)
+	var ce *chain.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, uint64(0), ce.Slot)
+	got, err := readAll(t, e.reader(), chain.Position{})
+	require.ErrorIs(t, err, chain.ErrConflictingFlight)
+	require.Empty(t, got)
+
+	// With Y in W zones the reader may serve Y (its quorum) or report the
+	// conflict, never X.
+	e.putFlight(rec, 0, 200, 2)
+	for range 20 {
+		p, err := e.reader().Read(ctx, star, chain.Position{Epoch: rec.Epoch, Slot: 0})
+		if err != nil {
+			require.ErrorIs(t, err, chain.ErrConflictingFlight)
+			continue
+		}
+		require.Equal(t, string(payload(200)), string(p))
+	}
+
+	// A copy whose body fails its checksum does not count: one intact
+	// copy and one corrupt one are not W copies.
+	rec2 := e.mint(2, 4)
+	e.putFlight(rec2, 0, 1, 0)
+	bad := chain.EncodeFlight(star, rec2.Epoch, 0, payload(1))
+	bad[len(bad)-1] ^= 1
+	e.put(1, rec2, 0, bad)
+	_, err = e.reader().Read(ctx, star, chain.Position{Epoch: rec2.Epoch, Slot: 0})
+	require.ErrorIs(t, err, chain.ErrNotCommitted)
+}
+
+// TestNewZonesRefusesDuplicates: two buckets under one name would let one
+// name stand for two stores, or one store count as two zones.
+func TestNewZonesRefusesDuplicates(t *testing.T) {
+	a, b := mem.New("zone-a"), mem.New("zone-a")
+	_, err := chain.NewZones(a, b)
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	var ce *epoch.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "zones[1]", ce.Field)
+	_, err = chain.NewZones(a, nil)
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	z, err := chain.NewZones(a, mem.New("zone-b"))
+	require.NoError(t, err)
+	require.Len(t, z, 2)
+	require.Panics(t, func() { chain.MustZones(a, b) })
 }

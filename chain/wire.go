@@ -27,12 +27,11 @@ import (
 // The header fits in HeaderProbeLen bytes: one small ranged read tells a
 // flight from poison.
 const (
-	magic         = "CUTL"
-	wireVersion   = 1
-	fixedLen      = 33
-	maxStarLen    = 64
-	maxHeaderLen  = fixedLen + maxStarLen
-	maxPoisonBody = 256
+	magic        = "CUTL"
+	wireVersion  = 1
+	fixedLen     = 33
+	maxStarLen   = 64
+	maxHeaderLen = fixedLen + maxStarLen
 
 	// HeaderProbeLen is enough bytes of any slot object to decode its
 	// header.
@@ -40,6 +39,8 @@ const (
 
 	// MaxPayload bounds a flight's payload.
 	MaxPayload = 64 << 20
+	// MaxPoisonBody bounds the fencer identity carried by poison.
+	MaxPoisonBody = 256
 )
 
 // Kind says what a slot object is.
@@ -133,10 +134,12 @@ func EncodeFlight(star string, epoch, slot uint64, payload []byte) []byte {
 }
 
 // EncodePoison returns the object bytes of poison written by fencer (an
-// identity kept for forensics, truncated to 256 bytes).
+// identity kept for forensics). fencer must be at most MaxPoisonBody bytes;
+// callers validate it (fence.Options refuses a longer identity), and a
+// longer one is cut to fit, since poison must be written whatever its label.
 func EncodePoison(star string, epoch, slot uint64, fencer string) []byte {
-	if len(fencer) > maxPoisonBody {
-		fencer = fencer[:maxPoisonBody]
+	if len(fencer) > MaxPoisonBody {
+		fencer = fencer[:MaxPoisonBody]
 	}
 	return encode(KindPoison, star, epoch, slot, []byte(fencer))
 }
@@ -177,7 +180,7 @@ func DecodeHeader(b []byte) (Header, error) {
 		return Header{}, corrupt("truncated star")
 	}
 	h.Star = string(b[fixedLen : fixedLen+n])
-	if h.BodyLen > MaxPayload || (h.Kind == KindPoison && h.BodyLen > maxPoisonBody) {
+	if h.BodyLen > MaxPayload || (h.Kind == KindPoison && h.BodyLen > MaxPoisonBody) {
 		return Header{}, corrupt(fmt.Sprintf("body length %d", h.BodyLen))
 	}
 	return h, nil

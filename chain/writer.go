@@ -15,10 +15,11 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// Default retry backoff bounds of a Writer.
+// Default retry backoff bounds of a Writer, and the largest accepted.
 const (
 	DefaultMinBackoff = 10 * time.Millisecond
 	DefaultMaxBackoff = time.Second
+	MaxBackoffLimit   = 10 * time.Minute
 )
 
 // WriterOptions configures a Writer. The zero value works.
@@ -31,25 +32,20 @@ type WriterOptions struct {
 	// Logger receives retries (debug) and halts (warn). Nil discards.
 	Logger *slog.Logger
 	// MinBackoff and MaxBackoff bound the jittered exponential backoff
-	// between retries of one bucket. Zero means DefaultMinBackoff and
-	// DefaultMaxBackoff.
+	// between retries of one bucket, each at most MaxBackoffLimit. Zero
+	// means DefaultMinBackoff and DefaultMaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
-	// FirstSlot is the slot the first Submit takes. It must equal the
-	// record's checkpoint (0 for a freshly minted epoch): a fence walks from
-	// the checkpoint, so a slot left empty below the first one written would
-	// be poisoned into a cut below acknowledged slots.
-	FirstSlot uint64
 }
 
 func (o *WriterOptions) validate() error {
 	if err := o.Keys.Validate(); err != nil {
 		return err
 	}
-	if o.MinBackoff < 0 {
-		return &epoch.ConfigError{Field: "MinBackoff", Value: o.MinBackoff, Reason: "negative"}
+	if o.MinBackoff < 0 || o.MinBackoff > MaxBackoffLimit {
+		return &epoch.ConfigError{Field: "MinBackoff", Value: o.MinBackoff, Reason: fmt.Sprintf("must satisfy 0 ≤ MinBackoff ≤ %v", MaxBackoffLimit)}
 	}
-	if o.MaxBackoff < 0 {
-		return &epoch.ConfigError{Field: "MaxBackoff", Value: o.MaxBackoff, Reason: "negative"}
+	if o.MaxBackoff < 0 || o.MaxBackoff > MaxBackoffLimit {
+		return &epoch.ConfigError{Field: "MaxBackoff", Value: o.MaxBackoff, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxBackoff ≤ %v", MaxBackoffLimit)}
 	}
 	if o.MinBackoff == 0 {
 		o.MinBackoff = DefaultMinBackoff
@@ -113,6 +109,7 @@ type writerStats struct {
 // Abort, which wait for its goroutines to exit.
 type Writer struct {
 	rec     *epoch.Record
+	claim   *epoch.Claim
 	buckets []objstore.Bucket
 	opts    WriterOptions
 	clock   clock.Clock
@@ -121,7 +118,6 @@ type Writer struct {
 	star      string
 	epoch     uint64
 	k, w, b   int32
-	window    uint64
 	keyPrefix string // Keys.Epoch(star, epoch)
 	seed      uint64
 
@@ -142,7 +138,7 @@ type Writer struct {
 	mu        sync.Mutex
 	next      uint64    // next slot to assign
 	relNext   uint64    // release point: first slot not yet released
-	ring      []*Future // ring[s%window] for slots in [relNext, next)
+	ring      []*Future // ring[s&(len(ring)-1)] for slots in [relNext, next); grows with the slots in flight
 	halted    bool
 	haltErr   error
 	haltedCh  chan struct{}
@@ -156,10 +152,16 @@ type Writer struct {
 
 const notHalted = ^uint64(0)
 
-// NewWriter returns a Writer for the open epoch rec. buckets are the
-// epoch's buckets in rec.Constants.Buckets order (their Names must match).
-// An epoch that is not open is an *epoch.StateError; mismatched buckets or
-// bad options are an *epoch.ConfigError naming the field.
+// NewWriter returns a Writer for the open epoch rec, which must be the
+// record Mint returned: the writer takes its claim (epoch.Record.Claim), so
+// that only the mint that created an epoch writes it and nothing resumes
+// it. A record read back with Get or Epochs is refused with
+// epoch.ErrNotMinted, a second writer on one minted record with
+// epoch.ErrClaimed. buckets are the epoch's buckets in
+// rec.Constants.Buckets order (their Names must match). An epoch that is
+// not open is an *epoch.StateError; mismatched buckets or bad options are
+// an *epoch.ConfigError naming the field. The claim is taken only once
+// everything else was accepted.
 func NewWriter(rec *epoch.Record, buckets []objstore.Bucket, opts WriterOptions) (*Writer, error) {
 	if rec == nil {
 		return nil, &epoch.ConfigError{Field: "rec", Value: nil, Reason: "required"}
@@ -188,21 +190,24 @@ func NewWriter(rec *epoch.Record, buckets []objstore.Bucket, opts WriterOptions)
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := objstore.ValidateKey(opts.Keys.Slot(rec.Star, rec.Epoch, opts.FirstSlot)); err != nil {
+	if err := objstore.ValidateKey(opts.Keys.Slot(rec.Star, rec.Epoch, 0)); err != nil {
 		return nil, &epoch.ConfigError{Field: "Keys", Value: fmt.Sprintf("%q", opts.Keys.Prefix), Reason: err.Error()}
 	}
-	if opts.FirstSlot != rec.Cursors.Checkpoint {
-		return nil, &epoch.ConfigError{Field: "FirstSlot", Value: opts.FirstSlot,
-			Reason: fmt.Sprintf("must equal the epoch's checkpoint %d: a fence walks from there, and would cut acknowledged slots above a hole", rec.Cursors.Checkpoint)}
+	if rec.Cursors != (epoch.Cursors{}) {
+		// A minted record starts with zero cursors; anything else was not
+		// returned by Mint.
+		return nil, fmt.Errorf("chain: writer for %s/%d: %w", rec.Star, rec.Epoch, epoch.ErrNotMinted)
 	}
-	if opts.FirstSlot > notHalted-uint64(c.Window)-1 {
-		return nil, &epoch.ConfigError{Field: "FirstSlot", Value: opts.FirstSlot, Reason: "too close to the end of the slot space"}
+	claim, err := rec.Claim()
+	if err != nil {
+		return nil, fmt.Errorf("chain: writer for %s/%d: %w", rec.Star, rec.Epoch, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d", rec.Star, rec.Epoch)
 	w := &Writer{
 		rec:       rec,
+		claim:     claim,
 		buckets:   append([]objstore.Bucket(nil), buckets...),
 		opts:      opts,
 		clock:     opts.Clock,
@@ -212,25 +217,64 @@ func NewWriter(rec *epoch.Record, buckets []objstore.Bucket, opts WriterOptions)
 		k:         int32(c.K()),
 		w:         int32(c.W),
 		b:         int32(c.B()),
-		window:    uint64(c.Window),
 		keyPrefix: opts.Keys.Epoch(rec.Star, rec.Epoch),
 		seed:      h.Sum64(),
 		ctx:       ctx,
 		cancel:    cancel,
 		sem:       make(chan struct{}, c.Window),
 		inflight:  make([]chan struct{}, c.K()),
-		next:      opts.FirstSlot,
-		relNext:   opts.FirstSlot,
-		ring:      make([]*Future, c.Window),
+		ring:      make([]*Future, min(initialRing, ringSize(c.Window))),
 		haltedCh:  make(chan struct{}),
 		closingCh: make(chan struct{}),
 	}
 	for i := range w.inflight {
+		// Elements of a chan struct{} take no memory: the bound costs
+		// nothing until requests are in flight.
 		w.inflight[i] = make(chan struct{}, 2*c.Window)
 	}
-	w.released.Store(opts.FirstSlot)
 	w.halt.Store(notHalted)
 	return w, nil
+}
+
+// initialRing is the ring's first size; it doubles while more slots are in
+// flight, up to the window, so a writer's memory follows what is in flight
+// and not the window it was minted with.
+const initialRing = 64
+
+// ringSize is the smallest power of two ≥ n.
+func ringSize(n int) int {
+	s := 1
+	for s < n {
+		s <<= 1
+	}
+	return s
+}
+
+// at returns the ring cell of slot s.
+func (w *Writer) at(s uint64) **Future { return &w.ring[s&uint64(len(w.ring)-1)] }
+
+// growLocked doubles the ring, keeping the futures of [relNext, next) in
+// their cells. w.mu is held.
+func (w *Writer) growLocked() {
+	old := w.ring
+	w.ring = make([]*Future, 2*len(old))
+	for s := w.relNext; s < w.next; s++ {
+		*w.at(s) = old[s&uint64(len(old)-1)]
+	}
+}
+
+// Checkpoint moves the epoch's checkpoint forward to upTo, through the
+// writer's claim on the epoch: the host calls it once its index covers
+// every acknowledged slot below upTo, so that a fence walks, and
+// settlement covers, only what lies above. upTo past the release point (a
+// slot not yet acknowledged) is a *epoch.CursorError (epoch.ErrCursorAhead);
+// the checkpoint of a fenced epoch no longer moves (*epoch.StateError).
+func (w *Writer) Checkpoint(ctx context.Context, upTo uint64) (*epoch.Record, error) {
+	if rel := w.Released(); upTo > rel {
+		return nil, &epoch.CursorError{Star: w.star, Epoch: w.epoch, Cursor: "checkpoint", From: w.rec.Cursors.Checkpoint, To: upTo,
+			Reason: fmt.Sprintf("passes the writer's release point %d: slots there are not acknowledged", rel), Err: epoch.ErrCursorAhead}
+	}
+	return w.claim.Advance(ctx, upTo)
 }
 
 // Record returns the epoch record the writer was made for.
@@ -327,9 +371,12 @@ func (w *Writer) Submit(ctx context.Context, payload []byte) (*Future, error) {
 		<-w.sem
 		return nil, err
 	}
+	if w.next-w.relNext == uint64(len(w.ring)) {
+		w.growLocked()
+	}
 	f.slot = w.next
 	w.next++
-	w.ring[f.slot%w.window] = f
+	*w.at(f.slot) = f
 	w.wg.Add(int(w.k))
 	w.mu.Unlock()
 	w.stats.submitted.Add(1)
@@ -386,12 +433,12 @@ func (w *Writer) onCommit() {
 	}
 	haltAt := w.halt.Load()
 	for w.relNext < w.next && w.relNext < haltAt {
-		i := w.relNext % w.window
-		f := w.ring[i]
+		cell := w.at(w.relNext)
+		f := *cell
 		if f == nil || f.state.Load() != slotCommitted {
 			break
 		}
-		w.ring[i] = nil
+		*cell = nil
 		w.relNext++
 		w.released.Store(w.relNext)
 		w.stats.released.Add(1)
@@ -401,7 +448,7 @@ func (w *Writer) onCommit() {
 	}
 }
 
-// haltAt makes slot s the halt point if it is below the current one: every
+// haltAtLocked makes slot s the halt point if it is below the current one: every
 // unresolved future at or past s fails with err and undecided slots there
 // stop. w.mu is held.
 func (w *Writer) haltAtLocked(s uint64, err error) {
@@ -419,13 +466,13 @@ func (w *Writer) haltAtLocked(s uint64, err error) {
 	if w.aborted {
 		return
 	}
-	for slot := s; slot < w.next && slot < old; slot++ {
-		i := slot % w.window
-		f := w.ring[i]
+	for slot := max(s, w.relNext); slot < w.next && slot < old; slot++ {
+		cell := w.at(slot)
+		f := *cell
 		if f == nil {
 			continue
 		}
-		w.ring[i] = nil
+		*cell = nil
 		f.decide(slotAbandoned)
 		f.resolve(Position{}, err)
 	}
@@ -435,6 +482,12 @@ func (w *Writer) onDead(f *Future) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.haltAtLocked(f.slot, &FencedError{Star: w.star, Epoch: w.epoch, Slot: f.slot})
+}
+
+func (w *Writer) onConflict(f *Future, object error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.haltAtLocked(f.slot, &ConflictError{Star: w.star, Epoch: w.epoch, Slot: f.slot, Object: object})
 }
 
 func (w *Writer) onUndecidable(f *Future) {
@@ -490,12 +543,12 @@ func (w *Writer) shut(abort bool) <-chan struct{} {
 	if abort && !w.aborted {
 		w.aborted = true
 		for slot := w.relNext; slot < w.next; slot++ {
-			i := slot % w.window
-			f := w.ring[i]
+			cell := w.at(slot)
+			f := *cell
 			if f == nil {
 				continue
 			}
-			w.ring[i] = nil
+			*cell = nil
 			f.decide(slotAbandoned)
 			f.resolve(Position{}, &AbortedError{Star: w.star, Epoch: w.epoch, Slot: slot})
 		}

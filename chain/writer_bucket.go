@@ -11,10 +11,11 @@ import (
 type vote int
 
 const (
-	voteNone    vote = iota // no answer yet (or the slot no longer needs one)
-	voteCopy                // the bucket holds the writer's flight
-	votePoison              // the bucket holds poison
-	voteNeither             // the bucket holds an object that is neither
+	voteNone     vote = iota // no answer yet (or the slot no longer needs one)
+	voteCopy                 // the bucket holds the writer's flight
+	votePoison               // the bucket holds poison
+	voteNeither              // the bucket holds an object that is neither
+	voteConflict             // the bucket holds another well-formed flight for the slot
 )
 
 func headerLen(star string) int { return fixedLen + len(star) }
@@ -117,8 +118,8 @@ func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, 
 			}
 			w.stats.foreign.Add(1)
 			err := &ObjectError{Bucket: b.Name(), Key: key, Reason: "a well-formed flight for this slot with other bytes", Err: ErrConflictingFlight}
-			w.log.Error("conflicting flight", "err", err)
-			return voteNeither, err
+			w.log.Error("conflicting flight: another writer wrote this epoch", "err", err)
+			return voteConflict, err
 		case HasPoison:
 			w.stats.poisons.Add(1)
 			return votePoison, nil
@@ -155,6 +156,13 @@ func (w *Writer) vote(f *Future, v vote, cause error) {
 		}
 	case voteNeither:
 		f.addForeign(cause)
+	case voteConflict:
+		// Another writer wrote this epoch: the writer halts here rather
+		// than count the slot either way.
+		if f.decide(slotConflict) {
+			w.onConflict(f, cause)
+		}
+		return
 	}
 	if f.votes.Add(1) == w.k && f.copies.Load() < w.w && f.poisons.Load() < w.b && f.decide(slotUndecidable) {
 		w.onUndecidable(f)

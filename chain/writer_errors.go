@@ -28,9 +28,12 @@ var (
 	// ErrPending: Future.Result was called before the future was done.
 	ErrPending = errors.New("chain: append not yet decided")
 	// ErrConflictingFlight: a bucket holds a well-formed flight for the
-	// slot whose bytes differ from the writer's. One writer per epoch makes
-	// this impossible unless two writers share an epoch; it is used as the
-	// Err of an *ObjectError and counts as neither copy nor poison.
+	// slot whose bytes differ from the writer's (or from another bucket's).
+	// One writer per epoch makes this impossible unless two writers share
+	// an epoch, which compromises it: a writer that meets one halts with a
+	// *ConflictError, a fence stops with one, and a reader never serves
+	// either flight as committed. It is also the Err of the *ObjectError
+	// naming the object.
 	ErrConflictingFlight = errors.New("chain: conflicting flight")
 
 	// ErrDataUnavailable: a committed slot could not be read from any
@@ -82,6 +85,26 @@ func (e *UndecidableError) Error() string {
 func (e *UndecidableError) Unwrap() []error {
 	return append([]error{ErrUndecidable}, e.Objects...)
 }
+
+// ConflictError reports a slot that holds two different well-formed
+// flights: two writers wrote the epoch. The epoch is compromised; nothing
+// at or past the slot is acknowledged by the writer that found it, and a
+// fence refuses to count the slot either way.
+type ConflictError struct {
+	Star  string
+	Epoch uint64
+	Slot  uint64
+	// Object is the *ObjectError naming a bucket and key holding a
+	// flight that differs from another copy.
+	Object error
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("chain %s/%d: slot %d holds conflicting flights (two writers wrote the epoch): %v", e.Star, e.Epoch, e.Slot, e.Object)
+}
+
+// Unwrap makes errors.Is match ErrConflictingFlight and the object's error.
+func (e *ConflictError) Unwrap() []error { return []error{ErrConflictingFlight, e.Object} }
 
 // AbortedError reports a slot left undecided or unacknowledged by Abort.
 type AbortedError struct {

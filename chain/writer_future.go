@@ -35,6 +35,7 @@ const (
 	slotCommitted
 	slotDead
 	slotUndecidable
+	slotConflict  // another writer's flight found at the slot
 	slotAbandoned // above a halt point, or aborted: no more attempts
 )
 

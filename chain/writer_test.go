@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -335,7 +336,8 @@ func TestForeignObjects(t *testing.T) {
 		require.NoError(t, err)
 		_, err = f.Wait(context.Background())
 		require.ErrorIs(t, err, chain.ErrConflictingFlight)
-		require.ErrorIs(t, err, chain.ErrUndecidable)
+		var ce *chain.ConflictError
+		require.ErrorAs(t, err, &ce, "a conflict halts the writer as such, not as undecidable")
 		require.NoError(t, w.Close(context.Background()))
 	})
 }
@@ -761,23 +763,87 @@ func TestConcurrentAppendsUniquePositions(t *testing.T) {
 	}
 }
 
-func TestFirstSlot(t *testing.T) {
+// TestResumeRefused is the resumed-epoch schedule: a first writer's
+// flight X for slot 0 landed in zone a only when it crashed; a restarted
+// host must not be able to build a second writer on the epoch, whether
+// from the record read back or from the minted one again.
+func TestResumeRefused(t *testing.T) {
 	e := newEnv(t, 3)
 	rec := e.mint(2, 4)
-	_, err := chain.NewWriter(rec, e.buckets, chain.WriterOptions{FirstSlot: 1 << 40})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig, "a first slot above the checkpoint leaves a hole a fence would cut")
-	// A record whose checkpoint is far along (as a host's view of an epoch
-	// it covered up to there) starts its writer there.
-	rec.Cursors.Checkpoint = 1 << 40
-	w := e.writer(rec, chain.WriterOptions{FirstSlot: 1 << 40})
+	first := e.writer(rec, chain.WriterOptions{})
+	first.Abort()
+	e.put(0, rec, 0, chain.EncodeFlight(star, rec.Epoch, 0, []byte("X")))
+
+	_, err := chain.NewWriter(rec, e.buckets, chain.WriterOptions{Keys: e.keys})
+	require.ErrorIs(t, err, epoch.ErrClaimed, "the minted record was claimed by the first writer")
+	copied := *rec
+	_, err = chain.NewWriter(&copied, e.buckets, chain.WriterOptions{Keys: e.keys})
+	require.ErrorIs(t, err, epoch.ErrClaimed, "a copy of the minted record shares its claim")
+	back, err := e.minter.Get(context.Background(), star, rec.Epoch)
+	require.NoError(t, err)
+	_, err = chain.NewWriter(back, e.buckets, chain.WriterOptions{Keys: e.keys})
+	require.ErrorIs(t, err, epoch.ErrNotMinted, "a record read back cannot be written")
+	for r, err := range e.minter.Epochs(context.Background(), star) {
+		require.NoError(t, err)
+		_, err = chain.NewWriter(r, e.buckets, chain.WriterOptions{Keys: e.keys})
+		require.ErrorIs(t, err, epoch.ErrNotMinted)
+	}
+	// Nothing was written by the refused writers: zone a still holds X
+	// alone, zones b and c nothing.
+	require.Equal(t, 1, e.mems[0].Len())
+	require.Equal(t, 0, e.mems[1].Len()+e.mems[2].Len())
+}
+
+// TestConflictingFlightHalts: a writer that meets another well-formed
+// flight at its own slot halts there with a *ConflictError: another writer
+// exists, so the epoch is compromised. (With W < K the slot may commit on
+// the other zones before the conflicting answer arrives; the fence and the
+// reader then refuse the slot, see fence's TestConflictingFlights.)
+func TestConflictingFlightHalts(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(3, 4)
+	e.put(0, rec, 1, chain.EncodeFlight(star, rec.Epoch, 1, []byte("X")))
+	w := e.writer(rec, chain.WriterOptions{})
 	pos, err := w.Append(context.Background(), payload(0))
 	require.NoError(t, err)
-	require.Equal(t, uint64(1<<40), pos.Slot)
-	require.Equal(t, uint64(1<<40+1), w.Released())
-	require.NoError(t, w.Close(context.Background()))
-	require.Equal(t, 1, e.mems[0].Len())
-	_, err = e.mems[0].Get(context.Background(), e.key(rec, 1<<40))
+	require.Equal(t, uint64(0), pos.Slot)
+	_, err = w.Append(context.Background(), payload(1))
+	require.ErrorIs(t, err, chain.ErrConflictingFlight)
+	var ce *chain.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, uint64(1), ce.Slot)
+	require.ErrorContains(t, err, "zone-a")
+	<-w.Halted()
+	require.ErrorIs(t, w.Err(), chain.ErrConflictingFlight)
+	_, err = w.Submit(context.Background(), payload(2))
+	require.ErrorIs(t, err, chain.ErrConflictingFlight, "a halted writer refuses appends")
+	require.Equal(t, uint64(1), w.Released())
+}
+
+// TestWriterCheckpoint: the writer moves its open epoch's checkpoint, never
+// past what it acknowledged; the minter alone refuses to move it.
+func TestWriterCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	rec := e.mint(2, 4)
+	w := e.writer(rec, chain.WriterOptions{})
+	for i := range 3 {
+		_, err := w.Append(ctx, payload(i))
+		require.NoError(t, err)
+	}
+	_, err := w.Checkpoint(ctx, 1000)
+	require.ErrorIs(t, err, epoch.ErrCursorAhead)
+	_, err = e.minter.Advance(ctx, star, rec.Epoch, epoch.Cursors{Checkpoint: 1000})
+	require.ErrorIs(t, err, epoch.ErrState, "only the writer moves an open epoch's checkpoint")
+	_, err = e.minter.Advance(ctx, star, rec.Epoch, epoch.Cursors{Checkpoint: 2})
+	require.ErrorIs(t, err, epoch.ErrState)
+	got, err := w.Checkpoint(ctx, 3)
 	require.NoError(t, err)
+	require.Equal(t, uint64(3), got.Cursors.Checkpoint)
+	_, err = w.Checkpoint(ctx, 2)
+	require.ErrorIs(t, err, epoch.ErrCursorRegression)
+	require.Equal(t, uint64(3), e.record(rec).Cursors.Checkpoint)
+	require.NoError(t, w.Close(ctx))
 }
 
 func TestNewWriterValidation(t *testing.T) {
@@ -802,10 +868,10 @@ func TestNewWriterValidation(t *testing.T) {
 		{chain.WriterOptions{MinBackoff: -1}, "MinBackoff"},
 		{chain.WriterOptions{MaxBackoff: -1}, "MaxBackoff"},
 		{chain.WriterOptions{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, "MaxBackoff"},
+		{chain.WriterOptions{MinBackoff: chain.MaxBackoffLimit + 1}, "MinBackoff"},
+		{chain.WriterOptions{MaxBackoff: chain.MaxBackoffLimit + 1}, "MaxBackoff"},
 		{chain.WriterOptions{Keys: chain.Keys{Prefix: "../x"}}, "prefix"},
 		{chain.WriterOptions{Keys: chain.Keys{Prefix: "a//b"}}, "prefix"},
-		{chain.WriterOptions{FirstSlot: ^uint64(0) - 2}, "FirstSlot"},
-		{chain.WriterOptions{FirstSlot: 1}, "FirstSlot"},
 	} {
 		_, err := chain.NewWriter(rec, e.buckets, tc.opts)
 		require.ErrorAs(t, err, &ce, "%+v", tc.opts)
@@ -816,6 +882,11 @@ func TestNewWriterValidation(t *testing.T) {
 	fenced, err := e.minter.Publish(context.Background(), star, rec.Epoch, 0)
 	require.NoError(t, err)
 	_, err = chain.NewWriter(fenced, e.buckets, chain.WriterOptions{})
+	require.ErrorIs(t, err, epoch.ErrState)
+	// Refused options did not take the minted record's claim.
+	stale := *rec
+	stale.State = epoch.StateFenced
+	_, err = chain.NewWriter(&stale, e.buckets, chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrState)
 	var se *epoch.StateError
 	require.ErrorAs(t, err, &se)
@@ -1027,4 +1098,60 @@ func poisonRace(t *testing.T, seed uint64) {
 	} else {
 		require.NoError(t, w.Err())
 	}
+}
+
+// TestWriterMemoryIndependentOfWindow: a writer minted with the largest
+// window allocates for what is in flight, not for the window.
+func TestWriterMemoryIndependentOfWindow(t *testing.T) {
+	e := newEnv(t, 3)
+	rec := e.mint(2, epoch.MaxWindow)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	w := e.writer(rec, chain.WriterOptions{})
+	runtime.ReadMemStats(&after)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10), "NewWriter at window %d", epoch.MaxWindow)
+	// It still pipelines past its first ring: zone a holds every create
+	// until 300 appends are in flight, so none is released before the
+	// ring has grown several times.
+	hold := make(chan struct{})
+	e.hooks[0].setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
+		<-hold
+		return next()
+	})
+	e.hooks[1].setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
+		<-hold
+		return next()
+	})
+	fs := submitAll(t, w, 300)
+	require.Zero(t, w.Released())
+	close(hold)
+	for i, f := range fs {
+		pos, err := f.Wait(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, uint64(i), pos.Slot)
+	}
+	require.NoError(t, w.Close(context.Background()))
+}
+
+// TestStaleMintedRecordIsFenced: a minted record whose epoch was fenced
+// before its writer started (the record in hand says open) gives a writer
+// that halts with ErrFenced at its first slot, not an undecidable or
+// conflicting slot.
+func TestStaleMintedRecordIsFenced(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	rec := e.mint(2, 4)
+	e.poison(0, rec, 0)
+	e.poison(1, rec, 0)
+	e.publish(rec, 0)
+	w := e.writer(rec, chain.WriterOptions{})
+	_, err := w.Append(ctx, payload(0))
+	require.ErrorIs(t, err, chain.ErrFenced)
+	require.NotErrorIs(t, err, chain.ErrUndecidable)
+	require.NotErrorIs(t, err, chain.ErrConflictingFlight)
+	var fe *chain.FencedError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, uint64(0), fe.Slot)
+	require.NoError(t, w.Close(ctx))
 }

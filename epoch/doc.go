@@ -25,9 +25,17 @@
 //	})
 //
 // Mint writes the counter and the open record in one transaction. Only a
-// returned record may be written to. Concurrent mints on one star get
-// distinct, consecutive numbers; a mint that loses the race reads the
+// returned record may be written to, and only once: it carries a
+// single-use claim (Record.Claim), which chain.NewWriter takes. A record
+// read back with Get or Epochs carries none (ErrNotMinted), and a second
+// claim of one minted record fails (ErrClaimed), so nothing resumes an
+// epoch, not even the process that minted it. Concurrent mints on one star
+// get distinct, consecutive numbers; a mint that loses the race reads the
 // counter again.
+//
+// The window is at most MaxWindow: a writer holds up to a window of
+// flights, and settlement probes window+1 slots per bucket, so the window
+// bounds both memory and the cost of a takeover.
 //
 // An error matching metastore.ErrUnavailable from Mint leaves the outcome
 // unknown: the epoch may have been minted. That is harmless, because
@@ -78,18 +86,27 @@
 // below it are deleted) and Rewritten (slots below it were rewritten by the
 // host elsewhere). Advance enforces trimmed ≤ checkpoint, rewritten ≤
 // checkpoint and, once fenced, checkpoint ≤ cut. A cursor moving backwards
-// or breaking an order is a *CursorError (ErrCursorRegression) and nothing
-// is written. Publish refuses a cut below the checkpoint the same way.
+// is a *CursorError with ErrCursorRegression; one passing its bound is a
+// *CursorError with ErrCursorAhead; nothing is written. Publish refuses a
+// cut below the checkpoint the same way.
+//
+// The checkpoint of an open epoch is a claim that every slot below it was
+// acknowledged; a fence walks only from there. So Advance refuses to move
+// it (*StateError): it moves through the epoch's writer
+// (chain.Writer.Checkpoint, or Claim.Advance for a host that writes
+// without chain.Writer), which never moves it past what was acknowledged.
 //
 // # Errors
 //
 //   - ErrInvalidConfig (*ConfigError naming the field): a bad star id,
 //     class or bucket name (see ValidateName), W outside 1..K, K = 0,
-//     window < 1, duplicate buckets, a bad Options.Root. Nothing is
-//     written.
+//     window outside 1..MaxWindow, duplicate buckets, a bad Options.Root.
+//     Nothing is written.
 //   - ErrNoRecord: never minted or burned.
-//   - ErrCutMismatch, ErrState, ErrCursorRegression: refused transitions;
-//     nothing is written.
+//   - ErrNotMinted, ErrClaimed: a claim on a record that Mint did not
+//     return, or a second claim.
+//   - ErrCutMismatch, ErrState, ErrCursorRegression, ErrCursorAhead:
+//     refused transitions; nothing is written.
 //   - metastore.ErrBadRecord (*metastore.RecordError naming the key): a
 //     stored counter or record that is corrupt, of another kind, of a newer
 //     format, claims another star or epoch, or breaks the cursor and state

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -30,10 +31,11 @@ func express() epoch.Constants {
 // env is a Minter over an in-memory store seen through a faultStore, with a
 // fake clock.
 type env struct {
-	mem   *mem.Store
-	store *faultStore
-	clock *clock.Fake
-	m     *epoch.Minter
+	mem    *mem.Store
+	store  *faultStore
+	clock  *clock.Fake
+	m      *epoch.Minter
+	claims map[string]*epoch.Claim // by star/epoch, taken by mint
 }
 
 func newEnv(t testing.TB) *env {
@@ -43,14 +45,43 @@ func newEnv(t testing.TB) *env {
 	fs := &faultStore{Store: ms}
 	m, err := epoch.NewMinter(fs, epoch.Options{Clock: fc, Writer: "test-writer"})
 	require.NoError(t, err)
-	return &env{mem: ms, store: fs, clock: fc, m: m}
+	return &env{mem: ms, store: fs, clock: fc, m: m, claims: map[string]*epoch.Claim{}}
 }
 
+// mint mints an epoch and keeps its claim, as a writer would, so that
+// checkpoint can move the open epoch's checkpoint.
 func (e *env) mint(t *testing.T, star string, c epoch.Constants) *epoch.Record {
 	t.Helper()
 	r, err := e.m.Mint(context.Background(), star, c)
 	require.NoError(t, err)
+	cl, err := r.Claim()
+	require.NoError(t, err)
+	e.claims[fmt.Sprintf("%s/%d", star, r.Epoch)] = cl
 	return r
+}
+
+// checkpoint moves an open epoch's checkpoint through its claim, then the
+// other cursors to c through the minter.
+func (e *env) checkpoint(t *testing.T, star string, n uint64, c epoch.Cursors) {
+	t.Helper()
+	cl := e.claims[fmt.Sprintf("%s/%d", star, n)]
+	require.NotNil(t, cl, "minted by this env")
+	_, err := cl.Advance(context.Background(), c.Checkpoint)
+	require.NoError(t, err)
+	_, err = e.m.Advance(context.Background(), star, n, c)
+	require.NoError(t, err)
+}
+
+// requireSameRecord compares records as stored: their JSON and revision (a
+// minted record also carries its claim, which is not stored).
+func requireSameRecord(t *testing.T, want, got *epoch.Record) {
+	t.Helper()
+	wj, err := json.Marshal(want)
+	require.NoError(t, err)
+	gj, err := json.Marshal(got)
+	require.NoError(t, err)
+	require.JSONEq(t, string(wj), string(gj))
+	require.Equal(t, want.Revision, got.Revision)
 }
 
 func (e *env) get(t *testing.T, star string, n uint64) *epoch.Record {

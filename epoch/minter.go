@@ -27,9 +27,20 @@ var (
 	// ErrState: the record is not in a state that allows the transition.
 	// The error is a *StateError.
 	ErrState = errors.New("epoch: wrong state for transition")
-	// ErrCursorRegression: a cursor update would move a cursor backwards or
-	// break trimmed ≤ checkpoint ≤ cut. The error is a *CursorError.
+	// ErrCursorRegression: a cursor update would move a cursor backwards.
+	// The error is a *CursorError.
 	ErrCursorRegression = errors.New("epoch: cursor regression")
+	// ErrCursorAhead: a cursor update would move a cursor past the
+	// position that bounds it: trimmed or rewritten past the checkpoint,
+	// the checkpoint past the cut, or an open epoch's checkpoint past what
+	// its writer acknowledged. The error is a *CursorError.
+	ErrCursorAhead = errors.New("epoch: cursor ahead of its bound")
+	// ErrNotMinted: Claim was called on a record that Mint did not return
+	// in this process (one read back with Get or Epochs, or decoded). Only
+	// the mint that created an epoch may write it; nothing resumes one.
+	ErrNotMinted = errors.New("epoch: record was not returned by Mint")
+	// ErrClaimed: the minted record was already claimed by a writer.
+	ErrClaimed = errors.New("epoch: minted record already claimed")
 )
 
 // CutMismatchError reports a disagreeing cut.
@@ -68,13 +79,17 @@ type CursorError struct {
 	From   uint64
 	To     uint64
 	Reason string
+	// Err is ErrCursorRegression (the cursor would move backwards) or
+	// ErrCursorAhead (it would pass its bound).
+	Err error
 }
 
 func (e *CursorError) Error() string {
 	return fmt.Sprintf("epoch %s/%d: %s %d → %d: %s", e.Star, e.Epoch, e.Cursor, e.From, e.To, e.Reason)
 }
 
-func (e *CursorError) Unwrap() error { return ErrCursorRegression }
+// Unwrap makes errors.Is match Err.
+func (e *CursorError) Unwrap() error { return e.Err }
 
 // Options configures a Minter. The zero value works.
 type Options struct {
@@ -226,6 +241,7 @@ func (m *Minter) Mint(ctx context.Context, star string, c Constants) (*Record, e
 		switch {
 		case err == nil:
 			rec.Revision = rev
+			rec.claim = &claimToken{minter: m}
 			m.log.DebugContext(ctx, "epoch minted", "star", star, "epoch", n, "class", c.Class)
 			return rec, nil
 		case errors.As(err, &ce) && ce.Key == rkey:
@@ -397,7 +413,7 @@ func (m *Minter) Publish(ctx context.Context, star string, epoch, cut uint64) (*
 			return nil, nil
 		}
 		if r.Cursors.Checkpoint > cut {
-			return nil, &CursorError{Star: star, Epoch: epoch, Cursor: "checkpoint", From: r.Cursors.Checkpoint, To: cut, Reason: "the checkpoint is past the offered cut"}
+			return nil, &CursorError{Star: star, Epoch: epoch, Cursor: "checkpoint", From: r.Cursors.Checkpoint, To: cut, Reason: "the checkpoint is past the offered cut", Err: ErrCursorAhead}
 		}
 		n := *r
 		n.State = StateFenced
@@ -428,28 +444,42 @@ func (m *Minter) MarkSettled(ctx context.Context, star string, epoch uint64) (*R
 }
 
 // Advance moves cursors forward to c. Every cursor must be ≥ its current
-// value; trimmed and rewritten may not pass the checkpoint, and once the
-// epoch is fenced the checkpoint may not pass the cut. A regression is a
-// *CursorError and nothing is written. Equal cursors are a no-op.
+// value (else ErrCursorRegression); trimmed and rewritten may not pass the
+// checkpoint, and once the epoch is fenced the checkpoint may not pass the
+// cut (else ErrCursorAhead). The checkpoint of an open epoch is refused
+// with a *StateError: only its writer knows what was acknowledged, so it
+// moves through chain.Writer.Checkpoint (Claim.Advance). Any refusal is a
+// *CursorError or *StateError and nothing is written. Equal cursors are a
+// no-op.
 func (m *Minter) Advance(ctx context.Context, star string, epoch uint64, c Cursors) (*Record, error) {
+	return m.advance(ctx, star, epoch, func(Cursors) Cursors { return c }, false)
+}
+
+// advance moves the cursors to to(current cursors); writer says that the
+// epoch's writer moves an open epoch's checkpoint.
+func (m *Minter) advance(ctx context.Context, star string, epoch uint64, to func(Cursors) Cursors, writer bool) (*Record, error) {
 	return m.update(ctx, star, epoch, func(r *Record) (*Record, error) {
 		old := r.Cursors
-		errf := func(name string, from, to uint64, reason string) error {
-			return &CursorError{Star: star, Epoch: epoch, Cursor: name, From: from, To: to, Reason: reason}
+		c := to(old)
+		errf := func(name string, from, to uint64, reason string, err error) error {
+			return &CursorError{Star: star, Epoch: epoch, Cursor: name, From: from, To: to, Reason: reason, Err: err}
 		}
 		switch {
 		case c.Checkpoint < old.Checkpoint:
-			return nil, errf("checkpoint", old.Checkpoint, c.Checkpoint, "moves backwards")
+			return nil, errf("checkpoint", old.Checkpoint, c.Checkpoint, "moves backwards", ErrCursorRegression)
 		case c.Trimmed < old.Trimmed:
-			return nil, errf("trimmed", old.Trimmed, c.Trimmed, "moves backwards")
+			return nil, errf("trimmed", old.Trimmed, c.Trimmed, "moves backwards", ErrCursorRegression)
 		case c.Rewritten < old.Rewritten:
-			return nil, errf("rewritten", old.Rewritten, c.Rewritten, "moves backwards")
+			return nil, errf("rewritten", old.Rewritten, c.Rewritten, "moves backwards", ErrCursorRegression)
 		case c.Trimmed > c.Checkpoint:
-			return nil, errf("trimmed", old.Trimmed, c.Trimmed, fmt.Sprintf("passes the checkpoint %d", c.Checkpoint))
+			return nil, errf("trimmed", old.Trimmed, c.Trimmed, fmt.Sprintf("passes the checkpoint %d", c.Checkpoint), ErrCursorAhead)
 		case c.Rewritten > c.Checkpoint:
-			return nil, errf("rewritten", old.Rewritten, c.Rewritten, fmt.Sprintf("passes the checkpoint %d", c.Checkpoint))
+			return nil, errf("rewritten", old.Rewritten, c.Rewritten, fmt.Sprintf("passes the checkpoint %d", c.Checkpoint), ErrCursorAhead)
 		case r.Fenced() && c.Checkpoint > r.Cut:
-			return nil, errf("checkpoint", old.Checkpoint, c.Checkpoint, fmt.Sprintf("passes the cut %d", r.Cut))
+			return nil, errf("checkpoint", old.Checkpoint, c.Checkpoint, fmt.Sprintf("passes the cut %d", r.Cut), ErrCursorAhead)
+		case r.State == StateOpen && c.Checkpoint != old.Checkpoint && !writer:
+			return nil, &StateError{Star: star, Epoch: epoch, Have: r.State,
+				Op: "move the checkpoint without its writer (an open epoch's checkpoint moves through chain.Writer.Checkpoint, which knows what was acknowledged)"}
 		case c == old:
 			return nil, nil
 		}

@@ -57,6 +57,11 @@ type Constants struct {
 	Window int `json:"window"`
 }
 
+// MaxWindow bounds Constants.Window. A writer keeps at most window flights
+// in memory, and settlement probes window+1 slots in every bucket for
+// garbage, so the window bounds both memory and the cost of a takeover.
+const MaxWindow = 1 << 16
+
 // K is the number of buckets.
 func (c Constants) K() int { return len(c.Buckets) }
 
@@ -64,7 +69,7 @@ func (c Constants) K() int { return len(c.Buckets) }
 func (c Constants) B() int { return len(c.Buckets) - c.W + 1 }
 
 // Validate checks the constants: a valid class, 1 ≤ K, distinct valid bucket
-// names, 1 ≤ W ≤ K, window ≥ 1. Each violation is a *ConfigError naming the
+// names, 1 ≤ W ≤ K, 1 ≤ window ≤ MaxWindow. Each violation is a *ConfigError naming the
 // field.
 func (c Constants) Validate() error {
 	if err := ValidateName("class", c.Class); err != nil {
@@ -86,8 +91,8 @@ func (c Constants) Validate() error {
 	if c.W < 1 || c.W > len(c.Buckets) {
 		return &ConfigError{Field: "w", Value: c.W, Reason: fmt.Sprintf("must satisfy 1 ≤ W ≤ K=%d", len(c.Buckets))}
 	}
-	if c.Window < 1 {
-		return &ConfigError{Field: "window", Value: c.Window, Reason: "must be at least 1"}
+	if c.Window < 1 || c.Window > MaxWindow {
+		return &ConfigError{Field: "window", Value: c.Window, Reason: fmt.Sprintf("must satisfy 1 ≤ window ≤ %d", MaxWindow)}
 	}
 	return nil
 }
@@ -125,6 +130,10 @@ type Record struct {
 
 	// Revision is the metastore revision the record was read at.
 	Revision int64 `json:"-"`
+
+	// claim is the right to write the epoch, set only on the record Mint
+	// returns (and shared by its copies). See Claim.
+	claim *claimToken
 }
 
 // Fenced reports whether the cut is published (fenced or settled).

@@ -154,12 +154,11 @@ func TestPublishRefusesCheckpointPastCut(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	e.mint(t, "s1", standard())
-	_, err := e.m.Advance(ctx, "s1", 1, epoch.Cursors{Checkpoint: 10})
-	require.NoError(t, err)
+	e.checkpoint(t, "s1", 1, epoch.Cursors{Checkpoint: 10})
 	before := e.get(t, "s1", 1)
 
 	r, err := e.m.Publish(ctx, "s1", 1, 9)
-	require.ErrorIs(t, err, epoch.ErrCursorRegression)
+	require.ErrorIs(t, err, epoch.ErrCursorAhead)
 	assert.Nil(t, r)
 	var ce *epoch.CursorError
 	require.True(t, errors.As(err, &ce))
@@ -187,8 +186,7 @@ func TestMarkSettled(t *testing.T) {
 	assert.Equal(t, epoch.StateError{Star: "s1", Epoch: 1, Have: epoch.StateOpen, Op: "settle"}, *se)
 	assert.Equal(t, epoch.StateOpen, e.get(t, "s1", 1).State)
 
-	_, err = e.m.Advance(ctx, "s1", 1, epoch.Cursors{Checkpoint: 4, Trimmed: 2, Rewritten: 3})
-	require.NoError(t, err)
+	e.checkpoint(t, "s1", 1, epoch.Cursors{Checkpoint: 4, Trimmed: 2, Rewritten: 3})
 	_, err = e.m.Publish(ctx, "s1", 1, 12)
 	require.NoError(t, err)
 	e.clock.Advance(time.Hour)
@@ -243,16 +241,24 @@ func TestAdvance(t *testing.T) {
 	e := newEnv(t)
 	e.mint(t, "s1", standard())
 
-	r, err := e.m.Advance(ctx, "s1", 1, epoch.Cursors{Checkpoint: 5, Trimmed: 1, Rewritten: 2})
-	require.NoError(t, err)
+	// The minter alone never moves an open epoch's checkpoint: only its
+	// writer knows what was acknowledged.
+	before := e.get(t, "s1", 1)
+	_, err := e.m.Advance(ctx, "s1", 1, epoch.Cursors{Checkpoint: 1000})
+	require.ErrorIs(t, err, epoch.ErrState)
+	assert.Equal(t, before, e.get(t, "s1", 1), "nothing written")
+
+	e.checkpoint(t, "s1", 1, epoch.Cursors{Checkpoint: 5, Trimmed: 1, Rewritten: 2})
+	r := e.get(t, "s1", 1)
 	assert.Equal(t, epoch.Cursors{Checkpoint: 5, Trimmed: 1, Rewritten: 2}, r.Cursors)
 	assert.Equal(t, epoch.StateOpen, r.State)
-	assert.Equal(t, r, e.get(t, "s1", 1))
 
-	// An open epoch's checkpoint has no upper bound but the writer's.
-	r, err = e.m.Advance(ctx, "s1", 1, epoch.Cursors{Checkpoint: 1000, Trimmed: 1000, Rewritten: 1000})
+	// Trimmed and rewritten move through the minter up to the checkpoint.
+	r, err = e.m.Advance(ctx, "s1", 1, epoch.Cursors{Checkpoint: 5, Trimmed: 5, Rewritten: 5})
 	require.NoError(t, err)
-	assert.Equal(t, uint64(1000), r.Cursors.Trimmed)
+	assert.Equal(t, uint64(5), r.Cursors.Trimmed)
+	_, err = e.m.Advance(ctx, "s1", 1, epoch.Cursors{Checkpoint: 5, Trimmed: 6, Rewritten: 5})
+	require.ErrorIs(t, err, epoch.ErrCursorAhead)
 
 	// Equal cursors: no-op, nothing written.
 	txns, _ := e.store.counts()
@@ -283,7 +289,9 @@ func TestAdvanceFencedAndSettled(t *testing.T) {
 	assert.Equal(t, epoch.Cursors{Checkpoint: 20, Trimmed: 20, Rewritten: 20}, r.Cursors)
 
 	_, err = e.m.Advance(ctx, "s1", 1, epoch.Cursors{Checkpoint: 21, Trimmed: 20, Rewritten: 20})
-	assert.ErrorIs(t, err, epoch.ErrCursorRegression)
+	assert.ErrorIs(t, err, epoch.ErrCursorAhead)
+	_, err = e.claims["s1/1"].Advance(ctx, 21)
+	assert.ErrorIs(t, err, epoch.ErrCursorAhead, "not even its writer moves the checkpoint past the cut")
 }
 
 func TestAdvanceRegressions(t *testing.T) {
@@ -295,31 +303,31 @@ func TestAdvanceRegressions(t *testing.T) {
 		to     epoch.Cursors
 		cursor string
 		reason string
+		want   error
 	}{
-		{"checkpoint backwards", false, epoch.Cursors{Checkpoint: 9, Trimmed: 5, Rewritten: 4}, "checkpoint", "backwards"},
-		{"trimmed backwards", false, epoch.Cursors{Checkpoint: 10, Trimmed: 4, Rewritten: 4}, "trimmed", "backwards"},
-		{"rewritten backwards", false, epoch.Cursors{Checkpoint: 10, Trimmed: 5, Rewritten: 3}, "rewritten", "backwards"},
-		{"all backwards", false, epoch.Cursors{}, "checkpoint", "backwards"},
-		{"trimmed past checkpoint", false, epoch.Cursors{Checkpoint: 10, Trimmed: 11, Rewritten: 4}, "trimmed", "checkpoint"},
-		{"rewritten past checkpoint", false, epoch.Cursors{Checkpoint: 10, Trimmed: 5, Rewritten: 11}, "rewritten", "checkpoint"},
-		{"checkpoint past cut", true, epoch.Cursors{Checkpoint: 21, Trimmed: 5, Rewritten: 4}, "checkpoint", "cut"},
-		{"fenced checkpoint backwards", true, epoch.Cursors{Checkpoint: 9, Trimmed: 5, Rewritten: 4}, "checkpoint", "backwards"},
-		{"fenced trimmed past checkpoint", true, epoch.Cursors{Checkpoint: 12, Trimmed: 13, Rewritten: 4}, "trimmed", "checkpoint"},
+		{"checkpoint backwards", false, epoch.Cursors{Checkpoint: 9, Trimmed: 5, Rewritten: 4}, "checkpoint", "backwards", epoch.ErrCursorRegression},
+		{"trimmed backwards", false, epoch.Cursors{Checkpoint: 10, Trimmed: 4, Rewritten: 4}, "trimmed", "backwards", epoch.ErrCursorRegression},
+		{"rewritten backwards", false, epoch.Cursors{Checkpoint: 10, Trimmed: 5, Rewritten: 3}, "rewritten", "backwards", epoch.ErrCursorRegression},
+		{"all backwards", false, epoch.Cursors{}, "checkpoint", "backwards", epoch.ErrCursorRegression},
+		{"trimmed past checkpoint", false, epoch.Cursors{Checkpoint: 10, Trimmed: 11, Rewritten: 4}, "trimmed", "checkpoint", epoch.ErrCursorAhead},
+		{"rewritten past checkpoint", false, epoch.Cursors{Checkpoint: 10, Trimmed: 5, Rewritten: 11}, "rewritten", "checkpoint", epoch.ErrCursorAhead},
+		{"checkpoint past cut", true, epoch.Cursors{Checkpoint: 21, Trimmed: 5, Rewritten: 4}, "checkpoint", "cut", epoch.ErrCursorAhead},
+		{"fenced checkpoint backwards", true, epoch.Cursors{Checkpoint: 9, Trimmed: 5, Rewritten: 4}, "checkpoint", "backwards", epoch.ErrCursorRegression},
+		{"fenced trimmed past checkpoint", true, epoch.Cursors{Checkpoint: 12, Trimmed: 13, Rewritten: 4}, "trimmed", "checkpoint", epoch.ErrCursorAhead},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.mint(t, "s1", standard())
-			_, err := e.m.Advance(ctx, "s1", 1, base)
-			require.NoError(t, err)
+			e.checkpoint(t, "s1", 1, base)
 			if tc.fenced {
-				_, err = e.m.Publish(ctx, "s1", 1, 20)
+				_, err := e.m.Publish(ctx, "s1", 1, 20)
 				require.NoError(t, err)
 			}
 			before := e.get(t, "s1", 1)
 			rev := e.mem.Revision()
 
 			r, err := e.m.Advance(ctx, "s1", 1, tc.to)
-			require.ErrorIs(t, err, epoch.ErrCursorRegression)
+			require.ErrorIs(t, err, tc.want)
 			assert.Nil(t, r)
 			var ce *epoch.CursorError
 			require.True(t, errors.As(err, &ce))
@@ -342,6 +350,8 @@ func TestConcurrentAdvanceEndsAtTheMaximum(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	e.mint(t, "s1", standard())
+	_, err := e.m.Publish(ctx, "s1", 1, 100)
+	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {

@@ -19,7 +19,8 @@
 // epoch after a halt or a configuration change, and a later leader finding
 // an old epoch still open all end it the same way:
 //
-//	f, err := fence.New(minter, chain.NewZones(a, b, c), fence.Options{Identity: "broker-7"})
+//	zones, err := chain.NewZones(a, b, c)
+//	f, err := fence.New(minter, zones, fence.Options{Identity: "broker-7"})
 //	cut, err := f.Fence(ctx, "star-1", ep)
 //
 // Fence returns once the cut is published (the record moves from open to
@@ -29,9 +30,13 @@
 // # The walk
 //
 // A fence reads every slot it decides in all K buckets, in order, and
-// classifies it from the K answers (one small ranged read each):
+// classifies it from the K answers. It reads each copy whole and verifies
+// its checksum: only byte-identical copies that verify count toward W (a
+// copy whose header is intact but whose body is corrupt is foreign, never
+// counted and never copied), and two different flights in one slot are a
+// conflict, never committed:
 //
-//   - committed: the flight is in at least W buckets. Advance.
+//   - committed: the same flight is in at least W buckets. Advance.
 //   - repair: a flight is in some bucket but fewer than W, and some bucket
 //     is empty. The fencer reads the flight whole, verifies it, and copies
 //     the identical bytes into every empty bucket, then reads the slot again.
@@ -44,6 +49,16 @@
 //     raced in) sends the slot back to repair; otherwise the next empty bucket
 //     is poisoned, until B hold poison.
 //   - dead: poison in at least B buckets. This is the cut; the walk stops.
+//   - conflict: two buckets hold different well-formed flights, so two
+//     writers wrote the epoch (which the claim on a minted record
+//     prevents; see chain.NewWriter). The fence stops with a
+//     *chain.ConflictError (chain.ErrConflictingFlight) naming the slot and
+//     publishes nothing: an operator must look.
+//
+// Reading whole costs bytes, not requests: a whole read is one GET, as a
+// header probe is. The walk decides at most about 2·window+Span slots, so a
+// takeover reads that many flights K times, and holds at most MaxParallel
+// of them in memory at once (it keeps a digest of each, not the bytes).
 //
 // The walk does not start at slot 0. First the fencer estimates where the
 // chain ends: from the epoch's checkpoint it probes slots at growing
@@ -131,10 +146,17 @@
 // The cut is published with a compare-and-set of the epoch record
 // (epoch.Minter.Publish). Racing fencers computed the same cut, so the CAS
 // is a publication, not an arbitration: publishing the published cut
-// succeeds. A different cut (epoch.ErrCutMismatch) is a bug or corruption
-// and is never retried. Once the record is fenced, Fence is a read: it
-// returns the published cut without touching the buckets (Report's
-// AlreadyFenced).
+// succeeds. Once the record is fenced, Fence is a read: it returns the
+// published cut without touching the buckets (Report's AlreadyFenced).
+//
+// A late fencer, held while another fenced, settled and trimmed the epoch,
+// would find the trimmed slots empty. Before it writes poison into a slot
+// it reads the record again; finding it fenced, it adopts the published
+// cut (Report.Late) and writes nothing. Should the epoch be fenced and
+// trimmed between that read and its publication, the cut it offers lies
+// below the trimmed cursor, which only a late fencer's can: it adopts the
+// published cut then too. Any other difference (epoch.ErrCutMismatch) is a
+// bug or corruption and is never retried.
 //
 // # Options and round trips
 //
@@ -150,11 +172,14 @@
 //     reads one slot per round trip.
 //   - MaxParallel (default 64) bounds the requests in flight.
 //
-// With the defaults, an epoch of a million slots (K=3, W=2, window 64) is
-// fenced in 19 round trips and about 600 small reads; the literal algorithm
-// takes over 100 round trips (see BenchmarkFence). Keys must match the
-// writers'; Identity is written into the poison for forensics; Logger
-// receives the walk at debug level and undecided slots at warn level.
+// Each has a maximum (MaxFanout, MaxSpan, MaxParallelLimit), and a value
+// out of range is refused with an *epoch.ConfigError naming the field, never
+// corrected. With the defaults, an epoch of a million slots (K=3, W=2,
+// window 64) is fenced in about 20 round trips and about 600 reads; the
+// literal algorithm takes over 100 round trips (see BenchmarkFence). Keys
+// must match the writers'; Identity (at most MaxIdentity bytes) is written
+// into the poison for forensics; Logger receives the walk at debug level
+// and undecided slots at warn level.
 //
 // A create whose outcome is unknown (a timeout, an unavailable zone) is
 // never trusted: the slot is read again. A bucket whose poison create
@@ -166,10 +191,15 @@
 //
 //   - ErrUndecided (*UndecidedError): the context ended while unreachable
 //     buckets held the deciding vote.
-//   - ErrForeign (*ForeignError): foreign objects hold the deciding vote.
+//   - ErrForeign (*ForeignError): foreign objects (corrupt, misplaced, of
+//     an unknown format, or a flight whose body fails its checksum) hold
+//     the deciding vote.
+//   - chain.ErrConflictingFlight (*chain.ConflictError): two different
+//     flights in one slot.
 //   - epoch.ErrNoRecord: the epoch was never minted (or its number burned):
 //     nothing to fence.
-//   - epoch.ErrCutMismatch: another fencer published a different cut.
+//   - epoch.ErrCutMismatch: another fencer published a different cut, and
+//     not because this one was late.
 //   - epoch.ErrInvalidConfig (*epoch.ConfigError): bad Options, or a record
 //     naming a zone the Fencer does not know.
 //   - metastore errors reading or publishing the record, and the context's

@@ -73,7 +73,7 @@ func (e *env) view(wrap func(i int, b objstore.Bucket) objstore.Bucket) []objsto
 	return out
 }
 
-func (e *env) buckets() chain.Zones { return chain.NewZones(e.view(nil)...) }
+func (e *env) buckets() chain.Zones { return chain.MustZones(e.view(nil)...) }
 
 func (e *env) fencer(opts Options) *Fencer {
 	e.t.Helper()
@@ -106,7 +106,9 @@ func (e *env) slot(s uint64) chain.Slot {
 }
 
 // put places an object in bucket b at slot: 'F' flight, 'P' poison, 'X'
-// a foreign (corrupt) object, 'M' a misplaced flight (claims another slot).
+// a foreign (corrupt) object, 'M' a misplaced flight (claims another slot),
+// 'C' the flight with an intact header and a corrupt body, 'Y' another
+// well-formed flight for the slot (a second writer's).
 func (e *env) put(slot uint64, b int, kind byte) {
 	e.t.Helper()
 	var data []byte
@@ -119,6 +121,11 @@ func (e *env) put(slot uint64, b int, kind byte) {
 		data = []byte("this is not a slot object")
 	case 'M':
 		data = chain.EncodeFlight(star, e.rec.Epoch, slot+1000, payload(slot))
+	case 'C':
+		data = chain.EncodeFlight(star, e.rec.Epoch, slot, payload(slot))
+		data[len(data)-1] ^= 0xff
+	case 'Y':
+		data = chain.EncodeFlight(star, e.rec.Epoch, slot, []byte("another writer's payload"))
 	default:
 		return
 	}

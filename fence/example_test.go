@@ -43,7 +43,7 @@ func Example() {
 	}
 	w.Abort() // the writer dies
 
-	f, err := fence.New(minter, chain.NewZones(zones...), fence.Options{Identity: "broker-2"})
+	f, err := fence.New(minter, chain.MustZones(zones...), fence.Options{Identity: "broker-2"})
 	if err != nil {
 		panic(err)
 	}
@@ -82,7 +82,7 @@ func Example_liveWriter() {
 		fmt.Println("acknowledged", r, "at slot", pos.Slot)
 	}
 
-	f, _ := fence.New(minter, chain.NewZones(zones...), fence.Options{})
+	f, _ := fence.New(minter, chain.MustZones(zones...), fence.Options{})
 	cut, _ := f.Fence(ctx, "broker-1", rec.Epoch)
 	fmt.Println("cut:", cut)
 
@@ -110,7 +110,7 @@ func ExampleFencer_Undecided() {
 	_ = a.Create(ctx, key, chain.EncodeFlight("broker-1", rec.Epoch, 0, []byte("alpha")))
 	_ = b.Create(ctx, key, chain.EncodePoison("broker-1", rec.Epoch, 0, "an earlier fencer"))
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	f, _ := fence.New(minter, chain.NewZones(a, b, unreachable{c}), fence.Options{Clock: clk})
+	f, _ := fence.New(minter, chain.MustZones(a, b, unreachable{c}), fence.Options{Clock: clk})
 
 	fctx, cancel := context.WithCancel(ctx)
 	done := make(chan error)

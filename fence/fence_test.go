@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 
 // scenario is a hand-laid epoch and the expected outcome of fencing it.
 // Rows give each slot's objects per bucket (F flight, P poison, X corrupt,
-// M misplaced, E empty); down lists the buckets that are unreachable; the
+// M misplaced, C a flight whose body fails its checksum, Y a second
+// writer's flight, E empty; see env.put); down lists the buckets that are unreachable; the
 // expected cut and the final state of some slots are written down.
 type scenario struct {
 	name     string
@@ -68,8 +70,31 @@ func scenarios() []scenario {
 		{name: "misplaced objects hold every bucket", k: 3, w: 2, rows: []string{"M M M"}, wantErr: ErrForeign},
 		{name: "misplaced object is neither flight nor poison", k: 3, w: 2, rows: []string{"M E E"},
 			wantCut: 0, after: map[uint64]string{0: "X P P"}, poisoned: 2},
+		// A copy whose header is intact but whose body fails its checksum
+		// is foreign: never counted toward W, never copied.
+		{name: "a corrupt copy beside two empty zones is decided around", k: 3, w: 2,
+			rows:    []string{"F F F", "F F F", "C E E"},
+			wantCut: 2, after: map[uint64]string{2: "X P P"}, poisoned: 2},
+		{name: "corrupt copies in two zones at the frontier stop the fence", k: 3, w: 2,
+			rows: []string{"F F F", "C C E"}, wantErr: ErrForeign},
+		{name: "an intact copy beside a corrupt one is repaired from the intact one", k: 3, w: 2,
+			rows:    []string{"F F F", "C F E"},
+			wantCut: 2, after: map[uint64]string{1: "X F F", 2: "P P E"}, poisoned: 2},
+		// The estimate probes slots 1, 2, 4, 8, 16 and sees flight
+		// headers up to 8; trusting them would start the walk at 8−window
+		// = 4, above the hole at 3.
+		{name: "a corrupt copy past the end does not move the walk's start", k: 3, w: 2,
+			rows:    []string{"F F F", "F F F", "F F F", "E E E", "C E E", "E E E", "E E E", "E E E", "C E E"},
+			wantCut: 3, after: map[uint64]string{3: "P P E", 8: "X E E"}, poisoned: 2},
+		// Two different flights in one slot: two writers wrote the epoch.
+		{name: "two different flights with a quorum of one are a conflict", k: 3, w: 2,
+			rows: []string{"F F F", "Y F F"}, wantErr: chain.ErrConflictingFlight},
+		{name: "two different flights without a quorum are a conflict", k: 3, w: 2,
+			rows: []string{"F F F", "Y F E"}, wantErr: chain.ErrConflictingFlight},
 	}
 }
+
+
 
 // TestScenarios fences hand-laid epochs on in-memory zones.
 func TestScenarios(t *testing.T) {
@@ -263,8 +288,31 @@ func TestRacingFencers(t *testing.T) {
 
 func TestInvalidOptions(t *testing.T) {
 	e := newEnv(t, 3, 2, 4)
-	_, err := New(e.minter, e.buckets(), Options{Fanout: -1})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	// Out-of-range values are refused, one field per error, never quietly
+	// corrected.
+	for _, c := range []struct {
+		opts  Options
+		field string
+	}{
+		{Options{Fanout: -1}, "Fanout"},
+		{Options{Fanout: MaxFanout + 1}, "Fanout"},
+		{Options{Span: -1}, "Span"},
+		{Options{Span: MaxSpan + 1}, "Span"},
+		{Options{MaxParallel: -1}, "MaxParallel"},
+		{Options{MaxParallel: MaxParallelLimit + 1}, "MaxParallel"},
+		{Options{MinBackoff: -time.Millisecond}, "MinBackoff"},
+		{Options{MaxBackoff: -time.Millisecond}, "MaxBackoff"},
+		{Options{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, "MaxBackoff"},
+		{Options{Identity: strings.Repeat("x", MaxIdentity+1)}, "Identity"},
+	} {
+		_, err := New(e.minter, e.buckets(), c.opts)
+		require.ErrorIs(t, err, epoch.ErrInvalidConfig, "%+v", c.opts)
+		var ce *epoch.ConfigError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, c.field, ce.Field)
+	}
+	_, err := New(e.minter, e.buckets(), Options{Identity: strings.Repeat("x", MaxIdentity)})
+	require.NoError(t, err, "an identity of MaxIdentity bytes fits with the barrier suffix")
 	_, err = New(e.minter, e.buckets(), Options{Keys: chain.Keys{Prefix: "../x"}})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
 	_, err = New(nil, e.buckets(), Options{})
@@ -349,7 +397,7 @@ func TestCancelledFenceIsNotUndecided(t *testing.T) {
 	trip := func(i int, b objstore.Bucket) objstore.Bucket {
 		return &tripBucket{Bucket: b, key: e.slot(3).Key(), cancel: cancel}
 	}
-	f := e.fencerOn(chain.NewZones(e.view(trip)...), Options{})
+	f := e.fencerOn(chain.MustZones(e.view(trip)...), Options{})
 	_, err := f.Fence(ctx, star, e.rec.Epoch)
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, ErrUndecided)
@@ -357,7 +405,7 @@ func TestCancelledFenceIsNotUndecided(t *testing.T) {
 	require.Equal(t, epoch.StateOpen, e.record().State)
 }
 
-// tripBucket cancels a context when key is first read.
+// tripBucket cancels a context when key is read.
 type tripBucket struct {
 	objstore.Bucket
 	key    string
@@ -370,6 +418,14 @@ func (b *tripBucket) GetRange(ctx context.Context, key string, off, n int64) ([]
 		return nil, &objstore.OpError{Op: "getrange", Bucket: b.Name(), Key: key, Err: objstore.Unavailable(ctx.Err())}
 	}
 	return b.Bucket.GetRange(ctx, key, off, n)
+}
+
+func (b *tripBucket) Get(ctx context.Context, key string) ([]byte, error) {
+	if key == b.key {
+		b.cancel()
+		return nil, &objstore.OpError{Op: "get", Bucket: b.Name(), Key: key, Err: objstore.Unavailable(ctx.Err())}
+	}
+	return b.Bucket.Get(ctx, key)
 }
 
 // TestUndecidedClearedWhenAnotherFencerPublishes: a fencer that gave up on
@@ -430,3 +486,106 @@ type dueTimer chan time.Time
 
 func (t dueTimer) C() <-chan time.Time { return t }
 func (t dueTimer) Stop() bool          { return false }
+
+// gateBucket holds every whole read until open is closed, after telling
+// held once, so that a test can run another party while a fencer waits.
+type gateBucket struct {
+	objstore.Bucket
+	held chan<- struct{}
+	open <-chan struct{}
+	once *sync.Once
+}
+
+func (b *gateBucket) Get(ctx context.Context, key string) ([]byte, error) {
+	b.once.Do(func() { close(b.held) })
+	select {
+	case <-b.open:
+	case <-ctx.Done():
+		return nil, &objstore.OpError{Op: "get", Bucket: b.Name(), Key: key, Err: objstore.Unavailable(ctx.Err())}
+	}
+	return b.Bucket.Get(ctx, key)
+}
+
+// TestLateFencerAdoptsThePublishedCut: a fencer held while another fenced,
+// settled and trimmed the epoch finds the trimmed slots empty. It must not
+// poison them into a lower cut and fail with ErrCutMismatch: the record is
+// fenced by someone else, so it returns the published cut and writes
+// nothing.
+func TestLateFencerAdoptsThePublishedCut(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3, 2, 4)
+	e.layout(repeatRow("F F F", 6)...)
+	held, open := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	late := e.fencerOn(chain.MustZones(e.view(func(_ int, b objstore.Bucket) objstore.Bucket {
+		return &gateBucket{Bucket: b, held: held, open: open, once: &once}
+	})...), Options{Identity: "late"})
+	type result struct {
+		rep Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := late.FenceReport(ctx, star, e.rec.Epoch)
+		done <- result{rep, err}
+	}()
+	<-held
+	// Meanwhile: another fencer fences, the epoch is settled and trimmed
+	// up to its cut (settlement's steps, by hand).
+	cut, err := e.fencer(Options{Identity: "first"}).Fence(ctx, star, e.rec.Epoch)
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), cut)
+	_, err = e.minter.MarkSettled(ctx, star, e.rec.Epoch)
+	require.NoError(t, err)
+	_, err = e.minter.Advance(ctx, star, e.rec.Epoch, epoch.Cursors{Checkpoint: 6, Trimmed: 6})
+	require.NoError(t, err)
+	for s := range uint64(6) {
+		for _, b := range e.raw {
+			require.NoError(t, b.Delete(ctx, e.slot(s).Key()))
+		}
+	}
+	close(open)
+	r := <-done
+	require.NoError(t, r.err, "a late fencer is not a disagreement")
+	require.Equal(t, uint64(6), r.rep.Cut)
+	require.True(t, r.rep.Late)
+	require.True(t, r.rep.AlreadyFenced)
+	require.Zero(t, r.rep.Creates, "the late fencer wrote nothing")
+	for s := range uint64(6) {
+		require.Equal(t, "E E E", e.state(s), "trimmed slot %d stays empty", s)
+	}
+}
+
+// TestLateCut tells a late fencer's lower cut (below the trimmed cursor of
+// the published record) from a real disagreement.
+func TestLateCut(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3, 2, 4)
+	f := e.fencer(Options{})
+	_, err := e.minter.Publish(ctx, star, e.rec.Epoch, 6)
+	require.NoError(t, err)
+	mismatch := &epoch.CutMismatchError{Star: star, Epoch: e.rec.Epoch, Published: 6, Offered: 2}
+	_, ok := f.lateCut(ctx, star, e.rec.Epoch, 2, mismatch)
+	require.False(t, ok, "nothing trimmed: a lower cut is a real disagreement")
+	_, err = e.minter.MarkSettled(ctx, star, e.rec.Epoch)
+	require.NoError(t, err)
+	_, err = e.minter.Advance(ctx, star, e.rec.Epoch, epoch.Cursors{Checkpoint: 6, Trimmed: 4})
+	require.NoError(t, err)
+	rec, ok := f.lateCut(ctx, star, e.rec.Epoch, 2, mismatch)
+	require.True(t, ok, "a cut below the trimmed cursor is a late fencer's")
+	require.Equal(t, uint64(6), rec.Cut)
+	_, ok = f.lateCut(ctx, star, e.rec.Epoch, 5, mismatch)
+	require.False(t, ok, "a cut at or above the trimmed cursor is a real disagreement")
+	_, ok = f.lateCut(ctx, star, e.rec.Epoch, 7, mismatch)
+	require.False(t, ok)
+	_, ok = f.lateCut(ctx, star, e.rec.Epoch, 2, errors.New("other"))
+	require.False(t, ok)
+}
+
+func repeatRow(row string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = row
+	}
+	return out
+}

@@ -27,20 +27,23 @@ type Options struct {
 	// Keys is the object key layout; it must match the writers'.
 	Keys chain.Keys
 	// Identity is written into every poison object this fencer creates,
-	// for forensics. Default "fencer".
+	// for forensics: at most MaxIdentity bytes. Default "fencer".
 	Identity string
 	// Fanout is how many slots the end estimate probes per round (a k-ary
-	// search). 1 gives the literal doubling and binary search, one slot per
-	// round trip. Default 8.
+	// search), at most MaxFanout. 1 gives the literal doubling and binary
+	// search, one slot per round trip. Default 8.
 	Fanout int
-	// Span is how many slots the walk reads ahead in one parallel round.
-	// Decisions stay per slot and in order. Default 64; 1 reads one slot at
-	// a time.
+	// Span is how many slots the walk reads ahead in one parallel round,
+	// at most MaxSpan. Decisions stay per slot and in order. Default 64; 1
+	// reads one slot at a time.
 	Span int
-	// MaxParallel bounds the object requests in flight at once. Default 64.
+	// MaxParallel bounds the object requests in flight at once, at most
+	// MaxParallelLimit. Default 64. The walk reads slot objects whole, so
+	// it holds up to MaxParallel objects in memory at once.
 	MaxParallel int
 	// MinBackoff and MaxBackoff bound the jittered exponential backoff while
-	// a slot is undecided. Defaults 10ms and 1s.
+	// a slot is undecided. Zero means 10ms and max(1s, MinBackoff); a
+	// negative value, or MaxBackoff below MinBackoff, is refused.
 	MinBackoff, MaxBackoff time.Duration
 	// Clock drives backoff and the undecided age. Nil means the wall clock.
 	Clock clock.Clock
@@ -49,6 +52,19 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Bounds of Options.
+const (
+	// MaxFanout bounds Options.Fanout.
+	MaxFanout = 64
+	// MaxSpan bounds Options.Span.
+	MaxSpan = 4096
+	// MaxParallelLimit bounds Options.MaxParallel.
+	MaxParallelLimit = 4096
+	// MaxIdentity bounds Options.Identity, so that it fits poison's body
+	// together with BarrierSuffix.
+	MaxIdentity = chain.MaxPoisonBody - len(BarrierSuffix)
+)
+
 func (o *Options) validate() error {
 	if err := o.Keys.Validate(); err != nil {
 		return err
@@ -56,23 +72,39 @@ func (o *Options) validate() error {
 	if o.Identity == "" {
 		o.Identity = "fencer"
 	}
-	if o.Fanout < 0 || o.Span < 0 || o.MaxParallel < 0 {
-		return &epoch.ConfigError{Field: "Fanout/Span/MaxParallel", Value: fmt.Sprint(o.Fanout, o.Span, o.MaxParallel), Reason: "must not be negative"}
+	if len(o.Identity) > MaxIdentity {
+		return &epoch.ConfigError{Field: "Identity", Value: fmt.Sprintf("%.20q…", o.Identity), Reason: fmt.Sprintf("longer than %d bytes", MaxIdentity)}
 	}
-	if o.Fanout == 0 {
-		o.Fanout = 8
+	for _, b := range []struct {
+		field    string
+		v        *int
+		def, max int
+	}{
+		{"Fanout", &o.Fanout, 8, MaxFanout},
+		{"Span", &o.Span, 64, MaxSpan},
+		{"MaxParallel", &o.MaxParallel, 64, MaxParallelLimit},
+	} {
+		if *b.v < 0 || *b.v > b.max {
+			return &epoch.ConfigError{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
+		}
+		if *b.v == 0 {
+			*b.v = b.def
+		}
 	}
-	if o.Span == 0 {
-		o.Span = 64
+	if o.MinBackoff < 0 {
+		return &epoch.ConfigError{Field: "MinBackoff", Value: o.MinBackoff, Reason: "negative"}
 	}
-	if o.MaxParallel == 0 {
-		o.MaxParallel = 64
+	if o.MaxBackoff < 0 {
+		return &epoch.ConfigError{Field: "MaxBackoff", Value: o.MaxBackoff, Reason: "negative"}
 	}
-	if o.MinBackoff <= 0 {
+	if o.MinBackoff == 0 {
 		o.MinBackoff = 10 * time.Millisecond
 	}
-	if o.MaxBackoff < o.MinBackoff {
+	if o.MaxBackoff == 0 {
 		o.MaxBackoff = max(time.Second, o.MinBackoff)
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		return &epoch.ConfigError{Field: "MaxBackoff", Value: o.MaxBackoff, Reason: fmt.Sprintf("below MinBackoff %v", o.MinBackoff)}
 	}
 	o.Clock = clock.Or(o.Clock)
 	if o.Logger == nil {
@@ -153,6 +185,10 @@ type Report struct {
 	// Barriers counts the slots ahead of a live writer that this fencer
 	// killed to stop chasing it (see walk), and BarrierAttempts the tries.
 	Barriers, BarrierAttempts int
+	// Late: another fencer published the cut while this one walked (and
+	// settlement may have trimmed slots under it); Cut is the published
+	// cut, adopted, and this fencer wrote nothing after it noticed.
+	Late bool
 	// Duration is the fence's time on the fencer's clock.
 	Duration time.Duration
 }
@@ -192,25 +228,38 @@ func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Repor
 		return rep, fmt.Errorf("fence %s/%d: %w", star, ep, err)
 	}
 	w := &walk{f: f, rec: rec, buckets: buckets, rep: &rep, sem: make(chan struct{}, f.opts.MaxParallel)}
-	x, ok := w.estimate(ctx)
 	from := rec.Cursors.Checkpoint
-	if ok {
+	if x, ok := w.estimate(ctx); ok {
 		rep.Estimate = int64(x)
 		// Slot x holds a flight, so its writer assigned it, which it does
 		// only while x < release + window. Every slot below the release
-		// point was committed, so [0, x−window] is committed.
+		// point was committed, so [0, x−window] is committed. The probe
+		// saw only a header: x is trusted only once a copy there is read
+		// whole and verifies, since a corrupt copy proves nothing.
 		if x >= uint64(rec.Constants.Window) {
-			from = max(from, x-uint64(rec.Constants.Window))
+			if t := chain.TallySlot(w.observe(ctx, []uint64{x}, true)[0]); t.Copies > 0 {
+				from = max(from, x-uint64(rec.Constants.Window))
+			} else {
+				f.opts.Logger.WarnContext(ctx, "fence estimate rests on a copy that does not verify; walking from the checkpoint",
+					"star", star, "epoch", ep, "slot", x)
+			}
 		}
 	}
 	rep.WalkStart = from
 	cut, err := w.walk(ctx, from)
 	rep.Reads, rep.Creates = w.reads.Load(), w.creates.Load()
 	rep.Repaired, rep.Poisoned = w.repaired.Load(), w.poisoned.Load()
+	var late *fencedMeanwhile
+	if errors.As(err, &late) {
+		return f.adopt(ctx, rep, late.rec, start), nil
+	}
 	if err != nil {
 		return rep, err
 	}
 	if _, err := f.minter.Publish(ctx, star, ep, cut); err != nil {
+		if pub, ok := f.lateCut(ctx, star, ep, cut, err); ok {
+			return f.adopt(ctx, rep, pub, start), nil
+		}
 		return rep, fmt.Errorf("fence %s/%d: publish cut %d: %w", star, ep, cut, err)
 	}
 	rep.Cut = cut
@@ -218,6 +267,53 @@ func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Repor
 	f.opts.Logger.InfoContext(ctx, "epoch fenced", "star", star, "epoch", ep, "cut", cut,
 		"rounds", rep.Rounds, "reads", rep.Reads, "creates", rep.Creates, "poisoned", rep.Poisoned, "repaired", rep.Repaired)
 	return rep, nil
+}
+
+// lateCut tells a late fencer from a real disagreement after Publish
+// refused cut. A fencer that walked while another fenced, settled and
+// trimmed the epoch finds trimmed slots empty and poisons one of them: its
+// cut lies below the published one and below the trimmed cursor. Any
+// other difference is a real disagreement (ErrCutMismatch stands).
+func (f *Fencer) lateCut(ctx context.Context, star string, ep, cut uint64, err error) (*epoch.Record, bool) {
+	if !errors.Is(err, epoch.ErrCutMismatch) {
+		return nil, false
+	}
+	rec, gerr := f.minter.Get(ctx, star, ep)
+	if gerr != nil || !rec.Fenced() || cut >= rec.Cut || cut >= rec.Cursors.Trimmed {
+		return nil, false
+	}
+	return rec, true
+}
+
+// adopt returns the cut another fencer published while this one walked.
+func (f *Fencer) adopt(ctx context.Context, rep Report, rec *epoch.Record, start time.Time) Report {
+	f.clearUndecided(rec)
+	rep.Cut, rep.AlreadyFenced, rep.Late = rec.Cut, true, true
+	rep.Duration = f.opts.Clock.Now().Sub(start)
+	f.opts.Logger.InfoContext(ctx, "epoch fenced by another fencer meanwhile; adopting its cut", "star", rec.Star, "epoch", rec.Epoch, "cut", rec.Cut)
+	return rep
+}
+
+// fencedMeanwhile stops a walk that found the record fenced by another
+// fencer before it wrote poison.
+type fencedMeanwhile struct{ rec *epoch.Record }
+
+func (e *fencedMeanwhile) Error() string {
+	return fmt.Sprintf("fence %s/%d: fenced meanwhile with cut %d", e.rec.Star, e.rec.Epoch, e.rec.Cut)
+}
+
+// checkOpen re-reads the record before the walk writes poison, so that a
+// fencer held while another fenced, settled and trimmed the epoch stops
+// instead of poisoning slots that settlement already trimmed.
+func (w *walk) checkOpen(ctx context.Context) error {
+	rec, err := w.f.minter.Get(ctx, w.rec.Star, w.rec.Epoch)
+	if err != nil {
+		return fmt.Errorf("fence %s/%d: %w", w.rec.Star, w.rec.Epoch, err)
+	}
+	if rec.Fenced() {
+		return &fencedMeanwhile{rec: rec}
+	}
+	return nil
 }
 
 // walk is the state of one Fence call.
@@ -235,9 +331,11 @@ func (w *walk) slot(n uint64) chain.Slot {
 	return chain.Slot{Keys: w.f.opts.Keys, Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: n}
 }
 
-// observe reads the headers of slots in every bucket, all in parallel: one
-// round trip.
-func (w *walk) observe(ctx context.Context, slots []uint64) [][]chain.Observation {
+// observe reads slots in every bucket, all in parallel: one round trip.
+// With whole, each object is read whole and verified, and only its digest
+// is kept (so that memory holds at most MaxParallel objects at once);
+// otherwise only its header is probed.
+func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]chain.Observation {
 	w.rep.Rounds++
 	out := make([][]chain.Observation, len(slots))
 	var wg sync.WaitGroup
@@ -250,7 +348,13 @@ func (w *walk) observe(ctx context.Context, slots []uint64) [][]chain.Observatio
 				defer wg.Done()
 				defer func() { <-w.sem }()
 				w.reads.Add(1)
-				out[i][j] = chain.ObserveHeader(ctx, b, w.slot(n))
+				if !whole {
+					out[i][j] = chain.ObserveHeader(ctx, b, w.slot(n))
+					return
+				}
+				o := chain.ObserveObject(ctx, b, w.slot(n))
+				o.Data = nil
+				out[i][j] = o
 			}()
 		}
 	}
@@ -275,7 +379,7 @@ func hasFlight(obs []chain.Observation) bool {
 // starts lower, which is always safe.
 func (w *walk) estimate(ctx context.Context) (uint64, bool) {
 	lo := w.rec.Cursors.Checkpoint
-	if !hasFlight(w.observe(ctx, []uint64{lo})[0]) {
+	if !hasFlight(w.observe(ctx, []uint64{lo}, false)[0]) {
 		return 0, false
 	}
 	k := w.f.opts.Fanout
@@ -295,7 +399,7 @@ func (w *walk) estimate(ctx context.Context) (uint64, bool) {
 		if len(probes) == 0 {
 			break
 		}
-		obs := w.observe(ctx, probes)
+		obs := w.observe(ctx, probes, false)
 		prev := lo
 		for i, p := range probes {
 			if !hasFlight(obs[i]) {
@@ -327,7 +431,7 @@ func (w *walk) estimate(ctx context.Context) (uint64, bool) {
 		if len(probes) == 0 {
 			probes = []uint64{lo + gap/2}
 		}
-		obs := w.observe(ctx, probes)
+		obs := w.observe(ctx, probes, false)
 		next := hi
 		for i, p := range probes {
 			if !hasFlight(obs[i]) {
@@ -354,46 +458,46 @@ const (
 	poison                   // no flight anywhere reachable, an empty bucket to poison
 	undecided                // unreachable buckets hold the deciding vote
 	blocked                  // foreign objects hold the deciding vote
+	conflict                 // two different flights: two writers wrote the epoch
 )
 
 func (v verdict) String() string {
-	return [...]string{"committed", "dead", "repair", "poison", "undecided", "blocked"}[v]
+	return [...]string{"committed", "dead", "repair", "poison", "undecided", "blocked", "conflict"}[v]
 }
 
 // classify decides a slot from one observation per bucket, for quorum w of
-// k buckets. It is a pure function so that every combination is table
-// tested.
+// k buckets. Only identical verified copies count toward w (see
+// chain.TallySlot); two different flights are a conflict, never committed.
+// It is a pure function so that every combination is table tested.
 func classify(obs []chain.Observation, w int) verdict {
+	t := chain.TallySlot(obs)
 	k := len(obs)
-	var flights, poisons, empties, unreachable int
-	for _, o := range obs {
-		switch o.State {
-		case chain.HasFlight:
-			flights++
-		case chain.HasPoison:
-			poisons++
-		case chain.Empty:
-			empties++
-		case chain.Unreachable:
-			unreachable++
-		}
-	}
 	switch {
-	case flights >= w:
+	case t.Conflict:
+		return conflict
+	case t.Copies >= w:
 		return committed
-	case poisons >= k-w+1:
+	case t.Poisons >= k-w+1:
 		return dead
-	case flights > 0 && empties > 0:
+	case t.Copies > 0 && t.Empty > 0:
 		// Completing a slot always wins over killing it: one writer per
 		// epoch means the flight has exactly one possible content.
 		return repair
-	case flights == 0 && empties > 0:
+	case t.Copies == 0 && t.Empty > 0:
 		return poison
-	case unreachable > 0:
+	case t.Unreachable > 0:
 		return undecided
 	default:
 		return blocked
 	}
+}
+
+// conflictError names a slot holding two different flights.
+func (w *walk) conflictError(s uint64, obs []chain.Observation) error {
+	t := chain.TallySlot(obs)
+	return &chain.ConflictError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Object: &chain.ObjectError{
+		Bucket: w.buckets[t.ConflictAt].Name(), Key: w.slot(s).Key(),
+		Reason: "a well-formed flight that differs from another bucket's: two writers wrote the epoch", Err: chain.ErrConflictingFlight}}
 }
 
 // walk classifies slots in order from start and returns the cut.
@@ -437,17 +541,20 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 		for i := uint64(0); i < span && n+i >= n; i++ {
 			slots = append(slots, n+i)
 		}
-		ahead := w.observe(ctx, slots)
+		ahead := w.observe(ctx, slots, true)
 		for i, s := range slots {
 			obs := ahead[i]
-			// Committed and dead are terminal, so an observation read
-			// ahead stays true; anything else is acted on and re-read.
+			// Committed, dead and conflict are terminal, so an
+			// observation read ahead stays true; anything else is acted
+			// on and re-read.
 			switch classify(obs, w.rec.Constants.W) {
 			case committed:
 				continue
 			case dead:
 				w.f.clearUndecided(w.rec)
 				return s, nil
+			case conflict:
+				return 0, w.conflictError(s, obs)
 			}
 			cut, done, err := w.settleSlot(ctx, s, obs)
 			if err != nil {
@@ -475,7 +582,10 @@ func (w *walk) barrier(ctx context.Context, b uint64) bool {
 	w.rep.BarrierAttempts++
 	failed := make([]bool, len(w.buckets))
 	for range w.rec.Constants.B() + 2 {
-		obs := w.observe(ctx, []uint64{b})[0]
+		if ctx.Err() != nil {
+			return false
+		}
+		obs := w.observe(ctx, []uint64{b}, true)[0]
 		switch classify(obs, w.rec.Constants.W) {
 		case dead:
 			w.rep.Barriers++
@@ -503,6 +613,7 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 		return &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waitingFor, Since: since, Err: err}
 	}
 	failed := make([]bool, len(w.buckets)) // poison creates with unknown outcome
+	checked := false                       // the record was found open before poisoning
 	for {
 		v := classify(obs, w.rec.Constants.W)
 		w.f.opts.Logger.DebugContext(ctx, "fence slot", "star", w.rec.Star, "epoch", w.rec.Epoch, "slot", s, "verdict", v.String())
@@ -519,9 +630,17 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 			progress = w.repair(ctx, s, obs)
 		case poison:
 			stuck = false
+			if !checked {
+				if err := w.checkOpen(ctx); err != nil {
+					return 0, false, err
+				}
+				checked = true
+			}
 			progress = w.poison(ctx, s, obs, failed, w.f.opts.Identity)
 		case blocked:
 			return 0, false, w.foreign(s, obs)
+		case conflict:
+			return 0, false, w.conflictError(s, obs)
 		case undecided:
 			if err := ctx.Err(); err != nil {
 				// Buckets read as unreachable because ctx ended, not
@@ -554,7 +673,7 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 			}
 			return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
 		}
-		obs = w.observe(ctx, []uint64{s})[0]
+		obs = w.observe(ctx, []uint64{s}, true)[0]
 	}
 }
 
@@ -566,13 +685,12 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) bool {
 	var data []byte
 	w.rep.Rounds++
-	for j, o := range obs {
-		if o.State != chain.HasFlight {
-			continue
-		}
+	for _, j := range chain.TallySlot(obs).Holders {
 		w.reads.Add(1)
 		full := chain.ObserveObject(ctx, w.buckets[j], w.slot(s))
-		if full.State == chain.HasFlight {
+		// The copy must be the very one observed: a flight that changed
+		// in between would be a second writer's.
+		if full.State == chain.HasFlight && full.Digest == obs[j].Digest {
 			data = full.Data
 			break
 		}

@@ -21,7 +21,7 @@ func fsZones(t *testing.T, k int, noSync bool) []objstore.Bucket {
 	out := make([]objstore.Bucket, k)
 	for i := range out {
 		name := string(rune('a' + i))
-		b, err := fs.New(filepath.Join(root, name), fs.Options{Name: name, NoSync: noSync})
+		b, err := fs.New(filepath.Join(root, name), fs.Options{Name: name, NoSync: noSync, CreateRoot: true})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, b.Close()) })
 		out[i] = b

@@ -71,10 +71,14 @@ func TestS3Scenarios(t *testing.T) {
 		"a crashed fencer's poison after a racing flight: repair wins": true,
 		"one short of quorum: repair, never poison":                    true,
 		"flight and poison with the deciding zone down: undecided":     true,
-		"K=1 W=1":                                       true,
-		"K=2 W=2: one poison kills":                     true,
-		"foreign object holds the deciding vote":        true,
-		"misplaced object is neither flight nor poison": true,
+		"K=1 W=1":                                                             true,
+		"K=2 W=2: one poison kills":                                           true,
+		"foreign object holds the deciding vote":                              true,
+		"misplaced object is neither flight nor poison":                       true,
+		"a corrupt copy beside two empty zones is decided around":             true,
+		"corrupt copies in two zones at the frontier stop the fence":          true,
+		"an intact copy beside a corrupt one is repaired from the intact one": true,
+		"two different flights with a quorum of one are a conflict":           true,
 	}
 	ran := 0
 	for _, c := range scenarios() {

@@ -304,7 +304,7 @@ func runSim(t *testing.T, cfg simConfig, st *simStats) {
 		}
 		opts := Options{Identity: fmt.Sprint("fencer-", i), Fanout: sf.Fanout, Span: sf.Span}
 		fast(&opts)
-		f := e.fencerOn(chain.NewZones(view(before)...), opts)
+		f := e.fencerOn(chain.MustZones(view(before)...), opts)
 		cut, err := f.Fence(fctx, star, e.rec.Epoch)
 		results <- fenceResult{i: i, cut: cut, err: err, deadline: sf.Deadline}
 	}

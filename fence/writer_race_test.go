@@ -151,7 +151,7 @@ func checkOutcomes(t testing.TB, futures []*chain.Future, ep, cut uint64, aborte
 // compares every payload.
 func (e *env) checkReadable(cut uint64) {
 	e.t.Helper()
-	r, err := chain.NewReader(e.minter, chain.NewZones(e.raw...), chain.ReaderOptions{Keys: e.keys})
+	r, err := chain.NewReader(e.minter, chain.MustZones(e.raw...), chain.ReaderOptions{Keys: e.keys})
 	require.NoError(e.t, err)
 	n := uint64(0)
 	for f, err := range r.Flights(context.Background(), star, chain.Position{Epoch: e.rec.Epoch}) {
@@ -176,7 +176,7 @@ func raceWriter(t *testing.T, e *env, writerView, fencerView []objstore.Bucket, 
 	p := startProducer(ctx, w, producerPlan{limit: ^uint64(0), marks: []uint64{startAfter}})
 	p.acked(ctx, startAfter)
 
-	f := e.fencerOn(chain.NewZones(fencerView...), Options{Identity: "racing-fencer", MinBackoff: 100 * time.Microsecond, MaxBackoff: 5 * time.Millisecond})
+	f := e.fencerOn(chain.MustZones(fencerView...), Options{Identity: "racing-fencer", MinBackoff: 100 * time.Microsecond, MaxBackoff: 5 * time.Millisecond})
 	rep, err := f.FenceReport(ctx, star, e.rec.Epoch)
 	require.NoError(t, err)
 	cut := rep.Cut

@@ -41,6 +41,20 @@
 // holder must stop acting on anything the session guarded. Close revokes the
 // session and deletes its keys at once.
 //
+// # Listing
+//
+// List(ctx, prefix) returns the keys under prefix in key order and the
+// revision they were read at, as one snapshot: exactly the keys and values
+// under prefix at that revision, never a mix of two moments, and the
+// revision is at least that of every write that completed before the call.
+// A large prefix may be read in several requests (etcd: pages of
+// Options.ListPageSize keys, all at the first page's revision). Stores
+// discard old history (etcd compacts on a schedule), and a compaction may
+// pass that revision before the last page; List then starts over at the
+// current revision, so it never fails with ErrCompacted. Only if
+// compactions overtake it several times in a row does it give up, with
+// ErrUnavailable; a later List may succeed.
+//
 // # Watches
 //
 // Watch(ctx, prefix, from) yields the changes under prefix with revision ≥
@@ -49,21 +63,26 @@
 // started. A watch ends when ctx ends (it then yields ctx's error once),
 // when the store cannot serve it any more (ErrUnavailable: resume from the
 // last revision seen plus one) or when from was compacted away
-// (ErrCompacted: read the current state with List, then watch from its
-// revision plus one).
+// (ErrCompacted). After ErrCompacted the changes in between are lost: read
+// the current state with List, which a compaction does not fail, and watch
+// from the revision it returned plus one; List's snapshot and that watch
+// together miss no change and show none twice. Should that watch meet
+// ErrCompacted too (another compaction came first), do the same again.
 //
 // # Errors and unknown outcomes
 //
 // Backends classify every failure into the sentinels: ErrNotFound,
 // ErrConflict (*ConflictError), ErrUnavailable, ErrSessionExpired,
-// ErrInvalidKey, ErrCompacted, or the caller's context error. ErrNotFound
-// and ErrConflict are answers from the store. ErrUnavailable is not: the
-// store did not answer (a timeout, a lost leader, a broken connection), and
-// a write that returns it may or may not have been applied, now or a little
-// later. Callers must never read it as "absent" or "lost"; they re-read the
-// key and decide from what they find, or retry a write whose condition makes
-// it idempotent (a CAS on the revision they read cannot apply twice). The
-// same holds for a write cut short by the caller's context.
+// ErrInvalidKey, ErrCompacted (from Watch only), or the caller's context
+// error. A backend's own final errors for misconfiguration (the etcd
+// backend's ErrNotEtcd) match none of them. ErrNotFound and ErrConflict are
+// answers from the store. ErrUnavailable is not: the store did not answer (a
+// timeout, a lost leader, a broken connection), and a write that returns it
+// may or may not have been applied, now or a little later. Callers must
+// never read it as "absent" or "lost"; they re-read the key and decide from
+// what they find, or retry a write whose condition makes it idempotent (a
+// CAS on the revision they read cannot apply twice). The same holds for a
+// write cut short by the caller's context.
 //
 // # Key layout
 //

@@ -16,8 +16,9 @@ var (
 	// The error is a *ConflictError carrying the key's current revision.
 	ErrConflict = errors.New("metastore: conflict")
 	// ErrUnavailable: the store did not answer (timeout, lost leader,
-	// connection reset). The outcome is unknown: a write that returns it
-	// may or may not have applied.
+	// connection reset), or, for List, could not finish a snapshot (see
+	// Store.List). The outcome is unknown: a write that returns it may or
+	// may not have applied. Retrying later may succeed.
 	ErrUnavailable = errors.New("metastore: unavailable")
 	// ErrSessionExpired: the session's TTL ran out (or it was closed); keys
 	// bound to it are gone and it cannot bind new ones.
@@ -91,16 +92,29 @@ type Event struct {
 // use.
 //
 // Errors: nil, ErrNotFound, ErrConflict (*ConflictError), ErrUnavailable,
-// ErrSessionExpired, ErrInvalidKey, or the context's error. A write that
-// returns anything but nil or ErrConflict has an unknown outcome.
+// ErrSessionExpired, ErrInvalidKey, ErrCompacted (Watch only), or the
+// context's error; a backend may add final errors of its own for
+// misconfiguration (such as an endpoint that is not its server). A write
+// that returns anything but nil or ErrConflict has an unknown outcome.
 //
 // Byte slices passed in are not retained; returned ones belong to the caller.
 type Store interface {
 	// Get returns the key's value and revisions, or ErrNotFound.
 	Get(ctx context.Context, key string) (KV, error)
 
-	// List returns every key that starts with prefix, in key order, read at
-	// one revision, together with that revision.
+	// List returns every key that starts with prefix, in key order, and the
+	// revision it read them at. The result is one snapshot: exactly the
+	// keys under prefix at that revision, with their values and revisions
+	// at that revision (every KV.Revision ≤ it). The revision is at least
+	// that of every write that completed before List was called, so a
+	// watch from it plus one misses no later change.
+	//
+	// List never fails with ErrCompacted. A backend that reads a large
+	// prefix in several requests at one revision, and loses that revision
+	// to a compaction of its history before the last one, starts over at
+	// its current revision, a bounded number of times; when every attempt
+	// is overtaken it returns an error matching ErrUnavailable, and reading
+	// again is safe.
 	List(ctx context.Context, prefix string) ([]KV, int64, error)
 
 	// Txn applies t atomically and returns the new revision. When a compare
@@ -116,7 +130,8 @@ type Store interface {
 	// revision order, until ctx ends (then it yields ctx's error once) or
 	// the store fails. from = 0 means "changes after now". A backend that
 	// can no longer serve from (compacted history) yields an error matching
-	// ErrCompacted.
+	// ErrCompacted; the caller then reads the state with List and watches
+	// from List's revision plus one.
 	Watch(ctx context.Context, prefix string, from int64) iter.Seq2[Event, error]
 
 	// NewSession starts a session with the given TTL, kept alive in the
@@ -124,7 +139,8 @@ type Store interface {
 	NewSession(ctx context.Context, ttl time.Duration) (Session, error)
 }
 
-// ErrCompacted: a watch asked for history the store has discarded.
+// ErrCompacted: a watch asked for history the store has discarded. Only
+// Watch returns it; List never does (see Store.List).
 var ErrCompacted = errors.New("metastore: revision compacted")
 
 // Session is a liveness lease. Keys written with Op.Session set vanish when

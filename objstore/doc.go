@@ -1,5 +1,6 @@
 // Package objstore is cutline's view of object storage: the Bucket
-// interface, its error classification and key rules, and Verify.
+// interface, its error classification and key rules, and the start-up
+// checks Verify and VerifyDistinct.
 //
 // One Bucket is one zone's bucket. cutline writes each slot of a chain to
 // the same key in K buckets and needs exactly five operations from each:
@@ -44,6 +45,8 @@
 //     unsupported; retrying it unchanged will not help.
 //   - ErrInvalidKey (a *KeyError), ErrInvalidRange: the request was
 //     refused locally; nothing was sent.
+//   - ErrNotCreateOnly (from Verify), ErrAliased (from VerifyDistinct, an
+//     *AliasError): the start-up checks refused a bucket or a zone set.
 //
 // Only nil, ErrNotFound and ErrExists tell anything about the object at
 // the key. Every other error, the refusals and the context's error
@@ -76,6 +79,24 @@
 // reads it back, deletes it, and refuses a bucket that let the overwrite
 // through with an error matching ErrNotCreateOnly and naming the bucket.
 // VerifyUnder puts the probe below a prefix, for credentials scoped to one.
+//
+// Each bucket of a zone set must also be its own physical store: two
+// handles on one store (two fs buckets on one directory, one S3 bucket
+// listed under two names) count one copy twice, so a write acknowledged
+// by W zones could have fewer than W copies. Hosts call VerifyDistinct at
+// start-up over the zone set of an epoch, after Verify:
+//
+//	if err := objstore.VerifyDistinct(ctx, buckets...); err != nil {
+//		return err // errors.Is(err, objstore.ErrAliased): fix the configuration
+//	}
+//
+// It refuses two buckets with one name, creates a probe under
+// ".cutline-verify/" in each bucket, and refuses the set with an
+// *AliasError (matching ErrAliased, naming both buckets) when a probe is
+// visible through another bucket than its own; it deletes the probes on
+// every way out. An unreachable bucket fails the check with an error
+// matching ErrUnavailable: the check never passes without an answer from
+// every bucket.
 //
 // # Choosing a backend
 //

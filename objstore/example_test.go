@@ -42,6 +42,32 @@ func ExampleVerify() {
 	// zone-a enforces create-only writes
 }
 
+// A zone set must be as many physical stores as buckets. Here one store is
+// listed twice under two names, so a write acknowledged by two zones would
+// have one copy.
+func ExampleVerifyDistinct() {
+	ctx := context.Background()
+	a, b := mem.New("zone-a"), mem.New("zone-b")
+	fmt.Println(objstore.VerifyDistinct(ctx, a, b))
+
+	err := objstore.VerifyDistinct(ctx, a, b, sameStore{a, "zone-c"})
+	var alias *objstore.AliasError
+	if errors.As(err, &alias) {
+		fmt.Println(errors.Is(err, objstore.ErrAliased), alias.A, alias.B)
+	}
+	// Output:
+	// <nil>
+	// true zone-a zone-c
+}
+
+// sameStore is a second handle on a store under another name.
+type sameStore struct {
+	objstore.Bucket
+	name string
+}
+
+func (s sameStore) Name() string { return s.name }
+
 func ExampleAll() {
 	ctx := context.Background()
 	b := mem.New("zone-a")

@@ -8,9 +8,10 @@ import (
 	"math/rand/v2"
 )
 
-// VerifyDir is the first segment of the probe keys Verify creates (and
-// deletes again): ".cutline-verify/<random>". A bucket that holds cutline
-// data must allow objects there.
+// VerifyDir is the first segment of the probe keys Verify and
+// VerifyDistinct create (and delete again): ".cutline-verify/<random>" and
+// ".cutline-verify/distinct-<random>". A bucket that holds cutline data
+// must allow objects there.
 const VerifyDir = ".cutline-verify"
 
 // Verify checks at start-up that b really enforces create-only writes, the

@@ -106,7 +106,11 @@ func layRaggedEpoch(b *testing.B, m *epoch.Minter, raw []objstore.Bucket, keys c
 		}
 		put(s, zs...)
 	}
-	if _, err := m.Advance(ctx, star, rec.Epoch, epoch.Cursors{Checkpoint: uint64(n - lag)}); err != nil {
+	cl, err := rec.Claim() // the hand-laid epoch's writer
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := cl.Advance(ctx, uint64(n-lag)); err != nil {
 		b.Fatal(err)
 	}
 	return rec.Epoch
@@ -134,7 +138,7 @@ func BenchmarkTakeover(b *testing.B) {
 				}
 				raw, counted, slow := benchZones(3)
 				ep := layRaggedEpoch(b, m, raw, keys, starA, 256, window, lag, uint64(i))
-				zones := chain.NewZones(slow...)
+				zones := chain.MustZones(slow...)
 				f, err := fence.New(m, zones, fence.Options{Keys: keys, Identity: starB})
 				if err != nil {
 					b.Fatal(err)
@@ -194,7 +198,7 @@ func openBenchRoller(b *testing.B, window int, rollOnHalt bool) *benchHost {
 	}
 	raw, counted, slow := benchZones(3)
 	keys := chain.Keys{Prefix: "chains"}
-	zones := chain.NewZones(slow...)
+	zones := chain.MustZones(slow...)
 	f, err := fence.New(m, zones, fence.Options{Keys: keys, Identity: starA})
 	if err != nil {
 		b.Fatal(err)
@@ -247,7 +251,7 @@ func (h *benchHost) absorb(b *testing.B, apps []*settle.Append, offset uint64) {
 	}
 	for ep, slot := range top {
 		h.slots[ep] = max(h.slots[ep], slot)
-		_, err := h.m.Advance(ctx, starA, ep, epoch.Cursors{Checkpoint: slot})
+		err := h.r.Checkpoint(ctx, chain.Position{Epoch: ep, Slot: slot})
 		if err != nil && !errors.Is(err, epoch.ErrCursorRegression) {
 			b.Fatal(err)
 		}

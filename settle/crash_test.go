@@ -54,7 +54,7 @@ func layCoveredDeadEpoch(t testing.TB, e *env) deadLayout {
 	for s := range uint64(4) {
 		require.NoError(t, host.refs.Cover(ctx, starA, flight(l.ep, s, record(stream, s, fmt.Sprintf("r%d", s)))))
 	}
-	_, err := host.minter.Advance(ctx, starA, l.ep, epoch.Cursors{Checkpoint: 4})
+	_, err := l.claim.Advance(ctx, 4)
 	require.NoError(t, err)
 	return l
 }

@@ -21,7 +21,9 @@
 //     release point never passes the cut, so no flight lies further out.
 //     Poison stays until the star is decommissioned: a partitioned
 //     zombie's write may arrive arbitrarily late, and only standing poison
-//     keeps it from ever reaching a quorum at the cut;
+//     keeps it from ever reaching a quorum at the cut. The span is probed
+//     MaxParallel objects at a time, so memory does not grow with the
+//     window, and a context that ends stops it between batches;
 //  3. it hands every committed flight in [checkpoint, cut) to the host's
 //     Coverage, in order. No bytes move: refs point into the flights where
 //     they are;
@@ -56,8 +58,10 @@
 //   - cover on acknowledgement: when a Future (or a Roller Append) is
 //     acknowledged, record the refs for its flight before it answers the
 //     producer;
-//   - advance the checkpoint: move the epoch's checkpoint
-//     (epoch.Minter.Advance) past the flights it has covered.
+//   - advance the checkpoint: move the epoch's checkpoint past the flights
+//     it has covered, through its writer (chain.Writer.Checkpoint, or
+//     Roller.Checkpoint), which refuses a checkpoint past what was
+//     acknowledged.
 //
 // Settlement covers [checkpoint, cut) again, so the checkpoint is how much
 // work a successor is spared: each flight settled is one read of the flight
@@ -90,7 +94,7 @@
 //
 // Trim deletes an epoch's slot objects below upTo and advances its trimmed
 // cursor there. upTo may not pass the checkpoint (a *epoch.CursorError,
-// errors.Is epoch.ErrCursorRegression): only covered slots go, and the cut
+// errors.Is epoch.ErrCursorAhead): only covered slots go, and the cut
 // slot's poison always stands. The cursor moves first, so readers stop
 // asking for those slots (chain.Reader skips them; reading one is
 // chain.ErrTrimmed) before any object goes. Objects are found by listing,

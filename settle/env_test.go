@@ -81,7 +81,7 @@ func newFSEnv(t testing.TB, k int) *env {
 	raw := make([]objstore.Bucket, k)
 	for i := range raw {
 		name := string(rune('a' + i))
-		b, err := fs.New(filepath.Join(dir, name), fs.Options{Name: name, NoSync: true})
+		b, err := fs.New(filepath.Join(dir, name), fs.Options{Name: name, NoSync: true, CreateRoot: true})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = b.Close() })
 		raw[i] = b
@@ -156,7 +156,7 @@ func (e *env) party(name string, o partyOpts) *party {
 		}
 		p.buckets = append(p.buckets, b)
 	}
-	p.zones = chain.NewZones(p.buckets...)
+	p.zones = chain.MustZones(p.buckets...)
 	var err error
 	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Writer: name})
 	require.NoError(t, err)

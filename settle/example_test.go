@@ -34,7 +34,7 @@ func Example() {
 	store := memstore.New(memstore.Options{})
 	minter, _ := epoch.NewMinter(store, epoch.Options{})
 	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
-	zones := chain.NewZones(buckets...)
+	zones := chain.MustZones(buckets...)
 	refs, _ := settle.NewRefIndex(store, "", orderLocator)
 
 	// broker-1 appends and dies.
@@ -80,7 +80,7 @@ func ExampleRoller() {
 	store := memstore.New(memstore.Options{})
 	minter, _ := epoch.NewMinter(store, epoch.Options{})
 	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
-	zones := chain.NewZones(buckets...)
+	zones := chain.MustZones(buckets...)
 	refs, _ := settle.NewRefIndex(store, "", orderLocator)
 	fencer, _ := fence.New(minter, zones, fence.Options{Identity: "broker-1"})
 	settler, _ := settle.New(minter, zones, refs, settle.Options{Fencer: fencer})

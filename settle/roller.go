@@ -31,7 +31,7 @@ type RollerOptions struct {
 	RollOnHalt bool
 	// RetryBackoff is the wait between attempts of a roll step that
 	// failed (a fence that is undecided, an unreachable metastore).
-	// Default 100ms.
+	// Default 100ms, at most MaxBackoff.
 	RetryBackoff time.Duration
 	// Clock drives retries. Nil means the wall clock.
 	Clock clock.Clock
@@ -119,7 +119,10 @@ func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants,
 	if s.opts.Fencer == nil {
 		return nil, &epoch.ConfigError{Field: "Settler.Fencer", Value: nil, Reason: "a Roller fences its own epochs"}
 	}
-	if opts.RetryBackoff <= 0 {
+	if opts.RetryBackoff < 0 || opts.RetryBackoff > MaxBackoff {
+		return nil, &epoch.ConfigError{Field: "RetryBackoff", Value: opts.RetryBackoff, Reason: fmt.Sprintf("must satisfy 0 ≤ RetryBackoff ≤ %v (0 means 100ms)", MaxBackoff)}
+	}
+	if opts.RetryBackoff == 0 {
 		opts.RetryBackoff = 100 * time.Millisecond
 	}
 	opts.Writer.Keys = s.opts.Keys
@@ -253,6 +256,30 @@ func (r *Roller) Append(ctx context.Context, payload []byte) (chain.Position, er
 		return chain.Position{}, err
 	}
 	return a.Wait(ctx)
+}
+
+// Checkpoint moves the checkpoint of pos's epoch forward to pos.Slot, once
+// the host's index covers every acknowledged append below pos. The current
+// epoch's checkpoint moves through its writer, never past what it
+// acknowledged (epoch.ErrCursorAhead); an earlier epoch's was fenced by a
+// roll, so it moves at most to the cut, and settlement already put it
+// there (epoch.ErrCursorRegression for anything lower).
+func (r *Roller) Checkpoint(ctx context.Context, pos chain.Position) error {
+	r.mu.Lock()
+	w := r.w
+	r.mu.Unlock()
+	if w.Record().Epoch == pos.Epoch {
+		_, err := w.Checkpoint(ctx, pos.Slot)
+		return err
+	}
+	rec, err := r.settler.minter.Get(ctx, r.star, pos.Epoch)
+	if err != nil {
+		return err
+	}
+	c := rec.Cursors
+	c.Checkpoint = pos.Slot
+	_, err = r.settler.minter.Advance(ctx, r.star, pos.Epoch, c)
+	return err
 }
 
 func (r *Roller) poke() {
@@ -464,7 +491,8 @@ func (r *Roller) retry(ctx context.Context, step string, f func() error) error {
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, epoch.ErrCutMismatch) || errors.Is(err, epoch.ErrInvalidConfig) {
+		if errors.Is(err, epoch.ErrCutMismatch) || errors.Is(err, epoch.ErrInvalidConfig) ||
+			errors.Is(err, epoch.ErrClaimed) || errors.Is(err, epoch.ErrNotMinted) || errors.Is(err, chain.ErrConflictingFlight) {
 			return err
 		}
 		r.log.Warn("roll step failed, retrying", "star", r.star, "step", step, "err", err)

@@ -43,7 +43,7 @@ func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Buc
 			bs = append(bs, b)
 		}
 	}
-	zones := chain.NewZones(bs...)
+	zones := chain.MustZones(bs...)
 	f, err := fence.New(m, zones, fence.Options{Keys: keys})
 	require.NoError(t, err)
 	refs, err := NewRefIndex(store, "", func(p []byte) (string, uint64, uint64, error) {

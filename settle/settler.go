@@ -25,11 +25,14 @@ type Options struct {
 	Fencer *fence.Fencer
 	// GarbageRetries is how many times an unreachable bucket is asked
 	// again while deleting garbage before the garbage is left standing
-	// (it is harmless: nothing reads past the cut). Default 3.
+	// (it is harmless: nothing reads past the cut). Default 3, at most
+	// MaxGarbageRetries.
 	GarbageRetries int
-	// Backoff is the wait between those retries. Default 50ms.
+	// Backoff is the wait between those retries. Default 50ms, at most
+	// MaxBackoff.
 	Backoff time.Duration
-	// MaxParallel bounds object requests in flight. Default 64.
+	// MaxParallel bounds object requests in flight, and the garbage
+	// probes held at once. Default 64, at most MaxParallelLimit.
 	MaxParallel int
 	// Clock drives retries. Nil means the wall clock.
 	Clock clock.Clock
@@ -37,6 +40,16 @@ type Options struct {
 	// Nil discards.
 	Logger *slog.Logger
 }
+
+// Bounds of Options and RollerOptions.
+const (
+	// MaxGarbageRetries bounds Options.GarbageRetries.
+	MaxGarbageRetries = 100
+	// MaxParallelLimit bounds Options.MaxParallel.
+	MaxParallelLimit = 4096
+	// MaxBackoff bounds Options.Backoff and RollerOptions.RetryBackoff.
+	MaxBackoff = 10 * time.Minute
+)
 
 // Settler restores the chain after a fence: it deletes the garbage past the
 // cut, restores coverage below it, and marks the epoch settled. It is safe
@@ -62,17 +75,26 @@ func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settl
 	if err := opts.Keys.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.GarbageRetries < 0 || opts.MaxParallel < 0 || opts.Backoff < 0 {
-		return nil, &epoch.ConfigError{Field: "GarbageRetries/MaxParallel/Backoff", Value: "negative", Reason: "must not be negative"}
+	for _, b := range []struct {
+		field    string
+		v        *int
+		def, max int
+	}{
+		{"GarbageRetries", &opts.GarbageRetries, 3, MaxGarbageRetries},
+		{"MaxParallel", &opts.MaxParallel, 64, MaxParallelLimit},
+	} {
+		if *b.v < 0 || *b.v > b.max {
+			return nil, &epoch.ConfigError{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
+		}
+		if *b.v == 0 {
+			*b.v = b.def
+		}
 	}
-	if opts.GarbageRetries == 0 {
-		opts.GarbageRetries = 3
+	if opts.Backoff < 0 || opts.Backoff > MaxBackoff {
+		return nil, &epoch.ConfigError{Field: "Backoff", Value: opts.Backoff, Reason: fmt.Sprintf("must satisfy 0 ≤ Backoff ≤ %v (0 means 50ms)", MaxBackoff)}
 	}
 	if opts.Backoff == 0 {
 		opts.Backoff = 50 * time.Millisecond
-	}
-	if opts.MaxParallel == 0 {
-		opts.MaxParallel = 64
 	}
 	opts.Clock = clock.Or(opts.Clock)
 	if opts.Logger == nil {
@@ -162,63 +184,92 @@ func (s *Settler) Settle(ctx context.Context, star string, ep uint64) (Report, e
 // deleteGarbage deletes flight copies in [cut, cut+window]. A writer assigns
 // a slot only while it is below its release point plus the window, and its
 // release point never passes the cut, so no flight lies beyond cut+window.
+// The span is probed MaxParallel objects at a time, so memory does not grow
+// with the window; a bucket that stays unreachable through GarbageRetries
+// is given up for the rest of the span (its garbage is harmless: nothing
+// reads past the cut).
 func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, rep *Report) error {
 	type target struct {
 		b    int
 		slot uint64
 	}
-	var todo []target
-	for n := rec.Cut; n <= rec.Cut+uint64(rec.Constants.Window); n++ {
-		for b := range buckets {
-			todo = append(todo, target{b, n})
-		}
+	end := rec.Cut + uint64(rec.Constants.Window)
+	if end < rec.Cut {
+		end = ^uint64(0)
 	}
+	gaveUp := make([]bool, len(buckets))
 	var mu sync.Mutex
-	for attempt := 0; len(todo) > 0; attempt++ {
-		if attempt > 0 {
-			if attempt > s.opts.GarbageRetries {
-				rep.GarbageLeft += len(todo)
-				s.opts.Logger.WarnContext(ctx, "garbage left standing in unreachable buckets (harmless: nothing reads past the cut)",
-					"star", rec.Star, "epoch", rec.Epoch, "cut", rec.Cut, "objects", len(todo))
-				return nil
+	batch := make([]target, 0, s.opts.MaxParallel)
+	n, b := rec.Cut, 0
+	for {
+		batch = batch[:0]
+		for len(batch) < cap(batch) && n <= end {
+			if gaveUp[b] {
+				rep.GarbageLeft++
+			} else {
+				batch = append(batch, target{b, n})
 			}
-			if err := clock.Sleep(ctx, s.opts.Clock, s.opts.Backoff); err != nil {
+			if b++; b == len(buckets) {
+				b = 0
+				if n == end {
+					n, end = 1, 0 // past the span (end may be the last slot)
+					break
+				}
+				n++
+			}
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		todo := batch
+		for attempt := 0; len(todo) > 0; attempt++ {
+			if attempt > 0 {
+				if attempt > s.opts.GarbageRetries {
+					rep.GarbageLeft += len(todo)
+					for _, t := range todo {
+						gaveUp[t.b] = true
+					}
+					s.opts.Logger.WarnContext(ctx, "garbage left standing in unreachable buckets (harmless: nothing reads past the cut)",
+						"star", rec.Star, "epoch", rec.Epoch, "cut", rec.Cut, "objects", len(todo))
+					break
+				}
+				if err := clock.Sleep(ctx, s.opts.Clock, s.opts.Backoff); err != nil {
+					return fmt.Errorf("settle %s/%d: garbage: %w", rec.Star, rec.Epoch, err)
+				}
+			}
+			var retry []target
+			s.parallel(len(todo), func(i int) {
+				t := todo[i]
+				slot := chain.Slot{Keys: s.opts.Keys, Star: rec.Star, Epoch: rec.Epoch, Slot: t.slot}
+				o := chain.ObserveHeader(ctx, buckets[t.b], slot)
+				mu.Lock()
+				rep.Reads++
+				mu.Unlock()
+				switch o.State {
+				case chain.HasFlight:
+					err := buckets[t.b].Delete(ctx, slot.Key())
+					mu.Lock()
+					defer mu.Unlock()
+					rep.Deletes++
+					if err != nil {
+						retry = append(retry, t)
+						return
+					}
+					rep.GarbageDeleted++
+				case chain.Unreachable:
+					mu.Lock()
+					retry = append(retry, t)
+					mu.Unlock()
+				case chain.Foreign:
+					s.opts.Logger.WarnContext(ctx, "foreign object past the cut left untouched", "err", o.Err)
+				}
+			})
+			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("settle %s/%d: garbage: %w", rec.Star, rec.Epoch, err)
 			}
+			todo = retry
 		}
-		var retry []target
-		s.parallel(len(todo), func(i int) {
-			t := todo[i]
-			slot := chain.Slot{Keys: s.opts.Keys, Star: rec.Star, Epoch: rec.Epoch, Slot: t.slot}
-			o := chain.ObserveHeader(ctx, buckets[t.b], slot)
-			mu.Lock()
-			rep.Reads++
-			mu.Unlock()
-			switch o.State {
-			case chain.HasFlight:
-				err := buckets[t.b].Delete(ctx, slot.Key())
-				mu.Lock()
-				defer mu.Unlock()
-				rep.Deletes++
-				if err != nil {
-					retry = append(retry, t)
-					return
-				}
-				rep.GarbageDeleted++
-			case chain.Unreachable:
-				mu.Lock()
-				retry = append(retry, t)
-				mu.Unlock()
-			case chain.Foreign:
-				s.opts.Logger.WarnContext(ctx, "foreign object past the cut left untouched", "err", o.Err)
-			}
-		})
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("settle %s/%d: garbage: %w", rec.Star, rec.Epoch, err)
-		}
-		todo = retry
 	}
-	return nil
 }
 
 // cover hands the committed flights in [checkpoint, cut) to the hook.

@@ -32,6 +32,7 @@ type deadLayout struct {
 	ep    uint64
 	cut   uint64
 	acked []uint64 // the slots the writer acknowledged: 0–9
+	claim *epoch.Claim
 }
 
 func layDeadEpoch(t testing.TB, e *env, p *party) deadLayout {
@@ -60,7 +61,9 @@ func layDeadEpoch(t testing.TB, e *env, p *party) deadLayout {
 	for s := uint64(0); s < 10; s++ {
 		acked = append(acked, s)
 	}
-	return deadLayout{ep: ep, cut: 11, acked: acked}
+	cl, err := rec.Claim() // the dead writer's claim, for tests that move its checkpoint
+	require.NoError(t, err)
+	return deadLayout{ep: ep, cut: 11, acked: acked, claim: cl}
 }
 
 // recorder is a Coverage that records what it was handed.
@@ -155,7 +158,7 @@ func TestSettleCoversExactlyCheckpointToCutInOrder(t *testing.T) {
 	p := e.party("successor", partyOpts{})
 	l := layDeadEpoch(t, e, p)
 	// The host covered [0, 4) and advanced the checkpoint.
-	_, err := p.minter.Advance(ctx, starA, l.ep, epoch.Cursors{Checkpoint: 4})
+	_, err := l.claim.Advance(ctx, 4)
 	require.NoError(t, err)
 	rc := &recorder{}
 	s, err := settle.New(p.minter, p.zones, rc, settle.Options{Keys: e.keys, Fencer: p.fencer})

@@ -73,7 +73,7 @@ func (h *host) absorb() {
 		if err := h.p.refs.Cover(ctx, h.star, chain.Flight{Position: pos, Payload: it.payload}); err != nil {
 			h.t.Errorf("cover %s at %v: %v", it.id, pos, err)
 		}
-		_, aerr := h.p.minter.Advance(ctx, h.star, pos.Epoch, epoch.Cursors{Checkpoint: pos.Slot + 1})
+		_, aerr := h.w.Checkpoint(ctx, pos.Slot+1)
 		h.mu.Lock()
 		h.acked[it.id] = pos
 		h.ackOrder = append(h.ackOrder, it.id)

@@ -31,7 +31,7 @@ func (s *Settler) Trim(ctx context.Context, star string, ep, upTo uint64) (TrimR
 	}
 	if upTo > rec.Cursors.Checkpoint {
 		return rep, fmt.Errorf("trim %s/%d: %w", star, ep, &epoch.CursorError{Star: star, Epoch: ep, Cursor: "trimmed",
-			From: rec.Cursors.Trimmed, To: upTo, Reason: fmt.Sprintf("passes the checkpoint %d", rec.Cursors.Checkpoint)})
+			From: rec.Cursors.Trimmed, To: upTo, Reason: fmt.Sprintf("passes the checkpoint %d", rec.Cursors.Checkpoint), Err: epoch.ErrCursorAhead})
 	}
 	if upTo > rec.Cursors.Trimmed {
 		c := rec.Cursors

@@ -39,7 +39,7 @@ func run(ctx context.Context, w io.Writer) error {
 
 	var zones []*fs.Bucket
 	for _, name := range []string{"zone-a", "zone-b", "zone-c"} {
-		b, err := fs.New(filepath.Join(dir, name), fs.Options{})
+		b, err := fs.New(filepath.Join(dir, name), fs.Options{CreateRoot: true})
 		if err != nil {
 			return err
 		}

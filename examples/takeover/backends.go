@@ -88,7 +88,7 @@ func openBackends(ctx context.Context, cfg *config) (_ *backends, err error) {
 			be.closers = append(be.closers, func() { _ = os.RemoveAll(dir) })
 		}
 		for i := range cfg.k {
-			b, err := fs.New(filepath.Join(dir, zoneName(i)), fs.Options{Name: zoneName(i)})
+			b, err := fs.New(filepath.Join(dir, zoneName(i)), fs.Options{Name: zoneName(i), CreateRoot: true})
 			if err != nil {
 				return nil, err
 			}

@@ -56,6 +56,10 @@ type broker struct {
 	acked      int
 	absorbed   int
 	err        error // the first failure of the absorb path
+	// absorbing counts the absorbs run has started and not finished;
+	// absorbIdle is signalled when it drops to 0.
+	absorbing  int
+	absorbIdle *sync.Cond
 }
 
 // brokerConfig is what one broker process is started with.
@@ -131,7 +135,10 @@ func writerKey(stream string) string { return "streams/" + stream + "/writer" }
 func openBroker(ctx context.Context, cfg brokerConfig) (*broker, openReport, error) {
 	start := time.Now()
 	var rep openReport
-	zones := chain.NewZones(cfg.Buckets...)
+	zones, err := chain.NewZones(cfg.Buckets...)
+	if err != nil {
+		return nil, rep, err
+	}
 	fencer, err := fence.New(cfg.Minter, zones, fence.Options{Keys: cfg.Keys, Identity: cfg.Star})
 	if err != nil {
 		return nil, rep, err
@@ -216,6 +223,7 @@ func openBroker(ctx context.Context, cfg brokerConfig) (*broker, openReport, err
 		pending: make(chan *appendReq, cfg.Window+1), runDone: make(chan struct{}),
 		next: rep.Next, seen: seen, inflight: make(map[producerSeq]*ack),
 	}
+	b.absorbIdle = sync.NewCond(&b.mu)
 	go b.run()
 	rep.Duration = time.Since(start)
 	return b, rep, nil
@@ -285,12 +293,56 @@ func (b *broker) run() {
 			b.unabsorbed = append(b.unabsorbed, chain.Flight{Position: pos, Payload: p.payload})
 		}
 		due := len(b.unabsorbed) >= b.cfg.AbsorbEvery
+		if due {
+			// Counted before the acknowledgement is given, so that
+			// waitAbsorbed after an acknowledgement sees the absorb it
+			// started.
+			b.absorbing++
+		}
 		b.mu.Unlock()
 		p.ack.resolve(p.off, err)
 		if due {
 			if err := b.absorb(b.ctx); err != nil && b.ctx.Err() == nil {
 				b.fail(err)
 			}
+			b.mu.Lock()
+			b.absorbing--
+			b.absorbIdle.Broadcast()
+			b.mu.Unlock()
+		}
+	}
+}
+
+// waitAbsorbed waits until every absorb started for the acknowledgements
+// given so far has finished. An absorb runs after the acknowledgement that
+// completes its batch: without the wait, what state reports (and the
+// checkpoint a successor's fence walks from) would depend on timing.
+func (b *broker) waitAbsorbed() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.absorbing > 0 {
+		b.absorbIdle.Wait()
+	}
+}
+
+// waitSent waits until the writer has sent every bucket a first PUT of
+// every slot submitted so far, or skipped it as no longer needed. A slot is
+// acknowledged at W copies and its other PUTs follow: without the wait,
+// how many of them a crash right after the acknowledgement cut off would
+// depend on timing. The writer signals nothing for this, so it polls.
+func (b *broker) waitSent(ctx context.Context) error {
+	want := uint64(len(b.cfg.Buckets)) * b.w.Stats().Submitted
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		st := b.w.Stats()
+		if st.Creates-st.CreateRetries+st.Skipped >= want {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -321,7 +373,7 @@ func (b *broker) absorb(ctx context.Context) error {
 		}
 	}
 	cp := batch[len(batch)-1].Slot + 1
-	if _, err := b.cfg.Minter.Advance(ctx, b.rec.Star, b.rec.Epoch, epoch.Cursors{Checkpoint: cp}); err != nil {
+	if _, err := b.w.Checkpoint(ctx, cp); err != nil {
 		return fmt.Errorf("advance the checkpoint to %d: %w", cp, err)
 	}
 	b.mu.Lock()

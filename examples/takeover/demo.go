@@ -11,7 +11,6 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
 	"github.com/cutline/cutline/settle"
 )
@@ -31,9 +30,9 @@ type demo struct {
 	keys chain.Keys
 
 	// Each party sees the zones through its own wrappers: latency (a
-	// remote zone), a meter (request counts), and for star-a fault
-	// injection (the network that holds its PUTs back).
-	netA    []*fault.Bucket
+	// remote zone), a meter (request counts), and for star-a a link (the
+	// network that holds its PUTs back).
+	linksA  []*link
 	metersA []*meter
 	metersB []*meter
 	metersV []*meter // the final verification's reads
@@ -121,9 +120,9 @@ func (d *demo) run(ctx context.Context) error {
 
 	var viewA, viewB []objstore.Bucket
 	for i, z := range d.be.zones {
-		na := fault.Wrap(d.latencyWrap(z, cfg.seed+uint64(i)), fault.Options{})
-		ma := newMeter(na)
-		d.metersA, d.netA = append(d.metersA, ma), append(d.netA, na)
+		la := newLink(ctx, d.latencyWrap(z, cfg.seed+uint64(i)))
+		ma := newMeter(la)
+		d.metersA, d.linksA = append(d.metersA, ma), append(d.linksA, la)
 		viewA = append(viewA, ma)
 		mb := newMeter(d.latencyWrap(z, cfg.seed+100+uint64(i)))
 		d.metersB = append(d.metersB, mb)
@@ -158,6 +157,12 @@ func (d *demo) run(ctx context.Context) error {
 	if len(o.failed) > 0 {
 		return fmt.Errorf("star-a failed %d appends before it was meant to die", len(o.failed))
 	}
+	a.waitAbsorbed()
+	// The zones get every copy of the acknowledged slots, the ones past
+	// the first W included, before star-a loses them.
+	if err := a.waitSent(ctx); err != nil {
+		return err
+	}
 	st := a.state()
 	if st.err != nil {
 		return st.err
@@ -169,24 +174,26 @@ func (d *demo) run(ctx context.Context) error {
 	tl.more("the host absorbed %d of them (refs written, checkpoint %d); %d acknowledged records are not absorbed yet",
 		st.absorbed, st.checkpoint, st.acked-st.absorbed)
 
-	// Star-a loses all zones but W−1: its PUTs there are held back in the
-	// network (stragglers); the zones it still reaches get W−1 copies of
-	// each slot, which is not enough to acknowledge anything. One slot
-	// reaches no zone at all: a hole.
+	// Star-a loses all zones but W−1: its PUTs of the in-flight slots there
+	// are held up in the network; the zones it still reaches get W−1
+	// copies of each slot, which is not enough to acknowledge anything. One
+	// slot reaches no zone at all: a hole. The PUTs held up are chosen by
+	// zone and slot, never by timing, so every run holds up the same ones.
 	keep := cfg.w - 1
 	lostZones, keptZones := names[:cfg.k-keep], names[cfg.k-keep:]
-	for i := range cfg.k - keep {
-		if err := d.netA[i].AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.Straggler}); err != nil {
-			return err
-		}
-	}
 	first := uint64(cfg.crashAfter)
 	n := uint64(cfg.inflight)
 	holeSlot := a.slotOf(first + n*2/5)
 	holeKey := d.keys.Slot(starA, epA, holeSlot)
-	for i := cfg.k - keep; i < cfg.k; i++ {
-		if err := d.netA[i].AddRule(fault.Rule{Op: fault.OpCreate, Prefix: holeKey, Kind: fault.Straggler}); err != nil {
-			return err
+	inFlight := func(key string) bool {
+		s, ok := d.keys.ParseSlot(starA, epA, key)
+		return ok && s >= a.slotOf(first) && s < a.slotOf(first+n)
+	}
+	for i, l := range d.linksA {
+		if i < cfg.k-keep {
+			l.hold(inFlight)
+		} else {
+			l.hold(func(key string) bool { return key == holeKey })
 		}
 	}
 	tl.at(starA, "loses %s: its PUTs there are held up in the network and will land late", zoneList(lostZones))
@@ -195,7 +202,7 @@ func (d *demo) run(ctx context.Context) error {
 		return fmt.Errorf("star-a refused %d appends before it died", len(refused))
 	}
 	// Wait until every in-flight slot was sent to every zone: created in
-	// the zones star-a still reaches, held back in the others.
+	// the zones star-a still reaches, held up on the way to the others.
 	var sentKeys, reached []string
 	for s := a.slotOf(first); s < a.slotOf(first+n); s++ {
 		sentKeys = append(sentKeys, d.keys.Slot(starA, epA, s))
@@ -207,9 +214,9 @@ func (d *demo) run(ctx context.Context) error {
 	for i, m := range d.metersA {
 		var err error
 		if i < cfg.k-keep {
-			err = m.wait(wctx, sentKeys, false)
-		} else if err = m.wait(wctx, reached, true); err == nil {
-			err = m.wait(wctx, []string{holeKey}, false)
+			err = d.linksA[i].waitKept(wctx, sentKeys)
+		} else if err = m.wait(wctx, reached); err == nil {
+			err = d.linksA[i].waitKept(wctx, []string{holeKey})
 		}
 		if err != nil {
 			cancel()
@@ -227,9 +234,9 @@ func (d *demo) run(ctx context.Context) error {
 
 	// Star-a dies.
 	a.crash()
-	stragglers := 0
-	for _, z := range d.netA {
-		stragglers += len(z.PendingStragglers())
+	heldUp := 0
+	for _, l := range d.linksA {
+		heldUp += l.keptCount()
 	}
 	oA, err := p.collect(ctx, sentA, nil)
 	if err != nil {
@@ -241,7 +248,7 @@ func (d *demo) run(ctx context.Context) error {
 	unacked := oA.failed
 	tl.at(starA, "DIES mid-flight: writer aborted (no close, no release, no absorb); %d appends never acknowledged",
 		len(unacked))
-	tl.more("%d of its PUTs are still in the network: a zombie", stragglers)
+	tl.more("%d of its PUTs are still in the network: a zombie", heldUp)
 
 	// Star-b takes the stream over.
 	tl.at(starB, "starts and opens stream %q: settle the last writer's epochs first, they may hold acknowledged records no ref covers", stream)
@@ -321,7 +328,7 @@ func (d *demo) run(ctx context.Context) error {
 		tl.at(starB, "acknowledged %d new records, offsets %s (%v)", o.acked, span(o.firstOff, o.lastOff), time.Since(start).Round(time.Millisecond))
 	}
 
-	if err := d.zombie(ctx, b, epA, cut, stragglers); err != nil {
+	if err := d.zombie(ctx, b, epA, cut, heldUp); err != nil {
 		return err
 	}
 
@@ -346,8 +353,12 @@ func (d *demo) run(ctx context.Context) error {
 func (d *demo) zombie(ctx context.Context, b *broker, epA, cut uint64, pending int) error {
 	cfg, tl := d.cfg, d.tl
 	created := 0
-	for _, z := range d.netA {
-		created += z.ReleaseStragglers(ctx)
+	for _, l := range d.linksA {
+		c, err := l.land(ctx)
+		if err != nil {
+			return err
+		}
+		created += c
 	}
 	tl.at("zombie", "%s's %d held-back PUTs land now: %d created, %d refused (the key held poison, a repair copy or an earlier attempt)",
 		starA, pending, created, pending-created)

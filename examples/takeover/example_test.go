@@ -46,8 +46,9 @@ func Example_compose() {
 		off, err := strconv.ParseUint(string(p), 10, 64)
 		return "orders", off, 1, err
 	}))
-	fencer := must(fence.New(minter, chain.NewZones(zones...), fence.Options{}))
-	settler := must(settle.New(minter, chain.NewZones(zones...), refs, settle.Options{Fencer: fencer}))
+	zoneSet := must(chain.NewZones(zones...)) // refuses duplicate names
+	fencer := must(fence.New(minter, zoneSet, fence.Options{}))
+	settler := must(settle.New(minter, zoneSet, refs, settle.Options{Fencer: fencer}))
 	for _, r := range must(settler.SettleAll(ctx, "star-a")) {
 		fmt.Println("cut", r.Cut, "covered", r.Covered) // cut 3 covered 3
 	}

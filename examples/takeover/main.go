@@ -24,7 +24,27 @@
 // -s3-endpoint takes one URL for all buckets or one per bucket (a server
 // per zone). The S3 client uses path-style addressing. Other flags change
 // the shape (-k, -w, -window, -records, -crash-after, -inflight,
-// -absorb-every, -latency); -h lists them.
+// -absorb-every, -latency); -h lists them with their ranges. A value out
+// of range, -inflight above -window, or a bucket named twice in
+// -s3-buckets is refused before anything starts.
+//
+// A run is reproducible: the same flags print the same lines with the same
+// counts every time, and only the times differ. Nothing it counts depends
+// on timing. Which of star-a's PUTs are held up follows from the flags: in
+// the zones it loses, the PUT of every in-flight slot; in the zones it
+// still reaches, the PUT of the hole slot, two fifths into the in-flight
+// appends. A held-up PUT gets no answer before star-a dies, so star-a
+// sends exactly one per zone and slot and never retries it. The host's
+// absorb batches finish before star-a's state is reported, and the final
+// verification reads one slot at a time.
+//
+// -seed seeds the injected latency and nothing else: each party's view of
+// each zone draws its delays from its own generator, seeded from -seed and
+// the zone's position, so the same seed draws the same sequence of delays.
+// Which request gets which delay follows the order in which concurrent
+// requests arrive, which the Go scheduler decides, and the times printed
+// are measured on the wall clock: they vary from run to run whatever the
+// seed. The counts do not depend on the seed.
 //
 // Each run writes under its own key prefix and metastore root, which it
 // prints, so runs against the same services never meet.
@@ -32,15 +52,11 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"time"
 )
 
 func main() {
@@ -51,104 +67,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "takeover: FAILED:", err)
 		os.Exit(1)
 	}
-}
-
-// config is what the flags say.
-type config struct {
-	k, w, window int
-	records      int
-	crashAfter   int
-	inflight     int
-	absorbEvery  int
-	latency      time.Duration
-	seed         uint64
-	timeout      time.Duration
-	dir          string
-
-	etcd string
-
-	s3Endpoints []string
-	s3Buckets   []string
-	s3Region    string
-	s3AccessKey string
-	s3SecretKey string
-
-	runID string
-}
-
-func parseFlags(args []string, out io.Writer) (*config, error) {
-	c := &config{}
-	fs := flag.NewFlagSet("takeover", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.IntVar(&c.k, "k", 3, "number of zones (buckets) K; with -s3-buckets, their number")
-	fs.IntVar(&c.w, "w", 2, "copy quorum W: a slot is committed when W zones hold its flight")
-	fs.IntVar(&c.window, "window", 64, "pipeline window: appends in flight past the acknowledged ones")
-	fs.IntVar(&c.records, "records", 400, "records the producer sends in all")
-	fs.IntVar(&c.crashAfter, "crash-after", 200, "records star-a acknowledges before it loses zones and dies")
-	fs.IntVar(&c.inflight, "inflight", 24, "appends in flight when star-a dies (at most -window)")
-	fs.IntVar(&c.absorbEvery, "absorb-every", 64, "the host covers acknowledged records in batches of this many")
-	fs.DurationVar(&c.latency, "latency", 3*time.Millisecond, "mean latency injected into every object request (objstore/latency); 0 with -s3-endpoint unless given")
-	fs.Uint64Var(&c.seed, "seed", 1, "seed of the injected latency draws")
-	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
-	fs.StringVar(&c.dir, "dir", "", "keep the filesystem buckets in this directory (default: a temporary directory, removed at the end)")
-	fs.StringVar(&c.etcd, "etcd", "", "etcd endpoints, comma-separated (default: in-memory metastore)")
-	endpoints := fs.String("s3-endpoint", "", "S3 endpoint URL with path-style addressing, or one URL per zone, comma-separated (default: filesystem buckets)")
-	buckets := fs.String("s3-buckets", "", "S3 bucket names, one per zone, comma-separated, in zone order")
-	fs.StringVar(&c.s3Region, "s3-region", "us-east-1", "S3 region")
-	fs.StringVar(&c.s3AccessKey, "s3-access-key", "", "S3 access key")
-	fs.StringVar(&c.s3SecretKey, "s3-secret-key", "", "S3 secret key (never printed)")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-
-	if *buckets != "" {
-		c.s3Buckets = strings.Split(*buckets, ",")
-	}
-	if *endpoints != "" {
-		c.s3Endpoints = strings.Split(*endpoints, ",")
-	}
-	s3 := len(c.s3Endpoints) > 0
-	switch {
-	case !s3 && (*buckets != "" || c.s3AccessKey != "" || c.s3SecretKey != ""):
-		return nil, errors.New("-s3-buckets and the S3 keys need -s3-endpoint")
-	case s3 && len(c.s3Buckets) == 0:
-		return nil, errors.New("-s3-endpoint needs -s3-buckets, one bucket per zone")
-	case len(c.s3Endpoints) > 1 && len(c.s3Endpoints) != len(c.s3Buckets):
-		return nil, fmt.Errorf("%d endpoints in -s3-endpoint for %d buckets: give one endpoint, or one per bucket", len(c.s3Endpoints), len(c.s3Buckets))
-	case s3 && set["k"] && c.k != len(c.s3Buckets):
-		return nil, fmt.Errorf("-k %d but %d buckets in -s3-buckets", c.k, len(c.s3Buckets))
-	}
-	if s3 {
-		c.k = len(c.s3Buckets)
-		if !set["latency"] {
-			c.latency = 0
-		}
-	}
-	switch {
-	case c.k < 1 || c.k > 26:
-		return nil, fmt.Errorf("-k %d: want 1 to 26 zones", c.k)
-	case c.w < 1 || c.w > c.k:
-		return nil, fmt.Errorf("-w %d: want 1 ≤ W ≤ K=%d", c.w, c.k)
-	case c.window < 1:
-		return nil, fmt.Errorf("-window %d: want at least 1", c.window)
-	case c.inflight < 1:
-		return nil, fmt.Errorf("-inflight %d: want at least 1", c.inflight)
-	case c.crashAfter < 0 || c.absorbEvery < 1 || c.latency < 0 || c.timeout <= 0:
-		return nil, errors.New("-crash-after, -latency must not be negative; -absorb-every, -timeout must be positive")
-	}
-	c.inflight = min(c.inflight, c.window)
-	if c.records < c.crashAfter+c.inflight {
-		return nil, fmt.Errorf("-records %d: want at least -crash-after + -inflight = %d", c.records, c.crashAfter+c.inflight)
-	}
-	var id [4]byte
-	_, _ = rand.Read(id[:])
-	c.runID = "run-" + hex.EncodeToString(id[:])
-	return c, nil
 }
 
 // run runs the demonstration with the flags in args, printing to out. It

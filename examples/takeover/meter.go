@@ -17,11 +17,10 @@ import (
 type meter struct {
 	inner objstore.Bucket
 
-	mu       sync.Mutex
-	counts   opCounts
-	created  map[string]bool // keys whose Create succeeded
-	answered map[string]bool // keys whose Create returned, whatever it said
-	changed  chan struct{}   // closed and replaced after every create
+	mu      sync.Mutex
+	counts  opCounts
+	created map[string]bool // keys whose Create succeeded
+	changed chan struct{}   // closed and replaced after every create
 }
 
 // opCounts is a party's request count and total request time per
@@ -46,7 +45,7 @@ func (c *opCounts) add(o opCounts) {
 var _ objstore.Bucket = (*meter)(nil)
 
 func newMeter(b objstore.Bucket) *meter {
-	return &meter{inner: b, created: make(map[string]bool), answered: make(map[string]bool), changed: make(chan struct{})}
+	return &meter{inner: b, created: make(map[string]bool), changed: make(chan struct{})}
 }
 
 func (m *meter) Name() string { return m.inner.Name() }
@@ -61,7 +60,6 @@ func (m *meter) Create(ctx context.Context, key string, data []byte) error {
 	if err == nil {
 		m.created[key] = true
 	}
-	m.answered[key] = true
 	close(m.changed)
 	m.changed = make(chan struct{})
 	return err
@@ -114,30 +112,24 @@ func (m *meter) snapshot() opCounts {
 	return m.counts
 }
 
-// wait blocks until a Create of every key returned through this meter
-// (successfully, with created), or ctx ends.
-func (m *meter) wait(ctx context.Context, keys []string, created bool) error {
+// wait blocks until a Create of every key succeeded through this meter, or
+// ctx ends.
+func (m *meter) wait(ctx context.Context, keys []string) error {
+	done := 0 // keys[:done] are created; a created key stays created
 	for {
 		m.mu.Lock()
-		set := m.answered
-		if created {
-			set = m.created
-		}
-		missing := 0
-		for _, k := range keys {
-			if !set[k] {
-				missing++
-			}
+		for done < len(keys) && m.created[keys[done]] {
+			done++
 		}
 		ch := m.changed
 		m.mu.Unlock()
-		if missing == 0 {
+		if done == len(keys) {
 			return nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("%s: %d creates still outstanding", m.Name(), missing), ctx.Err())
+			return errors.Join(fmt.Errorf("%s: %d creates still outstanding", m.Name(), len(keys)-done), ctx.Err())
 		}
 	}
 }

@@ -19,8 +19,17 @@
 // round trip reads the compared keys, so that the *metastore.ConflictError
 // reports the current revision without a second request. Binding to a lease
 // that etcd no longer has returns metastore.ErrSessionExpired. Get and List
-// are linearizable reads; List pages through large prefixes at the revision
-// of its first page. Values are stored as the caller's bytes.
+// are linearizable reads. Values are stored as the caller's bytes.
+//
+// List reads a prefix in pages of Options.ListPageSize keys (default
+// 1,000), all at the revision of the first page, so that its result is one
+// snapshot at the revision it returns. etcd compacts its history (on a
+// schedule, with --auto-compaction-retention, or by an operator); a
+// compaction that passes the first page's revision before the last page
+// makes that page fail. List then drops what it read and starts over at
+// the current revision, at most 5 times in all, logging each restart at
+// info level; it never returns metastore.ErrCompacted. When every attempt
+// is overtaken it returns an error matching metastore.ErrUnavailable.
 //
 // Sessions are etcd leases (TTL rounded up to whole seconds, and raised by
 // etcd to its minimum if needed) kept alive by the client; Done is closed
@@ -30,6 +39,17 @@
 // metastore.ErrUnavailable instead of going silent; a compacted start
 // revision yields metastore.ErrCompacted.
 //
+// # Configuration
+//
+// New checks the options and the endpoints the client has: each must be
+// http://host:port, https://host:port, unix://path, unixs://path or a bare
+// host:port, without credentials in it (the client takes those from
+// clientv3.Config.Username and Password). A refused setting is a
+// *ConfigError matching ErrInvalidConfig that names the field (such as
+// "Options.ListPageSize" or "clientv3.Config.Endpoints[1]"); an endpoint is
+// shown with any user information cut out. A client made by
+// clientv3.NewCtxClient (in-process, without endpoints) is accepted.
+//
 // # Errors
 //
 // Every call is bounded by Options.RequestTimeout (default 5 s) on the
@@ -37,7 +57,19 @@
 // changed, the request timed out in etcd, the connection broke, or the
 // client was closed, the call returns an error matching
 // metastore.ErrUnavailable: its outcome is unknown (see package metastore).
-// When the caller's context ends first, its error is returned. Refusals that
-// retrying cannot fix (permission denied, too many ops in one txn) are
-// returned as etcd's errors, wrapped with the operation and key.
+// When the caller's context ends first, its error is returned. A call that
+// ran out of time because the client had no connection says why, with the
+// connection's state and gRPC's last connection error:
+//
+//	metastore get "k": metastore: unavailable: etcd: request timeout after 5s:
+//	no connection to 10.0.0.7:2379 (TRANSIENT_FAILURE): connection error: desc =
+//	"transport: Error while dialing: dial tcp 10.0.0.7:2379: connect: connection refused"
+//
+// A server at an endpoint that answers gRPC but does not serve etcd's API
+// (status Unimplemented: the endpoint names some other service) makes the
+// call fail with ErrNotEtcd, which is final: it does not match
+// metastore.ErrUnavailable, since retrying cannot help, and nothing was
+// applied. Other refusals that retrying cannot fix (permission denied, too
+// many ops in one txn) are returned as etcd's errors, wrapped with the
+// operation and key.
 package etcd

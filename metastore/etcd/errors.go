@@ -14,11 +14,65 @@ import (
 	"github.com/cutline/cutline/metastore"
 )
 
+// ErrNotEtcd: the server at an endpoint answered, but not as etcd: it does
+// not serve etcd's gRPC API (gRPC status Unimplemented), so the endpoint
+// names some other gRPC server. Retrying does not help, so it does not
+// match metastore.ErrUnavailable; the request was not applied. Fix the
+// client's endpoints.
+var ErrNotEtcd = errors.New("etcd: the endpoint is not an etcd server")
+
+// fail classifies err, the failure of a call made with cctx, a context
+// that s.call derived from the caller's ctx. When the call ran out of time
+// (the store's request timeout, or the caller's deadline) because the
+// client had no connection, the error says why there was none: the etcd
+// client reports only the context's error, which hides a refused
+// connection or a failed TLS handshake.
+func (s *Store) fail(ctx, cctx context.Context, op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil && errors.Is(context.Cause(cctx), errRequestTimeout) && contextError(err) {
+		cause := fmt.Errorf("%w after %v", errRequestTimeout, s.timeout)
+		if nc := s.noConnection(ctx); nc != nil {
+			cause = fmt.Errorf("%w: %w", cause, nc)
+		}
+		return fmt.Errorf("metastore %s %q: %w", op, key, metastore.Unavailable(cause))
+	}
+	if ctx.Err() != nil {
+		return s.ended(ctx, fmt.Sprintf("metastore %s %q", op, key))
+	}
+	return classify(ctx, op, key, err)
+}
+
+// ended is the error of a call cut short by the caller's context, labelled
+// where. After a deadline it names the missing connection, if that is why
+// the call did not finish.
+func (s *Store) ended(ctx context.Context, where string) error {
+	cerr := ctx.Err()
+	if errors.Is(cerr, context.DeadlineExceeded) {
+		if nc := s.noConnection(ctx); nc != nil {
+			return fmt.Errorf("%s: %w (%v)", where, cerr, nc)
+		}
+	}
+	return fmt.Errorf("%s: %w", where, cerr)
+}
+
+// contextError reports whether err is how the etcd client reports a call
+// whose context ended.
+func contextError(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	c := status.Code(err)
+	return c == codes.Canceled || c == codes.DeadlineExceeded
+}
+
 // classify maps an error of the etcd client to the metastore sentinels.
 // ctx is the caller's context: when it has ended, its error is returned
 // (the caller gave up); every other sign that the cluster did not answer
 // (including the store's own request timeout and a closed client) is
-// metastore.ErrUnavailable, never an answer such as ErrNotFound.
+// metastore.ErrUnavailable, never an answer such as ErrNotFound. A server
+// that does not implement etcd's API is ErrNotEtcd.
 func classify(ctx context.Context, op, key string, err error) error {
 	if err == nil {
 		return nil
@@ -32,6 +86,10 @@ func classify(ctx context.Context, op, key string, err error) error {
 		return fmt.Errorf("%s: %w", where, metastore.ErrSessionExpired)
 	case errors.Is(err, rpctypes.ErrCompacted):
 		return fmt.Errorf("%s: %w: %w", where, metastore.ErrCompacted, err)
+	case status.Code(err) == codes.Unimplemented:
+		return fmt.Errorf("%s: %w: %w", where, ErrNotEtcd, err)
+	case errors.Is(err, errRequestTimeout):
+		return fmt.Errorf("%s: %w", where, metastore.Unavailable(err))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		// The store's request timeout or a closed client, not the caller's
 		// context: keep the text but not the sentinel, so that the caller

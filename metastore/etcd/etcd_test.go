@@ -51,6 +51,8 @@ func TestClassify(t *testing.T) {
 		{"compacted", live, rpctypes.ErrCompacted, metastore.ErrCompacted, []error{metastore.ErrUnavailable}},
 		{"permission denied is final", live, rpctypes.ErrPermissionDenied, rpctypes.ErrPermissionDenied, []error{metastore.ErrUnavailable}},
 		{"too many ops is final", live, rpctypes.ErrTooManyOps, rpctypes.ErrTooManyOps, []error{metastore.ErrUnavailable}},
+		{"not an etcd server is final", live, status.Error(codes.Unimplemented, "unknown service etcdserverpb.KV"), ErrNotEtcd, []error{metastore.ErrUnavailable}},
+		{"request timeout (diagnosed)", live, fmt.Errorf("%w after 2s: no connection", errRequestTimeout), metastore.ErrUnavailable, []error{context.Canceled, context.DeadlineExceeded}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,42 +67,62 @@ func TestClassify(t *testing.T) {
 	assert.NoError(t, classify(live, "get", "k", nil))
 }
 
+// offlineClient is a client without a network and without services: New
+// does no I/O, and a call that reached it would panic, so a test that
+// passes proves that nothing was sent.
+func offlineClient(t *testing.T) *clientv3.Client {
+	cli := clientv3.NewCtxClient(t.Context())
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
 func TestOptions(t *testing.T) {
-	cli := &clientv3.Client{} // never used: New does no I/O
+	cli := offlineClient(t)
 	cases := []struct {
 		name string
 		opts Options
-		err  string
+		err  string // the field the *ConfigError names
 	}{
 		{"zero value", Options{}, ""},
 		{"custom root", Options{Root: "/apps/x/"}, ""},
+		{"small pages", Options{ListPageSize: 2}, ""},
 		{"root without slash", Options{Root: "/cutline"}, "Options.Root"},
 		{"root with control character", Options{Root: "/a\x01/"}, "Options.Root"},
 		{"negative timeout", Options{RequestTimeout: -time.Second}, "Options.RequestTimeout"},
+		{"negative page size", Options{ListPageSize: -1}, "Options.ListPageSize"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := New(cli, tc.opts)
 			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
+				require.ErrorIs(t, err, ErrInvalidConfig)
+				var ce *ConfigError
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, tc.err, ce.Field)
+				assert.ErrorContains(t, err, tc.err)
 				return
 			}
 			require.NoError(t, err)
 			assert.NotEmpty(t, st.Root())
 			assert.Equal(t, DefaultRequestTimeout, st.timeout)
+			assert.Positive(t, st.page)
 		})
 	}
 	st, err := New(cli, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, DefaultRoot, st.Root())
-	_, err = New(nil, Options{})
-	require.Error(t, err)
+	assert.Equal(t, DefaultListPageSize, st.page)
+	for name, c := range map[string]*clientv3.Client{"nil client": nil, "zero client": {}} {
+		_, err = New(c, Options{})
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce, name)
+		assert.Equal(t, "client", ce.Field, name)
+	}
 }
 
 func TestInvalidInputSendsNothing(t *testing.T) {
-	// A client without connections: any request would fail with an
-	// unavailability error, so an ErrInvalidKey proves nothing was sent.
-	st, err := New(&clientv3.Client{}, Options{})
+	st, err := New(offlineClient(t), Options{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = st.Get(ctx, "")

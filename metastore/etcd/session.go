@@ -33,7 +33,7 @@ func (s *Store) NewSession(ctx context.Context, ttl time.Duration) (metastore.Se
 	grant, err := s.client.Grant(cctx, secs)
 	done()
 	if err != nil {
-		return nil, classify(ctx, "new session", "", err)
+		return nil, s.fail(ctx, cctx, "new session", "", err)
 	}
 	kctx, stop := context.WithCancel(context.Background())
 	ch, err := s.client.KeepAlive(kctx, grant.ID)
@@ -113,5 +113,5 @@ func (ss *session) Close(ctx context.Context) error {
 	if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return nil
 	}
-	return classify(ctx, "close session", fmt.Sprint(int64(ss.id)), err)
+	return ss.s.fail(ctx, cctx, "close session", fmt.Sprint(int64(ss.id)), err)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cutline/cutline/clock"
@@ -20,8 +21,13 @@ const DefaultRoot = "/cutline/"
 // DefaultRequestTimeout bounds each call when Options.RequestTimeout is 0.
 const DefaultRequestTimeout = 5 * time.Second
 
-// listPage is how many keys one range request of List fetches.
-const listPage = 1000
+// DefaultListPageSize is how many keys one range request of List fetches
+// when Options.ListPageSize is 0.
+const DefaultListPageSize = 1000
+
+// maxListAttempts bounds how often List starts over because etcd compacted
+// its history past the revision of a paged read before the read was done.
+const maxListAttempts = 5
 
 // Options configures a Store. The zero value works.
 type Options struct {
@@ -40,6 +46,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock drives the request timeouts. Nil means the wall clock.
 	Clock clock.Clock
+	// ListPageSize is how many keys one range request of List fetches; a
+	// prefix with more keys is read in several requests at one revision.
+	// Smaller pages keep each response small when values are large. 0 means
+	// DefaultListPageSize; it must not be negative.
+	ListPageSize int
 }
 
 func (o *Options) validate() error {
@@ -47,19 +58,25 @@ func (o *Options) validate() error {
 		o.Root = DefaultRoot
 	}
 	if err := metastore.ValidateKey(o.Root); err != nil {
-		return fmt.Errorf("etcd: Options.Root: %w", err)
+		return &ConfigError{Field: "Options.Root", Value: fmt.Sprintf("%.40q", o.Root), Reason: "not a valid key", Err: err}
 	}
 	if !strings.HasSuffix(o.Root, "/") {
-		return fmt.Errorf("etcd: Options.Root %q must end with \"/\"", o.Root)
+		return &ConfigError{Field: "Options.Root", Value: fmt.Sprintf("%q", o.Root), Reason: `must end with "/"`}
 	}
 	if len(o.Root) > 256 {
-		return fmt.Errorf("etcd: Options.Root is longer than 256 bytes")
+		return &ConfigError{Field: "Options.Root", Value: fmt.Sprintf("%.40q", o.Root), Reason: "longer than 256 bytes"}
 	}
 	switch {
 	case o.RequestTimeout < 0:
-		return fmt.Errorf("etcd: Options.RequestTimeout %v is negative", o.RequestTimeout)
+		return &ConfigError{Field: "Options.RequestTimeout", Value: o.RequestTimeout.String(), Reason: "negative"}
 	case o.RequestTimeout == 0:
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	switch {
+	case o.ListPageSize < 0:
+		return &ConfigError{Field: "Options.ListPageSize", Value: fmt.Sprint(o.ListPageSize), Reason: "negative"}
+	case o.ListPageSize == 0:
+		o.ListPageSize = DefaultListPageSize
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -75,6 +92,7 @@ type Store struct {
 	client  *clientv3.Client
 	root    string
 	timeout time.Duration
+	page    int
 	log     *slog.Logger
 	clock   clock.Clock
 }
@@ -82,10 +100,14 @@ type Store struct {
 var _ metastore.Store = (*Store)(nil)
 
 // New returns a Store that keeps its keys under opts.Root on client. The
-// client's endpoints, TLS and authentication are the host's business.
+// client's endpoints, TLS and authentication are the host's business, but
+// New checks the endpoints the client has now: each must be
+// http(s)://host:port, unix(s)://path or host:port, without credentials. A
+// refused option or endpoint is a *ConfigError (ErrInvalidConfig) naming
+// the field. New does no I/O.
 func New(client *clientv3.Client, opts Options) (*Store, error) {
-	if client == nil {
-		return nil, errors.New("etcd: nil client")
+	if err := checkClient(client); err != nil {
+		return nil, err
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -94,6 +116,7 @@ func New(client *clientv3.Client, opts Options) (*Store, error) {
 		client:  client,
 		root:    opts.Root,
 		timeout: opts.RequestTimeout,
+		page:    opts.ListPageSize,
 		log:     opts.Logger,
 		clock:   opts.Clock,
 	}, nil
@@ -142,7 +165,7 @@ func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
 	defer done()
 	resp, err := s.client.Get(cctx, s.root+key)
 	if err != nil {
-		return metastore.KV{}, classify(ctx, "get", key, err)
+		return metastore.KV{}, s.fail(ctx, cctx, "get", key, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return metastore.KV{}, fmt.Errorf("metastore get %q: %w", key, metastore.ErrNotFound)
@@ -151,8 +174,14 @@ func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
 	return s.toKV(kv.Key, kv.Value, kv.ModRevision, kv.CreateRevision, kv.Lease), nil
 }
 
-// List implements metastore.Store. Large prefixes are read in pages, all at
-// the revision of the first page.
+// List implements metastore.Store. A prefix with more keys than
+// Options.ListPageSize is read in pages, all at the revision of the first
+// page, so that the result is one snapshot at that revision. etcd compacts
+// its history on a schedule; when a compaction passes that revision before
+// the last page, the pages read so far are dropped and List starts over at
+// the current revision, at most maxListAttempts times in all. If every
+// attempt is overtaken, List returns an error matching
+// metastore.ErrUnavailable (never metastore.ErrCompacted).
 func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
@@ -160,14 +189,51 @@ func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 	if err := metastore.ValidatePrefix(prefix); err != nil {
 		return nil, 0, err
 	}
+	var compacted *compactedError
+	for attempt := 1; attempt <= maxListAttempts; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, fmt.Errorf("metastore list %q: %w", prefix, err)
+		}
+		kvs, rev, err := s.listOnce(ctx, prefix)
+		if !errors.As(err, &compacted) {
+			return kvs, rev, err
+		}
+		s.log.InfoContext(ctx, "metastore list overtaken by a compaction; starting over at the current revision",
+			slog.String("prefix", prefix), slog.Int64("revision", compacted.rev),
+			slog.Int("page", compacted.page), slog.Int("attempt", attempt))
+	}
+	return nil, 0, fmt.Errorf("metastore list %q: %w", prefix,
+		metastore.Unavailable(fmt.Errorf("etcd: history compacted during each of %d attempts to read the prefix at one revision, the last at revision %d: %w",
+			maxListAttempts, compacted.rev, compacted.err)))
+}
+
+// compactedError: etcd compacted its history past the revision of a paged
+// read before its last page (page counts from 1).
+type compactedError struct {
+	rev  int64
+	page int
+	err  error
+}
+
+func (e *compactedError) Error() string {
+	return fmt.Sprintf("etcd: revision %d compacted before page %d: %v", e.rev, e.page, e.err)
+}
+
+func (e *compactedError) Unwrap() error { return e.err }
+
+// listOnce reads prefix page by page at the revision of the first page. The
+// first page reads the current revision, which etcd never has compacted;
+// a later page that finds its revision compacted returns a
+// *compactedError.
+func (s *Store) listOnce(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
 	start := s.root + prefix
 	end := clientv3.GetPrefixRangeEnd(start)
 	var (
 		out []metastore.KV
 		rev int64
 	)
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
+	for page := 1; ; page++ {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(s.page))}
 		if rev > 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
@@ -175,7 +241,10 @@ func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 		resp, err := s.client.Get(cctx, start, opts...)
 		done()
 		if err != nil {
-			return nil, 0, classify(ctx, "list", prefix, err)
+			if rev > 0 && ctx.Err() == nil && errors.Is(err, rpctypes.ErrCompacted) {
+				return nil, 0, &compactedError{rev: rev, page: page, err: err}
+			}
+			return nil, 0, s.fail(ctx, cctx, "list", prefix, err)
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
@@ -248,7 +317,7 @@ func (s *Store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 	defer done()
 	resp, err := s.client.Txn(cctx).If(cmps...).Then(ops...).Else(reads...).Commit()
 	if err != nil {
-		err = classify(ctx, "txn", label, err)
+		err = s.fail(ctx, cctx, "txn", label, err)
 		if errors.Is(err, metastore.ErrSessionExpired) {
 			return 0, fmt.Errorf("metastore txn: sessions %v: %w", sessions, err)
 		}

@@ -37,7 +37,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 			resp, err := s.client.Get(cctx, s.root, clientv3.WithCountOnly())
 			done()
 			if err != nil {
-				yield(metastore.Event{}, classify(ctx, "watch", prefix, err))
+				yield(metastore.Event{}, s.fail(ctx, cctx, "watch", prefix, err))
 				return
 			}
 			from = resp.Header.Revision + 1
@@ -49,7 +49,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 		for {
 			resp, ok := <-wch
 			if err := ctx.Err(); err != nil {
-				yield(metastore.Event{}, err)
+				yield(metastore.Event{}, s.ended(ctx, fmt.Sprintf("metastore watch %q", prefix)))
 				return
 			}
 			if !ok {

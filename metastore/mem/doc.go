@@ -17,5 +17,7 @@
 //     have not expired meanwhile.
 //
 // Options.HistoryLimit bounds the history kept for watches from an old
-// revision; a watch from before it yields metastore.ErrCompacted.
+// revision; a watch from before it yields metastore.ErrCompacted. Compact
+// discards history up to a revision on demand, as an etcd compaction does.
+// List reads a prefix in one step, so no compaction affects it.
 package mem

@@ -95,7 +95,9 @@ func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
 	return clone(kv), nil
 }
 
-// List implements metastore.Store.
+// List implements metastore.Store. It reads the whole prefix in one step
+// under the store's lock: the result is a snapshot at the returned
+// revision, and no compaction (Compact, HistoryLimit) can interrupt it.
 func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
@@ -274,6 +276,24 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 func cloneEvent(ev metastore.Event) metastore.Event {
 	ev.KV = clone(ev.KV)
 	return ev
+}
+
+// Compact discards the history of changes before revision rev, as etcd's
+// compaction does: a watch from a revision below rev then yields
+// metastore.ErrCompacted, and a watch from rev or later is served. A rev
+// above the current revision compacts up to the current revision; an older
+// one than a previous compaction does nothing. Get and List read the
+// current state and are not affected.
+func (s *Store) Compact(rev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev = min(rev, s.rev)
+	if rev-1 <= s.compactRev {
+		return
+	}
+	i := sort.Search(len(s.history), func(i int) bool { return s.history[i].KV.Revision >= rev })
+	s.history = append([]metastore.Event(nil), s.history[i:]...)
+	s.compactRev = rev - 1
 }
 
 // Revision returns the store's current revision.

@@ -2,6 +2,8 @@ package mem_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,13 +21,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
 	metastoretest.Run(t,
-		func(t *testing.T) metastore.Store { return mem.New(mem.Options{}) },
-		metastoretest.WithExpire(func(t *testing.T, s metastore.Store, sess metastore.Session) {
-			s.(*mem.Store).Expire(sess)
-		}),
-		metastoretest.WithDisconnect(func(t *testing.T, s metastore.Store) {
-			s.(*mem.Store).Partition()
-		}),
+		func(t *testing.T) metastore.Store { return &hooked{Store: mem.New(mem.Options{})} },
+		append(conformanceHooks(),
+			metastoretest.WithExpire(func(t *testing.T, s metastore.Store, sess metastore.Session) {
+				memOf(s).Expire(sess)
+			}))...,
 	)
 }
 
@@ -33,15 +33,58 @@ func TestConformanceFakeClockExpiry(t *testing.T) {
 	// Expiry through the TTL path: suspend, then move the clock past the TTL.
 	clk := clock.NewFake(time.Unix(0, 0))
 	metastoretest.Run(t,
-		func(t *testing.T) metastore.Store { return mem.New(mem.Options{Clock: clk}) },
-		metastoretest.WithExpire(func(t *testing.T, s metastore.Store, sess metastore.Session) {
-			s.(*mem.Store).Suspend(sess)
-			clk.Advance(sess.TTL())
-		}),
-		metastoretest.WithDisconnect(func(t *testing.T, s metastore.Store) {
-			s.(*mem.Store).Partition()
-		}),
+		func(t *testing.T) metastore.Store { return &hooked{Store: mem.New(mem.Options{Clock: clk})} },
+		append(conformanceHooks(),
+			metastoretest.WithExpire(func(t *testing.T, s metastore.Store, sess metastore.Session) {
+				memOf(s).Suspend(sess)
+				clk.Advance(sess.TTL())
+			}))...,
 	)
+}
+
+// conformanceHooks are the suite's triggers common to both runs.
+func conformanceHooks() []metastoretest.Option {
+	return []metastoretest.Option{
+		metastoretest.WithDisconnect(func(t *testing.T, s metastore.Store) {
+			memOf(s).Partition()
+		}),
+		metastoretest.WithCompact(func(t *testing.T, s metastore.Store) {
+			st := memOf(s)
+			st.Compact(st.Revision())
+		}),
+		// mem reads a List in one step: "between its pages" is when it
+		// begins.
+		metastoretest.WithBetweenListPages(1, func(t *testing.T, s metastore.Store, f func()) {
+			s.(*hooked).beforeNextList(f)
+		}),
+	}
+}
+
+// hooked is a mem.Store whose next List first runs the functions armed
+// with beforeNextList.
+type hooked struct {
+	*mem.Store
+	mu     sync.Mutex
+	before []func()
+}
+
+func memOf(s metastore.Store) *mem.Store { return s.(*hooked).Store }
+
+func (h *hooked) beforeNextList(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.before = append(h.before, f)
+}
+
+func (h *hooked) List(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
+	h.mu.Lock()
+	fs := h.before
+	h.before = nil
+	h.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+	return h.Store.List(ctx, prefix)
 }
 
 type fixture struct {
@@ -258,4 +301,50 @@ func TestEmptyTxnConsumesNoRevision(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rev, got)
 	assert.Equal(t, rev, st.Revision())
+}
+
+// TestCompact: Compact(rev) drops the history before rev, as etcd does: a
+// watch from below rev yields ErrCompacted, a watch from rev replays it; a
+// revision past the current one compacts up to the current one, an older
+// one than the last compaction does nothing; List is not affected.
+func TestCompact(t *testing.T) {
+	ctx := t.Context()
+	st := mem.New(mem.Options{})
+	var revs []int64
+	for i := range 4 {
+		rev, err := metastore.Put(ctx, st, fmt.Sprintf("k/%d", i), []byte("v"), 0)
+		require.NoError(t, err)
+		revs = append(revs, rev)
+	}
+	firstErr := func(from int64) (metastore.Event, error) {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for ev, err := range st.Watch(wctx, "k/", from) {
+			return ev, err
+		}
+		return metastore.Event{}, nil
+	}
+	st.Compact(revs[2])
+	_, err := firstErr(revs[1])
+	require.ErrorIs(t, err, metastore.ErrCompacted)
+	ev, err := firstErr(revs[2])
+	require.NoError(t, err)
+	assert.Equal(t, "k/2", ev.KV.Key)
+
+	st.Compact(revs[0]) // older: nothing changes
+	ev, err = firstErr(revs[2])
+	require.NoError(t, err)
+	assert.Equal(t, revs[2], ev.KV.Revision)
+
+	st.Compact(revs[3] + 100) // past the current revision: up to it
+	_, err = firstErr(revs[2])
+	require.ErrorIs(t, err, metastore.ErrCompacted)
+	ev, err = firstErr(revs[3])
+	require.NoError(t, err)
+	assert.Equal(t, "k/3", ev.KV.Key)
+
+	kvs, rev, err := st.List(ctx, "k/")
+	require.NoError(t, err)
+	assert.Len(t, kvs, 4)
+	assert.Equal(t, revs[3], rev)
 }

@@ -10,6 +10,10 @@
 //			metastoretest.WithDisconnect(func(t *testing.T, s metastore.Store) {
 //				s.(*mem.Store).Partition()
 //			}),
+//			metastoretest.WithCompact(func(t *testing.T, s metastore.Store) {
+//				st := s.(*mem.Store)
+//				st.Compact(st.Revision())
+//			}),
 //		)
 //	}
 //
@@ -24,11 +28,16 @@
 // (bound keys vanish on Close and on expiry, Done fires, an expired session
 // binds nothing and a txn using it applies nothing), canceled contexts, the
 // classification of an unreachable store (ErrUnavailable or the deadline,
-// never an answer such as ErrNotFound or ErrConflict), and the versioned
-// record helpers.
+// never an answer such as ErrNotFound or ErrConflict), the versioned
+// record helpers, a List that spans pages while the keys change (one
+// snapshot at its revision, never a mix) and while the store's history is
+// compacted (it still succeeds, never with ErrCompacted), and a watcher
+// that meets ErrCompacted and recovers with List and a watch from its
+// revision plus one.
 //
-// Session expiry and unreachability need a backend-specific trigger, given
-// with WithExpire and WithDisconnect; the subtests that need a missing
+// Session expiry, unreachability, compaction and the middle of a List need
+// a backend-specific trigger, given with WithExpire, WithDisconnect,
+// WithCompact and WithBetweenListPages; the subtests that need a missing
 // trigger are skipped. newStore is called once per subtest and must return
 // a store whose keyspace is empty and private to that subtest (a fresh
 // in-memory store, or a fresh root prefix on a shared etcd).

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -20,10 +22,13 @@ import (
 type Option func(*config)
 
 type config struct {
-	expire     func(t *testing.T, s metastore.Store, sess metastore.Session)
-	disconnect func(t *testing.T, s metastore.Store)
-	ttl        time.Duration
-	wait       time.Duration
+	expire       func(t *testing.T, s metastore.Store, sess metastore.Session)
+	disconnect   func(t *testing.T, s metastore.Store)
+	compact      func(t *testing.T, s metastore.Store)
+	pageSize     int
+	betweenPages func(t *testing.T, s metastore.Store, f func())
+	ttl          time.Duration
+	wait         time.Duration
 }
 
 // WithExpire gives the suite a way to end a session as if its TTL had run
@@ -38,6 +43,30 @@ func WithExpire(f func(t *testing.T, s metastore.Store, sess metastore.Session))
 // the connection). Without it the unavailability subtest is skipped.
 func WithDisconnect(f func(t *testing.T, s metastore.Store)) Option {
 	return func(c *config) { c.disconnect = f }
+}
+
+// WithCompact gives the suite a way to discard a store's history up to its
+// current revision, as etcd's compaction does (mem: Store.Compact at
+// Store.Revision; etcd: Compact through another client). A watch from an
+// older revision must then yield ErrCompacted. Without it the compaction
+// subtests are skipped.
+func WithCompact(f func(t *testing.T, s metastore.Store)) Option {
+	return func(c *config) { c.compact = f }
+}
+
+// WithBetweenListPages gives the suite a way into the middle of a List:
+// arm arranges that f runs once, during the next List on s that reads more
+// than one page, after its first page and before its second (etcd: a
+// wrapper of the client's KV that runs f when a range response says More).
+// pageSize is how many keys one page of the store's List holds; the suite
+// lists more than two pages. A backend that reads a List in one step (mem)
+// passes any positive pageSize and runs f when the next List begins.
+// Without it the subtests that list across pages are skipped.
+func WithBetweenListPages(pageSize int, arm func(t *testing.T, s metastore.Store, f func())) Option {
+	return func(c *config) {
+		c.pageSize = pageSize
+		c.betweenPages = arm
+	}
 }
 
 // WithSessionTTL sets the TTL of the sessions the suite creates (default
@@ -61,6 +90,9 @@ func Run(t *testing.T, newStore func(t *testing.T) metastore.Store, opts ...Opti
 	c := &config{ttl: 5 * time.Second, wait: 20 * time.Second}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.betweenPages != nil && c.pageSize <= 0 {
+		t.Fatalf("metastoretest: WithBetweenListPages: page size %d is not positive", c.pageSize)
 	}
 	s := &suite{c: c, newStore: newStore}
 	tests := []struct {
@@ -91,6 +123,9 @@ func Run(t *testing.T, newStore func(t *testing.T) metastore.Store, opts ...Opti
 		{"CanceledContext", s.canceledContext},
 		{"UnavailableIsNeverAnAnswer", s.unavailable},
 		{"Records", s.records},
+		{"ListIsOneSnapshot", func(t *testing.T) { s.listAcrossPages(t, false) }},
+		{"ListSurvivesCompaction", func(t *testing.T) { s.listAcrossPages(t, true) }},
+		{"WatchCompactedThenList", s.watchCompactedThenList},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.run)
@@ -968,4 +1003,125 @@ func (s *suite) records(t *testing.T) {
 		assert.Equal(t, key, re.Key, name)
 		assert.Contains(t, err.Error(), key, name)
 	}
+}
+
+// listAcrossPages writes more than two pages of keys under lc/ and, between
+// the first and the second page of a List, changes them in one txn (a
+// value, a delete, a new key) and, with compact, discards the store's
+// history up to then. The List must succeed (never ErrCompacted) with one
+// snapshot that matches its revision: every key and value from before the
+// txn when the revision is below the txn's, every one from after it
+// otherwise, never a mix.
+func (s *suite) listAcrossPages(t *testing.T, compact bool) {
+	if s.c.betweenPages == nil {
+		t.Skip("no WithBetweenListPages hook")
+	}
+	if compact && s.c.compact == nil {
+		t.Skip("no WithCompact hook")
+	}
+	ctx := s.ctx(t)
+	st := s.newStore(t)
+	n := 2*s.c.pageSize + 2
+	key := func(i int) string { return fmt.Sprintf("lc/%04d", i) }
+	before := map[string]string{}
+	var r0 int64
+	for i := range n {
+		rev := put(t, ctx, st, key(i), fmt.Sprintf("v%d", i), 0)
+		if i == 0 {
+			r0 = rev
+		}
+		before[key(i)] = fmt.Sprintf("v%d", i)
+	}
+	put(t, ctx, st, "lc-outside", "x", 0)
+	after := maps.Clone(before)
+	after[key(0)] = "new"
+	delete(after, key(1))
+	after["lc/9999"] = "new"
+
+	var (
+		fired   int
+		changed int64
+		ferr    error
+	)
+	s.c.betweenPages(t, st, func() {
+		fired++
+		changed, ferr = st.Txn(ctx, metastore.Txn{
+			If: []metastore.Compare{{Key: key(0), Revision: r0}},
+			Then: []metastore.Op{
+				{Key: key(0), Value: []byte("new")},
+				{Key: key(1), Delete: true},
+				{Key: "lc/9999", Value: []byte("new")},
+			},
+		})
+		if ferr == nil && compact {
+			s.c.compact(t, st)
+		}
+	})
+	kvs, rev, err := st.List(ctx, "lc/")
+	require.NoError(t, ferr, "the txn between the pages")
+	require.Equal(t, 1, fired, "the hook runs once, inside the List")
+	require.NoError(t, err, "a List across a change (compact=%v) must succeed", compact)
+	want := before
+	if rev >= changed {
+		want = after
+	}
+	got := map[string]string{}
+	var keys []string
+	for _, kv := range kvs {
+		got[kv.Key] = string(kv.Value)
+		keys = append(keys, kv.Key)
+		assert.LessOrEqual(t, kv.Revision, rev, "%s was written after the revision of the List", kv.Key)
+	}
+	assert.True(t, slices.IsSorted(keys), "keys in order: %v", keys)
+	assert.Equal(t, want, got, "one snapshot at revision %d (the txn is at %d)", rev, changed)
+
+	// The store's state now is the changed one, whatever the List saw.
+	kvs, rev, err = st.List(ctx, "lc/")
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, rev, changed)
+	assert.Len(t, kvs, len(after))
+}
+
+// watchCompactedThenList follows the advice for a watcher whose start
+// revision was compacted away: the watch yields ErrCompacted once and ends;
+// a List gives the current state and its revision; a watch from that
+// revision plus one yields exactly the changes made after it.
+func (s *suite) watchCompactedThenList(t *testing.T) {
+	if s.c.compact == nil {
+		t.Skip("no WithCompact hook")
+	}
+	ctx := s.ctx(t)
+	st := s.newStore(t)
+	r1 := put(t, ctx, st, "wc/a", "1", 0)
+	put(t, ctx, st, "wc/b", "1", 0)
+	r3 := put(t, ctx, st, "wc/a", "2", r1)
+	s.c.compact(t, st)
+
+	wctx, cancel := context.WithCancel(ctx)
+	guard := time.AfterFunc(s.c.wait, cancel)
+	var errs []error
+	for ev, err := range st.Watch(wctx, "wc/", r1) {
+		if err == nil {
+			t.Errorf("a watch from the compacted revision %d yielded %v %s", r1, ev.Type, ev.KV.Key)
+			continue
+		}
+		errs = append(errs, err)
+	}
+	guard.Stop()
+	cancel()
+	require.Len(t, errs, 1, "the watch ends with one error")
+	require.ErrorIs(t, errs[0], metastore.ErrCompacted)
+	assert.NotErrorIs(t, errs[0], metastore.ErrUnavailable)
+
+	kvs, rev, err := st.List(ctx, "wc/")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, rev, r3)
+	require.Len(t, kvs, 2)
+	assert.Equal(t, "2", string(kvs[0].Value))
+	r4 := put(t, ctx, st, "wc/c", "1", 0)
+	wctx, cancel = context.WithCancel(ctx)
+	defer cancel()
+	events := s.collect(t, cancel, st.Watch(wctx, "wc/", rev+1), 1)
+	assert.Equal(t, "wc/c", events[0].KV.Key, "the first change after the List's revision")
+	assert.Equal(t, r4, events[0].KV.Revision)
 }

@@ -59,6 +59,14 @@
 //	defer b.Close()
 //	if err := objstore.Verify(ctx, b); err != nil { ... }
 //
+// The root directory must exist: New refuses a missing one with a
+// *MissingRootError, which matches objstore.ErrNoSuchBucket and names the
+// path, because a mistyped path that quietly became a new, empty zone
+// would make every slot look unwritten. Options.CreateRoot creates it
+// (and its parents) instead, for directories meant to be new. Two Buckets
+// on one directory are one zone, not two: objstore.VerifyDistinct refuses
+// such a zone set.
+//
 // List walks the directories under the prefix in key order and stops after
 // limit objects, so its cost grows with the size of the subtree before the
 // page, and each directory it enters is read whole. The package builds on

@@ -61,7 +61,30 @@ type Options struct {
 	// Logger receives best-effort failures (a temporary file or an empty
 	// directory that could not be removed); default: discard.
 	Logger *slog.Logger
+	// CreateRoot makes New create the root directory, and its missing
+	// parents, when it does not exist. Without it New refuses a missing
+	// root with a *MissingRootError (matching objstore.ErrNoSuchBucket):
+	// a mistyped path must fail at start-up, not open an empty zone in
+	// which every slot looks unwritten. Set it where the directory is
+	// meant to be new (tests, demos, a first deployment).
+	CreateRoot bool
 }
+
+// MissingRootError is New's refusal of a root directory that does not
+// exist while Options.CreateRoot is unset. It matches
+// objstore.ErrNoSuchBucket and, through Err, fs.ErrNotExist.
+type MissingRootError struct {
+	Name string // the bucket's name
+	Path string // the absolute path of the missing root
+	Err  error  // the error of opening it
+}
+
+func (e *MissingRootError) Error() string {
+	return fmt.Sprintf("fs: bucket %s: root directory %s does not exist (set Options.CreateRoot to create it): %v",
+		e.Name, e.Path, objstore.ErrNoSuchBucket)
+}
+
+func (e *MissingRootError) Unwrap() []error { return []error{objstore.ErrNoSuchBucket, e.Err} }
 
 // Bucket stores objects as files under a root directory. It is safe for
 // concurrent use, also by several processes sharing the root (on a local
@@ -82,7 +105,8 @@ type Bucket struct {
 
 var _ objstore.Bucket = (*Bucket)(nil)
 
-// New opens (creating if needed) the bucket rooted at the directory root.
+// New opens the bucket rooted at the directory root, which must exist
+// unless opts.CreateRoot is set; a missing root is a *MissingRootError.
 func New(root string, opts Options) (*Bucket, error) {
 	if root == "" {
 		return nil, errors.New("fs: root directory is empty")
@@ -111,10 +135,16 @@ func New(root string, opts Options) (*Bucket, error) {
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(abs, os.FileMode(b.dirMode)); err != nil {
-		return nil, fmt.Errorf("fs: bucket %s: %w", b.name, err)
-	}
 	b.rootFD, err = openDir(unix.AT_FDCWD, abs)
+	if errors.Is(err, unix.ENOENT) {
+		if !opts.CreateRoot {
+			return nil, &MissingRootError{Name: b.name, Path: abs, Err: err}
+		}
+		if err := b.makeRoot(); err != nil {
+			return nil, fmt.Errorf("fs: bucket %s: create root %s: %w", b.name, abs, err)
+		}
+		b.rootFD, err = openDir(unix.AT_FDCWD, abs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fs: bucket %s: open root %s: %w", b.name, abs, err)
 	}
@@ -123,6 +153,43 @@ func New(root string, opts Options) (*Bucket, error) {
 		return nil, fmt.Errorf("fs: bucket %s: %w", b.name, err)
 	}
 	return b, nil
+}
+
+// makeRoot creates the root directory and its missing parents, syncing
+// the parent of each directory it makes: the root's entry must survive a
+// power loss as the objects acknowledged inside it do.
+func (b *Bucket) makeRoot() error {
+	var missing []string // deepest first
+	for p := b.root; ; {
+		_, err := os.Lstat(p)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, p)
+		parent := filepath.Dir(p)
+		if parent == p {
+			break
+		}
+		p = parent
+	}
+	for _, dir := range slices.Backward(missing) {
+		if err := os.Mkdir(dir, os.FileMode(b.dirMode)); err != nil && !errors.Is(err, os.ErrExist) {
+			return err // os.ErrExist: another process made it first
+		}
+		parent, err := openDir(unix.AT_FDCWD, filepath.Dir(dir))
+		if err != nil {
+			return err
+		}
+		err = b.sync(parent)
+		unix.Close(parent)
+		if err != nil {
+			return fmt.Errorf("sync %s: %w", filepath.Dir(dir), err)
+		}
+	}
+	return nil
 }
 
 // openTemp creates and opens the temporary directory; it must live on the

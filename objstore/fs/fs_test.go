@@ -224,7 +224,7 @@ func TestLongSegment(t *testing.T) {
 func TestReopenAndName(t *testing.T) {
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "zone-a")
-	b, err := fs.New(dir, fs.Options{})
+	b, err := fs.New(dir, fs.Options{CreateRoot: true})
 	require.NoError(t, err)
 	require.Equal(t, "zone-a", b.Name())
 	require.NoError(t, b.Create(ctx, "k", []byte("v")))
@@ -260,6 +260,74 @@ func TestNewRefusesBadRoots(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	_, err = fs.New(file, fs.Options{})
 	require.Error(t, err)
+}
+
+// TestNewRefusesMissingRoot: a mistyped root is a configuration error
+// naming the path, never a new empty zone; CreateRoot asks for one.
+func TestNewRefusesMissingRoot(t *testing.T) {
+	parent := t.TempDir()
+	typo := filepath.Join(parent, "zone-aa")
+	_, err := fs.New(typo, fs.Options{Name: "zone-a"})
+	require.ErrorIs(t, err, objstore.ErrNoSuchBucket)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.NotErrorIs(t, err, objstore.ErrNotFound)
+	var missing *fs.MissingRootError
+	require.ErrorAs(t, err, &missing)
+	require.Equal(t, typo, missing.Path)
+	require.Equal(t, "zone-a", missing.Name)
+	require.Contains(t, err.Error(), typo)
+	require.Contains(t, err.Error(), "CreateRoot")
+	_, statErr := os.Stat(typo)
+	require.ErrorIs(t, statErr, os.ErrNotExist, "nothing was created")
+
+	// A missing parent is refused the same way.
+	_, err = fs.New(filepath.Join(parent, "no", "such"), fs.Options{})
+	require.ErrorIs(t, err, objstore.ErrNoSuchBucket)
+
+	// CreateRoot creates the root and its parents; an existing root is
+	// opened as it is, with or without it.
+	deep := filepath.Join(parent, "new", "zone-b")
+	b, err := fs.New(deep, fs.Options{CreateRoot: true})
+	require.NoError(t, err)
+	require.NoError(t, b.Create(t.Context(), "k", []byte("v")))
+	require.NoError(t, b.Close())
+	for _, opts := range []fs.Options{{}, {CreateRoot: true}} {
+		b, err := fs.New(deep, opts)
+		require.NoError(t, err)
+		got, err := b.Get(t.Context(), "k")
+		require.NoError(t, err)
+		require.Equal(t, "v", string(got))
+		require.NoError(t, b.Close())
+	}
+}
+
+// TestVerifyDistinct: two Buckets on one directory, however the path is
+// spelled, are one zone; two directories are two.
+func TestVerifyDistinct(t *testing.T) {
+	ctx := t.Context()
+	parent := t.TempDir()
+	open := func(dir, name string) *fs.Bucket {
+		b, err := fs.New(dir, fs.Options{Name: name, NoSync: true, CreateRoot: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, b.Close()) })
+		return b
+	}
+	a := open(filepath.Join(parent, "a"), "zone-a")
+	b := open(filepath.Join(parent, "b"), "zone-b")
+	require.NoError(t, objstore.VerifyDistinct(ctx, a, b))
+
+	require.NoError(t, os.Symlink(filepath.Join(parent, "a"), filepath.Join(parent, "link")))
+	for _, dir := range []string{filepath.Join(parent, "a"), filepath.Join(parent, "b", "..", "a"), filepath.Join(parent, "link")} {
+		alias := open(dir, "zone-c")
+		err := objstore.VerifyDistinct(ctx, a, b, alias)
+		require.ErrorIs(t, err, objstore.ErrAliased, dir)
+		var ae *objstore.AliasError
+		require.ErrorAs(t, err, &ae)
+		require.Equal(t, objstore.AliasError{A: "zone-a", B: "zone-c"}, *ae)
+	}
+	for _, z := range []*fs.Bucket{a, b} {
+		require.Equal(t, []string{fs.TempDir + "/"}, entries(t, z.Root()), "%s: no probe is left", z.Name())
+	}
 }
 
 // TestTwoBucketsOneRoot: two Bucket values on one directory (as two

@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +26,18 @@ const maxListKeys = 1000
 // directoryBucketSuffix ends the name of every S3 Express One Zone
 // (directory) bucket.
 const directoryBucketSuffix = "--x-s3"
+
+// MaxObjectSize is the largest object, in bytes, that Create writes and
+// Get and GetRange read: a chain's largest flight (64 MiB of payload and a
+// header of at most 97 bytes) with room to spare. Reads allocate the
+// object's size once; a body announced or found to be larger is refused
+// with ErrTooLarge rather than buffered without bound.
+const MaxObjectSize = 64<<20 + 1<<20
+
+// ErrTooLarge is returned, as an objstore.ErrRejected, for an object
+// larger than MaxObjectSize: by Create before anything is sent, by Get and
+// GetRange before the body is read past the limit.
+var ErrTooLarge = fmt.Errorf("s3: object larger than MaxObjectSize (%d bytes)", MaxObjectSize)
 
 // Options are the optional settings of a Bucket. The zero value works.
 type Options struct {
@@ -122,25 +133,51 @@ func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
 	return b.opError(op, key, classifyCall(ctx, err))
 }
 
-// readBody reads an object body. A failure while reading is a transport
-// failure: the object may well exist, so it is ErrUnavailable (or the
-// context's error), never ErrNotFound.
+// readBody reads an object body of size bytes (nil or negative: unknown)
+// into one slice of exactly that size. A failure while reading is a
+// transport failure: the object may well exist, so it is ErrUnavailable
+// (or the context's error), never ErrNotFound. So is a body longer than
+// its Content-Length, which is read one byte past it and no further.
 func (b *Bucket) readBody(ctx context.Context, op, key string, body io.ReadCloser, size *int64) ([]byte, error) {
 	defer body.Close()
-	var buf bytes.Buffer
-	if size != nil && *size > 0 && *size < 64<<20 {
-		buf.Grow(int(*size))
-	}
-	if _, err := buf.ReadFrom(body); err != nil {
+	fail := func(err error) ([]byte, error) {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, b.opError(op, key, objstore.ContextEnded(ctxErr, err))
 		}
 		return nil, b.opError(op, key, objstore.Unavailable(fmt.Errorf("reading body: %w", err)))
 	}
-	if buf.Len() == 0 {
-		return []byte{}, nil
+	if size == nil || *size < 0 {
+		// No Content-Length: read at most one byte past the limit.
+		data, err := io.ReadAll(io.LimitReader(body, MaxObjectSize+1))
+		switch {
+		case err != nil:
+			return fail(err)
+		case len(data) > MaxObjectSize:
+			return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected,
+				fmt.Errorf("%w: the body has no Content-Length and is longer", ErrTooLarge)))
+		}
+		return data, nil
 	}
-	return buf.Bytes(), nil
+	if *size > MaxObjectSize {
+		return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected,
+			fmt.Errorf("%w: Content-Length %d", ErrTooLarge, *size)))
+	}
+	data := make([]byte, *size)
+	if _, err := io.ReadFull(body, data); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // ReadFull's answer when no byte came
+		}
+		return fail(err)
+	}
+	// Read on to the end: the SDK reports a failed checksum there.
+	var extra [1]byte
+	switch n, err := io.ReadFull(body, extra[:]); {
+	case n > 0:
+		return fail(fmt.Errorf("the body is longer than its Content-Length %d", *size))
+	case err != io.EOF:
+		return fail(err)
+	}
+	return data, nil
 }
 
 // Get implements objstore.Bucket.

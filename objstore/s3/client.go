@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -28,8 +30,9 @@ type ClientConfig struct {
 	// PathStyle addresses buckets as endpoint/bucket/key instead of
 	// bucket.endpoint/key: most self-hosted S3-compatible stores need it.
 	PathStyle bool
-	// HTTPClient replaces the SDK's default HTTP client (timeouts,
-	// transport). Optional.
+	// HTTPClient replaces the SDK's default HTTP client, whose pool of 10
+	// idle connections per host is too small for a writer window (see
+	// the package guide and NewHTTPClient). Optional.
 	HTTPClient *http.Client
 	// MaxAttempts bounds the SDK's own retries (first attempt included).
 	// 0 keeps the SDK default (3).
@@ -80,4 +83,55 @@ func NewClient(ctx context.Context, cfg ClientConfig) (*awss3.Client, error) {
 		o.HTTPClient = cfg.HTTPClient
 	}
 	return awss3.New(o), nil
+}
+
+// Connection timeouts of NewHTTPClient. They bound one connection's
+// set-up and silence, never a whole request: the caller's context does
+// that, and a 64 MiB upload must not be cut short by a clock of ours.
+const (
+	dialTimeout           = 10 * time.Second
+	keepAlive             = 30 * time.Second
+	tlsHandshakeTimeout   = 10 * time.Second
+	responseHeaderTimeout = 30 * time.Second
+	expectContinueTimeout = time.Second
+	idleConnTimeout       = 90 * time.Second
+)
+
+// NewHTTPClient returns an HTTP client for S3 requests that keeps up to
+// connsPerHost idle connections to each endpoint, so that as many
+// concurrent requests reuse their connections instead of each opening a
+// new one and leaving the old one in TIME_WAIT. connsPerHost is the most
+// requests the host has in flight to one endpoint at once: the writer
+// window, times the buckets sharing the endpoint, plus readers (the
+// package guide says how to size it). It panics if connsPerHost < 1.
+//
+// Its transport keeps idle connections without a total limit and opens
+// connections without a per-host cap (the window bounds them); dialing and
+// the TLS handshake time out after 10 s, response headers after 30 s, idle
+// connections close after 90 s; HTTP/2 is attempted. There is no overall
+// request timeout (http.Client.Timeout): the caller's context bounds each
+// call. It uses no proxy and reads no environment variable, and its
+// TLSClientConfig is nil (Go's defaults): a host that needs a private CA,
+// client certificates or a proxy sets them on the returned client's
+// *http.Transport before first use. The client holds no credentials; the
+// SDK signs each request.
+//
+// Pass it as ClientConfig.HTTPClient or as the HTTPClient of the host's
+// own s3.Options; one client may serve every zone.
+func NewHTTPClient(connsPerHost int) *http.Client {
+	if connsPerHost < 1 {
+		panic(fmt.Sprintf("s3: NewHTTPClient: connsPerHost is %d, want ≥ 1", connsPerHost))
+	}
+	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
+	return &http.Client{Transport: &http.Transport{
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          0, // no total limit: connsPerHost bounds each endpoint
+		MaxIdleConnsPerHost:   connsPerHost,
+		MaxConnsPerHost:       0, // a cap below the window would queue appends
+		IdleConnTimeout:       idleConnTimeout,
+		TLSHandshakeTimeout:   tlsHandshakeTimeout,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+		ExpectContinueTimeout: expectContinueTimeout,
+	}}
 }

@@ -41,6 +41,11 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 	if err := b.check(ctx, op, key); err != nil {
 		return err
 	}
+	if len(data) > MaxObjectSize {
+		// Get could not read it back.
+		return b.opError(op, key, objstore.Classify(objstore.ErrRejected,
+			fmt.Errorf("%w: %d bytes", ErrTooLarge, len(data))))
+	}
 	sent := 0 // HTTP attempts made by this call, across SDK retries
 	for retry := 0; ; retry++ {
 		_, err := b.client.PutObject(ctx, &awss3.PutObjectInput{

@@ -12,7 +12,40 @@
 //	if err := objstore.Verify(ctx, b); err != nil { ... } // at start-up
 //
 // NewClient builds a client from static credentials for tests, demos and
-// tools; it reads no environment variable or shared config file.
+// tools; it reads no environment variable or shared config file. Give
+// either client an HTTP client sized for the writer window (see HTTP
+// connections below): the SDK's default one is not.
+//
+// # HTTP connections
+//
+// Every Create, Get, Delete and List is one HTTP request, and a writer
+// keeps up to its window of W appends in flight in each of the K zones it
+// writes to. The SDK's default HTTP client keeps 10 idle connections per
+// host (net/http's own default is 2): past that, each finished request
+// closes its connection and the next one dials anew, leaving the closed
+// socket in TIME_WAIT; two hundred concurrent appends on the default
+// client left 30,000 of them. Size the client for the window:
+//
+//   - MaxIdleConnsPerHost ≥ the requests in flight to one endpoint: W
+//     when each bucket has its own host (virtual-hosted addressing), W
+//     times the buckets sharing an endpoint (path-style addressing of
+//     several buckets on one server), plus what readers and fencers add.
+//   - MaxIdleConns ≥ W × K when one client serves all K zones (0 means no
+//     limit).
+//   - MaxConnsPerHost 0 (no cap) or above the window: a lower cap queues
+//     appends behind each other.
+//   - Timeouts on connections, not requests: dial and TLS handshake about
+//     10 s, response headers about 30 s, idle connections closed after
+//     about 90 s. No http.Client.Timeout: the caller's context bounds each
+//     call, and a client-wide clock would cut large uploads short.
+//
+// NewHTTPClient(connsPerHost) returns such a client; pass it as
+// ClientConfig.HTTPClient or as the HTTPClient of the host's own
+// s3.Options, one client for all zones. TLS and proxy settings stay the
+// host's: set them on its *http.Transport, or build the client yourself
+// with the numbers above. Credentials never pass through the HTTP client's
+// configuration; the SDK signs each request, and no error of this package
+// contains the secret key.
 //
 // # Create-only writes
 //
@@ -88,5 +121,12 @@
 // # Limits
 //
 // A List page holds at most 1000 objects (S3's page size), whatever limit
-// asks. Objects are sent in a single PutObject (S3 accepts up to 5 GiB).
+// asks. Objects are sent in a single PutObject and read into one slice of
+// exactly their Content-Length, up to MaxObjectSize (65 MiB: a chain's
+// largest flight is 64 MiB of payload and a header of at most 97 bytes).
+// Create refuses a larger object before sending it, and Get and GetRange
+// refuse a body announced or found larger, with ErrTooLarge (matching
+// objstore.ErrRejected), so that no response can make a reader buffer
+// without bound. A body longer or shorter than its Content-Length is
+// objstore.ErrUnavailable.
 package s3

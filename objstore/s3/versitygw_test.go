@@ -188,6 +188,43 @@ func TestS3VersityGWVerify(t *testing.T) {
 	require.Empty(t, page, "Verify removes its probe")
 }
 
+// TestS3VersityGWVerifyDistinct: one S3 bucket listed under two zone
+// names is refused; two buckets, even on one server, are two zones; no
+// probe is left behind either way.
+func TestS3VersityGWVerifyDistinct(t *testing.T) {
+	srv := testservers.StartVersityGW(t, testservers.S3Options{})
+	ctx := t.Context()
+	open := func(bucket, name string) *s3.Bucket {
+		b, err := s3.New(srv.Client, bucket, s3.Options{Name: name})
+		require.NoError(t, err)
+		return b
+	}
+	other := srv.NewBucketName(t)
+	a, b := open(srv.Bucket, "zone-a"), open(other, "zone-b")
+	require.NoError(t, objstore.VerifyDistinct(ctx, a, b))
+
+	// The same bucket again, through another client, under another name.
+	again, err := s3.New(srv.NewClient(nil), srv.Bucket, s3.Options{Name: "zone-c"})
+	require.NoError(t, err)
+	err = objstore.VerifyDistinct(ctx, a, b, again)
+	require.ErrorIs(t, err, objstore.ErrAliased)
+	var ae *objstore.AliasError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, objstore.AliasError{A: "zone-a", B: "zone-c"}, *ae)
+
+	for _, z := range []*s3.Bucket{a, b} {
+		page, err := z.List(ctx, "", "", 10)
+		require.NoError(t, err)
+		require.Empty(t, page, "%s: the probes are deleted", z.Name())
+	}
+
+	// A zone whose server is down fails the check; it never passes.
+	srv.Stop()
+	err = objstore.VerifyDistinct(ctx, a, b)
+	require.ErrorIs(t, err, objstore.ErrUnavailable)
+	require.NotErrorIs(t, err, objstore.ErrAliased)
+}
+
 func TestS3VersityGWNoSuchBucket(t *testing.T) {
 	srv := testservers.StartVersityGW(t, testservers.S3Options{})
 	b, err := s3.New(srv.Client, "no-such-bucket", s3.Options{})

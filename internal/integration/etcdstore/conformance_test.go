@@ -16,22 +16,39 @@ import (
 // TestEtcdConformance runs the metastore conformance suite on a real,
 // embedded etcd server. Every subtest gets its own root prefix and its own
 // client, connected through a proxy that the unavailability subtest cuts.
+// Lists read pages of conformancePage keys, so that most Lists of the
+// suite span pages, and a PageHook in the client's KV lets the suite
+// change keys and compact etcd between two pages.
 func TestEtcdConformance(t *testing.T) {
 	cluster := etcdtest.StartCluster(t, 1)
 	admin := cluster.Client(t)
+	type harness struct {
+		proxy *etcdtest.Proxy
+		pages *etcdtest.PageHook
+	}
 	var (
-		mu      sync.Mutex
-		proxies = map[metastore.Store]*etcdtest.Proxy{}
+		mu        sync.Mutex
+		harnesses = map[metastore.Store]harness{}
 	)
+	of := func(st metastore.Store) harness {
+		mu.Lock()
+		defer mu.Unlock()
+		return harnesses[st]
+	}
 	newStore := func(t *testing.T) metastore.Store {
 		proxy := etcdtest.NewProxy(t, cluster.Endpoints()[0])
 		cli := etcdtest.NewClient(t, proxy.URL)
-		st, err := etcd.New(cli, etcd.Options{Root: "/conformance/" + t.Name() + "/", RequestTimeout: 2 * time.Second})
+		pages := etcdtest.HookPages(cli)
+		st, err := etcd.New(cli, etcd.Options{
+			Root:           "/conformance/" + t.Name() + "/",
+			RequestTimeout: 2 * time.Second,
+			ListPageSize:   conformancePage,
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mu.Lock()
-		proxies[st] = proxy
+		harnesses[st] = harness{proxy: proxy, pages: pages}
 		mu.Unlock()
 		return st
 	}
@@ -44,10 +61,18 @@ func TestEtcdConformance(t *testing.T) {
 			}
 		}),
 		metastoretest.WithDisconnect(func(t *testing.T, st metastore.Store) {
-			mu.Lock()
-			p := proxies[st]
-			mu.Unlock()
-			p.Cut()
+			of(st).proxy.Cut()
+		}),
+		metastoretest.WithCompact(func(t *testing.T, _ metastore.Store) {
+			if _, err := etcdtest.Compact(t.Context(), admin); err != nil {
+				t.Fatal(err)
+			}
+		}),
+		metastoretest.WithBetweenListPages(conformancePage, func(t *testing.T, st metastore.Store, f func()) {
+			of(st).pages.Once(f)
 		}),
 	)
 }
+
+// conformancePage is the list page size of the conformance run.
+const conformancePage = 3

@@ -155,7 +155,7 @@ func (h *rollHost) flush() bool {
 	}
 	if done > 0 {
 		last := pending[done-1].pos
-		if _, aerr := h.p.minter.Advance(ctx, starA, last.Epoch, epoch.Cursors{Checkpoint: last.Slot + 1}); aerr != nil {
+		if aerr := h.r.Checkpoint(ctx, chain.Position{Epoch: last.Epoch, Slot: last.Slot + 1}); aerr != nil {
 			// A rolled epoch is settled: its checkpoint is the cut already.
 			h.mu.Lock()
 			h.absorbErr = append(h.absorbErr, fmt.Errorf("advance %v: %w", last, aerr))

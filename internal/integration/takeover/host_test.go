@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/epoch"
 )
 
 // maxRecords bounds what a producer sends; the tests stop it long before.
@@ -139,7 +138,7 @@ func (h *host) absorb() {
 		prev := h.checkpoint
 		h.mu.Unlock()
 		if cp := batch[0].pos.Slot; cp > prev {
-			if _, err := h.p.minter.Advance(ctx, h.star, batch[0].pos.Epoch, epoch.Cursors{Checkpoint: cp}); err != nil {
+			if _, err := h.w.Checkpoint(ctx, cp); err != nil {
 				h.fail(fmt.Errorf("advance the checkpoint to %d: %w", cp, err))
 				return
 			}

@@ -129,7 +129,7 @@ func (s *stack) party(t *testing.T, name string, o partyOpts) *party {
 		require.NoError(t, err)
 		p.buckets = append(p.buckets, b)
 	}
-	p.zones = chain.NewZones(p.buckets...)
+	p.zones = chain.MustZones(p.buckets...)
 	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Writer: name})
 	require.NoError(t, err)
 	p.fencer, err = fence.New(p.minter, p.zones, fence.Options{

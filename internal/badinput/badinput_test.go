@@ -1,0 +1,1279 @@
+package badinput_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
+	fsbucket "github.com/cutline/cutline/objstore/fs"
+	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/settle"
+)
+
+const (
+	starA  = "star-a" // the fixture's star: five acknowledged flights
+	starB  = "star-b" // a second star for records a case needs fresh
+	starZ  = "star-z" // a star whose metadata a case corrupts
+	acks   = 5
+	window = 8
+)
+
+var keys = chain.Keys{Prefix: "chains"}
+
+// fixture is the shared starting point of every case: K=3 zones (in memory
+// or on the file system), each wrapped in fault injection, an in-memory
+// metastore, and star-a's epoch 1 (W=2) whose writer acknowledged five
+// flights. A case feeds it bad input; verify then reads the chain back and
+// checks that what was acknowledged is still there, unaltered, and that
+// the objects present before the case are untouched.
+type fixture struct {
+	t       *testing.T
+	ctx     context.Context // a safety bound only: nothing is meant to wait on it
+	clk     *clock.Fake     // drives every backoff, so that nothing waits on the wall clock
+	store   *memstore.Store
+	minter  *epoch.Minter
+	raw     []objstore.Bucket // the backends, for placing objects behind every party's back
+	zones   []*fault.Bucket
+	buckets []objstore.Bucket // zones, as every party sees them
+	dir     string            // fs only: holds zones/<zone> and outside/
+	rec     *epoch.Record     // star-a's minted record, claimed by w
+	w       *chain.Writer
+	cov     *coverage
+
+	acked   []chain.Flight // every acknowledged flight of star-a, in chain order
+	trimmed uint64         // star-a epoch 1 slots below it were trimmed on purpose
+	damaged map[string]bool
+	objects map[string][]byte // the objects present once the fixture was built
+
+	// The state a pure refusal must leave exactly as it was (see mark).
+	metaMark map[string]string
+	objMark  map[string][]byte
+
+	scratch *epoch.Record // a record minted by a case, for its checks
+}
+
+func newFixture(t *testing.T, onFS bool) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	store := memstore.New(memstore.Options{})
+	m, err := epoch.NewMinter(store, epoch.Options{Writer: "badinput"})
+	require.NoError(t, err)
+	f := &fixture{
+		t: t, ctx: ctx, clk: clock.NewFake(time.Unix(1_700_000_000, 0)), store: store, minter: m,
+		cov: &coverage{}, damaged: map[string]bool{},
+	}
+	if onFS {
+		f.dir = t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(f.dir, "outside", "sub"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(f.dir, "outside", "victim.txt"), []byte("outside every root: never touched"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(f.dir, "outside", "sub", "deep.txt"), []byte("deeper still"), 0o644))
+		require.NoError(t, os.MkdirAll(filepath.Join(f.dir, "zones"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(f.dir, "zones", "neighbour.txt"), []byte("next to the roots"), 0o644))
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("zone-%c", 'a'+i)
+		var b objstore.Bucket
+		if onFS {
+			fb, err := fsbucket.New(f.root(i), fsbucket.Options{Name: name, NoSync: true, CreateRoot: true})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = fb.Close() })
+			b = fb
+		} else {
+			b = mem.New(name)
+		}
+		z := fault.Wrap(b, fault.Options{Seed: uint64(i + 1)})
+		f.raw = append(f.raw, b)
+		f.zones = append(f.zones, z)
+		f.buckets = append(f.buckets, z)
+	}
+	f.rec, err = m.Mint(ctx, starA, f.constants())
+	require.NoError(t, err)
+	f.w, err = chain.NewWriter(f.rec, f.buckets, chain.WriterOptions{Keys: keys, Clock: f.clk})
+	require.NoError(t, err)
+	t.Cleanup(f.w.Abort)
+	for range acks {
+		require.NoError(t, f.appendNext())
+	}
+	require.Len(t, f.acked, acks)
+	f.objects = f.snapshotObjects()
+	f.mark()
+	return f
+}
+
+// root is the directory of fs zone i.
+func (f *fixture) root(i int) string {
+	return filepath.Join(f.dir, "zones", fmt.Sprintf("zone-%c", 'a'+i))
+}
+
+func (f *fixture) constants() epoch.Constants {
+	return epoch.Constants{Class: "standard", Buckets: chain.Names(f.buckets...), W: 2, Window: window}
+}
+
+func (f *fixture) ep() uint64 { return f.rec.Epoch }
+
+// appendNext appends the fixture writer's next payload ("acked-<slot>")
+// and records it as acknowledged when it is.
+func (f *fixture) appendNext() error {
+	p := fmt.Appendf(nil, "acked-%d", f.w.Released())
+	pos, err := f.w.Append(f.ctx, p)
+	if err == nil {
+		f.ack(pos, p)
+	}
+	return err
+}
+
+func (f *fixture) ack(pos chain.Position, p []byte) {
+	f.acked = append(f.acked, chain.Flight{Position: pos, Payload: bytes.Clone(p)})
+}
+
+// mark records the metastore and the buckets as they are now: a case that
+// is pure must leave both exactly so.
+func (f *fixture) mark() {
+	f.metaMark = f.snapshotMeta()
+	f.objMark = f.snapshotObjects()
+}
+
+func (f *fixture) zoneMap() chain.Zones { return chain.MustZones(f.buckets...) }
+
+func (f *fixture) reader() *chain.Reader {
+	f.t.Helper()
+	r, err := chain.NewReader(f.minter, f.zoneMap(), chain.ReaderOptions{Keys: keys})
+	require.NoError(f.t, err)
+	return r
+}
+
+func (f *fixture) fencer() *fence.Fencer {
+	f.t.Helper()
+	fn, err := fence.New(f.minter, f.zoneMap(), fence.Options{Keys: keys, Clock: f.clk})
+	require.NoError(f.t, err)
+	return fn
+}
+
+// settler returns a settler that fences open epochs when withFencer is set.
+func (f *fixture) settler(withFencer bool) *settle.Settler {
+	f.t.Helper()
+	opts := settle.Options{Keys: keys, Clock: f.clk}
+	if withFencer {
+		opts.Fencer = f.fencer()
+	}
+	s, err := settle.New(f.minter, f.zoneMap(), f.cov, opts)
+	require.NoError(f.t, err)
+	return s
+}
+
+// fenceA fences the fixture's epoch, as a successor would: the cut is the
+// first slot the writer never filled.
+func (f *fixture) fenceA() {
+	f.t.Helper()
+	cut, err := f.fencer().Fence(f.ctx, starA, f.ep())
+	require.NoError(f.t, err)
+	require.Equal(f.t, uint64(len(f.acked)), cut)
+}
+
+// settleA fences and settles the fixture's epoch.
+func (f *fixture) settleA() {
+	f.t.Helper()
+	rep, err := f.settler(true).Settle(f.ctx, starA, f.ep())
+	require.NoError(f.t, err)
+	require.Equal(f.t, uint64(acks), rep.Cut)
+}
+
+// mintB mints a fresh epoch of star-b over the fixture's zones.
+func (f *fixture) mintB() *epoch.Record {
+	f.t.Helper()
+	rec, err := f.minter.Mint(f.ctx, starB, f.constants())
+	require.NoError(f.t, err)
+	f.scratch = rec
+	return rec
+}
+
+// writerB makes a writer of a star-b record, aborted when the case ends.
+func (f *fixture) writerB(rec *epoch.Record) *chain.Writer {
+	f.t.Helper()
+	w, err := chain.NewWriter(rec, f.buckets, chain.WriterOptions{Keys: keys, Clock: f.clk})
+	require.NoError(f.t, err)
+	f.t.Cleanup(w.Abort)
+	return w
+}
+
+func (f *fixture) key(slot uint64) string { return keys.Slot(starA, f.ep(), slot) }
+
+// place creates data at star-a's slot in zone i's backend.
+func (f *fixture) place(i int, slot uint64, data []byte) {
+	f.t.Helper()
+	require.NoError(f.t, f.raw[i].Create(f.ctx, f.key(slot), data))
+}
+
+// damage replaces the object at star-a's slot in zone i's backend, as a
+// faulty disk or an operator would; verify does not expect it intact.
+func (f *fixture) damage(i int, slot uint64, data []byte) {
+	f.t.Helper()
+	f.replace(i, f.key(slot), data)
+	f.damaged[objectID(i, f.key(slot))] = true
+}
+
+func (f *fixture) replace(i int, key string, data []byte) {
+	f.t.Helper()
+	require.NoError(f.t, f.raw[i].Delete(f.ctx, key))
+	require.NoError(f.t, f.raw[i].Create(f.ctx, key, data))
+}
+
+// Objects for star-a's epoch 1.
+
+func (f *fixture) flight(slot uint64, payload string) []byte {
+	return chain.EncodeFlight(starA, f.ep(), slot, []byte(payload))
+}
+
+// own is the flight the fixture writer writes at slot.
+func (f *fixture) own(slot uint64) []byte { return f.flight(slot, fmt.Sprintf("acked-%d", slot)) }
+
+func (f *fixture) poison(slot uint64) []byte {
+	return chain.EncodePoison(starA, f.ep(), slot, "a successor")
+}
+
+func garbage() []byte { return []byte("this is not a slot object at all") }
+
+func truncated(b []byte) []byte { return bytes.Clone(b[:len(b)-3]) }
+
+func flipLast(b []byte) []byte {
+	c := bytes.Clone(b)
+	c[len(c)-1] ^= 0xff
+	return c
+}
+
+func newerFormat(b []byte) []byte {
+	c := bytes.Clone(b)
+	c[4] = 9 // the format version byte
+	return c
+}
+
+// verify checks that nothing acknowledged was lost or altered: the chain
+// reads back exactly the acknowledged flights, at their positions (tail is
+// what reading hits after them, if anything), each one reads by position,
+// every acknowledged position of a fenced epoch lies below its cut, and the
+// objects present before the case are byte for byte what they were.
+func (f *fixture) verify(tail error) {
+	t := f.t
+	t.Helper()
+	for _, z := range f.zones {
+		z.SetDown(false)
+		z.ClearRules()
+	}
+	r := f.reader()
+	var got []chain.Flight
+	var readErr error
+	for fl, err := range r.Flights(f.ctx, starA, chain.Position{}) {
+		if err != nil {
+			readErr = err
+			break
+		}
+		got = append(got, fl)
+	}
+	if tail == nil {
+		require.NoError(t, readErr, "reading the chain back")
+	} else {
+		require.ErrorIs(t, readErr, tail, "what reading hits past the acknowledged flights")
+	}
+	var want []chain.Flight
+	for _, fl := range f.acked {
+		if fl.Epoch == f.ep() && fl.Slot < f.trimmed {
+			continue
+		}
+		want = append(want, fl)
+	}
+	require.Equal(t, want, got, "the chain reads back exactly what was acknowledged")
+	for _, fl := range want {
+		p, err := r.Read(f.ctx, starA, fl.Position)
+		require.NoError(t, err, "read %v", fl.Position)
+		require.Equal(t, fl.Payload, p, "read %v", fl.Position)
+	}
+	for rec, err := range f.minter.Epochs(f.ctx, starA) {
+		require.NoError(t, err)
+		if !rec.Fenced() {
+			continue
+		}
+		for _, fl := range f.acked {
+			if fl.Epoch == rec.Epoch {
+				require.Less(t, fl.Slot, rec.Cut, "acknowledged %v lies below the cut", fl.Position)
+			}
+		}
+	}
+	after := f.snapshotObjects()
+	for id, data := range f.objects {
+		if f.damaged[id] || f.trimmedObject(id) {
+			continue
+		}
+		if got, ok := after[id]; !ok || !bytes.Equal(got, data) {
+			t.Errorf("object %s was altered or removed (present %v)", id, ok)
+		}
+	}
+}
+
+func objectID(i int, key string) string { return fmt.Sprintf("%d:%s", i, key) }
+
+func (f *fixture) trimmedObject(id string) bool {
+	_, key, _ := strings.Cut(id, ":")
+	s, ok := keys.ParseSlot(starA, f.ep(), key)
+	return ok && s < f.trimmed
+}
+
+func (f *fixture) snapshotObjects() map[string][]byte {
+	f.t.Helper()
+	out := map[string][]byte{}
+	for i, b := range f.raw {
+		for o, err := range objstore.All(f.ctx, b, "") {
+			require.NoError(f.t, err)
+			data, err := b.Get(f.ctx, o.Key)
+			require.NoError(f.t, err)
+			out[objectID(i, o.Key)] = data
+		}
+	}
+	return out
+}
+
+func (f *fixture) snapshotMeta() map[string]string {
+	f.t.Helper()
+	kvs, _, err := f.store.List(f.ctx, "")
+	require.NoError(f.t, err)
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		out[kv.Key] = string(kv.Value)
+	}
+	return out
+}
+
+// requireUnchanged checks a pure refusal: the metastore and every bucket
+// are exactly as they were at the last mark.
+func (f *fixture) requireUnchanged() {
+	f.t.Helper()
+	require.Equal(f.t, f.metaMark, f.snapshotMeta(), "the metastore is unchanged")
+	require.Equal(f.t, f.objMark, f.snapshotObjects(), "every bucket is unchanged")
+}
+
+// record reads star-a's epoch record.
+func (f *fixture) record() *epoch.Record {
+	f.t.Helper()
+	r, err := f.minter.Get(f.ctx, starA, f.ep())
+	require.NoError(f.t, err)
+	return r
+}
+
+// tree describes every entry under dir: directories, files with their
+// contents, symbolic links with their targets.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = "link -> " + target
+		case d.IsDir():
+			out[rel] = "dir"
+		default:
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = "file " + string(data)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// coverage is a host index that accepts every flight.
+type coverage struct {
+	mu      sync.Mutex
+	flights []chain.Flight
+}
+
+func (c *coverage) Cover(_ context.Context, _ string, f chain.Flight) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flights = append(c.flights, f)
+	return nil
+}
+
+// expiringCtx is a context the test ends by hand, exactly when a fence is
+// blocked on its clock, without racing a timer.
+type expiringCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newExpiringCtx() *expiringCtx {
+	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (c *expiringCtx) Expire() { c.once.Do(func() { close(c.done) }) }
+
+// overwriting is a bucket that ignores create-only: Create replaces.
+type overwriting struct{ objstore.Bucket }
+
+func (o overwriting) Create(ctx context.Context, key string, data []byte) error {
+	if err := o.Bucket.Delete(ctx, key); err != nil {
+		return err
+	}
+	return o.Bucket.Create(ctx, key, data)
+}
+
+// badCase is one bad input. run feeds it to the fixture and returns the
+// refusal; every error in want must match it (errors.Is), and as checks the
+// typed error (errors.As) and its fields. An empty want is a fault the
+// library must tolerate without an error. pure says that the refusal
+// changes nothing at all (metastore and buckets as at the last mark). tail
+// is what reading the chain back hits after the acknowledged flights.
+type badCase struct {
+	cat, name string
+	fs        bool
+	pure      bool
+	run       func(f *fixture) error
+	want      []error
+	as        func(t *testing.T, f *fixture, err error)
+	tail      error
+}
+
+func is(errs ...error) []error { return errs }
+
+// impure marks a refusal that may write before it refuses.
+func impure(c badCase) badCase {
+	c.pure = false
+	return c
+}
+
+// configField checks a *epoch.ConfigError naming field.
+func configField(field string) func(*testing.T, *fixture, error) {
+	return func(t *testing.T, _ *fixture, err error) {
+		t.Helper()
+		var ce *epoch.ConfigError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, field, ce.Field, "the refused field: %v", err)
+	}
+}
+
+// cfg is a configuration refusal: a *epoch.ConfigError naming field, and
+// nothing changed.
+func cfg(cat, name, field string, run func(f *fixture) error) badCase {
+	return badCase{cat: cat, name: name, pure: true, run: run, want: is(epoch.ErrInvalidConfig), as: configField(field)}
+}
+
+func cursorErr(cursor string, to uint64) func(*testing.T, *fixture, error) {
+	return func(t *testing.T, _ *fixture, err error) {
+		t.Helper()
+		var ce *epoch.CursorError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, cursor, ce.Cursor)
+		require.Equal(t, to, ce.To)
+	}
+}
+
+func stateErr(have epoch.State) func(*testing.T, *fixture, error) {
+	return func(t *testing.T, _ *fixture, err error) {
+		t.Helper()
+		var se *epoch.StateError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, have, se.Have)
+	}
+}
+
+func keyErr(t *testing.T, _ *fixture, err error) {
+	t.Helper()
+	var ke *objstore.KeyError
+	require.ErrorAs(t, err, &ke)
+	require.NotEmpty(t, ke.Reason)
+}
+
+func recordErr(t *testing.T, _ *fixture, err error) {
+	t.Helper()
+	var re *metastore.RecordError
+	require.ErrorAs(t, err, &re)
+	require.NotEmpty(t, re.Key)
+}
+
+func drain(seq iter.Seq2[*epoch.Record, error]) error {
+	for _, err := range seq {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readAll returns the first error reading star's chain yields.
+func readAll(f *fixture, r *chain.Reader, star string) error {
+	for _, err := range r.Flights(f.ctx, star, chain.Position{}) {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestBadInput(t *testing.T) {
+	var all []badCase
+	for _, group := range [][]badCase{
+		configCases(), nameCases(), keyCases(), fsCases(), oversizeCases(),
+		writerObjectCases(), readerObjectCases(), fenceObjectCases(),
+		misuseCases(), rollerCases(), metastoreCases(), aliasCases(),
+	} {
+		all = append(all, group...)
+	}
+	n, refusals := 0, 0
+	byCat := map[string]int{}
+	var cats []string
+	for _, c := range all {
+		ok := t.Run(c.cat+"/"+c.name, func(t *testing.T) {
+			f := newFixture(t, c.fs)
+			err := c.run(f)
+			if len(c.want) == 0 {
+				require.NoError(t, err, "a tolerated fault")
+			}
+			for _, w := range c.want {
+				require.ErrorIs(t, err, w)
+			}
+			if c.as != nil {
+				c.as(t, f, err)
+			}
+			if c.pure {
+				f.requireUnchanged()
+			}
+			f.verify(c.tail)
+		})
+		if !ok {
+			continue
+		}
+		n++
+		if len(c.want) > 0 {
+			refusals++
+		}
+		if byCat[c.cat] == 0 {
+			cats = append(cats, c.cat)
+		}
+		byCat[c.cat]++
+	}
+	for _, c := range cats {
+		t.Logf("%-15s %d", c, byCat[c])
+	}
+	t.Logf("%d bad-input cases (%d typed refusals, %d tolerated faults)", n, refusals, n-refusals)
+	require.GreaterOrEqual(t, n, 70)
+	require.GreaterOrEqual(t, refusals, 70)
+}
+
+// mintWith mints star-b with constants changed by edit.
+func mintWith(edit func(c *epoch.Constants)) func(f *fixture) error {
+	return func(f *fixture) error {
+		c := f.constants()
+		edit(&c)
+		_, err := f.minter.Mint(f.ctx, starB, c)
+		return err
+	}
+}
+
+// newWriterB mints star-b, then asks for a writer of it with bad input
+// (edit changes the record, the buckets or the options). The claim must
+// survive the refusal: a good writer of the same record is made after it.
+func newWriterB(name, field string, edit func(f *fixture, rec **epoch.Record, bs *[]objstore.Bucket, o *chain.WriterOptions)) badCase {
+	c := cfg("config", "NewWriter/"+name, field, func(f *fixture) error {
+		rec := f.mintB()
+		f.mark()
+		bs := append([]objstore.Bucket(nil), f.buckets...)
+		o := chain.WriterOptions{Keys: keys, Clock: f.clk}
+		edit(f, &rec, &bs, &o)
+		w, err := chain.NewWriter(rec, bs, o)
+		if err == nil {
+			w.Abort()
+		}
+		return err
+	})
+	field0 := c.as
+	c.as = func(t *testing.T, f *fixture, err error) {
+		field0(t, f, err)
+		w := f.writerB(f.scratch) // the claim was not taken by the refusal
+		require.NoError(t, w.Close(f.ctx))
+	}
+	return c
+}
+
+func newReader(o chain.ReaderOptions, zones func(f *fixture) chain.Zones) func(f *fixture) error {
+	return func(f *fixture) error {
+		if o.Keys == (chain.Keys{}) {
+			o.Keys = keys
+		}
+		_, err := chain.NewReader(f.minter, zones(f), o)
+		return err
+	}
+}
+
+func newFencer(o fence.Options) func(f *fixture) error {
+	return func(f *fixture) error {
+		if o.Keys == (chain.Keys{}) {
+			o.Keys = keys
+		}
+		_, err := fence.New(f.minter, f.zoneMap(), o)
+		return err
+	}
+}
+
+func newSettler(o settle.Options) func(f *fixture) error {
+	return func(f *fixture) error {
+		if o.Keys == (chain.Keys{}) {
+			o.Keys = keys
+		}
+		_, err := settle.New(f.minter, f.zoneMap(), f.cov, o)
+		return err
+	}
+}
+
+func openRoller(o settle.RollerOptions, withFencer bool) func(f *fixture) error {
+	return func(f *fixture) error {
+		s := f.settler(withFencer)
+		r, err := settle.OpenRoller(f.ctx, s, starA, f.constants(), o)
+		if err == nil {
+			_ = r.Close(f.ctx)
+		}
+		return err
+	}
+}
+
+var zonesOf = (*fixture).zoneMap
+
+func configCases() []badCase {
+	long := strings.Repeat("p", 60)
+	overlong := chain.Keys{Prefix: strings.TrimSuffix(strings.Repeat(long+"/", 20), "/")} // valid names, keys over objstore.MaxKeyLen
+	return []badCase{
+		// Epoch constants, refused by Mint before anything is written.
+		cfg("config", "Mint/window-0", "window", mintWith(func(c *epoch.Constants) { c.Window = 0 })),
+		cfg("config", "Mint/window-negative", "window", mintWith(func(c *epoch.Constants) { c.Window = -1 })),
+		cfg("config", "Mint/window-above-MaxWindow", "window", mintWith(func(c *epoch.Constants) { c.Window = epoch.MaxWindow + 1 })),
+		cfg("config", "Mint/W-0", "w", mintWith(func(c *epoch.Constants) { c.W = 0 })),
+		cfg("config", "Mint/W-negative", "w", mintWith(func(c *epoch.Constants) { c.W = -2 })),
+		cfg("config", "Mint/W-above-K", "w", mintWith(func(c *epoch.Constants) { c.W = 4 })),
+		cfg("config", "Mint/K-0", "buckets", mintWith(func(c *epoch.Constants) { c.Buckets = nil })),
+		cfg("config", "Mint/duplicate-bucket", "buckets[2]", mintWith(func(c *epoch.Constants) { c.Buckets[2] = c.Buckets[0] })),
+
+		// Minter options.
+		cfg("config", "NewMinter/nil-store", "store", func(f *fixture) error {
+			_, err := epoch.NewMinter(nil, epoch.Options{})
+			return err
+		}),
+		cfg("config", "NewMinter/root-without-slash", "Root", func(f *fixture) error {
+			_, err := epoch.NewMinter(f.store, epoch.Options{Root: "prod"})
+			return err
+		}),
+		cfg("config", "NewMinter/root-control-char", "Root", func(f *fixture) error {
+			_, err := epoch.NewMinter(f.store, epoch.Options{Root: "pr\x01od/"})
+			return err
+		}),
+
+		// Writer: the record, its buckets and the options.
+		newWriterB("nil-record", "rec", func(_ *fixture, rec **epoch.Record, _ *[]objstore.Bucket, _ *chain.WriterOptions) { *rec = nil }),
+		newWriterB("MinBackoff-negative", "MinBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.MinBackoff = -time.Millisecond
+		}),
+		newWriterB("MinBackoff-above-limit", "MinBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.MinBackoff = chain.MaxBackoffLimit + 1
+		}),
+		newWriterB("MaxBackoff-negative", "MaxBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.MaxBackoff = -1
+		}),
+		newWriterB("MaxBackoff-above-limit", "MaxBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.MaxBackoff = chain.MaxBackoffLimit + time.Second
+		}),
+		newWriterB("MaxBackoff-below-MinBackoff", "MaxBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.MinBackoff, o.MaxBackoff = time.Second, time.Millisecond
+		}),
+		newWriterB("too-few-buckets", "buckets", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
+			*bs = (*bs)[:2]
+		}),
+		newWriterB("buckets-out-of-order", "buckets[0]", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
+			(*bs)[0], (*bs)[1] = (*bs)[1], (*bs)[0]
+		}),
+		newWriterB("nil-bucket", "buckets[1]", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
+			(*bs)[1] = nil
+		}),
+		newWriterB("foreign-bucket", "buckets[2]", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
+			(*bs)[2] = mem.New("zone-x")
+		}),
+		newWriterB("keys-path-escape", "prefix", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.Keys = chain.Keys{Prefix: "../x"}
+		}),
+		newWriterB("keys-over-MaxKeyLen", "Keys", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.Keys = overlong
+		}),
+		newWriterB("record-with-bad-W", "w", func(_ *fixture, rec **epoch.Record, _ *[]objstore.Bucket, _ *chain.WriterOptions) {
+			c := **rec
+			c.Constants.W = 0
+			*rec = &c
+		}),
+		newWriterB("record-with-bad-window", "window", func(_ *fixture, rec **epoch.Record, _ *[]objstore.Bucket, _ *chain.WriterOptions) {
+			c := **rec
+			c.Constants.Window = epoch.MaxWindow + 1
+			*rec = &c
+		}),
+		newWriterB("record-with-bad-star", "star", func(_ *fixture, rec **epoch.Record, _ *[]objstore.Bucket, _ *chain.WriterOptions) {
+			c := **rec
+			c.Star = "../star-a"
+			*rec = &c
+		}),
+
+		// Reader.
+		cfg("config", "NewReader/nil-minter", "minter", func(f *fixture) error {
+			_, err := chain.NewReader(nil, f.zoneMap(), chain.ReaderOptions{})
+			return err
+		}),
+		cfg("config", "NewReader/no-zones", "zones", newReader(chain.ReaderOptions{}, func(*fixture) chain.Zones { return nil })),
+		cfg("config", "NewReader/zone-name-mismatch", "zones", newReader(chain.ReaderOptions{}, func(f *fixture) chain.Zones {
+			return chain.Zones{"zone-x": f.buckets[0]}
+		})),
+		cfg("config", "NewReader/ReadAhead-negative", "ReadAhead", newReader(chain.ReaderOptions{ReadAhead: -1}, zonesOf)),
+		cfg("config", "NewReader/ReadAhead-above-max", "ReadAhead", newReader(chain.ReaderOptions{ReadAhead: chain.MaxReadAhead + 1}, zonesOf)),
+		cfg("config", "NewReader/keys-bad-segment", "prefix", newReader(chain.ReaderOptions{Keys: chain.Keys{Prefix: "chains/.hidden"}}, zonesOf)),
+
+		// Zones.
+		cfg("config", "NewZones/nil-bucket", "zones[1]", func(f *fixture) error {
+			_, err := chain.NewZones(f.buckets[0], nil)
+			return err
+		}),
+		cfg("config", "NewZones/duplicate-name", "zones[1]", func(f *fixture) error {
+			_, err := chain.NewZones(f.buckets[0], mem.New("zone-a"))
+			return err
+		}),
+
+		// Fencer.
+		cfg("config", "fence.New/nil-minter", "minter", func(f *fixture) error {
+			_, err := fence.New(nil, f.zoneMap(), fence.Options{})
+			return err
+		}),
+		cfg("config", "fence.New/Fanout-negative", "Fanout", newFencer(fence.Options{Fanout: -1})),
+		cfg("config", "fence.New/Fanout-above-max", "Fanout", newFencer(fence.Options{Fanout: fence.MaxFanout + 1})),
+		cfg("config", "fence.New/Span-negative", "Span", newFencer(fence.Options{Span: -1})),
+		cfg("config", "fence.New/Span-above-max", "Span", newFencer(fence.Options{Span: fence.MaxSpan + 1})),
+		cfg("config", "fence.New/MaxParallel-negative", "MaxParallel", newFencer(fence.Options{MaxParallel: -1})),
+		cfg("config", "fence.New/MaxParallel-above-limit", "MaxParallel", newFencer(fence.Options{MaxParallel: fence.MaxParallelLimit + 1})),
+		cfg("config", "fence.New/MinBackoff-negative", "MinBackoff", newFencer(fence.Options{MinBackoff: -1})),
+		cfg("config", "fence.New/MaxBackoff-negative", "MaxBackoff", newFencer(fence.Options{MaxBackoff: -time.Second})),
+		cfg("config", "fence.New/MaxBackoff-below-MinBackoff", "MaxBackoff", newFencer(fence.Options{MinBackoff: time.Minute, MaxBackoff: time.Second})),
+		cfg("config", "fence.New/keys-path-escape", "prefix", newFencer(fence.Options{Keys: chain.Keys{Prefix: "chains/../x"}})),
+
+		// Settler and roller.
+		cfg("config", "settle.New/nil-minter", "minter", func(f *fixture) error {
+			_, err := settle.New(nil, f.zoneMap(), f.cov, settle.Options{})
+			return err
+		}),
+		cfg("config", "settle.New/nil-coverage", "coverage", func(f *fixture) error {
+			_, err := settle.New(f.minter, f.zoneMap(), nil, settle.Options{})
+			return err
+		}),
+		cfg("config", "settle.New/no-zones", "zones", func(f *fixture) error {
+			_, err := settle.New(f.minter, nil, f.cov, settle.Options{})
+			return err
+		}),
+		cfg("config", "settle.New/GarbageRetries-negative", "GarbageRetries", newSettler(settle.Options{GarbageRetries: -1})),
+		cfg("config", "settle.New/GarbageRetries-above-max", "GarbageRetries", newSettler(settle.Options{GarbageRetries: settle.MaxGarbageRetries + 1})),
+		cfg("config", "settle.New/MaxParallel-negative", "MaxParallel", newSettler(settle.Options{MaxParallel: -1})),
+		cfg("config", "settle.New/MaxParallel-above-limit", "MaxParallel", newSettler(settle.Options{MaxParallel: settle.MaxParallelLimit + 1})),
+		cfg("config", "settle.New/Backoff-negative", "Backoff", newSettler(settle.Options{Backoff: -time.Millisecond})),
+		cfg("config", "settle.New/Backoff-above-max", "Backoff", newSettler(settle.Options{Backoff: settle.MaxBackoff + 1})),
+		cfg("config", "settle.New/keys-absolute", "prefix", newSettler(settle.Options{Keys: chain.Keys{Prefix: "/chains"}})),
+		cfg("config", "OpenRoller/RetryBackoff-negative", "RetryBackoff", openRoller(settle.RollerOptions{RetryBackoff: -1}, true)),
+		cfg("config", "OpenRoller/RetryBackoff-above-max", "RetryBackoff", openRoller(settle.RollerOptions{RetryBackoff: settle.MaxBackoff + 1}, true)),
+		cfg("config", "OpenRoller/no-fencer", "Settler.Fencer", openRoller(settle.RollerOptions{}, false)),
+		impure(cfg("config", "OpenRoller/writer-MaxBackoff-below-MinBackoff", "MaxBackoff", func(f *fixture) error {
+			// Refused only when the roller makes its first writer, after
+			// it minted star-b's epoch (see the report: an orphan open
+			// epoch is left behind). Star-a is not involved.
+			r, err := settle.OpenRoller(f.ctx, f.settler(true), starB, f.constants(),
+				settle.RollerOptions{Writer: chain.WriterOptions{MinBackoff: time.Second, MaxBackoff: time.Millisecond}})
+			if err == nil {
+				_ = r.Close(f.ctx)
+			}
+			return err
+		})),
+		cfg("config", "NewRefIndex/nil-store", "store/locate", func(f *fixture) error {
+			_, err := settle.NewRefIndex(nil, "", func([]byte) (string, uint64, uint64, error) { return "s", 0, 1, nil })
+			return err
+		}),
+		cfg("config", "NewRefIndex/root-without-slash", "root", func(f *fixture) error {
+			_, err := settle.NewRefIndex(f.store, "refs", func([]byte) (string, uint64, uint64, error) { return "s", 0, 1, nil })
+			return err
+		}),
+	}
+}
+
+func nameCases() []badCase {
+	bad := []struct{ name, value string }{
+		{"empty", ""},
+		{"dot-first", ".hidden"},
+		{"dotdot", ".."},
+		{"dash-first", "-star"},
+		{"slash", "star/a"},
+		{"path-escape", "../star-a"},
+		{"NUL", "star\x00a"},
+		{"non-ASCII", "stär"},
+		{"space", "star a"},
+		{"65-bytes", strings.Repeat("s", epoch.MaxNameLen+1)},
+	}
+	var out []badCase
+	for _, b := range bad {
+		out = append(out, cfg("names", "Mint/star-"+b.name, "star", func(f *fixture) error {
+			_, err := f.minter.Mint(f.ctx, b.value, f.constants())
+			return err
+		}))
+	}
+	const evil = "../star-a"
+	out = append(out,
+		cfg("names", "Minter.Get/star-path-escape", "star", func(f *fixture) error {
+			_, err := f.minter.Get(f.ctx, evil, f.ep())
+			return err
+		}),
+		cfg("names", "Minter.Chain/star-path-escape", "star", func(f *fixture) error {
+			_, err := f.minter.Chain(f.ctx, evil)
+			return err
+		}),
+		cfg("names", "Minter.Epochs/star-path-escape", "star", func(f *fixture) error {
+			return drain(f.minter.Epochs(f.ctx, evil))
+		}),
+		cfg("names", "Minter.Advance/star-path-escape", "star", func(f *fixture) error {
+			_, err := f.minter.Advance(f.ctx, evil, f.ep(), epoch.Cursors{})
+			return err
+		}),
+		cfg("names", "Reader.Flights/star-path-escape", "star", func(f *fixture) error {
+			return readAll(f, f.reader(), evil)
+		}),
+		cfg("names", "Reader.Read/star-empty", "star", func(f *fixture) error {
+			_, err := f.reader().Read(f.ctx, "", chain.Position{Epoch: f.ep()})
+			return err
+		}),
+		cfg("names", "Fence/star-path-escape", "star", func(f *fixture) error {
+			_, err := f.fencer().Fence(f.ctx, evil, f.ep())
+			return err
+		}),
+		cfg("names", "Settle/star-path-escape", "star", func(f *fixture) error {
+			_, err := f.settler(true).Settle(f.ctx, evil, f.ep())
+			return err
+		}),
+		cfg("names", "SettleAll/star-slash", "star", func(f *fixture) error {
+			_, err := f.settler(true).SettleAll(f.ctx, "star-a/..")
+			return err
+		}),
+		cfg("names", "Trim/star-path-escape", "star", func(f *fixture) error {
+			_, err := f.settler(false).Trim(f.ctx, evil, f.ep(), 0)
+			return err
+		}),
+		cfg("names", "Mint/class-empty", "class", mintWith(func(c *epoch.Constants) { c.Class = "" })),
+		cfg("names", "Mint/class-slash", "class", mintWith(func(c *epoch.Constants) { c.Class = "standard/x" })),
+		cfg("names", "Mint/class-65-bytes", "class", mintWith(func(c *epoch.Constants) { c.Class = strings.Repeat("c", 65) })),
+		cfg("names", "Mint/bucket-path-escape", "buckets[0]", mintWith(func(c *epoch.Constants) { c.Buckets[0] = "../zone-a" })),
+		cfg("names", "Mint/bucket-empty", "buckets[1]", mintWith(func(c *epoch.Constants) { c.Buckets[1] = "" })),
+		cfg("names", "Mint/bucket-dot-first", "buckets[2]", mintWith(func(c *epoch.Constants) { c.Buckets[2] = ".zone-c" })),
+		cfg("names", "Mint/bucket-control-char", "buckets[0]", mintWith(func(c *epoch.Constants) { c.Buckets[0] = "zone\na" })),
+		badCase{cat: "names", name: "RefIndex.Cover/stream-path-escape", pure: true, want: is(epoch.ErrInvalidConfig), as: configField("stream"),
+			run: func(f *fixture) error {
+				x, err := settle.NewRefIndex(f.store, "", func([]byte) (string, uint64, uint64, error) { return "../orders", 0, 1, nil })
+				require.NoError(f.t, err)
+				return x.Cover(f.ctx, starA, f.acked[0])
+			}},
+		badCase{cat: "names", name: "RefIndex.Lookup/stream-slash", pure: true, want: is(epoch.ErrInvalidConfig), as: configField("stream"),
+			run: func(f *fixture) error {
+				x, err := settle.NewRefIndex(f.store, "", func([]byte) (string, uint64, uint64, error) { return "orders", 0, 1, nil })
+				require.NoError(f.t, err)
+				_, err = x.Lookup(f.ctx, "orders/x", 0)
+				return err
+			}},
+	)
+	return out
+}
+
+func keyCases() []badCase {
+	// Bad keys sent straight to a zone's bucket: each is refused before
+	// storage is touched, with an *objstore.KeyError.
+	bad := []struct{ name, key string }{
+		{"empty", ""},
+		{"leading-slash", "/chains/x"},
+		{"trailing-slash", "chains/x/"},
+		{"empty-segment", "chains//x"},
+		{"dot-segment", "chains/./x"},
+		{"dotdot-segment", "chains/../x"},
+		{"dotdot-alone", ".."},
+		{"backslash", `chains\x`},
+		{"NUL", "chains/x\x00y"},
+		{"DEL", "chains/x\x7fy"},
+		{"C1-control", "chains/x\u0085y"},
+		{"invalid-UTF-8", "chains/\xff\xfe"},
+		{"over-MaxKeyLen", strings.Repeat("k", objstore.MaxKeyLen+1)},
+	}
+	var out []badCase
+	for _, b := range bad {
+		out = append(out, badCase{cat: "keys", name: "Create/" + b.name, pure: true, want: is(objstore.ErrInvalidKey), as: keyErr,
+			run: func(f *fixture) error { return f.raw[0].Create(f.ctx, b.key, []byte("x")) }})
+	}
+	out = append(out,
+		badCase{cat: "keys", name: "Get/dotted-alias-of-acked-flight", pure: true, want: is(objstore.ErrInvalidKey), as: keyErr,
+			run: func(f *fixture) error {
+				_, err := f.raw[0].Get(f.ctx, "chains/./"+strings.TrimPrefix(f.key(0), "chains/"))
+				return err
+			}},
+		badCase{cat: "keys", name: "Delete/dotdot-alias-of-acked-flight", pure: true, want: is(objstore.ErrInvalidKey), as: keyErr,
+			run: func(f *fixture) error {
+				return f.raw[1].Delete(f.ctx, "chains/x/../"+strings.TrimPrefix(f.key(2), "chains/"))
+			}},
+		badCase{cat: "keys", name: "List/dotdot-prefix", pure: true, want: is(objstore.ErrInvalidKey), as: keyErr,
+			run: func(f *fixture) error {
+				_, err := f.raw[2].List(f.ctx, "../", "", 0)
+				return err
+			}},
+		badCase{cat: "keys", name: "GetRange/negative-offset", pure: true, want: is(objstore.ErrInvalidRange),
+			run: func(f *fixture) error {
+				_, err := f.raw[0].GetRange(f.ctx, f.key(0), -1, 10)
+				return err
+			}},
+		badCase{cat: "keys", name: "GetRange/zero-length", pure: true, want: is(objstore.ErrInvalidRange),
+			run: func(f *fixture) error {
+				_, err := f.raw[0].GetRange(f.ctx, f.key(0), 0, 0)
+				return err
+			}},
+		badCase{cat: "keys", name: "Create/over-acked-flight", pure: true, want: is(objstore.ErrExists),
+			run: func(f *fixture) error { return f.raw[0].Create(f.ctx, f.key(1), f.flight(1, "overwrite attempt")) }},
+		cfg("keys", "Keys.Validate/path-escape", "prefix", func(*fixture) error { return chain.Keys{Prefix: "../x"}.Validate() }),
+		cfg("keys", "Keys.Validate/empty-segment", "prefix", func(*fixture) error { return chain.Keys{Prefix: "a//b"}.Validate() }),
+		cfg("keys", "Keys.Validate/trailing-slash", "prefix", func(*fixture) error { return chain.Keys{Prefix: "chains/"}.Validate() }),
+		cfg("keys", "Keys.Validate/NUL", "prefix", func(*fixture) error { return chain.Keys{Prefix: "ch\x00ains"}.Validate() }),
+	)
+	return out
+}
+
+// fsOp runs op on zone-a's fs bucket after setup, and requires the whole
+// directory tree (every zone root, and the directories beside and above
+// them) to be exactly as it was before op.
+func fsOp(setup func(f *fixture), op func(f *fixture, b *fsbucket.Bucket) error) func(f *fixture) error {
+	return func(f *fixture) error {
+		if setup != nil {
+			setup(f)
+			f.mark()
+		}
+		before := tree(f.t, f.dir)
+		err := op(f, f.raw[0].(*fsbucket.Bucket))
+		require.Equal(f.t, before, tree(f.t, f.dir), "nothing inside or outside the fs roots changed")
+		return err
+	}
+}
+
+// symlinks plants, inside zone-a's root, a link to the directory outside
+// every root and a link to a file there.
+func symlinks(f *fixture) {
+	require.NoError(f.t, os.Symlink(filepath.Join(f.dir, "outside"), filepath.Join(f.root(0), "link")))
+	require.NoError(f.t, os.Symlink(filepath.Join(f.dir, "outside", "victim.txt"), filepath.Join(f.root(0), "file-link")))
+}
+
+func fsKeyCase(name string, op func(f *fixture, b *fsbucket.Bucket) error) badCase {
+	return badCase{cat: "fs", name: name, fs: true, pure: true, want: is(objstore.ErrInvalidKey), as: keyErr, run: fsOp(nil, op)}
+}
+
+func fsForeign(name string, op func(f *fixture, b *fsbucket.Bucket) error) badCase {
+	return badCase{cat: "fs", name: name, fs: true, pure: true, want: is(fsbucket.ErrForeign, objstore.ErrUnavailable), run: fsOp(symlinks, op)}
+}
+
+func fsCases() []badCase {
+	create := func(key string) func(*fixture, *fsbucket.Bucket) error {
+		return func(f *fixture, b *fsbucket.Bucket) error { return b.Create(f.ctx, key, []byte("escaped")) }
+	}
+	return []badCase{
+		fsKeyCase("Create/dotdot-to-outside", create("../../outside/victim.txt")),
+		fsKeyCase("Create/dotdot-to-neighbour", create("../neighbour.txt")),
+		fsKeyCase("Create/dotdot-inside-path", create("chains/../../../outside/new.txt")),
+		fsKeyCase("Create/absolute-path", func(f *fixture, b *fsbucket.Bucket) error {
+			return b.Create(f.ctx, filepath.Join(f.dir, "outside", "victim.txt"), []byte("escaped"))
+		}),
+		fsKeyCase("Create/empty-segment", create("chains//x")),
+		fsKeyCase("Create/temp-dir", create(fsbucket.TempDir+"/x")),
+		fsKeyCase("Create/NUL", create("chains/x\x00/../../outside/victim.txt")),
+		fsKeyCase("Create/segment-over-255-bytes", create("chains/"+strings.Repeat("s", 256))),
+		fsKeyCase("Create/backslash-escape", create(`..\..\outside\victim.txt`)),
+		fsKeyCase("Create/dotdot-alone", create("..")),
+		fsKeyCase("Get/dotdot-to-outside", func(f *fixture, b *fsbucket.Bucket) error {
+			data, err := b.Get(f.ctx, "../../outside/victim.txt")
+			require.Nil(f.t, data)
+			return err
+		}),
+		fsKeyCase("GetRange/temp-dir", func(f *fixture, b *fsbucket.Bucket) error {
+			_, err := b.GetRange(f.ctx, fsbucket.TempDir+"/anything", 0, 10)
+			return err
+		}),
+		fsKeyCase("Delete/dotdot-to-outside", func(f *fixture, b *fsbucket.Bucket) error {
+			return b.Delete(f.ctx, "../../outside/victim.txt")
+		}),
+		fsKeyCase("Delete/dotdot-through-acked-slot", func(f *fixture, b *fsbucket.Bucket) error {
+			return b.Delete(f.ctx, f.key(0)+"/../../../../../outside/victim.txt")
+		}),
+		fsKeyCase("List/dotdot-prefix", func(f *fixture, b *fsbucket.Bucket) error {
+			_, err := b.List(f.ctx, "../../outside/", "", 0)
+			return err
+		}),
+		fsForeign("Create/through-symlinked-dir", create("link/planted.txt")),
+		fsForeign("Get/through-symlinked-dir", func(f *fixture, b *fsbucket.Bucket) error {
+			_, err := b.Get(f.ctx, "link/victim.txt")
+			return err
+		}),
+		fsForeign("Delete/through-symlinked-dir", func(f *fixture, b *fsbucket.Bucket) error {
+			return b.Delete(f.ctx, "link/victim.txt")
+		}),
+		fsForeign("Get/symlinked-file", func(f *fixture, b *fsbucket.Bucket) error {
+			_, err := b.Get(f.ctx, "file-link")
+			return err
+		}),
+		{cat: "fs", name: "Create/over-symlinked-file", fs: true, pure: true, want: is(objstore.ErrExists),
+			run: fsOp(symlinks, create("file-link"))},
+		{cat: "fs", name: "New/missing-root-without-CreateRoot", fs: true, pure: true, want: is(objstore.ErrNoSuchBucket, os.ErrNotExist),
+			run: fsOp(nil, func(f *fixture, _ *fsbucket.Bucket) error {
+				b, err := fsbucket.New(filepath.Join(f.dir, "zones", "zone-typo"), fsbucket.Options{})
+				if err == nil {
+					_ = b.Close()
+				}
+				return err
+			}),
+			as: func(t *testing.T, f *fixture, err error) {
+				var me *fsbucket.MissingRootError
+				require.ErrorAs(t, err, &me)
+				require.Equal(t, filepath.Join(f.dir, "zones", "zone-typo"), me.Path)
+				require.Equal(t, "zone-typo", me.Name)
+			}},
+		{cat: "fs", name: "VerifyDistinct/two-handles-one-directory", fs: true, pure: true, want: is(objstore.ErrAliased),
+			run: fsOp(nil, func(f *fixture, b *fsbucket.Bucket) error {
+				alias, err := fsbucket.New(f.root(0), fsbucket.Options{Name: "zone-a-again", NoSync: true})
+				require.NoError(f.t, err)
+				defer alias.Close()
+				return objstore.VerifyDistinct(f.ctx, b, f.raw[1], alias)
+			}),
+			as: func(t *testing.T, _ *fixture, err error) {
+				var ae *objstore.AliasError
+				require.ErrorAs(t, err, &ae)
+				require.Equal(t, "zone-a", ae.A)
+				require.Equal(t, "zone-a-again", ae.B)
+			}},
+	}
+}
+
+var (
+	hugeOnce sync.Once
+	huge     []byte
+)
+
+// oversize is one byte over chain.MaxPayload, allocated once.
+func oversize() []byte {
+	hugeOnce.Do(func() { huge = make([]byte, chain.MaxPayload+1) })
+	return huge
+}
+
+func payloadErr(t *testing.T, f *fixture, err error) {
+	t.Helper()
+	var pe *chain.PayloadError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, chain.MaxPayload+1, pe.Size)
+	s := f.w.Stats()
+	require.Equal(t, uint64(acks), s.Submitted, "nothing was assigned")
+	require.Equal(t, uint64(acks), f.w.Released())
+}
+
+func oversizeCases() []badCase {
+	return []badCase{
+		{cat: "oversize", name: "Submit/payload-over-MaxPayload", pure: true, want: is(chain.ErrPayloadTooLarge), as: payloadErr,
+			run: func(f *fixture) error {
+				fut, err := f.w.Submit(f.ctx, oversize())
+				require.Nil(f.t, fut)
+				return err
+			}},
+		{cat: "oversize", name: "Append/payload-over-MaxPayload", want: is(chain.ErrPayloadTooLarge),
+			as: func(t *testing.T, f *fixture, err error) {
+				payloadErr(t, f, err)
+				require.NoError(t, f.appendNext(), "the writer goes on after the refusal")
+			},
+			run: func(f *fixture) error {
+				_, err := f.w.Append(f.ctx, oversize())
+				return err
+			}},
+		cfg("oversize", "fence.New/Identity-over-MaxIdentity", "Identity", newFencer(fence.Options{Identity: strings.Repeat("i", fence.MaxIdentity+1)})),
+		cfg("oversize", "Mint/window-far-above-MaxWindow", "window", mintWith(func(c *epoch.Constants) { c.Window = 1 << 40 })),
+		cfg("oversize", "Mint/star-1KiB", "star", func(f *fixture) error {
+			_, err := f.minter.Mint(f.ctx, strings.Repeat("s", 1024), f.constants())
+			return err
+		}),
+	}
+}
+
+// placeAt5 places objects at slot 5, the writer's next slot, in the zones
+// given (index → object).
+func placeAt5(f *fixture, objs map[int][]byte) {
+	for i, o := range objs {
+		f.place(i, acks, o)
+	}
+}
+
+// undecidable checks the writer's halt on slot 5: neither W copies nor B
+// poisons, naming each foreign object (bucket and key).
+func undecidable(foreign int) func(*testing.T, *fixture, error) {
+	return func(t *testing.T, f *fixture, err error) {
+		t.Helper()
+		var ue *chain.UndecidableError
+		require.ErrorAs(t, err, &ue)
+		require.Equal(t, uint64(acks), ue.Slot)
+		require.Len(t, ue.Objects, foreign)
+		for _, o := range ue.Objects {
+			var oe *chain.ObjectError
+			require.ErrorAs(t, o, &oe)
+			require.Equal(t, f.key(acks), oe.Key)
+			require.NotEmpty(t, oe.Bucket)
+		}
+		require.ErrorIs(t, f.w.Err(), chain.ErrUndecidable, "the writer halted")
+		_, err = f.w.Submit(f.ctx, []byte("after the halt"))
+		require.ErrorIs(t, err, chain.ErrUndecidable, "and refuses every later append")
+		require.Equal(t, uint64(acks), f.w.Released())
+	}
+}
+
+func conflict(t *testing.T, f *fixture, err error) {
+	t.Helper()
+	var ce *chain.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, uint64(acks), ce.Slot)
+	var oe *chain.ObjectError
+	require.ErrorAs(t, ce.Object, &oe)
+	require.ErrorIs(t, oe, chain.ErrConflictingFlight)
+	require.Equal(t, f.key(acks), oe.Key)
+	require.Equal(t, epoch.StateOpen, f.record().State, "no cut was published")
+}
+
+func writerCase(name string, objs func(f *fixture) map[int][]byte, want []error, as func(*testing.T, *fixture, error), tail error) badCase {
+	return badCase{cat: "writer-objects", name: name, want: want, as: as, tail: tail,
+		run: func(f *fixture) error {
+			placeAt5(f, objs(f))
+			return f.appendNext()
+		}}
+}
+
+// untouched checks that the objects placed at slot 5 are still there, byte
+// for byte: the writer never overwrites or deletes what it finds.
+func untouched(objs func(f *fixture) map[int][]byte, then func(*testing.T, *fixture, error)) func(*testing.T, *fixture, error) {
+	return func(t *testing.T, f *fixture, err error) {
+		t.Helper()
+		for i, o := range objs(f) {
+			got, gerr := f.raw[i].Get(f.ctx, f.key(acks))
+			require.NoError(t, gerr)
+			require.Equal(t, o, got, "zone %d's object at slot %d is untouched", i, acks)
+		}
+		if then != nil {
+			then(t, f, err)
+		}
+	}
+}
+
+func writerObjectCases() []badCase {
+	type objs = func(f *fixture) map[int][]byte
+	corruptOne := objs(func(*fixture) map[int][]byte { return map[int][]byte{0: garbage()} })
+	poisonOne := objs(func(f *fixture) map[int][]byte { return map[int][]byte{1: f.poison(acks)} })
+	corruptTwo := objs(func(*fixture) map[int][]byte { return map[int][]byte{0: garbage(), 1: garbage()} })
+	truncTwo := objs(func(f *fixture) map[int][]byte {
+		return map[int][]byte{0: truncated(f.own(acks)), 2: truncated(f.own(acks))}
+	})
+	headerTwo := objs(func(f *fixture) map[int][]byte { return map[int][]byte{0: f.own(acks)[:10], 1: {}} })
+	bodyTwo := objs(func(f *fixture) map[int][]byte {
+		return map[int][]byte{1: flipLast(f.own(acks)), 2: flipLast(f.own(acks))}
+	})
+	misplacedTwo := objs(func(f *fixture) map[int][]byte {
+		return map[int][]byte{
+			0: chain.EncodeFlight(starA, f.ep(), acks+1000, []byte("acked-5")),
+			1: chain.EncodeFlight("star-q", f.ep(), acks, []byte("acked-5")),
+		}
+	})
+	formatTwo := objs(func(f *fixture) map[int][]byte {
+		return map[int][]byte{0: newerFormat(f.own(acks)), 2: newerFormat(f.own(acks))}
+	})
+	misplacedPoison := objs(func(f *fixture) map[int][]byte {
+		return map[int][]byte{
+			0: chain.EncodePoison(starA, f.ep(), acks+1, "a successor"),
+			1: chain.EncodePoison(starA, f.ep()+1, acks, "a successor"),
+		}
+	})
+	conflictTwo := objs(func(f *fixture) map[int][]byte {
+		return map[int][]byte{0: f.flight(acks, "a second writer's"), 1: f.flight(acks, "a third writer's")}
+	})
+	poisonTwo := objs(func(f *fixture) map[int][]byte { return map[int][]byte{0: f.poison(acks), 2: f.poison(acks)} })
+	conflictOne := objs(func(f *fixture) map[int][]byte { return map[int][]byte{0: f.flight(acks, "a second writer's")} })
+	return []badCase{
+		// One zone holds junk: W=2 copies land in the other two, and the
+		// append is acknowledged; the junk is left as it was.
+		{cat: "writer-objects", name: "corrupt-in-one-zone-tolerated", as: untouched(corruptOne, nil),
+			run: func(f *fixture) error { placeAt5(f, corruptOne(f)); return f.appendNext() }},
+		{cat: "writer-objects", name: "poison-in-one-zone-tolerated", as: untouched(poisonOne, nil),
+			run: func(f *fixture) error { placeAt5(f, poisonOne(f)); return f.appendNext() }},
+		// Junk in two zones: one copy at most, never W; never B poisons.
+		writerCase("corrupt-in-two-zones", corruptTwo, is(chain.ErrUndecidable, chain.ErrCorrupt), untouched(corruptTwo, undecidable(2)), nil),
+		writerCase("truncated-in-two-zones", truncTwo, is(chain.ErrUndecidable, chain.ErrCorrupt), untouched(truncTwo, undecidable(2)), nil),
+		writerCase("truncated-header-and-empty-object", headerTwo, is(chain.ErrUndecidable, chain.ErrCorrupt), untouched(headerTwo, undecidable(2)), nil),
+		writerCase("own-flight-with-corrupt-body-in-two-zones", bodyTwo, is(chain.ErrUndecidable, chain.ErrCorrupt), untouched(bodyTwo, undecidable(2)), nil),
+		writerCase("misplaced-in-two-zones", misplacedTwo, is(chain.ErrUndecidable, chain.ErrMisplaced), untouched(misplacedTwo, undecidable(2)), nil),
+		writerCase("newer-format-in-two-zones", formatTwo, is(chain.ErrUndecidable, chain.ErrUnknownFormat), untouched(formatTwo, undecidable(2)), nil),
+		writerCase("misplaced-poison-in-two-zones", misplacedPoison, is(chain.ErrUndecidable, chain.ErrMisplaced), untouched(misplacedPoison, undecidable(2)), nil),
+		// Another well-formed flight: two writers on one epoch. The writer
+		// halts and a reader never serves the slot.
+		writerCase("conflicting-flights-in-two-zones", conflictTwo, is(chain.ErrConflictingFlight), untouched(conflictTwo, conflict), chain.ErrConflictingFlight),
+		{cat: "writer-objects", name: "conflicting-flight-in-one-zone", want: is(chain.ErrConflictingFlight), tail: chain.ErrConflictingFlight,
+			as: untouched(conflictOne, conflict),
+			run: func(f *fixture) error {
+				placeAt5(f, conflictOne(f))
+				// Zone b does not answer, so the writer's copies cannot
+				// reach W before zone a's answer decides the slot.
+				f.zones[1].SetDown(true)
+				return f.appendNext()
+			}},
+		// Poison in B=2 zones: the slot is dead and the writer fenced.
+		writerCase("poison-in-two-zones", poisonTwo, is(chain.ErrFenced), untouched(poisonTwo, func(t *testing.T, f *fixture, err error) {
+			var fe *chain.FencedError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, uint64(acks), fe.Slot)
+			require.Equal(t, starA, fe.Star)
+			_, err = f.w.Submit(f.ctx, []byte("after the halt"))
+			require.ErrorIs(t, err, chain.ErrFenced, "a fenced writer refuses every later append")
+		}), nil),
+	}
+}

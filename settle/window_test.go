@@ -1,0 +1,91 @@
+package settle_test
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/settle"
+)
+
+// cancelAfter cancels a context once n header probes were sent, and
+// counts those sent after that.
+type cancelAfter struct {
+	objstore.Bucket
+	n, sent, late *atomic.Int64
+	cancel        context.CancelFunc
+}
+
+func (b *cancelAfter) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if b.sent.Add(1) > b.n.Load() {
+		b.cancel()
+		if ctx.Err() != nil {
+			b.late.Add(1)
+		}
+	}
+	return b.Bucket.GetRange(ctx, key, off, n)
+}
+
+// TestGarbageAtMaxWindowHonoursContext: settlement probes [cut, cut+window]
+// in every bucket. At the largest window it must stop soon after its
+// context ends (not after probing the whole span), and its memory must
+// not grow with the window: the probes are made MaxParallel at a time.
+func TestGarbageAtMaxWindowHonoursContext(t *testing.T) {
+	e := newEnv(t, 3)
+	p := e.party("successor", partyOpts{})
+	rec, err := p.minter.Mint(context.Background(), starA, e.constants(2, epoch.MaxWindow))
+	require.NoError(t, err)
+	_, err = p.minter.Publish(context.Background(), starA, rec.Epoch, 0)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var n, sent, late atomic.Int64
+	n.Store(1000)
+	var wrapped []objstore.Bucket
+	for _, z := range e.zones {
+		wrapped = append(wrapped, &cancelAfter{Bucket: z, n: &n, sent: &sent, late: &late, cancel: cancel})
+	}
+	const parallel = 16
+	s, err := settle.New(p.minter, chain.MustZones(wrapped...), p.refs, settle.Options{Keys: e.keys, MaxParallel: parallel})
+	require.NoError(t, err)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = s.Settle(ctx, starA, rec.Epoch)
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, context.Canceled)
+	require.LessOrEqual(t, sent.Load(), int64(1000+parallel), "no new batch after the context ended")
+	require.LessOrEqual(t, late.Load(), int64(parallel))
+	// (window+1)·K targets held at once would be ~3 MiB of targets alone;
+	// the batches hold MaxParallel.
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "allocation independent of the window")
+	got, err := p.minter.Get(context.Background(), starA, rec.Epoch)
+	require.NoError(t, err)
+	require.Equal(t, epoch.StateFenced, got.State, "not settled")
+
+	// Given its time, a settlement (of a smaller window, to keep the test
+	// short) probes every slot of the span once in every bucket, batch
+	// after batch.
+	const window = 4096
+	rec2, err := p.minter.Mint(context.Background(), starA, e.constants(2, window))
+	require.NoError(t, err)
+	_, err = p.minter.Publish(context.Background(), starA, rec2.Epoch, 0)
+	require.NoError(t, err)
+	for s := range uint64(3) {
+		e.putFlight(int(s), starA, rec2.Epoch, window-s, record(stream, 0, "garbage"))
+	}
+	n.Store(1 << 62)
+	first := sent.Load()
+	rep, err := s.Settle(context.Background(), starA, rec2.Epoch)
+	require.NoError(t, err)
+	require.Equal(t, int64(3*(window+1)), sent.Load()-first)
+	require.Equal(t, 3*(window+1), rep.Reads-rep.Covered)
+	require.Equal(t, 3, rep.GarbageDeleted, "garbage up to cut+window, found in late batches")
+}
