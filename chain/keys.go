@@ -17,7 +17,8 @@ type Keys struct {
 	Prefix string
 }
 
-// Validate checks the prefix: each segment a valid name.
+// Validate checks the prefix: each segment a valid name, and short enough
+// that the key of any slot of any star is a valid object key.
 func (k Keys) Validate() error {
 	if k.Prefix == "" {
 		return nil
@@ -26,6 +27,10 @@ func (k Keys) Validate() error {
 		if err := epoch.ValidateName("prefix", seg); err != nil {
 			return err
 		}
+	}
+	longest := k.Slot(strings.Repeat("s", epoch.MaxNameLen), ^uint64(0), ^uint64(0))
+	if err := objstore.ValidateKey(longest); err != nil {
+		return &epoch.ConfigError{Field: "prefix", Value: fmt.Sprintf("%.20q…", k.Prefix), Reason: "too long for the keys of the longest star ids", Err: err}
 	}
 	return nil
 }

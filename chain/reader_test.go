@@ -3,6 +3,7 @@ package chain_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -471,4 +472,20 @@ func TestNewZonesRefusesDuplicates(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, z, 2)
 	require.Panics(t, func() { chain.MustZones(a, b) })
+}
+
+// TestKeysTooLong: a prefix whose segments are each valid but that leaves
+// no room for the longest star's slot keys is refused by every
+// constructor that takes Keys, with the key error reachable.
+func TestKeysTooLong(t *testing.T) {
+	long := strings.TrimSuffix(strings.Repeat(strings.Repeat("p", 60)+"/", 20), "/")
+	k := chain.Keys{Prefix: long}
+	err := k.Validate()
+	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, objstore.ErrInvalidKey, "the cause is not flattened into text")
+	e := newEnv(t, 3)
+	_, err = chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{Keys: k})
+	require.ErrorIs(t, err, objstore.ErrInvalidKey)
+	_, err = chain.NewWriter(e.mint(2, 4), e.buckets, chain.WriterOptions{Keys: k})
+	require.ErrorIs(t, err, objstore.ErrInvalidKey)
 }

@@ -37,6 +37,10 @@ type WriterOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 }
 
+// Validate reports whether NewWriter would accept the options (a
+// *epoch.ConfigError naming the field if not), without changing them.
+func (o WriterOptions) Validate() error { return o.validate() }
+
 func (o *WriterOptions) validate() error {
 	if err := o.Keys.Validate(); err != nil {
 		return err
@@ -190,9 +194,6 @@ func NewWriter(rec *epoch.Record, buckets []objstore.Bucket, opts WriterOptions)
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := objstore.ValidateKey(opts.Keys.Slot(rec.Star, rec.Epoch, 0)); err != nil {
-		return nil, &epoch.ConfigError{Field: "Keys", Value: fmt.Sprintf("%q", opts.Keys.Prefix), Reason: err.Error()}
-	}
 	if rec.Cursors != (epoch.Cursors{}) {
 		// A minted record starts with zero cursors; anything else was not
 		// returned by Mint.
@@ -267,8 +268,10 @@ func (w *Writer) growLocked() {
 // writer's claim on the epoch: the host calls it once its index covers
 // every acknowledged slot below upTo, so that a fence walks, and
 // settlement covers, only what lies above. upTo past the release point (a
-// slot not yet acknowledged) is a *epoch.CursorError (epoch.ErrCursorAhead);
-// the checkpoint of a fenced epoch no longer moves (*epoch.StateError).
+// slot not yet acknowledged) is a *epoch.CursorError (epoch.ErrCursorAhead),
+// as is a checkpoint past the cut once the epoch is fenced; a checkpoint
+// moving backwards (settlement moves it to the cut) is
+// epoch.ErrCursorRegression.
 func (w *Writer) Checkpoint(ctx context.Context, upTo uint64) (*epoch.Record, error) {
 	if rel := w.Released(); upTo > rel {
 		return nil, &epoch.CursorError{Star: w.star, Epoch: w.epoch, Cursor: "checkpoint", From: w.rec.Cursors.Checkpoint, To: upTo,

@@ -31,9 +31,11 @@ var (
 	// slot whose bytes differ from the writer's (or from another bucket's).
 	// One writer per epoch makes this impossible unless two writers share
 	// an epoch, which compromises it: a writer that meets one halts with a
-	// *ConflictError, a fence stops with one, and a reader never serves
-	// either flight as committed. It is also the Err of the *ObjectError
-	// naming the object.
+	// *ConflictError, and a fence that meets one stops with it and
+	// publishes nothing. A reader counts only identical copies toward W,
+	// so it never serves a flight without W of them; it reports the
+	// conflict when it meets the other flight before W identical copies
+	// answered. It is also the Err of the *ObjectError naming the object.
 	ErrConflictingFlight = errors.New("chain: conflicting flight")
 
 	// ErrDataUnavailable: a committed slot could not be read from any

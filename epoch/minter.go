@@ -125,7 +125,7 @@ func NewMinter(store metastore.Store, opts Options) (*Minter, error) {
 		return nil, &ConfigError{Field: "Root", Value: fmt.Sprintf("%q", opts.Root), Reason: "must end with '/'"}
 	}
 	if err := metastore.ValidateKey(opts.Root + "x"); err != nil {
-		return nil, &ConfigError{Field: "Root", Value: fmt.Sprintf("%q", opts.Root), Reason: err.Error()}
+		return nil, &ConfigError{Field: "Root", Value: fmt.Sprintf("%q", opts.Root), Reason: "not a valid key prefix", Err: err}
 	}
 	log := opts.Logger
 	if log == nil {

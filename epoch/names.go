@@ -14,13 +14,25 @@ type ConfigError struct {
 	Field  string
 	Value  any
 	Reason string
+	// Err is the cause, when there is one (an objstore.ErrInvalidKey, say):
+	// errors.Is reaches it through the ConfigError.
+	Err error
 }
 
 func (e *ConfigError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("epoch: invalid %s %v: %s: %v", e.Field, e.Value, e.Reason, e.Err)
+	}
 	return fmt.Sprintf("epoch: invalid %s %v: %s", e.Field, e.Value, e.Reason)
 }
 
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap makes errors.Is match ErrInvalidConfig and the cause.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidConfig}
+	}
+	return []error{ErrInvalidConfig, e.Err}
+}
 
 // MaxNameLen bounds star ids, class names and bucket names.
 const MaxNameLen = 64

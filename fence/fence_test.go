@@ -94,8 +94,6 @@ func scenarios() []scenario {
 	}
 }
 
-
-
 // TestScenarios fences hand-laid epochs on in-memory zones.
 func TestScenarios(t *testing.T) {
 	for _, c := range scenarios() {

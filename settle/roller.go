@@ -116,6 +116,9 @@ func (a *Append) resolve(pos chain.Position, err error) {
 // star (a previous incarnation's, crashed or not), mints a new epoch with
 // constants c, and starts appending there. The Settler must have a Fencer.
 func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants, opts RollerOptions) (*Roller, error) {
+	if s == nil {
+		return nil, &epoch.ConfigError{Field: "settler", Value: nil, Reason: "required"}
+	}
 	if s.opts.Fencer == nil {
 		return nil, &epoch.ConfigError{Field: "Settler.Fencer", Value: nil, Reason: "a Roller fences its own epochs"}
 	}
@@ -128,6 +131,19 @@ func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants,
 	opts.Writer.Keys = s.opts.Keys
 	if opts.Writer.Clock == nil {
 		opts.Writer.Clock = opts.Clock
+	}
+	// Refuse bad input before anything is fenced, settled or minted.
+	if err := epoch.ValidateName("star", star); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := s.zones.Resolve(c.Buckets); err != nil {
+		return nil, fmt.Errorf("roller %s: %w", star, err)
+	}
+	if err := opts.Writer.Validate(); err != nil {
+		return nil, err
 	}
 	r := &Roller{settler: s, fencer: s.opts.Fencer, star: star, opts: opts, clock: clock.Or(opts.Clock),
 		log: opts.Logger, kick: make(chan struct{}, 1), sub: make(chan struct{}, 1), changed: make(chan struct{}), requests: make(chan rollRequest), done: make(chan struct{})}

@@ -51,6 +51,11 @@ func run(ctx context.Context, w io.Writer) error {
 		zones = append(zones, b)
 	}
 
+	if err := objstore.VerifyDistinct(ctx, zones[0], zones[1], zones[2]); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "zone-a, zone-b, zone-c: verified: three distinct stores")
+
 	const key = "demo/star-1/00000000000000000001/00000000000000000000"
 	flight, poison := []byte("flight: epoch 1, slot 0"), []byte("poison")
 	for _, b := range zones {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,10 +96,12 @@ func openBackends(ctx context.Context, cfg *config) (_ *backends, err error) {
 		}
 		be.zonesDesc = fmt.Sprintf("%d filesystem buckets (objstore/fs) under %s", cfg.k, dir)
 	} else {
-		// The demonstration's own transport, so that its connections are
-		// closed when it ends.
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		be.closers = append(be.closers, tr.CloseIdleConnections)
+		// One HTTP client for every zone, keeping a window of idle
+		// connections per server (a writer has up to a window of PUTs in
+		// flight per zone), so that connections are reused rather than
+		// left in TIME_WAIT; its connections close when the demo ends.
+		hc := s3.NewHTTPClient(cfg.window)
+		be.closers = append(be.closers, hc.CloseIdleConnections)
 		clients := make(map[string]*awss3.Client)
 		var where []string
 		for i, name := range cfg.s3Buckets {
@@ -116,7 +117,7 @@ func openBackends(ctx context.Context, cfg *config) (_ *backends, err error) {
 					AccessKey:  cfg.s3AccessKey,
 					SecretKey:  cfg.s3SecretKey,
 					PathStyle:  true,
-					HTTPClient: &http.Client{Transport: tr},
+					HTTPClient: hc,
 				})
 				if err != nil {
 					return nil, err

@@ -117,6 +117,10 @@ func (d *demo) run(ctx context.Context) error {
 		names = append(names, z.Name())
 	}
 	tl.at("setup", "%s: each refuses a second create of one key (objstore.Verify)", zoneList(names))
+	if err := objstore.VerifyDistinct(ctx, d.be.zones...); err != nil {
+		return err
+	}
+	tl.at("setup", "%s: %d distinct stores, none sees another's probe (objstore.VerifyDistinct)", zoneList(names), len(names))
 
 	var viewA, viewB []objstore.Bucket
 	for i, z := range d.be.zones {

@@ -29,22 +29,30 @@
 // -s3-buckets is refused before anything starts.
 //
 // A run is reproducible: the same flags print the same lines with the same
-// counts every time, and only the times differ. Nothing it counts depends
-// on timing. Which of star-a's PUTs are held up follows from the flags: in
-// the zones it loses, the PUT of every in-flight slot; in the zones it
-// still reaches, the PUT of the hole slot, two fifths into the in-flight
-// appends. A held-up PUT gets no answer before star-a dies, so star-a
-// sends exactly one per zone and slot and never retries it. The host's
-// absorb batches finish before star-a's state is reported, and the final
-// verification reads one slot at a time.
+// counts every time; only the times, the run ID and the directory differ.
+// Nothing the run counts is left to timing:
 //
-// -seed seeds the injected latency and nothing else: each party's view of
-// each zone draws its delays from its own generator, seeded from -seed and
-// the zone's position, so the same seed draws the same sequence of delays.
+//   - Which of star-a's PUTs are held up follows from the flags: in the
+//     zones it loses, the PUT of every in-flight slot; in the zones it
+//     still reaches, that of the hole slot, two fifths into the in-flight
+//     appends. A held-up PUT gets no answer before star-a dies, so star-a
+//     sends exactly one per zone and slot and never retries it.
+//   - Before star-a loses zones, every zone has its copy of each
+//     acknowledged slot and the host's absorb batches have finished. A
+//     PUT that passed is not recalled when star-a dies.
+//   - The final verification reads one slot at a time, so it sends no
+//     read-ahead requests past the end of star-b's open epoch.
+//
+// A zone that fails a request breaks this: star-a's retries, and what they
+// change, depend on timing.
+//
+// -seed seeds the injected latency and nothing else. Each party's view of
+// each zone draws its delays from its own generator, seeded with -seed plus
+// the zone's position, so a seed always draws the same sequence of delays.
 // Which request gets which delay follows the order in which concurrent
 // requests arrive, which the Go scheduler decides, and the times printed
-// are measured on the wall clock: they vary from run to run whatever the
-// seed. The counts do not depend on the seed.
+// are wall-clock times: they vary from run to run whatever the seed. The
+// counts do not depend on the seed.
 //
 // Each run writes under its own key prefix and metastore root, which it
 // prints, so runs against the same services never meet.

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/metastore"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
@@ -66,6 +69,12 @@ type fixture struct {
 	objMark  map[string][]byte
 
 	scratch *epoch.Record // a record minted by a case, for its checks
+
+	// tail, when tailSet, replaces the case's tail: what reading hits past
+	// the acknowledged flights depends on which copies a halted writer
+	// still sent.
+	tail    error
+	tailSet bool
 }
 
 func newFixture(t *testing.T, onFS bool) *fixture {
@@ -87,6 +96,7 @@ func newFixture(t *testing.T, onFS bool) *fixture {
 		require.NoError(t, os.MkdirAll(filepath.Join(f.dir, "zones"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(f.dir, "zones", "neighbour.txt"), []byte("next to the roots"), 0o644))
 	}
+	landed := make(chan struct{}, 64)
 	for i := range 3 {
 		name := fmt.Sprintf("zone-%c", 'a'+i)
 		var b objstore.Bucket
@@ -101,7 +111,7 @@ func newFixture(t *testing.T, onFS bool) *fixture {
 		z := fault.Wrap(b, fault.Options{Seed: uint64(i + 1)})
 		f.raw = append(f.raw, b)
 		f.zones = append(f.zones, z)
-		f.buckets = append(f.buckets, z)
+		f.buckets = append(f.buckets, landing{Bucket: z, landed: landed})
 	}
 	f.rec, err = m.Mint(ctx, starA, f.constants())
 	require.NoError(t, err)
@@ -112,6 +122,15 @@ func newFixture(t *testing.T, onFS bool) *fixture {
 		require.NoError(t, f.appendNext())
 	}
 	require.Len(t, f.acked, acks)
+	// An append is acknowledged at W copies; wait for the K-th copies too,
+	// so that the snapshot below holds every copy the writer will make.
+	for range acks * len(f.raw) {
+		select {
+		case <-landed:
+		case <-ctx.Done():
+			t.Fatal("the writer's copies did not all land")
+		}
+	}
 	f.objects = f.snapshotObjects()
 	f.mark()
 	return f
@@ -338,6 +357,16 @@ func (f *fixture) snapshotObjects() map[string][]byte {
 	f.t.Helper()
 	out := map[string][]byte{}
 	for i, b := range f.raw {
+		if f.dir != "" {
+			// A fresh handle per listing: an fs Bucket lists its root
+			// directory through a duplicate of its root descriptor, which
+			// shares the directory offset, so a second listing of ""
+			// on the same handle finds nothing.
+			fb, err := fsbucket.New(f.root(i), fsbucket.Options{Name: b.Name(), NoSync: true})
+			require.NoError(f.t, err)
+			defer fb.Close()
+			b = fb
+		}
 		for o, err := range objstore.All(f.ctx, b, "") {
 			require.NoError(f.t, err)
 			data, err := b.Get(f.ctx, o.Key)
@@ -363,8 +392,29 @@ func (f *fixture) snapshotMeta() map[string]string {
 // are exactly as they were at the last mark.
 func (f *fixture) requireUnchanged() {
 	f.t.Helper()
-	require.Equal(f.t, f.metaMark, f.snapshotMeta(), "the metastore is unchanged")
-	require.Equal(f.t, f.objMark, f.snapshotObjects(), "every bucket is unchanged")
+	require.Empty(f.t, diff(f.metaMark, f.snapshotMeta()), "the metastore is unchanged")
+	require.Empty(f.t, diff(f.objMark, f.snapshotObjects()), "every bucket is unchanged")
+}
+
+// diff lists the keys added, removed or changed from a to b.
+func diff[V string | []byte](a, b map[string]V) []string {
+	var out []string
+	for k, v := range a {
+		w, ok := b[k]
+		switch {
+		case !ok:
+			out = append(out, "removed "+k)
+		case string(v) != string(w):
+			out = append(out, "changed "+k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, "added "+k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // record reads star-a's epoch record.
@@ -448,6 +498,24 @@ func (c *expiringCtx) Err() error {
 
 func (c *expiringCtx) Expire() { c.once.Do(func() { close(c.done) }) }
 
+// landing reports every object created through it on landed, while there
+// is room: the fixture waits there for all of its writer's copies.
+type landing struct {
+	objstore.Bucket
+	landed chan struct{}
+}
+
+func (l landing) Create(ctx context.Context, key string, data []byte) error {
+	err := l.Bucket.Create(ctx, key, data)
+	if err == nil {
+		select {
+		case l.landed <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
 // overwriting is a bucket that ignores create-only: Create replaces.
 type overwriting struct{ objstore.Bucket }
 
@@ -490,6 +558,12 @@ func configField(field string) func(*testing.T, *fixture, error) {
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, field, ce.Field, "the refused field: %v", err)
 	}
+}
+
+// withCause adds a cause the refusal must reach through errors.Is.
+func withCause(c badCase, cause error) badCase {
+	c.want = append(c.want, cause)
+	return c
 }
 
 // cfg is a configuration refusal: a *epoch.ConfigError naming field, and
@@ -578,7 +652,11 @@ func TestBadInput(t *testing.T) {
 			if c.pure {
 				f.requireUnchanged()
 			}
-			f.verify(c.tail)
+			tail := c.tail
+			if f.tailSet {
+				tail = f.tail
+			}
+			f.verify(tail)
 		})
 		if !ok {
 			continue
@@ -595,7 +673,8 @@ func TestBadInput(t *testing.T) {
 	for _, c := range cats {
 		t.Logf("%-15s %d", c, byCat[c])
 	}
-	t.Logf("%d bad-input cases (%d typed refusals, %d tolerated faults)", n, refusals, n-refusals)
+	t.Logf("%d typed refusals, %d tolerated faults", refusals, n-refusals)
+	t.Logf("%d bad-input cases", n)
 	require.GreaterOrEqual(t, n, 70)
 	require.GreaterOrEqual(t, refusals, 70)
 }
@@ -738,8 +817,20 @@ func configCases() []badCase {
 		newWriterB("keys-path-escape", "prefix", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
 			o.Keys = chain.Keys{Prefix: "../x"}
 		}),
-		newWriterB("keys-over-MaxKeyLen", "Keys", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+		withCause(newWriterB("keys-over-MaxKeyLen", "prefix", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
 			o.Keys = overlong
+		}), objstore.ErrInvalidKey),
+		withCause(cfg("config", "NewReader/keys-over-MaxKeyLen", "prefix", func(f *fixture) error {
+			_, err := chain.NewReader(f.minter, chain.MustZones(f.buckets...), chain.ReaderOptions{Keys: overlong})
+			return err
+		}), objstore.ErrInvalidKey),
+		withCause(cfg("config", "fence.New/keys-over-MaxKeyLen", "prefix", func(f *fixture) error {
+			_, err := fence.New(f.minter, chain.MustZones(f.buckets...), fence.Options{Keys: overlong})
+			return err
+		}), objstore.ErrInvalidKey),
+		cfg("config", "OpenRoller/nil-settler", "settler", func(f *fixture) error {
+			_, err := settle.OpenRoller(f.ctx, nil, starA, f.constants(), settle.RollerOptions{})
+			return err
 		}),
 		newWriterB("record-with-bad-W", "w", func(_ *fixture, rec **epoch.Record, _ *[]objstore.Bucket, _ *chain.WriterOptions) {
 			c := **rec
@@ -1062,6 +1153,21 @@ func fsCases() []badCase {
 			_, err := b.Get(f.ctx, "file-link")
 			return err
 		}),
+		{cat: "fs", name: "New/empty-root", fs: true, pure: true, want: is(objstore.ErrNoSuchBucket),
+			run: fsOp(nil, func(f *fixture, _ *fsbucket.Bucket) error {
+				_, err := fsbucket.New("", fsbucket.Options{})
+				return err
+			})},
+		{cat: "fs", name: "New/root-is-a-file", fs: true, pure: true, want: is(objstore.ErrNoSuchBucket),
+			run: fsOp(nil, func(f *fixture, _ *fsbucket.Bucket) error {
+				file := filepath.Join(f.dir, "outside", "a-file")
+				if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+					return err
+				}
+				defer os.Remove(file)
+				_, err := fsbucket.New(file, fsbucket.Options{CreateRoot: true})
+				return err
+			})},
 		{cat: "fs", name: "Create/over-symlinked-file", fs: true, pure: true, want: is(objstore.ErrExists),
 			run: fsOp(symlinks, create("file-link"))},
 		{cat: "fs", name: "New/missing-root-without-CreateRoot", fs: true, pure: true, want: is(objstore.ErrNoSuchBucket, os.ErrNotExist),
@@ -1257,8 +1363,21 @@ func writerObjectCases() []badCase {
 		// Another well-formed flight: two writers on one epoch. The writer
 		// halts and a reader never serves the slot.
 		writerCase("conflicting-flights-in-two-zones", conflictTwo, is(chain.ErrConflictingFlight), untouched(conflictTwo, conflict), chain.ErrConflictingFlight),
-		{cat: "writer-objects", name: "conflicting-flight-in-one-zone", want: is(chain.ErrConflictingFlight), tail: chain.ErrConflictingFlight,
-			as: untouched(conflictOne, conflict),
+		{cat: "writer-objects", name: "conflicting-flight-in-one-zone", want: is(chain.ErrConflictingFlight),
+			as: untouched(conflictOne, func(t *testing.T, f *fixture, err error) {
+				conflict(t, f, err)
+				// Zone c may or may not have taken the writer's copy before
+				// zone a's conflict decided the slot: with it, a reader
+				// meets the two flights; without it, one copy of each
+				// flight at most, and the slot is not committed.
+				_, gerr := f.raw[2].Get(f.ctx, f.key(acks))
+				if gerr == nil {
+					f.tail = chain.ErrConflictingFlight
+				} else {
+					require.ErrorIs(t, gerr, objstore.ErrNotFound)
+				}
+				f.tailSet = true
+			}),
 			run: func(f *fixture) error {
 				placeAt5(f, conflictOne(f))
 				// Zone b does not answer, so the writer's copies cannot
@@ -1277,3 +1396,715 @@ func writerObjectCases() []badCase {
 		}), nil),
 	}
 }
+
+// fencedB makes star-b's epoch with n acknowledged flights and fences it
+// (cut n), then lets damage replace its slot objects.
+func (f *fixture) fencedB(n int, damage func(rec *epoch.Record)) *epoch.Record {
+	f.t.Helper()
+	rec := f.mintB()
+	w := f.writerB(rec)
+	for i := range n {
+		_, err := w.Append(f.ctx, fmt.Appendf(nil, "b-%d", i))
+		require.NoError(f.t, err)
+	}
+	cut, err := f.fencer().Fence(f.ctx, starB, rec.Epoch)
+	require.NoError(f.t, err)
+	require.Equal(f.t, uint64(n), cut)
+	damage(rec)
+	return rec
+}
+
+func readAt(slot uint64) func(f *fixture) error {
+	return func(f *fixture) error {
+		_, err := f.reader().Read(f.ctx, starA, chain.Position{Epoch: f.ep(), Slot: slot})
+		return err
+	}
+}
+
+func readerObjectCases() []badCase {
+	readCase := func(name string, objs func(f *fixture) map[int][]byte, want []error, tail error) badCase {
+		return badCase{cat: "reader-objects", name: name, want: want, tail: tail,
+			run: func(f *fixture) error { placeAt5(f, objs(f)); return readAt(acks)(f) }}
+	}
+	dataUnavailable := func(t *testing.T, _ *fixture, err error) {
+		t.Helper()
+		var de *chain.DataUnavailableError
+		require.ErrorAs(t, err, &de)
+		require.Equal(t, uint64(1), de.Slot)
+		require.Equal(t, starB, de.Star)
+	}
+	return []badCase{
+		// Damage to one copy of an acknowledged slot of the open epoch:
+		// the other two copies still make W.
+		{cat: "reader-objects", name: "open-acked-copy-corrupt-in-one-zone-tolerated",
+			run: func(f *fixture) error { f.damage(0, 2, flipLast(f.own(2))); return readAt(2)(f) }},
+		{cat: "reader-objects", name: "open-acked-copy-misplaced-in-one-zone-tolerated",
+			run: func(f *fixture) error { f.damage(2, 3, f.own(4)); return readAt(3)(f) }},
+		// Once fenced, one valid copy is enough: two damaged zones of three
+		// still serve every acknowledged flight.
+		{cat: "reader-objects", name: "fenced-acked-copies-corrupt-in-two-zones-tolerated",
+			run: func(f *fixture) error {
+				f.fenceA()
+				f.damage(0, 1, garbage())
+				f.damage(1, 1, truncated(f.own(1)))
+				return readAt(1)(f)
+			}},
+		// Objects past the acknowledged prefix never read as committed.
+		readCase("open-copy-with-corrupt-body-does-not-count",
+			func(f *fixture) map[int][]byte { return map[int][]byte{0: f.own(acks), 1: flipLast(f.own(acks))} },
+			is(chain.ErrNotCommitted), nil),
+		readCase("open-truncated-copies-do-not-count",
+			func(f *fixture) map[int][]byte { return map[int][]byte{0: truncated(f.own(acks)), 2: f.own(acks)} },
+			is(chain.ErrNotCommitted), nil),
+		readCase("open-misplaced-copies-in-every-zone",
+			func(f *fixture) map[int][]byte {
+				m := chain.EncodeFlight(starA, f.ep(), acks+1, []byte("acked-5"))
+				return map[int][]byte{0: m, 1: m, 2: m}
+			},
+			is(chain.ErrNotCommitted), nil),
+		readCase("open-newer-format-in-two-zones",
+			func(f *fixture) map[int][]byte {
+				return map[int][]byte{0: newerFormat(f.own(acks)), 1: newerFormat(f.own(acks))}
+			},
+			is(chain.ErrNotCommitted), nil),
+		{cat: "reader-objects", name: "open-conflicting-flights-in-two-zones", want: is(chain.ErrConflictingFlight), tail: chain.ErrConflictingFlight,
+			as: func(t *testing.T, f *fixture, err error) {
+				var ce *chain.ConflictError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, uint64(acks), ce.Slot)
+			},
+			run: func(f *fixture) error {
+				placeAt5(f, map[int][]byte{0: f.own(acks), 1: f.flight(acks, "a second writer's")})
+				return readAt(acks)(f)
+			}},
+		{cat: "reader-objects", name: "open-past-the-prefix", want: is(chain.ErrNotCommitted), pure: true, run: readAt(acks + 3)},
+		{cat: "reader-objects", name: "open-at-max-slot", want: is(chain.ErrNotCommitted), pure: true, run: readAt(^uint64(0))},
+		{cat: "reader-objects", name: "fenced-at-the-cut", want: is(chain.ErrNotCommitted),
+			run: func(f *fixture) error { f.fenceA(); return readAt(acks)(f) }},
+		{cat: "reader-objects", name: "never-minted-epoch", want: is(chain.ErrNotCommitted, epoch.ErrNoRecord), pure: true,
+			run: func(f *fixture) error {
+				_, err := f.reader().Read(f.ctx, starA, chain.Position{Epoch: 42})
+				return err
+			}},
+		{cat: "reader-objects", name: "zone-missing-from-reader", want: is(epoch.ErrInvalidConfig), as: configField("buckets[2]"), pure: true,
+			run: func(f *fixture) error {
+				r, err := chain.NewReader(f.minter, chain.MustZones(f.buckets[:2]...), chain.ReaderOptions{Keys: keys})
+				require.NoError(f.t, err)
+				return readAll(f, r, starA)
+			}},
+		// A fenced slot whose every copy is damaged cannot be served
+		// (star-b: star-a's acknowledged flights stay intact).
+		{cat: "reader-objects", name: "fenced-every-copy-corrupt", want: is(chain.ErrDataUnavailable, chain.ErrCorrupt), as: dataUnavailable,
+			run: func(f *fixture) error {
+				rec := f.fencedB(2, func(rec *epoch.Record) {
+					key := keys.Slot(starB, rec.Epoch, 1)
+					f.replace(0, key, garbage())
+					f.replace(1, key, flipLast(chain.EncodeFlight(starB, rec.Epoch, 1, []byte("b-1"))))
+					f.replace(2, key, truncated(chain.EncodeFlight(starB, rec.Epoch, 1, []byte("b-1"))))
+				})
+				_, err := f.reader().Read(f.ctx, starB, chain.Position{Epoch: rec.Epoch, Slot: 1})
+				return err
+			}},
+		{cat: "reader-objects", name: "fenced-every-copy-misplaced", want: is(chain.ErrDataUnavailable, chain.ErrMisplaced), as: dataUnavailable,
+			run: func(f *fixture) error {
+				f.fencedB(2, func(rec *epoch.Record) {
+					key := keys.Slot(starB, rec.Epoch, 1)
+					for i := range 3 {
+						f.replace(i, key, chain.EncodeFlight(starB, rec.Epoch, 0, []byte("b-0")))
+					}
+				})
+				var err error
+				for fl, ferr := range f.reader().Flights(f.ctx, starB, chain.Position{}) {
+					if ferr != nil {
+						err = ferr
+						break
+					}
+					require.Equal(f.t, uint64(0), fl.Slot, "only slot 0 is served")
+				}
+				return err
+			}},
+	}
+}
+
+func fenceAt(f *fixture) error {
+	_, err := f.fencer().Fence(f.ctx, starA, f.ep())
+	return err
+}
+
+// foreign checks a fence blocked at slot 5 by n foreign objects, the epoch
+// left open (no cut published).
+func foreign(n int) func(*testing.T, *fixture, error) {
+	return func(t *testing.T, f *fixture, err error) {
+		t.Helper()
+		var fe *fence.ForeignError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, uint64(acks), fe.Slot)
+		require.Len(t, fe.Objects, n)
+		for _, o := range fe.Objects {
+			var oe *chain.ObjectError
+			require.ErrorAs(t, o, &oe)
+			require.Equal(t, f.key(acks), oe.Key)
+		}
+		require.Equal(t, epoch.StateOpen, f.record().State, "no cut was published")
+	}
+}
+
+func fenceCase(name string, objs func(f *fixture) map[int][]byte, want []error, as func(*testing.T, *fixture, error), tail error) badCase {
+	return badCase{cat: "fence-objects", name: name, want: want, as: as, tail: tail,
+		run: func(f *fixture) error { placeAt5(f, objs(f)); return fenceAt(f) }}
+}
+
+func cutAt(cut uint64) func(*testing.T, *fixture, error) {
+	return func(t *testing.T, f *fixture, _ error) {
+		t.Helper()
+		rec := f.record()
+		require.True(t, rec.Fenced())
+		require.Equal(t, cut, rec.Cut)
+	}
+}
+
+func fenceObjectCases() []badCase {
+	return []badCase{
+		// Junk in one zone: the other two take poison, the cut is 5.
+		fenceCase("corrupt-in-one-zone-tolerated", func(*fixture) map[int][]byte { return map[int][]byte{0: garbage()} },
+			nil, cutAt(acks), nil),
+		fenceCase("misplaced-in-one-zone-tolerated", func(f *fixture) map[int][]byte { return map[int][]byte{2: f.own(acks + 1)} },
+			nil, cutAt(acks), nil),
+		{cat: "fence-objects", name: "acked-copy-corrupt-in-one-zone-tolerated", as: cutAt(acks),
+			run: func(f *fixture) error { f.damage(1, 3, flipLast(f.own(3))); return fenceAt(f) }},
+		// Junk in two zones blocks the slot: never overwritten, never
+		// counted; the fence stops and says which objects.
+		fenceCase("corrupt-in-two-zones", func(*fixture) map[int][]byte { return map[int][]byte{0: garbage(), 1: garbage()} },
+			is(fence.ErrForeign, chain.ErrCorrupt), foreign(2), nil),
+		fenceCase("truncated-in-every-zone", func(f *fixture) map[int][]byte {
+			return map[int][]byte{0: truncated(f.own(acks)), 1: truncated(f.own(acks)), 2: f.own(acks)[:20]}
+		}, is(fence.ErrForeign, chain.ErrCorrupt), foreign(3), nil),
+		fenceCase("corrupt-body-copies-in-two-zones", func(f *fixture) map[int][]byte {
+			return map[int][]byte{1: flipLast(f.own(acks)), 2: flipLast(f.own(acks))}
+		}, is(fence.ErrForeign, chain.ErrCorrupt), foreign(2), nil),
+		fenceCase("misplaced-in-two-zones", func(f *fixture) map[int][]byte {
+			return map[int][]byte{0: f.own(acks + 3), 2: chain.EncodeFlight(starB, f.ep(), acks, []byte("acked-5"))}
+		}, is(fence.ErrForeign, chain.ErrMisplaced), foreign(2), nil),
+		fenceCase("newer-format-in-two-zones", func(f *fixture) map[int][]byte {
+			return map[int][]byte{0: newerFormat(f.own(acks)), 1: newerFormat(f.poison(acks))}
+		}, is(fence.ErrForeign, chain.ErrUnknownFormat), foreign(2), nil),
+		fenceCase("corrupt-poison-in-two-zones", func(f *fixture) map[int][]byte {
+			return map[int][]byte{1: flipLast(f.poison(acks)), 2: flipLast(f.poison(acks))}
+		}, is(fence.ErrForeign, chain.ErrCorrupt), foreign(2), nil),
+		fenceCase("misplaced-poison-in-two-zones", func(f *fixture) map[int][]byte {
+			return map[int][]byte{0: f.poison(acks + 1), 1: f.poison(acks + 2)}
+		}, is(fence.ErrForeign, chain.ErrMisplaced), foreign(2), nil),
+		// Two different flights: two writers wrote the epoch. Never a cut.
+		fenceCase("conflicting-flights-in-two-zones", func(f *fixture) map[int][]byte {
+			return map[int][]byte{0: f.own(acks), 1: f.flight(acks, "a second writer's")}
+		}, is(chain.ErrConflictingFlight), conflict, chain.ErrConflictingFlight),
+		fenceCase("three-different-flights", func(f *fixture) map[int][]byte {
+			return map[int][]byte{0: f.own(acks), 1: f.flight(acks, "second"), 2: f.flight(acks, "third")}
+		}, is(chain.ErrConflictingFlight), conflict, chain.ErrConflictingFlight),
+		{cat: "fence-objects", name: "conflict-even-with-W-identical-copies", want: is(chain.ErrConflictingFlight),
+			as: conflict, tail: chain.ErrConflictingFlight,
+			run: func(f *fixture) error {
+				placeAt5(f, map[int][]byte{0: f.flight(acks, "second"), 1: f.flight(acks, "second"), 2: f.own(acks)})
+				err := fenceAt(f)
+				// Readers of the open epoch return as soon as W identical
+				// copies agree, so this slot could be served by one; take
+				// the third copy away before verify reads the chain.
+				require.NoError(f.t, f.raw[0].Delete(f.ctx, f.key(acks)))
+				return err
+			}},
+		{cat: "fence-objects", name: "never-minted-epoch", pure: true, want: is(epoch.ErrNoRecord),
+			run: func(f *fixture) error {
+				_, err := f.fencer().Fence(f.ctx, starA, f.ep()+9)
+				return err
+			}},
+		{cat: "fence-objects", name: "epoch-zero", pure: true, want: is(epoch.ErrNoRecord),
+			run: func(f *fixture) error {
+				_, err := f.fencer().Fence(f.ctx, starA, 0)
+				return err
+			}},
+		{cat: "fence-objects", name: "zone-missing-from-fencer", pure: true, want: is(epoch.ErrInvalidConfig), as: configField("buckets[2]"),
+			run: func(f *fixture) error {
+				fn, err := fence.New(f.minter, chain.MustZones(f.buckets[:2]...), fence.Options{Keys: keys, Clock: f.clk})
+				require.NoError(f.t, err)
+				_, err = fn.Fence(f.ctx, starA, f.ep())
+				return err
+			}},
+		// A zone down holds the deciding vote: the fence waits on its
+		// clock and, when its context ends, says which zone it waits for.
+		{cat: "fence-objects", name: "undecided-with-a-zone-down-bounded-by-ctx", want: is(fence.ErrUndecided, context.DeadlineExceeded),
+			as: func(t *testing.T, f *fixture, err error) {
+				var ue *fence.UndecidedError
+				require.ErrorAs(t, err, &ue)
+				require.Equal(t, uint64(acks), ue.Slot)
+				require.Equal(t, []string{"zone-c"}, ue.Waiting)
+				require.Equal(t, epoch.StateOpen, f.record().State)
+			},
+			run: func(f *fixture) error {
+				placeAt5(f, map[int][]byte{0: f.flight(acks, "a zombie's"), 1: f.poison(acks)})
+				f.zones[2].SetDown(true)
+				fc := clock.NewFake(time.Unix(0, 0))
+				fn, err := fence.New(f.minter, f.zoneMap(), fence.Options{Keys: keys, Clock: fc})
+				require.NoError(f.t, err)
+				ctx := newExpiringCtx()
+				done := make(chan error, 1)
+				go func() {
+					_, err := fn.Fence(ctx, starA, f.ep())
+					done <- err
+				}()
+				blocked := make(chan struct{})
+				go func() {
+					fc.BlockUntil(1)
+					close(blocked)
+				}()
+				select {
+				case <-blocked:
+					ctx.Expire()
+					return <-done
+				case err := <-done:
+					// The fence ended without waiting: release the
+					// goroutine above and let the checks report it.
+					tm := fc.AfterFunc(time.Hour, func() {})
+					<-blocked
+					tm.Stop()
+					return err
+				}
+			}},
+	}
+}
+
+// checkpointStays checks that a refused cursor move left star-a's cursors
+// at want.
+func checkpointStays(want epoch.Cursors, then func(*testing.T, *fixture, error)) func(*testing.T, *fixture, error) {
+	return func(t *testing.T, f *fixture, err error) {
+		t.Helper()
+		then(t, f, err)
+		require.Equal(t, want, f.record().Cursors, "the cursors did not move")
+	}
+}
+
+func misuseCases() []badCase {
+	newWriter := func(rec *epoch.Record, f *fixture) error {
+		w, err := chain.NewWriter(rec, f.buckets, chain.WriterOptions{Keys: keys, Clock: f.clk})
+		if err == nil {
+			w.Abort()
+		}
+		return err
+	}
+	return []badCase{
+		// Nothing resumes an epoch: only the record Mint returned, once.
+		{cat: "misuse", name: "resume/record-read-back-with-Get", pure: true, want: is(epoch.ErrNotMinted),
+			run: func(f *fixture) error { return newWriter(f.record(), f) }},
+		{cat: "misuse", name: "resume/record-read-back-with-Epochs", pure: true, want: is(epoch.ErrNotMinted),
+			run: func(f *fixture) error {
+				for rec, err := range f.minter.Epochs(f.ctx, starA) {
+					require.NoError(f.t, err)
+					return newWriter(rec, f)
+				}
+				return nil
+			}},
+		{cat: "misuse", name: "resume/record-read-back-after-checkpoint", want: is(epoch.ErrNotMinted),
+			run: func(f *fixture) error {
+				_, err := f.w.Checkpoint(f.ctx, 3)
+				require.NoError(f.t, err)
+				return newWriter(f.record(), f)
+			}},
+		{cat: "misuse", name: "double-writer/same-minted-record", pure: true, want: is(epoch.ErrClaimed),
+			run: func(f *fixture) error { return newWriter(f.rec, f) }},
+		{cat: "misuse", name: "double-writer/copy-of-minted-record", pure: true, want: is(epoch.ErrClaimed),
+			run: func(f *fixture) error {
+				c := *f.rec
+				return newWriter(&c, f)
+			}},
+		{cat: "misuse", name: "stale/fenced-record", want: is(epoch.ErrState), as: stateErr(epoch.StateFenced),
+			run: func(f *fixture) error { f.fenceA(); return newWriter(f.record(), f) }},
+		{cat: "misuse", name: "stale/settled-record", want: is(epoch.ErrState), as: stateErr(epoch.StateSettled),
+			run: func(f *fixture) error { f.settleA(); return newWriter(f.record(), f) }},
+		// A minted record whose epoch was fenced before its writer started:
+		// the record in hand still says open, but the first append meets
+		// the poison and nothing is acknowledged.
+		{cat: "misuse", name: "stale/minted-record-fenced-before-its-writer", want: is(chain.ErrFenced),
+			as: func(t *testing.T, f *fixture, err error) {
+				var fe *chain.FencedError
+				require.ErrorAs(t, err, &fe)
+				require.Equal(t, starB, fe.Star)
+				require.Equal(t, uint64(0), fe.Slot)
+				_, err = f.reader().Read(f.ctx, starB, chain.Position{Epoch: f.scratch.Epoch, Slot: 0})
+				require.ErrorIs(t, err, chain.ErrNotCommitted)
+			},
+			run: func(f *fixture) error {
+				rec := f.mintB()
+				cut, err := f.fencer().Fence(f.ctx, starB, rec.Epoch)
+				require.NoError(f.t, err)
+				require.Equal(f.t, uint64(0), cut)
+				_, err = f.writerB(rec).Append(f.ctx, []byte("too late"))
+				return err
+			}},
+		{cat: "misuse", name: "stale/writer-appends-after-a-successor-fenced", want: is(chain.ErrFenced),
+			as: func(t *testing.T, f *fixture, err error) {
+				var fe *chain.FencedError
+				require.ErrorAs(t, err, &fe)
+				require.Equal(t, uint64(acks), fe.Slot)
+				_, err = f.w.Submit(f.ctx, []byte("again"))
+				require.ErrorIs(t, err, chain.ErrFenced)
+			},
+			run: func(f *fixture) error { f.fenceA(); return f.appendNext() }},
+		// After Close or Abort.
+		{cat: "misuse", name: "Submit-after-Close", pure: true, want: is(chain.ErrClosed),
+			run: func(f *fixture) error {
+				require.NoError(f.t, f.w.Close(f.ctx))
+				_, err := f.w.Submit(f.ctx, []byte("late"))
+				return err
+			}},
+		{cat: "misuse", name: "Append-after-Close", pure: true, want: is(chain.ErrClosed),
+			run: func(f *fixture) error {
+				require.NoError(f.t, f.w.Close(f.ctx))
+				return f.appendNext()
+			}},
+		{cat: "misuse", name: "Submit-after-Abort", pure: true, want: is(chain.ErrClosed),
+			run: func(f *fixture) error {
+				f.w.Abort()
+				_, err := f.w.Submit(f.ctx, []byte("late"))
+				return err
+			}},
+		{cat: "misuse", name: "Append-after-Close-and-Abort", pure: true, want: is(chain.ErrClosed),
+			run: func(f *fixture) error {
+				require.NoError(f.t, f.w.Close(f.ctx))
+				f.w.Abort()
+				f.w.Abort()
+				return f.appendNext()
+			}},
+		{cat: "misuse", name: "Submit-with-done-context", pure: true, want: is(context.Canceled),
+			as: func(t *testing.T, f *fixture, _ error) {
+				require.Equal(t, uint64(acks), f.w.Stats().Submitted, "nothing was assigned")
+			},
+			run: func(f *fixture) error {
+				ctx, cancel := context.WithCancel(f.ctx)
+				cancel()
+				_, err := f.w.Submit(ctx, []byte("never"))
+				return err
+			}},
+		// Cursors.
+		{cat: "misuse", name: "Checkpoint-past-Released", pure: true, want: is(epoch.ErrCursorAhead),
+			as:  checkpointStays(epoch.Cursors{}, cursorErr("checkpoint", acks+1)),
+			run: func(f *fixture) error { _, err := f.w.Checkpoint(f.ctx, acks+1); return err }},
+		{cat: "misuse", name: "Checkpoint-at-max-slot", pure: true, want: is(epoch.ErrCursorAhead),
+			as:  checkpointStays(epoch.Cursors{}, cursorErr("checkpoint", ^uint64(0))),
+			run: func(f *fixture) error { _, err := f.w.Checkpoint(f.ctx, ^uint64(0)); return err }},
+		{cat: "misuse", name: "Checkpoint-past-Released-after-Close", pure: true, want: is(epoch.ErrCursorAhead),
+			as: checkpointStays(epoch.Cursors{}, cursorErr("checkpoint", acks+2)),
+			run: func(f *fixture) error {
+				require.NoError(f.t, f.w.Close(f.ctx))
+				_, err := f.w.Checkpoint(f.ctx, acks+2)
+				return err
+			}},
+		{cat: "misuse", name: "Checkpoint-backwards", want: is(epoch.ErrCursorRegression),
+			as: checkpointStays(epoch.Cursors{Checkpoint: 3}, cursorErr("checkpoint", 2)),
+			run: func(f *fixture) error {
+				_, err := f.w.Checkpoint(f.ctx, 3)
+				require.NoError(f.t, err)
+				_, err = f.w.Checkpoint(f.ctx, 2)
+				return err
+			}},
+		{cat: "misuse", name: "Checkpoint-below-a-settled-cut", want: is(epoch.ErrCursorRegression),
+			as: checkpointStays(epoch.Cursors{Checkpoint: acks}, cursorErr("checkpoint", 3)),
+			run: func(f *fixture) error {
+				f.settleA()
+				_, err := f.w.Checkpoint(f.ctx, 3)
+				return err
+			}},
+		{cat: "misuse", name: "Advance-checkpoint-of-open-epoch", pure: true, want: is(epoch.ErrState),
+			as: checkpointStays(epoch.Cursors{}, stateErr(epoch.StateOpen)),
+			run: func(f *fixture) error {
+				_, err := f.minter.Advance(f.ctx, starA, f.ep(), epoch.Cursors{Checkpoint: 3})
+				return err
+			}},
+		{cat: "misuse", name: "Advance-trimmed-past-checkpoint", pure: true, want: is(epoch.ErrCursorAhead),
+			as: checkpointStays(epoch.Cursors{}, cursorErr("trimmed", 2)),
+			run: func(f *fixture) error {
+				_, err := f.minter.Advance(f.ctx, starA, f.ep(), epoch.Cursors{Trimmed: 2})
+				return err
+			}},
+		{cat: "misuse", name: "Advance-rewritten-past-checkpoint", want: is(epoch.ErrCursorAhead),
+			as: checkpointStays(epoch.Cursors{Checkpoint: 2}, cursorErr("rewritten", 4)),
+			run: func(f *fixture) error {
+				_, err := f.w.Checkpoint(f.ctx, 2)
+				require.NoError(f.t, err)
+				_, err = f.minter.Advance(f.ctx, starA, f.ep(), epoch.Cursors{Checkpoint: 2, Rewritten: 4})
+				return err
+			}},
+		{cat: "misuse", name: "Advance-backwards", want: is(epoch.ErrCursorRegression),
+			as: checkpointStays(epoch.Cursors{Checkpoint: 3}, cursorErr("checkpoint", 0)),
+			run: func(f *fixture) error {
+				_, err := f.w.Checkpoint(f.ctx, 3)
+				require.NoError(f.t, err)
+				_, err = f.minter.Advance(f.ctx, starA, f.ep(), epoch.Cursors{})
+				return err
+			}},
+		{cat: "misuse", name: "Advance-checkpoint-past-the-cut", want: is(epoch.ErrCursorAhead),
+			as: checkpointStays(epoch.Cursors{}, cursorErr("checkpoint", acks+1)),
+			run: func(f *fixture) error {
+				f.fenceA()
+				_, err := f.minter.Advance(f.ctx, starA, f.ep(), epoch.Cursors{Checkpoint: acks + 1})
+				return err
+			}},
+		{cat: "misuse", name: "Advance-never-minted-epoch", pure: true, want: is(epoch.ErrNoRecord),
+			run: func(f *fixture) error {
+				_, err := f.minter.Advance(f.ctx, starA, 77, epoch.Cursors{})
+				return err
+			}},
+		{cat: "misuse", name: "Trim-past-checkpoint", pure: true, want: is(epoch.ErrCursorAhead),
+			as: checkpointStays(epoch.Cursors{}, cursorErr("trimmed", 3)),
+			run: func(f *fixture) error {
+				_, err := f.settler(false).Trim(f.ctx, starA, f.ep(), 3)
+				return err
+			}},
+		{cat: "misuse", name: "Trim-past-a-moved-checkpoint", want: is(epoch.ErrCursorAhead),
+			as: checkpointStays(epoch.Cursors{Checkpoint: 2}, cursorErr("trimmed", 4)),
+			run: func(f *fixture) error {
+				_, err := f.w.Checkpoint(f.ctx, 2)
+				require.NoError(f.t, err)
+				_, err = f.settler(false).Trim(f.ctx, starA, f.ep(), 4)
+				return err
+			}},
+		{cat: "misuse", name: "Trim-past-a-settled-cut", want: is(epoch.ErrCursorAhead),
+			as: checkpointStays(epoch.Cursors{Checkpoint: acks}, cursorErr("trimmed", acks+1)),
+			run: func(f *fixture) error {
+				f.settleA()
+				_, err := f.settler(false).Trim(f.ctx, starA, f.ep(), acks+1)
+				return err
+			}},
+		{cat: "misuse", name: "Trim-never-minted-epoch", pure: true, want: is(epoch.ErrNoRecord),
+			run: func(f *fixture) error {
+				_, err := f.settler(false).Trim(f.ctx, starA, 77, 0)
+				return err
+			}},
+		{cat: "misuse", name: "Read-below-trimmed", want: is(chain.ErrTrimmed),
+			run: func(f *fixture) error {
+				_, err := f.w.Checkpoint(f.ctx, 2)
+				require.NoError(f.t, err)
+				rep, err := f.settler(false).Trim(f.ctx, starA, f.ep(), 2)
+				require.NoError(f.t, err)
+				require.Equal(f.t, uint64(2), rep.Trimmed)
+				f.trimmed = 2 // trimmed on purpose: verify expects slots 2.. only
+				return readAt(1)(f)
+			}},
+		// Publication and settlement out of turn.
+		{cat: "misuse", name: "Publish-a-different-cut", want: is(epoch.ErrCutMismatch),
+			as: func(t *testing.T, f *fixture, err error) {
+				var ce *epoch.CutMismatchError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, uint64(acks), ce.Published)
+				require.Equal(t, uint64(acks-2), ce.Offered)
+				require.Equal(t, uint64(acks), f.record().Cut)
+			},
+			run: func(f *fixture) error {
+				f.fenceA()
+				_, err := f.minter.Publish(f.ctx, starA, f.ep(), acks-2)
+				return err
+			}},
+		{cat: "misuse", name: "Publish-a-cut-below-the-checkpoint", want: is(epoch.ErrCursorAhead),
+			as: checkpointStays(epoch.Cursors{Checkpoint: 4}, func(t *testing.T, f *fixture, err error) {
+				cursorErr("checkpoint", 3)(t, f, err)
+				require.Equal(t, epoch.StateOpen, f.record().State)
+			}),
+			run: func(f *fixture) error {
+				_, err := f.w.Checkpoint(f.ctx, 4)
+				require.NoError(f.t, err)
+				_, err = f.minter.Publish(f.ctx, starA, f.ep(), 3)
+				return err
+			}},
+		{cat: "misuse", name: "MarkSettled-open-epoch", pure: true, want: is(epoch.ErrState), as: stateErr(epoch.StateOpen),
+			run: func(f *fixture) error {
+				_, err := f.minter.MarkSettled(f.ctx, starA, f.ep())
+				return err
+			}},
+		{cat: "misuse", name: "Settle-open-epoch-without-Fencer", pure: true, want: is(epoch.ErrState), as: stateErr(epoch.StateOpen),
+			run: func(f *fixture) error {
+				_, err := f.settler(false).Settle(f.ctx, starA, f.ep())
+				return err
+			}},
+		{cat: "misuse", name: "Settle-never-minted-epoch", pure: true, want: is(epoch.ErrNoRecord),
+			run: func(f *fixture) error {
+				_, err := f.settler(true).Settle(f.ctx, starA, 77)
+				return err
+			}},
+	}
+}
+
+// roller opens a roller on star-a, which settles the fixture's epoch (cut
+// 5) and mints epoch 2, and acknowledges two more flights through it.
+func (f *fixture) roller() *settle.Roller {
+	f.t.Helper()
+	r, err := settle.OpenRoller(f.ctx, f.settler(true), starA, f.constants(), settle.RollerOptions{Clock: f.clk})
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { _ = r.Close(context.Background()) })
+	require.Equal(f.t, f.ep()+1, r.Epoch().Epoch)
+	for i := range 2 {
+		p := fmt.Appendf(nil, "rolled-%d", i)
+		pos, err := r.Append(f.ctx, p)
+		require.NoError(f.t, err)
+		f.ack(pos, p)
+	}
+	return r
+}
+
+func rollerCases() []badCase {
+	sameEpoch := func(t *testing.T, f *fixture) {
+		rec, err := f.minter.Get(f.ctx, starA, f.ep()+1)
+		require.NoError(t, err)
+		require.Equal(t, epoch.StateOpen, rec.State, "the roller still writes epoch 2")
+		_, err = f.minter.Get(f.ctx, starA, f.ep()+2)
+		require.ErrorIs(t, err, epoch.ErrNoRecord, "no epoch was minted for the refused roll")
+	}
+	return []badCase{
+		{cat: "roller", name: "Roll/window-0", want: is(epoch.ErrInvalidConfig),
+			as: func(t *testing.T, f *fixture, err error) { configField("window")(t, f, err); sameEpoch(t, f) },
+			run: func(f *fixture) error {
+				c := f.constants()
+				c.Window = 0
+				return f.roller().Roll(f.ctx, c)
+			}},
+		{cat: "roller", name: "Roll/unknown-zone", want: is(epoch.ErrInvalidConfig),
+			as: func(t *testing.T, f *fixture, err error) { configField("buckets[2]")(t, f, err); sameEpoch(t, f) },
+			run: func(f *fixture) error {
+				c := f.constants()
+				c.Buckets[2] = "zone-z"
+				return f.roller().Roll(f.ctx, c)
+			}},
+		{cat: "roller", name: "Checkpoint-past-acknowledged", want: is(epoch.ErrCursorAhead), as: cursorErr("checkpoint", 10),
+			run: func(f *fixture) error {
+				r := f.roller()
+				return r.Checkpoint(f.ctx, chain.Position{Epoch: f.ep() + 1, Slot: 10})
+			}},
+		{cat: "roller", name: "Checkpoint-below-settled-cut", want: is(epoch.ErrCursorRegression), as: cursorErr("checkpoint", 3),
+			run: func(f *fixture) error {
+				r := f.roller()
+				return r.Checkpoint(f.ctx, chain.Position{Epoch: f.ep(), Slot: 3})
+			}},
+		{cat: "roller", name: "Checkpoint-never-minted-epoch", want: is(epoch.ErrNoRecord),
+			run: func(f *fixture) error {
+				r := f.roller()
+				return r.Checkpoint(f.ctx, chain.Position{Epoch: 99, Slot: 0})
+			}},
+		{cat: "roller", name: "Submit-payload-over-MaxPayload", want: is(chain.ErrPayloadTooLarge),
+			run: func(f *fixture) error {
+				r := f.roller()
+				_, err := r.Submit(f.ctx, oversize())
+				return err
+			}},
+		{cat: "roller", name: "Append-after-Close", want: is(settle.ErrRollerClosed),
+			run: func(f *fixture) error {
+				r := f.roller()
+				require.NoError(f.t, r.Close(f.ctx))
+				_, err := r.Append(f.ctx, []byte("late"))
+				return err
+			}},
+		cfg("roller", "OpenRoller/window-0-on-a-new-star", "window", func(f *fixture) error {
+			c := f.constants()
+			c.Window = 0
+			r, err := settle.OpenRoller(f.ctx, f.settler(true), starB, c, settle.RollerOptions{Clock: f.clk})
+			if err == nil {
+				_ = r.Close(f.ctx)
+			}
+			return err
+		}),
+	}
+}
+
+// putMeta writes a raw value at a metastore key, as hand-edited or corrupt
+// metadata would.
+func (f *fixture) putMeta(key string, value []byte) {
+	f.t.Helper()
+	_, err := metastore.Put(f.ctx, f.store, key, value, 0)
+	require.NoError(f.t, err)
+	f.mark()
+}
+
+func metaCase(name string, setup func(f *fixture), run func(f *fixture) error) badCase {
+	return badCase{cat: "metastore", name: name, pure: true, want: is(metastore.ErrBadRecord), as: recordErr,
+		run: func(f *fixture) error { setup(f); return run(f) }}
+}
+
+func metastoreCases() []badCase {
+	garbageRecord := func(f *fixture) { f.putMeta(f.minter.RecordKey(starZ, 1), []byte("not json {")) }
+	// star-a's own record, copied under star-z: it claims another epoch.
+	copiedRecord := func(f *fixture) {
+		kv, err := f.store.Get(f.ctx, f.minter.RecordKey(starA, f.ep()))
+		require.NoError(f.t, err)
+		f.putMeta(f.minter.RecordKey(starZ, 1), kv.Value)
+	}
+	newerRecord := func(f *fixture) {
+		f.putMeta(f.minter.RecordKey(starZ, 1), []byte(`{"kind":"epoch","format":2,"star":"star-z","epoch":1}`))
+	}
+	return []badCase{
+		metaCase("Get/garbage-record", garbageRecord, func(f *fixture) error {
+			_, err := f.minter.Get(f.ctx, starZ, 1)
+			return err
+		}),
+		metaCase("Flights/garbage-record", garbageRecord, func(f *fixture) error { return readAll(f, f.reader(), starZ) }),
+		metaCase("Fence/garbage-record", garbageRecord, func(f *fixture) error {
+			_, err := f.fencer().Fence(f.ctx, starZ, 1)
+			return err
+		}),
+		metaCase("Settle/garbage-record", garbageRecord, func(f *fixture) error {
+			_, err := f.settler(true).Settle(f.ctx, starZ, 1)
+			return err
+		}),
+		metaCase("Get/record-claiming-another-epoch", copiedRecord, func(f *fixture) error {
+			_, err := f.minter.Get(f.ctx, starZ, 1)
+			return err
+		}),
+		metaCase("Get/newer-record-format", newerRecord, func(f *fixture) error {
+			_, err := f.minter.Get(f.ctx, starZ, 1)
+			return err
+		}),
+		metaCase("Mint/garbage-counter", func(f *fixture) { f.putMeta(f.minter.ChainKey(starZ), []byte("\x00\x01")) }, func(f *fixture) error {
+			_, err := f.minter.Mint(f.ctx, starZ, f.constants())
+			return err
+		}),
+		metaCase("Mint/counter-head-not-below-next", func(f *fixture) {
+			f.putMeta(f.minter.ChainKey(starZ), []byte(`{"kind":"chain","format":1,"star":"star-z","next":2,"heads":{"standard":7}}`))
+		}, func(f *fixture) error {
+			_, err := f.minter.Mint(f.ctx, starZ, f.constants())
+			return err
+		}),
+		metaCase("Epochs/key-that-is-not-an-epoch", func(f *fixture) {
+			f.putMeta(f.minter.ChainKey(starZ)+"/not-an-epoch", []byte("{}"))
+		}, func(f *fixture) error { return readAll(f, f.reader(), starZ) }),
+		metaCase("SettleAll/garbage-record", garbageRecord, func(f *fixture) error {
+			_, err := f.settler(true).SettleAll(f.ctx, starZ)
+			return err
+		}),
+	}
+}
+
+func aliasCases() []badCase {
+	aliased := func(a, b string) func(*testing.T, *fixture, error) {
+		return func(t *testing.T, _ *fixture, err error) {
+			var ae *objstore.AliasError
+			require.ErrorAs(t, err, &ae)
+			require.Equal(t, a, ae.A)
+			require.Equal(t, b, ae.B)
+		}
+	}
+	return []badCase{
+		{cat: "aliasing", name: "VerifyDistinct/two-buckets-one-name", pure: true, want: is(objstore.ErrAliased), as: aliased("zone-a", "zone-a"),
+			run: func(f *fixture) error { return objstore.VerifyDistinct(f.ctx, f.raw[0], f.raw[1], mem.New("zone-a")) }},
+		{cat: "aliasing", name: "VerifyDistinct/one-handle-twice", pure: true, want: is(objstore.ErrAliased), as: aliased("zone-b", "zone-b"),
+			run: func(f *fixture) error { return objstore.VerifyDistinct(f.ctx, f.raw[1], f.raw[1]) }},
+		{cat: "aliasing", name: "VerifyDistinct/two-names-one-store", pure: true, want: is(objstore.ErrAliased), as: aliased("zone-c", "zone-c-alias"),
+			run: func(f *fixture) error {
+				return objstore.VerifyDistinct(f.ctx, f.raw[0], f.raw[2], renamed{f.raw[2], "zone-c-alias"})
+			}},
+		{cat: "aliasing", name: "Verify/bucket-that-overwrites", pure: true, want: is(objstore.ErrNotCreateOnly),
+			run: func(f *fixture) error { return objstore.Verify(f.ctx, overwriting{f.raw[0]}) }},
+	}
+}
+
+// renamed is a second handle, under another name, on the same store.
+type renamed struct {
+	objstore.Bucket
+	name string
+}
+
+func (r renamed) Name() string { return r.name }

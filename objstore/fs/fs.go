@@ -109,7 +109,7 @@ var _ objstore.Bucket = (*Bucket)(nil)
 // unless opts.CreateRoot is set; a missing root is a *MissingRootError.
 func New(root string, opts Options) (*Bucket, error) {
 	if root == "" {
-		return nil, errors.New("fs: root directory is empty")
+		return nil, fmt.Errorf("fs: root directory is empty: %w", objstore.ErrNoSuchBucket)
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -144,6 +144,11 @@ func New(root string, opts Options) (*Bucket, error) {
 			return nil, fmt.Errorf("fs: bucket %s: create root %s: %w", b.name, abs, err)
 		}
 		b.rootFD, err = openDir(unix.AT_FDCWD, abs)
+	}
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		// A file or a symbolic link where the directory should be: not a
+		// bucket this backend will use.
+		return nil, fmt.Errorf("fs: bucket %s: root %s is not a directory: %w: %w", b.name, abs, objstore.ErrNoSuchBucket, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fs: bucket %s: open root %s: %w", b.name, abs, err)
@@ -647,8 +652,11 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int)
 	}
 	dirFD := fds[len(fds)-1]
 	if len(fds) == 1 {
-		// The root descriptor is shared; list through a duplicate.
-		if dirFD, err = unix.Dup(b.rootFD); err != nil {
+		// The root descriptor is shared; list through a descriptor of
+		// its own. Not a dup(2): a duplicate shares the directory's read
+		// position, so every later listing of the root would read an
+		// exhausted directory and find nothing.
+		if dirFD, err = unix.Openat(b.rootFD, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 			return fail(objstore.Unavailable(err))
 		}
 	} else {

@@ -365,3 +365,40 @@ func TestCanceledCreateLeavesNothing(t *testing.T) {
 	require.True(t, errors.Is(err, context.Canceled))
 	require.Equal(t, []string{fs.TempDir + "/"}, entries(t, b.Root()))
 }
+
+// TestListRootTwice: listing at the root level twice on one handle finds
+// the same objects both times (a listing must not consume the root's
+// directory position).
+func TestListRootTwice(t *testing.T) {
+	ctx := context.Background()
+	b, err := fs.New(t.TempDir(), fs.Options{NoSync: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	for _, k := range []string{"a", "b/c", "d"} {
+		require.NoError(t, b.Create(ctx, k, []byte(k)))
+	}
+	for range 3 {
+		got, err := b.List(ctx, "", "", 0)
+		require.NoError(t, err)
+		require.Len(t, got, 3)
+		n := 0
+		for _, err := range objstore.All(ctx, b, "") {
+			require.NoError(t, err)
+			n++
+		}
+		require.Equal(t, 3, n)
+	}
+}
+
+// TestNewRefusesNonDirectories: an empty root path, or a file where the
+// root directory should be, is refused as objstore.ErrNoSuchBucket.
+func TestNewRefusesNonDirectories(t *testing.T) {
+	_, err := fs.New("", fs.Options{})
+	require.ErrorIs(t, err, objstore.ErrNoSuchBucket)
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	_, err = fs.New(file, fs.Options{})
+	require.ErrorIs(t, err, objstore.ErrNoSuchBucket)
+	_, err = fs.New(file, fs.Options{CreateRoot: true})
+	require.ErrorIs(t, err, objstore.ErrNoSuchBucket)
+}

@@ -1,7 +1,6 @@
 package gcs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -146,28 +145,45 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 	return b.read(ctx, op, key, r, length)
 }
 
+// maxObject bounds what read buffers: the largest flight (64 MiB of
+// payload and a header) with room to spare. A longer body is refused, as
+// objstore.ErrRejected, rather than buffered without bound.
+const maxObject = 64<<20 + 1<<20
+
 // read drains r. A failure while reading is ErrUnavailable (or the
-// context's error): the object may well exist.
+// context's error): the object may well exist. When the object's size is
+// known the buffer is allocated once at that size, so a read costs what
+// it returns (a growing buffer would double past it).
 func (b *Bucket) read(ctx context.Context, op, key string, r *storage.Reader, limit int64) ([]byte, error) {
 	defer r.Close()
-	var buf bytes.Buffer
-	if n := r.Attrs.Size - r.Attrs.StartOffset; n > 0 && n < 64<<20 {
-		buf.Grow(int(n))
-	}
-	var src io.Reader = r
-	if limit > 0 {
-		src = io.LimitReader(r, limit)
-	}
-	if _, err := buf.ReadFrom(src); err != nil {
+	fail := func(err error) ([]byte, error) {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, b.opError(op, key, objstore.ContextEnded(ctxErr, err))
 		}
 		return nil, b.opError(op, key, objstore.Unavailable(fmt.Errorf("reading body: %w", err)))
 	}
-	if buf.Len() == 0 {
-		return []byte{}, nil
+	want := r.Attrs.Size - r.Attrs.StartOffset
+	if limit > 0 && (want < 0 || want > limit) {
+		want = limit
 	}
-	return buf.Bytes(), nil
+	if want > maxObject {
+		return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected, fmt.Errorf("object of %d bytes exceeds %d", want, maxObject)))
+	}
+	if want <= 0 {
+		data, err := io.ReadAll(io.LimitReader(r, maxObject+1))
+		if err != nil {
+			return fail(err)
+		}
+		if len(data) > maxObject {
+			return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected, fmt.Errorf("body exceeds %d bytes", maxObject)))
+		}
+		return data, nil
+	}
+	buf := make([]byte, want)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return fail(err)
+	}
+	return buf, nil
 }
 
 // Delete implements objstore.Bucket. Deleting a missing object succeeds; a

@@ -149,13 +149,14 @@ func (s *stack) party(t *testing.T, name string, o partyOpts) *party {
 	return p
 }
 
-// verify runs objstore.Verify on every zone: each really refuses a second
-// create.
+// verify runs objstore.Verify on every zone (each really refuses a second
+// create) and objstore.VerifyDistinct over them (each is its own store).
 func (p *party) verify(t *testing.T) {
 	t.Helper()
 	for _, b := range p.buckets {
 		require.NoError(t, objstore.Verify(t.Context(), b), "zone %s", b.Name())
 	}
+	require.NoError(t, objstore.VerifyDistinct(t.Context(), p.buckets...))
 }
 
 // writer makes a writer for rec over the party's buckets; it is aborted at
