@@ -50,11 +50,11 @@ func pipeline(b *testing.B, w *chain.Writer, n int, data []byte, each func(i int
 func benchWriter(b *testing.B, buckets []objstore.Bucket, w, window int) *chain.Writer {
 	b.Helper()
 	e := newEnv(b, len(buckets))
-	rec, err := e.minter.Mint(context.Background(), star, epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: w, Window: window})
+	rec, err := e.minter.Mint(context.Background(), star, epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: w, Window: window, Prefix: e.keys.Prefix})
 	if err != nil {
 		b.Fatal(err)
 	}
-	wr, err := chain.NewWriter(rec, buckets, chain.WriterOptions{})
+	wr, err := chain.NewWriter(rec, chain.MustZones(buckets...), chain.WriterOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,7 +17,9 @@
 //
 //	<prefix>/<star>/<epoch>/<slot>     numbers zero-padded to 20 digits
 //
-// (Keys; the prefix is optional). The object starts with a header that names
+// (Keys; the prefix is optional, and a constant of the epoch:
+// epoch.Constants.Prefix, so that every writer, reader, fencer and settler
+// of the epoch finds its slots at the same keys, KeysOf). The object starts with a header that names
 // its own star, epoch and slot, its kind (flight or poison), the body length
 // and a CRC32C over header and body (see wire.go for the byte layout and
 // EncodeFlight, EncodePoison, Decode). An object found at a key other than
@@ -29,11 +31,12 @@
 // # Writing
 //
 // Mint an epoch (package epoch), then make a Writer over the record Mint
-// returned and its buckets, in the record's bucket order:
+// returned and the zone set, which resolves the buckets the record names:
 //
+//	zones, err := chain.NewZones(a, b, c)
 //	rec, _ := minter.Mint(ctx, star, epoch.Constants{Class: "standard",
-//		Buckets: chain.Names(a, b, c), W: 2, Window: 64})
-//	w, err := chain.NewWriter(rec, []objstore.Bucket{a, b, c}, chain.WriterOptions{})
+//		Buckets: chain.Names(a, b, c), W: 2, Window: 64, Prefix: "chains"})
+//	w, err := chain.NewWriter(rec, zones, chain.WriterOptions{})
 //	pos, err := w.Append(ctx, payload)     // one at a time
 //	f, err := w.Submit(ctx, payload)       // or pipelined:
 //	pos, err = f.Wait(ctx)                 // acknowledged in slot order

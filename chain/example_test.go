@@ -28,7 +28,7 @@ func Example() {
 		panic(err)
 	}
 
-	w, err := chain.NewWriter(rec, zones, chain.WriterOptions{})
+	w, err := chain.NewWriter(rec, chain.MustZones(zones...), chain.WriterOptions{})
 	if err != nil {
 		panic(err)
 	}
@@ -69,7 +69,7 @@ func ExampleWriter_Submit() {
 	minter, _ := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	zones := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(zones...), W: 2, Window: 64})
-	w, _ := chain.NewWriter(rec, zones, chain.WriterOptions{})
+	w, _ := chain.NewWriter(rec, chain.MustZones(zones...), chain.WriterOptions{})
 	defer w.Abort()
 
 	var futures []*chain.Future
@@ -102,7 +102,7 @@ func ExampleFencedError() {
 	_ = a.Create(ctx, key, poison)
 	_ = c.Create(ctx, key, poison)
 
-	w, _ := chain.NewWriter(rec, []objstore.Bucket{a, b, c}, chain.WriterOptions{})
+	w, _ := chain.NewWriter(rec, chain.MustZones(a, b, c), chain.WriterOptions{})
 	for i := range 4 {
 		pos, err := w.Append(ctx, fmt.Appendf(nil, "record %d", i))
 		var fe *chain.FencedError

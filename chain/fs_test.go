@@ -38,8 +38,8 @@ func TestFilesystemBackend(t *testing.T) {
 	m, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	require.NoError(t, err)
 	keys := chain.Keys{Prefix: "chains"}
-	c := epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 8}
-	opts := chain.WriterOptions{Keys: keys, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+	c := epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 8, Prefix: keys.Prefix}
+	opts := chain.WriterOptions{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
 
 	// Epoch 1: slot 12 is poisoned in two zones; the writer halts there.
 	e1, err := m.Mint(ctx, star, c)
@@ -47,7 +47,7 @@ func TestFilesystemBackend(t *testing.T) {
 	for _, i := range []int{0, 2} {
 		require.NoError(t, zones[i].Inner().Create(ctx, keys.Slot(star, e1.Epoch, 12), chain.EncodePoison(star, e1.Epoch, 12, "fencer")))
 	}
-	w, err := chain.NewWriter(e1, buckets, opts)
+	w, err := chain.NewWriter(e1, chain.MustZones(buckets...), opts)
 	require.NoError(t, err)
 	var want [][]byte
 	for i := 0; ; i++ {
@@ -67,7 +67,7 @@ func TestFilesystemBackend(t *testing.T) {
 	zones[1].SetDown(true)
 	e2, err := m.Mint(ctx, star, c)
 	require.NoError(t, err)
-	w, err = chain.NewWriter(e2, buckets, opts)
+	w, err = chain.NewWriter(e2, chain.MustZones(buckets...), opts)
 	require.NoError(t, err)
 	for i := range 30 {
 		_, err := w.Append(ctx, payload(100+i))
@@ -76,7 +76,7 @@ func TestFilesystemBackend(t *testing.T) {
 	}
 	require.NoError(t, w.Close(ctx))
 
-	r, err := chain.NewReader(m, chain.MustZones(buckets...), chain.ReaderOptions{Keys: keys})
+	r, err := chain.NewReader(m, chain.MustZones(buckets...), chain.ReaderOptions{})
 	require.NoError(t, err)
 	var got [][]byte
 	for f, err := range r.Flights(ctx, star, chain.Position{}) {

@@ -61,7 +61,7 @@ func newEnv(t testing.TB, k int, wrap ...func(i int, b objstore.Bucket) objstore
 }
 
 func (e *env) constants(w, window int) epoch.Constants {
-	return epoch.Constants{Class: "standard", Buckets: chain.Names(e.buckets...), W: w, Window: window}
+	return epoch.Constants{Class: "standard", Buckets: chain.Names(e.buckets...), W: w, Window: window, Prefix: e.keys.Prefix}
 }
 
 func (e *env) mint(w, window int) *epoch.Record {
@@ -75,8 +75,7 @@ func (e *env) mint(w, window int) *epoch.Record {
 // did not close it.
 func (e *env) writer(rec *epoch.Record, opts chain.WriterOptions) *chain.Writer {
 	e.t.Helper()
-	opts.Keys = e.keys
-	w, err := chain.NewWriter(rec, e.buckets, opts)
+	w, err := chain.NewWriter(rec, chain.MustZones(e.buckets...), opts)
 	require.NoError(e.t, err)
 	e.t.Cleanup(w.Abort)
 	return w
@@ -91,7 +90,7 @@ func (e *env) record(rec *epoch.Record) *epoch.Record {
 
 func (e *env) reader() *chain.Reader {
 	e.t.Helper()
-	r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{Keys: e.keys})
+	r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{})
 	require.NoError(e.t, err)
 	return r
 }

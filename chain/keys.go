@@ -11,29 +11,20 @@ import (
 
 // Keys lays out slot objects in every bucket as
 // <prefix>/<star>/<epoch>/<slot>, numbers zero-padded to 20 digits so that
-// lexical order is numeric order. The zero value has no prefix.
+// lexical order is numeric order. The prefix is a constant of the epoch
+// (epoch.Constants.Prefix); KeysOf gives an epoch's layout. The zero value
+// has no prefix.
 type Keys struct {
 	// Prefix is "" or a '/'-separated path of valid names.
 	Prefix string
 }
 
-// Validate checks the prefix: each segment a valid name, and short enough
-// that the key of any slot of any star is a valid object key.
-func (k Keys) Validate() error {
-	if k.Prefix == "" {
-		return nil
-	}
-	for seg := range strings.SplitSeq(k.Prefix, "/") {
-		if err := epoch.ValidateName("prefix", seg); err != nil {
-			return err
-		}
-	}
-	longest := k.Slot(strings.Repeat("s", epoch.MaxNameLen), ^uint64(0), ^uint64(0))
-	if err := objstore.ValidateKey(longest); err != nil {
-		return &epoch.ConfigError{Field: "prefix", Value: fmt.Sprintf("%.20q…", k.Prefix), Reason: "too long for the keys of the longest star ids", Err: err}
-	}
-	return nil
-}
+// KeysOf is the key layout of an epoch: its record's prefix. Every party
+// lays out the epoch's keys from its record, never from its own options.
+func KeysOf(rec *epoch.Record) Keys { return Keys{Prefix: rec.Constants.Prefix} }
+
+// Validate checks the prefix (epoch.ValidatePrefix).
+func (k Keys) Validate() error { return epoch.ValidatePrefix(k.Prefix) }
 
 func (k Keys) base() string {
 	if k.Prefix == "" {

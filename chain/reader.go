@@ -14,8 +14,6 @@ import (
 
 // ReaderOptions configures a Reader. The zero value works.
 type ReaderOptions struct {
-	// Keys lays out slot objects; it must match the writers'.
-	Keys Keys
 	// Logger receives fallbacks between buckets (debug). Nil discards.
 	Logger *slog.Logger
 	// Clock times reads for the log. Nil means the wall clock.
@@ -47,7 +45,6 @@ type Flight struct {
 type Reader struct {
 	minter *epoch.Minter
 	zones  Zones
-	keys   Keys
 	log    *slog.Logger
 	clock  clock.Clock
 	ahead  int
@@ -67,9 +64,6 @@ func NewReader(m *epoch.Minter, zones Zones, opts ReaderOptions) (*Reader, error
 			return nil, &epoch.ConfigError{Field: "zones", Value: fmt.Sprintf("%q", name), Reason: "nil bucket or name mismatch"}
 		}
 	}
-	if err := opts.Keys.Validate(); err != nil {
-		return nil, err
-	}
 	if opts.ReadAhead < 0 || opts.ReadAhead > MaxReadAhead {
 		return nil, &epoch.ConfigError{Field: "ReadAhead", Value: opts.ReadAhead, Reason: fmt.Sprintf("must satisfy 0 ≤ ReadAhead ≤ %d (0 means %d)", MaxReadAhead, DefaultReadAhead)}
 	}
@@ -80,7 +74,7 @@ func NewReader(m *epoch.Minter, zones Zones, opts ReaderOptions) (*Reader, error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Reader{minter: m, zones: zones, keys: opts.Keys, log: log, clock: clock.Or(opts.Clock), ahead: opts.ReadAhead}, nil
+	return &Reader{minter: m, zones: zones, log: log, clock: clock.Or(opts.Clock), ahead: opts.ReadAhead}, nil
 }
 
 // Flights yields star's committed flights at or after from, in chain order:
@@ -276,7 +270,7 @@ func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []obj
 		return nil, false, err
 	}
 	w := rec.Constants.W
-	slot := Slot{Keys: r.keys, Star: rec.Star, Epoch: rec.Epoch, Slot: s}
+	slot := Slot{Keys: KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
@@ -319,7 +313,7 @@ func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []obj
 // readFlight reads slot s's flight of a fenced epoch from the buckets,
 // starting at a slot-dependent bucket to spread the load.
 func (r *Reader) readFlight(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, s uint64) ([]byte, error) {
-	slot := Slot{Keys: r.keys, Star: rec.Star, Epoch: rec.Epoch, Slot: s}
+	slot := Slot{Keys: KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
 	k := len(buckets)
 	order := make([]int, 0, k)
 	for j := range k {

@@ -329,7 +329,7 @@ func TestReaderUnknownZone(t *testing.T) {
 	e := newEnv(t, 3)
 	rec := e.mint(2, 8)
 	e.writeAll(rec, 0, 1)
-	r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets[:2]...), chain.ReaderOptions{Keys: e.keys})
+	r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets[:2]...), chain.ReaderOptions{})
 	require.NoError(t, err)
 	_, err = readAll(t, r, chain.Position{})
 	var ce *epoch.ConfigError
@@ -345,8 +345,6 @@ func TestNewReaderValidation(t *testing.T) {
 	_, err = chain.NewReader(e.minter, nil, chain.ReaderOptions{})
 	require.ErrorAs(t, err, &ce)
 	_, err = chain.NewReader(e.minter, chain.Zones{"other": e.buckets[0]}, chain.ReaderOptions{})
-	require.ErrorAs(t, err, &ce)
-	_, err = chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{Keys: chain.Keys{Prefix: ".."}})
 	require.ErrorAs(t, err, &ce)
 	_, err = chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{ReadAhead: -1})
 	require.ErrorAs(t, err, &ce)
@@ -377,7 +375,7 @@ func TestReaderRequestCounts(t *testing.T) {
 		}
 		counts()
 		const ahead = 4
-		r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{Keys: e.keys, ReadAhead: ahead})
+		r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{ReadAhead: ahead})
 		require.NoError(t, err)
 
 		var got []chain.Flight
@@ -475,17 +473,39 @@ func TestNewZonesRefusesDuplicates(t *testing.T) {
 }
 
 // TestKeysTooLong: a prefix whose segments are each valid but that leaves
-// no room for the longest star's slot keys is refused by every
-// constructor that takes Keys, with the key error reachable.
+// no room for the longest star's slot keys is refused when the epoch is
+// minted (the prefix is a constant of the epoch), with the key error
+// reachable.
 func TestKeysTooLong(t *testing.T) {
 	long := strings.TrimSuffix(strings.Repeat(strings.Repeat("p", 60)+"/", 20), "/")
-	k := chain.Keys{Prefix: long}
-	err := k.Validate()
+	err := chain.Keys{Prefix: long}.Validate()
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
 	require.ErrorIs(t, err, objstore.ErrInvalidKey, "the cause is not flattened into text")
 	e := newEnv(t, 3)
-	_, err = chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{Keys: k})
+	c := e.constants(2, 4)
+	c.Prefix = long
+	_, err = e.minter.Mint(context.Background(), star, c)
 	require.ErrorIs(t, err, objstore.ErrInvalidKey)
-	_, err = chain.NewWriter(e.mint(2, 4), e.buckets, chain.WriterOptions{Keys: k})
-	require.ErrorIs(t, err, objstore.ErrInvalidKey)
+	var ce *epoch.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "prefix", ce.Field)
+}
+
+// TestKeysFollowTheRecord: every party lays out an epoch's keys from its
+// record, so a reader and a fencer cannot look for the slots anywhere else
+// than where its writer put them.
+func TestKeysFollowTheRecord(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	rec := e.mint(2, 4)
+	require.Equal(t, e.keys, chain.KeysOf(rec))
+	w := e.writer(rec, chain.WriterOptions{})
+	_, err := w.Append(ctx, payload(0))
+	require.NoError(t, err)
+	require.NoError(t, w.Close(ctx)) // every zone's attempt has ended
+	_, err = e.mems[0].Get(ctx, e.keys.Slot(star, rec.Epoch, 0))
+	require.NoError(t, err, "the flight is at the record's prefix")
+	got, err := readAll(t, e.reader(), chain.Position{})
+	require.NoError(t, err)
+	requireFlights(t, got, flight(rec.Epoch, 0, 0))
 }

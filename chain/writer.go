@@ -24,9 +24,6 @@ const (
 
 // WriterOptions configures a Writer. The zero value works.
 type WriterOptions struct {
-	// Keys lays out slot objects; it must match what readers and fencers
-	// use.
-	Keys Keys
 	// Clock times retry backoff. Nil means the wall clock.
 	Clock clock.Clock
 	// Logger receives retries (debug) and halts (warn). Nil discards.
@@ -42,9 +39,6 @@ type WriterOptions struct {
 func (o WriterOptions) Validate() error { return o.validate() }
 
 func (o *WriterOptions) validate() error {
-	if err := o.Keys.Validate(); err != nil {
-		return err
-	}
 	if o.MinBackoff < 0 || o.MinBackoff > MaxBackoffLimit {
 		return &epoch.ConfigError{Field: "MinBackoff", Value: o.MinBackoff, Reason: fmt.Sprintf("must satisfy 0 ≤ MinBackoff ≤ %v", MaxBackoffLimit)}
 	}
@@ -122,7 +116,8 @@ type Writer struct {
 	star      string
 	epoch     uint64
 	k, w, b   int32
-	keyPrefix string // Keys.Epoch(star, epoch)
+	keys      Keys
+	keyPrefix string // keys.Epoch(star, epoch)
 	seed      uint64
 
 	ctx    context.Context // cancelled by Abort: stops every request
@@ -161,12 +156,12 @@ const notHalted = ^uint64(0)
 // that only the mint that created an epoch writes it and nothing resumes
 // it. A record read back with Get or Epochs is refused with
 // epoch.ErrNotMinted, a second writer on one minted record with
-// epoch.ErrClaimed. buckets are the epoch's buckets in
-// rec.Constants.Buckets order (their Names must match). An epoch that is
-// not open is an *epoch.StateError; mismatched buckets or bad options are
-// an *epoch.ConfigError naming the field. The claim is taken only once
-// everything else was accepted.
-func NewWriter(rec *epoch.Record, buckets []objstore.Bucket, opts WriterOptions) (*Writer, error) {
+// epoch.ErrClaimed. zones must serve every bucket the record names; the
+// writer writes them in the record's order, at the record's key prefix. An
+// epoch that is not open is an *epoch.StateError; a zone missing or bad
+// options are an *epoch.ConfigError naming the field. The claim is taken
+// only once everything else was accepted.
+func NewWriter(rec *epoch.Record, zones Zones, opts WriterOptions) (*Writer, error) {
 	if rec == nil {
 		return nil, &epoch.ConfigError{Field: "rec", Value: nil, Reason: "required"}
 	}
@@ -180,16 +175,9 @@ func NewWriter(rec *epoch.Record, buckets []objstore.Bucket, opts WriterOptions)
 		return nil, &epoch.StateError{Star: rec.Star, Epoch: rec.Epoch, Have: rec.State, Op: "write"}
 	}
 	c := rec.Constants
-	if len(buckets) != c.K() {
-		return nil, &epoch.ConfigError{Field: "buckets", Value: len(buckets), Reason: fmt.Sprintf("the epoch has K=%d buckets", c.K())}
-	}
-	for i, b := range buckets {
-		if b == nil {
-			return nil, &epoch.ConfigError{Field: fmt.Sprintf("buckets[%d]", i), Value: nil, Reason: "nil bucket"}
-		}
-		if b.Name() != c.Buckets[i] {
-			return nil, &epoch.ConfigError{Field: fmt.Sprintf("buckets[%d]", i), Value: fmt.Sprintf("%q", b.Name()), Reason: fmt.Sprintf("the epoch records %q at this position", c.Buckets[i])}
-		}
+	buckets, err := zones.Resolve(c.Buckets)
+	if err != nil {
+		return nil, err
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -218,7 +206,8 @@ func NewWriter(rec *epoch.Record, buckets []objstore.Bucket, opts WriterOptions)
 		k:         int32(c.K()),
 		w:         int32(c.W),
 		b:         int32(c.B()),
-		keyPrefix: opts.Keys.Epoch(rec.Star, rec.Epoch),
+		keys:      KeysOf(rec),
+		keyPrefix: KeysOf(rec).Epoch(rec.Star, rec.Epoch),
 		seed:      h.Sum64(),
 		ctx:       ctx,
 		cancel:    cancel,

@@ -99,7 +99,7 @@ func (w *Writer) acquire(f *Future, i int) bool {
 // while the bucket was unreachable.
 func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, error) {
 	b := w.buckets[i]
-	s := Slot{Keys: w.opts.Keys, Star: w.star, Epoch: w.epoch, Slot: f.slot}
+	s := Slot{Keys: w.keys, Star: w.star, Epoch: w.epoch, Slot: f.slot}
 	for attempt := 0; ; attempt++ {
 		if !f.pending() || w.ctx.Err() != nil {
 			return voteNone, nil

@@ -774,18 +774,18 @@ func TestResumeRefused(t *testing.T) {
 	first.Abort()
 	e.put(0, rec, 0, chain.EncodeFlight(star, rec.Epoch, 0, []byte("X")))
 
-	_, err := chain.NewWriter(rec, e.buckets, chain.WriterOptions{Keys: e.keys})
+	_, err := chain.NewWriter(rec, chain.MustZones(e.buckets...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrClaimed, "the minted record was claimed by the first writer")
 	copied := *rec
-	_, err = chain.NewWriter(&copied, e.buckets, chain.WriterOptions{Keys: e.keys})
+	_, err = chain.NewWriter(&copied, chain.MustZones(e.buckets...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrClaimed, "a copy of the minted record shares its claim")
 	back, err := e.minter.Get(context.Background(), star, rec.Epoch)
 	require.NoError(t, err)
-	_, err = chain.NewWriter(back, e.buckets, chain.WriterOptions{Keys: e.keys})
+	_, err = chain.NewWriter(back, chain.MustZones(e.buckets...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrNotMinted, "a record read back cannot be written")
 	for r, err := range e.minter.Epochs(context.Background(), star) {
 		require.NoError(t, err)
-		_, err = chain.NewWriter(r, e.buckets, chain.WriterOptions{Keys: e.keys})
+		_, err = chain.NewWriter(r, chain.MustZones(e.buckets...), chain.WriterOptions{})
 		require.ErrorIs(t, err, epoch.ErrNotMinted)
 	}
 	// Nothing was written by the refused writers: zone a still holds X
@@ -850,16 +850,14 @@ func TestNewWriterValidation(t *testing.T) {
 	e := newEnv(t, 3)
 	rec := e.mint(2, 4)
 	var ce *epoch.ConfigError
-	_, err := chain.NewWriter(rec, e.buckets[:2], chain.WriterOptions{})
+	// A zone the record names is missing from the zone set.
+	_, err := chain.NewWriter(rec, chain.MustZones(e.buckets[:2]...), chain.WriterOptions{})
 	require.ErrorAs(t, err, &ce)
-	require.Equal(t, "buckets", ce.Field)
-	_, err = chain.NewWriter(rec, []objstore.Bucket{e.buckets[1], e.buckets[0], e.buckets[2]}, chain.WriterOptions{})
+	require.Equal(t, "buckets[2]", ce.Field)
+	_, err = chain.NewWriter(rec, nil, chain.WriterOptions{})
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "buckets[0]", ce.Field)
-	_, err = chain.NewWriter(rec, []objstore.Bucket{e.buckets[0], nil, e.buckets[2]}, chain.WriterOptions{})
-	require.ErrorAs(t, err, &ce)
-	require.Equal(t, "buckets[1]", ce.Field)
-	_, err = chain.NewWriter(nil, e.buckets, chain.WriterOptions{})
+	_, err = chain.NewWriter(nil, chain.MustZones(e.buckets...), chain.WriterOptions{})
 	require.ErrorAs(t, err, &ce)
 	for _, tc := range []struct {
 		opts  chain.WriterOptions
@@ -870,10 +868,8 @@ func TestNewWriterValidation(t *testing.T) {
 		{chain.WriterOptions{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, "MaxBackoff"},
 		{chain.WriterOptions{MinBackoff: chain.MaxBackoffLimit + 1}, "MinBackoff"},
 		{chain.WriterOptions{MaxBackoff: chain.MaxBackoffLimit + 1}, "MaxBackoff"},
-		{chain.WriterOptions{Keys: chain.Keys{Prefix: "../x"}}, "prefix"},
-		{chain.WriterOptions{Keys: chain.Keys{Prefix: "a//b"}}, "prefix"},
 	} {
-		_, err := chain.NewWriter(rec, e.buckets, tc.opts)
+		_, err := chain.NewWriter(rec, chain.MustZones(e.buckets...), tc.opts)
 		require.ErrorAs(t, err, &ce, "%+v", tc.opts)
 		require.Equal(t, tc.field, ce.Field)
 		require.ErrorIs(t, err, epoch.ErrInvalidConfig)
@@ -881,12 +877,12 @@ func TestNewWriterValidation(t *testing.T) {
 
 	fenced, err := e.minter.Publish(context.Background(), star, rec.Epoch, 0)
 	require.NoError(t, err)
-	_, err = chain.NewWriter(fenced, e.buckets, chain.WriterOptions{})
+	_, err = chain.NewWriter(fenced, chain.MustZones(e.buckets...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrState)
 	// Refused options did not take the minted record's claim.
 	stale := *rec
 	stale.State = epoch.StateFenced
-	_, err = chain.NewWriter(&stale, e.buckets, chain.WriterOptions{})
+	_, err = chain.NewWriter(&stale, chain.MustZones(e.buckets...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrState)
 	var se *epoch.StateError
 	require.ErrorAs(t, err, &se)

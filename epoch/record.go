@@ -2,9 +2,11 @@ package epoch
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/objstore"
 )
 
 // Record kinds and the newest formats this package reads and writes.
@@ -55,6 +57,11 @@ type Constants struct {
 	W int `json:"w"`
 	// Window is how many slots may be assigned past the release point.
 	Window int `json:"window"`
+	// Prefix is the object key prefix of the epoch's slots in every
+	// bucket: "" or a '/'-separated path of valid names. Every writer,
+	// reader, fencer and settler of the epoch lays out keys from it (see
+	// chain.KeysOf), so they cannot disagree on where the slots are.
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // MaxWindow bounds Constants.Window. A writer keeps at most window flights
@@ -93,6 +100,29 @@ func (c Constants) Validate() error {
 	}
 	if c.Window < 1 || c.Window > MaxWindow {
 		return &ConfigError{Field: "window", Value: c.Window, Reason: fmt.Sprintf("must satisfy 1 ≤ window ≤ %d", MaxWindow)}
+	}
+	return ValidatePrefix(c.Prefix)
+}
+
+// slotKeyTail is the longest key a slot adds after the prefix:
+// /<star>/<20-digit epoch>/<20-digit slot>.
+const slotKeyTail = 1 + MaxNameLen + 1 + 20 + 1 + 20
+
+// ValidatePrefix checks an object key prefix: "" or '/'-separated valid
+// names (see ValidateName), short enough that the slot key of any star
+// fits objstore.MaxKeyLen. A violation is a *ConfigError for "prefix".
+func ValidatePrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	for seg := range strings.SplitSeq(prefix, "/") {
+		if err := ValidateName("prefix", seg); err != nil {
+			return err
+		}
+	}
+	if len(prefix)+slotKeyTail > objstore.MaxKeyLen {
+		return &ConfigError{Field: "prefix", Value: fmt.Sprintf("%.20q…", prefix), Reason: "too long for the keys of the longest star ids",
+			Err: &objstore.KeyError{Key: prefix, Reason: fmt.Sprintf("slot keys under it may exceed %d bytes", objstore.MaxKeyLen)}}
 	}
 	return nil
 }

@@ -160,9 +160,8 @@ func fenceSynth(tb testing.TB, m *epoch.Minter, n uint64, opts Options) (Report,
 		names = append(names, z.name)
 	}
 	ctx := context.Background()
-	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: names, W: 2, Window: 64})
+	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: names, W: 2, Window: 64, Prefix: "chains"})
 	require.NoError(tb, err)
-	opts.Keys = chain.Keys{Prefix: "chains"}
 	f, err := New(m, zones, opts)
 	require.NoError(tb, err)
 	rep, err := f.FenceReport(ctx, star, rec.Epoch)
@@ -243,9 +242,9 @@ func TestBarrierStopsARunawayWriter(t *testing.T) {
 	zs := newSynthZones(c, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 4})
+	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 4, Prefix: "chains"})
 	require.NoError(t, err)
-	f, err := New(m, chain.Zones{"a": zs[0], "b": zs[1], "c": zs[2]}, Options{Keys: chain.Keys{Prefix: "chains"}, Identity: "successor"})
+	f, err := New(m, chain.Zones{"a": zs[0], "b": zs[1], "c": zs[2]}, Options{Identity: "successor"})
 	require.NoError(t, err)
 	rep, err := f.FenceReport(ctx, star, rec.Epoch)
 	require.NoError(t, err, "the fence ends although the writer never stops")

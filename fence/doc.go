@@ -177,7 +177,8 @@
 // corrected. With the defaults, an epoch of a million slots (K=3, W=2,
 // window 64) is fenced in about 20 round trips and about 600 reads; the
 // literal algorithm takes over 100 round trips (see BenchmarkFence). Keys
-// must match the writers'; Identity (at most MaxIdentity bytes) is written
+// come from the epoch record's prefix (chain.KeysOf), as the writer's do;
+// Identity (at most MaxIdentity bytes) is written
 // into the poison for forensics; Logger receives the walk at debug level
 // and undecided slots at warn level.
 //

@@ -54,7 +54,7 @@ func newEnvOn(t testing.TB, raw []objstore.Bucket, w, window int) *env {
 	for i, b := range raw {
 		e.zones = append(e.zones, fault.Wrap(b, fault.Options{Seed: uint64(i + 1)}))
 	}
-	e.rec, err = m.Mint(context.Background(), star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: w, Window: window})
+	e.rec, err = m.Mint(context.Background(), star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: w, Window: window, Prefix: e.keys.Prefix})
 	require.NoError(t, err)
 	return e
 }
@@ -82,7 +82,6 @@ func (e *env) fencer(opts Options) *Fencer {
 
 func (e *env) fencerOn(zones chain.Zones, opts Options) *Fencer {
 	e.t.Helper()
-	opts.Keys = e.keys
 	f, err := New(e.minter, zones, opts)
 	require.NoError(e.t, err)
 	return f
@@ -92,8 +91,7 @@ func (e *env) fencerOn(zones chain.Zones, opts Options) *Fencer {
 // order); it is aborted when the test ends unless the test closed it.
 func (e *env) writer(buckets []objstore.Bucket, opts chain.WriterOptions) *chain.Writer {
 	e.t.Helper()
-	opts.Keys = e.keys
-	w, err := chain.NewWriter(e.rec, buckets, opts)
+	w, err := chain.NewWriter(e.rec, chain.MustZones(buckets...), opts)
 	require.NoError(e.t, err)
 	e.t.Cleanup(w.Abort)
 	return w

@@ -32,7 +32,7 @@ func Example() {
 		panic(err)
 	}
 
-	w, err := chain.NewWriter(rec, zones, chain.WriterOptions{})
+	w, err := chain.NewWriter(rec, chain.MustZones(zones...), chain.WriterOptions{})
 	if err != nil {
 		panic(err)
 	}
@@ -75,7 +75,7 @@ func Example_liveWriter() {
 	minter, _ := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	zones := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(zones...), W: 2, Window: 16})
-	w, _ := chain.NewWriter(rec, zones, chain.WriterOptions{})
+	w, _ := chain.NewWriter(rec, chain.MustZones(zones...), chain.WriterOptions{})
 	defer w.Abort()
 	for _, r := range []string{"alpha", "beta"} {
 		pos, _ := w.Append(ctx, []byte(r))

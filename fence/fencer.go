@@ -24,8 +24,6 @@ const BarrierSuffix = " (barrier)"
 
 // Options configures a Fencer. The zero value works.
 type Options struct {
-	// Keys is the object key layout; it must match the writers'.
-	Keys chain.Keys
 	// Identity is written into every poison object this fencer creates,
 	// for forensics: at most MaxIdentity bytes. Default "fencer".
 	Identity string
@@ -66,9 +64,6 @@ const (
 )
 
 func (o *Options) validate() error {
-	if err := o.Keys.Validate(); err != nil {
-		return err
-	}
 	if o.Identity == "" {
 		o.Identity = "fencer"
 	}
@@ -328,7 +323,7 @@ type walk struct {
 }
 
 func (w *walk) slot(n uint64) chain.Slot {
-	return chain.Slot{Keys: w.f.opts.Keys, Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: n}
+	return chain.Slot{Keys: chain.KeysOf(w.rec), Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: n}
 }
 
 // observe reads slots in every bucket, all in parallel: one round trip.

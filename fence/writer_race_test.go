@@ -151,7 +151,7 @@ func checkOutcomes(t testing.TB, futures []*chain.Future, ep, cut uint64, aborte
 // compares every payload.
 func (e *env) checkReadable(cut uint64) {
 	e.t.Helper()
-	r, err := chain.NewReader(e.minter, chain.MustZones(e.raw...), chain.ReaderOptions{Keys: e.keys})
+	r, err := chain.NewReader(e.minter, chain.MustZones(e.raw...), chain.ReaderOptions{})
 	require.NoError(e.t, err)
 	n := uint64(0)
 	for f, err := range r.Flights(context.Background(), star, chain.Position{Epoch: e.rec.Epoch}) {

@@ -76,7 +76,7 @@ func resetRequests(zones []*fault.Bucket) {
 // and checkpointed all but the last lag acknowledged slots.
 func layRaggedEpoch(b *testing.B, m *epoch.Minter, raw []objstore.Bucket, keys chain.Keys, star string, n, window, lag int, seed uint64) uint64 {
 	ctx := context.Background()
-	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: 2, Window: window})
+	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: 2, Window: window, Prefix: keys.Prefix})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func BenchmarkTakeover(b *testing.B) {
 				raw, counted, slow := benchZones(3)
 				ep := layRaggedEpoch(b, m, raw, keys, starA, 256, window, lag, uint64(i))
 				zones := chain.MustZones(slow...)
-				f, err := fence.New(m, zones, fence.Options{Keys: keys, Identity: starB})
+				f, err := fence.New(m, zones, fence.Options{Identity: starB})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -147,7 +147,7 @@ func BenchmarkTakeover(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				s, err := settle.New(m, zones, refs, settle.Options{Keys: keys, Fencer: f})
+				s, err := settle.New(m, zones, refs, settle.Options{Fencer: f})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -199,7 +199,7 @@ func openBenchRoller(b *testing.B, window int, rollOnHalt bool) *benchHost {
 	raw, counted, slow := benchZones(3)
 	keys := chain.Keys{Prefix: "chains"}
 	zones := chain.MustZones(slow...)
-	f, err := fence.New(m, zones, fence.Options{Keys: keys, Identity: starA})
+	f, err := fence.New(m, zones, fence.Options{Identity: starA})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -207,11 +207,11 @@ func openBenchRoller(b *testing.B, window int, rollOnHalt bool) *benchHost {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := settle.New(m, zones, refs, settle.Options{Keys: keys, Fencer: f})
+	s, err := settle.New(m, zones, refs, settle.Options{Fencer: f})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := settle.OpenRoller(ctx, s, starA, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: 2, Window: window},
+	r, err := settle.OpenRoller(ctx, s, starA, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: 2, Window: window, Prefix: keys.Prefix},
 		settle.RollerOptions{RollOnHalt: rollOnHalt, RetryBackoff: 10 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)

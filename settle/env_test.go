@@ -114,7 +114,7 @@ func (e *env) names(n int) []string {
 }
 
 func (e *env) constants(w, window int) epoch.Constants {
-	return epoch.Constants{Class: "standard", Buckets: e.names(len(e.raw)), W: w, Window: window}
+	return epoch.Constants{Class: "standard", Buckets: e.names(len(e.raw)), W: w, Window: window, Prefix: e.keys.Prefix}
 }
 
 // party is one process's view of the storage, with its own minter, fencer,
@@ -161,13 +161,12 @@ func (e *env) party(name string, o partyOpts) *party {
 	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Writer: name})
 	require.NoError(t, err)
 	fo := o.fence
-	fo.Keys, fo.Identity = e.keys, name
+	fo.Identity = name
 	p.fencer, err = fence.New(p.minter, p.zones, fo)
 	require.NoError(t, err)
 	p.refs, err = settle.NewRefIndex(p.store, "", locate)
 	require.NoError(t, err)
 	so := o.settle
-	so.Keys = e.keys
 	if !o.noFencer {
 		so.Fencer = p.fencer
 	}
@@ -177,7 +176,7 @@ func (e *env) party(name string, o partyOpts) *party {
 }
 
 func (p *party) reader() *chain.Reader {
-	r, err := chain.NewReader(p.minter, p.zones, chain.ReaderOptions{Keys: p.e.keys})
+	r, err := chain.NewReader(p.minter, p.zones, chain.ReaderOptions{})
 	require.NoError(p.e.t, err)
 	return r
 }
@@ -187,8 +186,7 @@ func (p *party) reader() *chain.Reader {
 func (p *party) writer(rec *epoch.Record, opts chain.WriterOptions) *chain.Writer {
 	bs, err := p.zones.Resolve(rec.Constants.Buckets)
 	require.NoError(p.e.t, err)
-	opts.Keys = p.e.keys
-	w, err := chain.NewWriter(rec, bs, opts)
+	w, err := chain.NewWriter(rec, chain.MustZones(bs...), opts)
 	require.NoError(p.e.t, err)
 	p.e.t.Cleanup(w.Abort)
 	return w
@@ -306,7 +304,7 @@ func checkEpochInvariants(t testing.TB, p *party, star string, ep uint64, acked 
 	require.Equal(t, want, append([]uint64{}, got...), "the reader must serve exactly [trimmed, cut)")
 	_, err = p.reader().Read(ctx, star, chain.Position{Epoch: ep, Slot: rec.Cut})
 	require.ErrorIs(t, err, chain.ErrNotCommitted)
-	f, err := fence.New(p.minter, p.zones, fence.Options{Keys: p.e.keys, Identity: "checker"})
+	f, err := fence.New(p.minter, p.zones, fence.Options{Identity: "checker"})
 	require.NoError(t, err)
 	cut, err := f.Fence(ctx, star, ep)
 	require.NoError(t, err)

@@ -39,7 +39,7 @@ func Example() {
 
 	// broker-1 appends and dies.
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 16})
-	w, _ := chain.NewWriter(rec, buckets, chain.WriterOptions{})
+	w, _ := chain.NewWriter(rec, chain.MustZones(buckets...), chain.WriterOptions{})
 	for i, body := range []string{"apple", "pear", "plum"} {
 		if _, err := w.Append(ctx, fmt.Appendf(nil, "orders %d %s", i, body)); err != nil {
 			panic(err)

@@ -20,8 +20,7 @@ var ErrRollerClosed = errors.New("settle: roller closed")
 
 // RollerOptions configures a Roller. The zero value works.
 type RollerOptions struct {
-	// Writer configures each epoch's chain.Writer; its Keys are replaced
-	// by the Settler's.
+	// Writer configures each epoch's chain.Writer.
 	Writer chain.WriterOptions
 	// RollOnHalt: when the writer halts because its epoch was fenced, roll
 	// in process (mint, fence, republish) instead of failing the appends
@@ -128,7 +127,6 @@ func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants,
 	if opts.RetryBackoff == 0 {
 		opts.RetryBackoff = 100 * time.Millisecond
 	}
-	opts.Writer.Keys = s.opts.Keys
 	if opts.Writer.Clock == nil {
 		opts.Writer.Clock = opts.Clock
 	}
@@ -167,15 +165,14 @@ func (r *Roller) mint(ctx context.Context, c epoch.Constants) (*chain.Writer, er
 	// Resolve the zones before minting: an epoch minted over buckets that
 	// no zone serves could never be fenced or settled, and would block
 	// every later start of the star.
-	buckets, err := r.settler.zones.Resolve(c.Buckets)
-	if err != nil {
+	if _, err := r.settler.zones.Resolve(c.Buckets); err != nil {
 		return nil, fmt.Errorf("roller %s: %w", r.star, err)
 	}
 	rec, err := r.settler.minter.Mint(ctx, r.star, c)
 	if err != nil {
 		return nil, fmt.Errorf("roller %s: mint: %w", r.star, err)
 	}
-	return chain.NewWriter(rec, buckets, r.opts.Writer)
+	return chain.NewWriter(rec, r.settler.zones, r.opts.Writer)
 }
 
 // Epoch returns the record of the epoch currently written.

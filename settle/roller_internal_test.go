@@ -33,7 +33,6 @@ func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Buc
 	store := metamem.New(metamem.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
 	require.NoError(t, err)
-	keys := chain.Keys{Prefix: "c"}
 	fbs := []*fault.Bucket{fault.Wrap(mem.New("a"), fault.Options{}), fault.Wrap(mem.New("b"), fault.Options{}), fault.Wrap(mem.New("c"), fault.Options{})}
 	var bs []objstore.Bucket
 	for _, b := range fbs {
@@ -44,7 +43,7 @@ func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Buc
 		}
 	}
 	zones := chain.MustZones(bs...)
-	f, err := fence.New(m, zones, fence.Options{Keys: keys})
+	f, err := fence.New(m, zones, fence.Options{})
 	require.NoError(t, err)
 	refs, err := NewRefIndex(store, "", func(p []byte) (string, uint64, uint64, error) {
 		var off uint64
@@ -52,9 +51,9 @@ func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Buc
 		return "s", off, 1, err
 	})
 	require.NoError(t, err)
-	s, err := New(m, zones, refs, Options{Keys: keys, Fencer: f})
+	s, err := New(m, zones, refs, Options{Fencer: f})
 	require.NoError(t, err)
-	r, err := OpenRoller(context.Background(), s, "star", epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 4}, opts)
+	r, err := OpenRoller(context.Background(), s, "star", epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 4, Prefix: "c"}, opts)
 	require.NoError(t, err)
 	return r, fbs
 }

@@ -119,12 +119,12 @@ func plannedRolls(t *testing.T, e *env) {
 	ctx := context.Background()
 	p := e.party("host", partyOpts{})
 	c := []epoch.Constants{
-		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 8},
-		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 3, Window: 8},
-		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 3, Window: 3},
-		{Class: "standard", Buckets: []string{"b", "c", "d"}, W: 2, Window: 3},
-		{Class: "express", Buckets: []string{"b", "c", "d"}, W: 2, Window: 16},
-		{Class: "express", Buckets: []string{"d"}, W: 1, Window: 4},
+		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 8, Prefix: e.keys.Prefix},
+		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 3, Window: 8, Prefix: e.keys.Prefix},
+		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 3, Window: 3, Prefix: e.keys.Prefix},
+		{Class: "standard", Buckets: []string{"b", "c", "d"}, W: 2, Window: 3, Prefix: e.keys.Prefix},
+		{Class: "express", Buckets: []string{"b", "c", "d"}, W: 2, Window: 16, Prefix: e.keys.Prefix},
+		{Class: "express", Buckets: []string{"d"}, W: 1, Window: 4, Prefix: e.keys.Prefix},
 	}
 	r, err := settle.OpenRoller(ctx, p.settler, starA, c[0], settle.RollerOptions{})
 	require.NoError(t, err)
@@ -362,9 +362,9 @@ func TestRollerValidation(t *testing.T) {
 	_, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig, "a roller fences its own epochs")
 	p = e.party("host", partyOpts{})
-	_, err = settle.OpenRoller(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"a"}, W: 2, Window: 1}, settle.RollerOptions{})
+	_, err = settle.OpenRoller(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"a"}, W: 2, Window: 1, Prefix: e.keys.Prefix}, settle.RollerOptions{})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
-	_, err = settle.OpenRoller(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"zz"}, W: 1, Window: 1}, settle.RollerOptions{})
+	_, err = settle.OpenRoller(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"zz"}, W: 1, Window: 1, Prefix: e.keys.Prefix}, settle.RollerOptions{})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig, "an unknown zone")
 	// Nothing was minted for it: the star opens normally afterwards.
 	r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})

@@ -18,8 +18,6 @@ import (
 // Options configures a Settler. The zero value works, except that an open
 // epoch can only be settled when Fencer is set.
 type Options struct {
-	// Keys is the object key layout; it must match the writers'.
-	Keys chain.Keys
 	// Fencer, when set, fences an open epoch before settling it. Without
 	// it, settling an open epoch is an *epoch.StateError.
 	Fencer *fence.Fencer
@@ -72,9 +70,6 @@ func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settl
 	if cov == nil {
 		return nil, &epoch.ConfigError{Field: "coverage", Value: nil, Reason: "required"}
 	}
-	if err := opts.Keys.Validate(); err != nil {
-		return nil, err
-	}
 	for _, b := range []struct {
 		field    string
 		v        *int
@@ -100,7 +95,7 @@ func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settl
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	r, err := chain.NewReader(m, zones, chain.ReaderOptions{Keys: opts.Keys, Logger: opts.Logger, Clock: opts.Clock})
+	r, err := chain.NewReader(m, zones, chain.ReaderOptions{Logger: opts.Logger, Clock: opts.Clock})
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +235,7 @@ func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets 
 			var retry []target
 			s.parallel(len(todo), func(i int) {
 				t := todo[i]
-				slot := chain.Slot{Keys: s.opts.Keys, Star: rec.Star, Epoch: rec.Epoch, Slot: t.slot}
+				slot := chain.Slot{Keys: chain.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: t.slot}
 				o := chain.ObserveHeader(ctx, buckets[t.b], slot)
 				mu.Lock()
 				rep.Reads++

@@ -161,7 +161,7 @@ func TestSettleCoversExactlyCheckpointToCutInOrder(t *testing.T) {
 	_, err := l.claim.Advance(ctx, 4)
 	require.NoError(t, err)
 	rc := &recorder{}
-	s, err := settle.New(p.minter, p.zones, rc, settle.Options{Keys: e.keys, Fencer: p.fencer})
+	s, err := settle.New(p.minter, p.zones, rc, settle.Options{Fencer: p.fencer})
 	require.NoError(t, err)
 	rep, err := s.Settle(ctx, starA, l.ep)
 	require.NoError(t, err)
@@ -176,7 +176,7 @@ func TestSettleCoverageFailureLeavesEpochFenced(t *testing.T) {
 	l := layDeadEpoch(t, e, p)
 	boom := errors.New("index down")
 	rc := &recorder{fail: boom}
-	s, err := settle.New(p.minter, p.zones, rc, settle.Options{Keys: e.keys, Fencer: p.fencer})
+	s, err := settle.New(p.minter, p.zones, rc, settle.Options{Fencer: p.fencer})
 	require.NoError(t, err)
 	_, err = s.Settle(ctx, starA, l.ep)
 	require.ErrorIs(t, err, boom)
@@ -340,8 +340,6 @@ func TestNewValidates(t *testing.T) {
 	_, err := settle.New(nil, p.zones, p.refs, settle.Options{})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
 	_, err = settle.New(p.minter, p.zones, nil, settle.Options{})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
-	_, err = settle.New(p.minter, p.zones, p.refs, settle.Options{Keys: chain.Keys{Prefix: "../x"}})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
 	_, err = settle.New(p.minter, p.zones, p.refs, settle.Options{GarbageRetries: -1})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)

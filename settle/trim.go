@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 )
@@ -47,13 +48,14 @@ func (s *Settler) Trim(ctx context.Context, star string, ep, upTo uint64) (TrimR
 	}
 	var mu sync.Mutex
 	var firstErr error
-	prefix := s.opts.Keys.Epoch(star, ep)
+	keys := chain.KeysOf(rec)
+	prefix := keys.Epoch(star, ep)
 	var wg sync.WaitGroup
 	for _, b := range buckets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			deleted, left, err := s.trimBucket(ctx, b, prefix, star, ep, rec.Cursors.Trimmed)
+			deleted, left, err := s.trimBucket(ctx, b, keys, prefix, star, ep, rec.Cursors.Trimmed)
 			mu.Lock()
 			defer mu.Unlock()
 			rep.Deleted += deleted
@@ -76,12 +78,12 @@ func (s *Settler) Trim(ctx context.Context, star string, ep, upTo uint64) (TrimR
 
 // trimBucket deletes the epoch's objects below upTo in one bucket, by
 // listing, so that leftovers of an interrupted trim are found too.
-func (s *Settler) trimBucket(ctx context.Context, b objstore.Bucket, prefix, star string, ep, upTo uint64) (deleted, left int, err error) {
+func (s *Settler) trimBucket(ctx context.Context, b objstore.Bucket, keys chain.Keys, prefix, star string, ep, upTo uint64) (deleted, left int, err error) {
 	for o, err := range objstore.All(ctx, b, prefix) {
 		if err != nil {
 			return deleted, left, err
 		}
-		n, ok := s.opts.Keys.ParseSlot(star, ep, o.Key)
+		n, ok := keys.ParseSlot(star, ep, o.Key)
 		if !ok {
 			continue // not a slot object: never ours to delete
 		}

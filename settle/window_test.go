@@ -53,7 +53,7 @@ func TestGarbageAtMaxWindowHonoursContext(t *testing.T) {
 		wrapped = append(wrapped, &cancelAfter{Bucket: z, n: &n, sent: &sent, late: &late, cancel: cancel})
 	}
 	const parallel = 16
-	s, err := settle.New(p.minter, chain.MustZones(wrapped...), p.refs, settle.Options{Keys: e.keys, MaxParallel: parallel})
+	s, err := settle.New(p.minter, chain.MustZones(wrapped...), p.refs, settle.Options{MaxParallel: parallel})
 	require.NoError(t, err)
 	var before, after runtime.MemStats
 	runtime.GC()

@@ -139,15 +139,15 @@ func openBroker(ctx context.Context, cfg brokerConfig) (*broker, openReport, err
 	if err != nil {
 		return nil, rep, err
 	}
-	fencer, err := fence.New(cfg.Minter, zones, fence.Options{Keys: cfg.Keys, Identity: cfg.Star})
+	fencer, err := fence.New(cfg.Minter, zones, fence.Options{Identity: cfg.Star})
 	if err != nil {
 		return nil, rep, err
 	}
-	settler, err := settle.New(cfg.Minter, zones, cfg.Refs, settle.Options{Keys: cfg.Keys, Fencer: fencer})
+	settler, err := settle.New(cfg.Minter, zones, cfg.Refs, settle.Options{Fencer: fencer})
 	if err != nil {
 		return nil, rep, err
 	}
-	reader, err := chain.NewReader(cfg.Minter, zones, chain.ReaderOptions{Keys: cfg.Keys})
+	reader, err := chain.NewReader(cfg.Minter, zones, chain.ReaderOptions{})
 	if err != nil {
 		return nil, rep, err
 	}
@@ -197,7 +197,7 @@ func openBroker(ctx context.Context, cfg brokerConfig) (*broker, openReport, err
 	rep.Producers = len(stored)
 
 	rec, err := cfg.Minter.Mint(ctx, cfg.Star, epoch.Constants{
-		Class: cfg.Class, Buckets: chain.Names(cfg.Buckets...), W: cfg.W, Window: cfg.Window,
+		Class: cfg.Class, Buckets: chain.Names(cfg.Buckets...), W: cfg.W, Window: cfg.Window, Prefix: cfg.Keys.Prefix,
 	})
 	if err != nil {
 		return nil, rep, err
@@ -212,7 +212,7 @@ func openBroker(ctx context.Context, cfg brokerConfig) (*broker, openReport, err
 	if _, err := metastore.Put(ctx, cfg.Store, wkey, v, prevRev); err != nil {
 		return nil, rep, fmt.Errorf("record the stream's writer: %w", err)
 	}
-	w, err := chain.NewWriter(rec, cfg.Buckets, chain.WriterOptions{Keys: cfg.Keys})
+	w, err := chain.NewWriter(rec, zones, chain.WriterOptions{})
 	if err != nil {
 		return nil, rep, err
 	}

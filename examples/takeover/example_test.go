@@ -29,12 +29,13 @@ func must[T any](v T, err error) T {
 func Example_compose() {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{}) // etcd in production: metastore/etcd
-	zones := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	zones := must(chain.NewZones(buckets...)) // every party resolves an epoch's buckets here
 	minter := must(epoch.NewMinter(store, epoch.Options{}))
 
 	// Star A mints an epoch (K=3 zones, W=2 copies) and appends.
 	rec := must(minter.Mint(ctx, "star-a", epoch.Constants{
-		Class: "standard", Buckets: chain.Names(zones...), W: 2, Window: 64}))
+		Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 64, Prefix: "chains"}))
 	w := must(chain.NewWriter(rec, zones, chain.WriterOptions{}))
 	for _, offset := range []string{"0", "1", "2"} {
 		fmt.Println("acknowledged at", must(w.Append(ctx, []byte(offset))))
@@ -46,9 +47,8 @@ func Example_compose() {
 		off, err := strconv.ParseUint(string(p), 10, 64)
 		return "orders", off, 1, err
 	}))
-	zoneSet := must(chain.NewZones(zones...)) // refuses duplicate names
-	fencer := must(fence.New(minter, zoneSet, fence.Options{}))
-	settler := must(settle.New(minter, zoneSet, refs, settle.Options{Fencer: fencer}))
+	fencer := must(fence.New(minter, zones, fence.Options{}))
+	settler := must(settle.New(minter, zones, refs, settle.Options{Fencer: fencer}))
 	for _, r := range must(settler.SettleAll(ctx, "star-a")) {
 		fmt.Println("cut", r.Cut, "covered", r.Covered) // cut 3 covered 3
 	}

@@ -170,6 +170,11 @@ func TestReadmeShowsExampleCompose(t *testing.T) {
 
 	src, err := os.ReadFile("example_test.go")
 	require.NoError(t, err)
+	// The README shows the imports, then the body.
+	_, imports, ok := strings.Cut(string(src), "import (")
+	require.True(t, ok)
+	imports, _, ok = strings.Cut(imports, ")\n")
+	require.True(t, ok)
 	_, body, ok := strings.Cut(string(src), "func Example_compose() {\n")
 	require.True(t, ok)
 	body, _, ok = strings.Cut(body, "\t// Output:")
@@ -178,5 +183,5 @@ func TestReadmeShowsExampleCompose(t *testing.T) {
 	for line := range strings.Lines(body) {
 		lines = append(lines, strings.TrimPrefix(line, "\t"))
 	}
-	require.Equal(t, strings.Join(lines, ""), block, "README.md's Go example differs from Example_compose")
+	require.Equal(t, "import ("+imports+")\n\n"+strings.Join(lines, ""), block, "README.md's Go example differs from Example_compose")
 }

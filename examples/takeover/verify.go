@@ -40,7 +40,7 @@ func (d *demo) verify(ctx context.Context, p *producer, epA, cut uint64) (string
 	// One slot at a time: read-ahead past the end of star-b's open epoch
 	// would send as many requests as fit in before the end is seen, a
 	// count that depends on timing.
-	reader, err := chain.NewReader(minter, zoneSet, chain.ReaderOptions{Keys: d.keys, ReadAhead: 1})
+	reader, err := chain.NewReader(minter, zoneSet, chain.ReaderOptions{ReadAhead: 1})
 	if err != nil {
 		return "", err
 	}

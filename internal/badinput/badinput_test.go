@@ -115,7 +115,7 @@ func newFixture(t *testing.T, onFS bool) *fixture {
 	}
 	f.rec, err = m.Mint(ctx, starA, f.constants())
 	require.NoError(t, err)
-	f.w, err = chain.NewWriter(f.rec, f.buckets, chain.WriterOptions{Keys: keys, Clock: f.clk})
+	f.w, err = chain.NewWriter(f.rec, chain.MustZones(f.buckets...), chain.WriterOptions{Clock: f.clk})
 	require.NoError(t, err)
 	t.Cleanup(f.w.Abort)
 	for range acks {
@@ -142,7 +142,7 @@ func (f *fixture) root(i int) string {
 }
 
 func (f *fixture) constants() epoch.Constants {
-	return epoch.Constants{Class: "standard", Buckets: chain.Names(f.buckets...), W: 2, Window: window}
+	return epoch.Constants{Class: "standard", Buckets: chain.Names(f.buckets...), W: 2, Window: window, Prefix: keys.Prefix}
 }
 
 func (f *fixture) ep() uint64 { return f.rec.Epoch }
@@ -173,14 +173,14 @@ func (f *fixture) zoneMap() chain.Zones { return chain.MustZones(f.buckets...) }
 
 func (f *fixture) reader() *chain.Reader {
 	f.t.Helper()
-	r, err := chain.NewReader(f.minter, f.zoneMap(), chain.ReaderOptions{Keys: keys})
+	r, err := chain.NewReader(f.minter, f.zoneMap(), chain.ReaderOptions{})
 	require.NoError(f.t, err)
 	return r
 }
 
 func (f *fixture) fencer() *fence.Fencer {
 	f.t.Helper()
-	fn, err := fence.New(f.minter, f.zoneMap(), fence.Options{Keys: keys, Clock: f.clk})
+	fn, err := fence.New(f.minter, f.zoneMap(), fence.Options{Clock: f.clk})
 	require.NoError(f.t, err)
 	return fn
 }
@@ -188,7 +188,7 @@ func (f *fixture) fencer() *fence.Fencer {
 // settler returns a settler that fences open epochs when withFencer is set.
 func (f *fixture) settler(withFencer bool) *settle.Settler {
 	f.t.Helper()
-	opts := settle.Options{Keys: keys, Clock: f.clk}
+	opts := settle.Options{Clock: f.clk}
 	if withFencer {
 		opts.Fencer = f.fencer()
 	}
@@ -226,7 +226,7 @@ func (f *fixture) mintB() *epoch.Record {
 // writerB makes a writer of a star-b record, aborted when the case ends.
 func (f *fixture) writerB(rec *epoch.Record) *chain.Writer {
 	f.t.Helper()
-	w, err := chain.NewWriter(rec, f.buckets, chain.WriterOptions{Keys: keys, Clock: f.clk})
+	w, err := chain.NewWriter(rec, chain.MustZones(f.buckets...), chain.WriterOptions{Clock: f.clk})
 	require.NoError(f.t, err)
 	f.t.Cleanup(w.Abort)
 	return w
@@ -697,9 +697,13 @@ func newWriterB(name, field string, edit func(f *fixture, rec **epoch.Record, bs
 		rec := f.mintB()
 		f.mark()
 		bs := append([]objstore.Bucket(nil), f.buckets...)
-		o := chain.WriterOptions{Keys: keys, Clock: f.clk}
+		o := chain.WriterOptions{Clock: f.clk}
 		edit(f, &rec, &bs, &o)
-		w, err := chain.NewWriter(rec, bs, o)
+		zones, err := chain.NewZones(bs...)
+		if err != nil {
+			return err
+		}
+		w, err := chain.NewWriter(rec, zones, o)
 		if err == nil {
 			w.Abort()
 		}
@@ -714,11 +718,18 @@ func newWriterB(name, field string, edit func(f *fixture, rec **epoch.Record, bs
 	return c
 }
 
+// mintPrefix mints star-b's epoch with the key prefix given.
+func mintPrefix(prefix string) func(f *fixture) error {
+	return func(f *fixture) error {
+		c := f.constants()
+		c.Prefix = prefix
+		_, err := f.minter.Mint(f.ctx, starB, c)
+		return err
+	}
+}
+
 func newReader(o chain.ReaderOptions, zones func(f *fixture) chain.Zones) func(f *fixture) error {
 	return func(f *fixture) error {
-		if o.Keys == (chain.Keys{}) {
-			o.Keys = keys
-		}
 		_, err := chain.NewReader(f.minter, zones(f), o)
 		return err
 	}
@@ -726,9 +737,6 @@ func newReader(o chain.ReaderOptions, zones func(f *fixture) chain.Zones) func(f
 
 func newFencer(o fence.Options) func(f *fixture) error {
 	return func(f *fixture) error {
-		if o.Keys == (chain.Keys{}) {
-			o.Keys = keys
-		}
 		_, err := fence.New(f.minter, f.zoneMap(), o)
 		return err
 	}
@@ -736,9 +744,6 @@ func newFencer(o fence.Options) func(f *fixture) error {
 
 func newSettler(o settle.Options) func(f *fixture) error {
 	return func(f *fixture) error {
-		if o.Keys == (chain.Keys{}) {
-			o.Keys = keys
-		}
 		_, err := settle.New(f.minter, f.zoneMap(), f.cov, o)
 		return err
 	}
@@ -802,32 +807,21 @@ func configCases() []badCase {
 		newWriterB("MaxBackoff-below-MinBackoff", "MaxBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
 			o.MinBackoff, o.MaxBackoff = time.Second, time.Millisecond
 		}),
-		newWriterB("too-few-buckets", "buckets", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
+		newWriterB("zone-missing", "buckets[2]", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
 			*bs = (*bs)[:2]
 		}),
-		newWriterB("buckets-out-of-order", "buckets[0]", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
-			(*bs)[0], (*bs)[1] = (*bs)[1], (*bs)[0]
-		}),
-		newWriterB("nil-bucket", "buckets[1]", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
+		newWriterB("nil-bucket", "zones[1]", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
 			(*bs)[1] = nil
 		}),
 		newWriterB("foreign-bucket", "buckets[2]", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
 			(*bs)[2] = mem.New("zone-x")
 		}),
-		newWriterB("keys-path-escape", "prefix", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
-			o.Keys = chain.Keys{Prefix: "../x"}
-		}),
-		withCause(newWriterB("keys-over-MaxKeyLen", "prefix", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
-			o.Keys = overlong
-		}), objstore.ErrInvalidKey),
-		withCause(cfg("config", "NewReader/keys-over-MaxKeyLen", "prefix", func(f *fixture) error {
-			_, err := chain.NewReader(f.minter, chain.MustZones(f.buckets...), chain.ReaderOptions{Keys: overlong})
-			return err
-		}), objstore.ErrInvalidKey),
-		withCause(cfg("config", "fence.New/keys-over-MaxKeyLen", "prefix", func(f *fixture) error {
-			_, err := fence.New(f.minter, chain.MustZones(f.buckets...), fence.Options{Keys: overlong})
-			return err
-		}), objstore.ErrInvalidKey),
+		// The key prefix is a constant of the epoch: refused at mint.
+		cfg("config", "Mint/prefix-path-escape", "prefix", mintPrefix("../x")),
+		withCause(cfg("config", "Mint/prefix-over-MaxKeyLen", "prefix", mintPrefix(overlong.Prefix)), objstore.ErrInvalidKey),
+		cfg("config", "Mint/prefix-bad-segment", "prefix", mintPrefix("chains/.hidden")),
+		cfg("config", "Mint/prefix-dotdot-segment", "prefix", mintPrefix("chains/../x")),
+		cfg("config", "Mint/prefix-absolute", "prefix", mintPrefix("/chains")),
 		cfg("config", "OpenRoller/nil-settler", "settler", func(f *fixture) error {
 			_, err := settle.OpenRoller(f.ctx, nil, starA, f.constants(), settle.RollerOptions{})
 			return err
@@ -859,7 +853,6 @@ func configCases() []badCase {
 		})),
 		cfg("config", "NewReader/ReadAhead-negative", "ReadAhead", newReader(chain.ReaderOptions{ReadAhead: -1}, zonesOf)),
 		cfg("config", "NewReader/ReadAhead-above-max", "ReadAhead", newReader(chain.ReaderOptions{ReadAhead: chain.MaxReadAhead + 1}, zonesOf)),
-		cfg("config", "NewReader/keys-bad-segment", "prefix", newReader(chain.ReaderOptions{Keys: chain.Keys{Prefix: "chains/.hidden"}}, zonesOf)),
 
 		// Zones.
 		cfg("config", "NewZones/nil-bucket", "zones[1]", func(f *fixture) error {
@@ -885,7 +878,6 @@ func configCases() []badCase {
 		cfg("config", "fence.New/MinBackoff-negative", "MinBackoff", newFencer(fence.Options{MinBackoff: -1})),
 		cfg("config", "fence.New/MaxBackoff-negative", "MaxBackoff", newFencer(fence.Options{MaxBackoff: -time.Second})),
 		cfg("config", "fence.New/MaxBackoff-below-MinBackoff", "MaxBackoff", newFencer(fence.Options{MinBackoff: time.Minute, MaxBackoff: time.Second})),
-		cfg("config", "fence.New/keys-path-escape", "prefix", newFencer(fence.Options{Keys: chain.Keys{Prefix: "chains/../x"}})),
 
 		// Settler and roller.
 		cfg("config", "settle.New/nil-minter", "minter", func(f *fixture) error {
@@ -906,7 +898,6 @@ func configCases() []badCase {
 		cfg("config", "settle.New/MaxParallel-above-limit", "MaxParallel", newSettler(settle.Options{MaxParallel: settle.MaxParallelLimit + 1})),
 		cfg("config", "settle.New/Backoff-negative", "Backoff", newSettler(settle.Options{Backoff: -time.Millisecond})),
 		cfg("config", "settle.New/Backoff-above-max", "Backoff", newSettler(settle.Options{Backoff: settle.MaxBackoff + 1})),
-		cfg("config", "settle.New/keys-absolute", "prefix", newSettler(settle.Options{Keys: chain.Keys{Prefix: "/chains"}})),
 		cfg("config", "OpenRoller/RetryBackoff-negative", "RetryBackoff", openRoller(settle.RollerOptions{RetryBackoff: -1}, true)),
 		cfg("config", "OpenRoller/RetryBackoff-above-max", "RetryBackoff", openRoller(settle.RollerOptions{RetryBackoff: settle.MaxBackoff + 1}, true)),
 		cfg("config", "OpenRoller/no-fencer", "Settler.Fencer", openRoller(settle.RollerOptions{}, false)),
@@ -1488,7 +1479,7 @@ func readerObjectCases() []badCase {
 			}},
 		{cat: "reader-objects", name: "zone-missing-from-reader", want: is(epoch.ErrInvalidConfig), as: configField("buckets[2]"), pure: true,
 			run: func(f *fixture) error {
-				r, err := chain.NewReader(f.minter, chain.MustZones(f.buckets[:2]...), chain.ReaderOptions{Keys: keys})
+				r, err := chain.NewReader(f.minter, chain.MustZones(f.buckets[:2]...), chain.ReaderOptions{})
 				require.NoError(f.t, err)
 				return readAll(f, r, starA)
 			}},
@@ -1624,7 +1615,7 @@ func fenceObjectCases() []badCase {
 			}},
 		{cat: "fence-objects", name: "zone-missing-from-fencer", pure: true, want: is(epoch.ErrInvalidConfig), as: configField("buckets[2]"),
 			run: func(f *fixture) error {
-				fn, err := fence.New(f.minter, chain.MustZones(f.buckets[:2]...), fence.Options{Keys: keys, Clock: f.clk})
+				fn, err := fence.New(f.minter, chain.MustZones(f.buckets[:2]...), fence.Options{Clock: f.clk})
 				require.NoError(f.t, err)
 				_, err = fn.Fence(f.ctx, starA, f.ep())
 				return err
@@ -1643,7 +1634,7 @@ func fenceObjectCases() []badCase {
 				placeAt5(f, map[int][]byte{0: f.flight(acks, "a zombie's"), 1: f.poison(acks)})
 				f.zones[2].SetDown(true)
 				fc := clock.NewFake(time.Unix(0, 0))
-				fn, err := fence.New(f.minter, f.zoneMap(), fence.Options{Keys: keys, Clock: fc})
+				fn, err := fence.New(f.minter, f.zoneMap(), fence.Options{Clock: fc})
 				require.NoError(f.t, err)
 				ctx := newExpiringCtx()
 				done := make(chan error, 1)
@@ -1684,7 +1675,7 @@ func checkpointStays(want epoch.Cursors, then func(*testing.T, *fixture, error))
 
 func misuseCases() []badCase {
 	newWriter := func(rec *epoch.Record, f *fixture) error {
-		w, err := chain.NewWriter(rec, f.buckets, chain.WriterOptions{Keys: keys, Clock: f.clk})
+		w, err := chain.NewWriter(rec, chain.MustZones(f.buckets...), chain.WriterOptions{Clock: f.clk})
 		if err == nil {
 			w.Abort()
 		}

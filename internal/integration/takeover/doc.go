@@ -24,8 +24,14 @@
 //     acknowledged; A dies mid-flight; star B fences and settles A's epoch
 //     (once with the zone restarted first, once with the fence left
 //     undecided until the zone comes back), then appends the producer's
-//     unacknowledged records in its own epoch. A zombie writer on A's stale
-//     epoch then finds the cut dead and acknowledges nothing.
+//     unacknowledged records in its own epoch. A zombie incarnation of A
+//     holding its stale record cannot build a writer on it (the minted
+//     record's claim is taken, a record read back is refused), and the PUTs
+//     it lands late past the cut are never served.
+//   - TestTakeoverAcrossCompaction: etcd is compacted between the pages of
+//     the successor's lists (epoch records, refs) while it settles and
+//     reads; every list restarts at the current revision and the takeover
+//     keeps every invariant.
 //   - TestRollEtcdS3: a settle.Roller makes planned rolls (W and window
 //     changes) and rolls after halts caused by poison placed ahead of it; the
 //     producer sees only acknowledgements, and the chain holds every record

@@ -77,7 +77,7 @@ func (s *stack) constants(w, window int) epoch.Constants {
 	for i := range names {
 		names[i] = zoneName(i)
 	}
-	return epoch.Constants{Class: "standard", Buckets: names, W: w, Window: window}
+	return epoch.Constants{Class: "standard", Buckets: names, W: w, Window: window, Prefix: s.keys.Prefix}
 }
 
 // party is one process's view of the stack: its own etcd client and store,
@@ -133,7 +133,7 @@ func (s *stack) party(t *testing.T, name string, o partyOpts) *party {
 	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Writer: name})
 	require.NoError(t, err)
 	p.fencer, err = fence.New(p.minter, p.zones, fence.Options{
-		Keys: s.keys, Identity: name,
+		Identity:   name,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 		Logger: slog.New(&logSignal{match: "undecided", ch: p.undecided}),
 	})
@@ -141,10 +141,10 @@ func (s *stack) party(t *testing.T, name string, o partyOpts) *party {
 	p.refs, err = settle.NewRefIndex(p.store, "", locate)
 	require.NoError(t, err)
 	p.settler, err = settle.New(p.minter, p.zones, p.refs, settle.Options{
-		Keys: s.keys, Fencer: p.fencer, Backoff: 20 * time.Millisecond,
+		Fencer: p.fencer, Backoff: 20 * time.Millisecond,
 	})
 	require.NoError(t, err)
-	p.reader, err = chain.NewReader(p.minter, p.zones, chain.ReaderOptions{Keys: s.keys})
+	p.reader, err = chain.NewReader(p.minter, p.zones, chain.ReaderOptions{})
 	require.NoError(t, err)
 	return p
 }
@@ -165,11 +165,10 @@ func (p *party) writer(t *testing.T, rec *epoch.Record, opts chain.WriterOptions
 	t.Helper()
 	bs, err := p.zones.Resolve(rec.Constants.Buckets)
 	require.NoError(t, err)
-	opts.Keys = p.s.keys
 	if opts.MinBackoff == 0 {
 		opts.MinBackoff, opts.MaxBackoff = 5*time.Millisecond, 100*time.Millisecond
 	}
-	w, err := chain.NewWriter(rec, bs, opts)
+	w, err := chain.NewWriter(rec, chain.MustZones(bs...), opts)
 	require.NoError(t, err)
 	t.Cleanup(w.Abort)
 	return w

@@ -227,9 +227,9 @@ func zombie(t *testing.T, s *stack, stale *epoch.Record, cut uint64) {
 	require.NoError(t, err)
 	back, err := z.minter.Get(ctx, starA, stale.Epoch)
 	require.NoError(t, err)
-	_, err = chain.NewWriter(back, bs, chain.WriterOptions{Keys: s.keys})
+	_, err = chain.NewWriter(back, chain.MustZones(bs...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrState, "the record read back is settled")
-	_, err = chain.NewWriter(stale, bs, chain.WriterOptions{Keys: s.keys})
+	_, err = chain.NewWriter(stale, chain.MustZones(bs...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrClaimed, "the minted record is A's writer's")
 	landed := 0
 	for i := range uint64(8) {

@@ -1,0 +1,138 @@
+package cutlinetest_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/cutlinetest"
+	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fs"
+	"github.com/cutline/cutline/settle"
+)
+
+// Each kind of object Put places reads back as what a fence sees.
+func TestPutAndState(t *testing.T) {
+	e := cutlinetest.NewMem(t, 3)
+	rec := e.Party("setup").Mint(starA, e.Constants(2, 8))
+	for s, c := range []struct{ put, state byte }{
+		{cutlinetest.Flight, cutlinetest.Flight},
+		{cutlinetest.Poison, cutlinetest.Poison},
+		{cutlinetest.Corrupt, cutlinetest.Corrupt},
+		{cutlinetest.Misplaced, cutlinetest.Corrupt},
+		{cutlinetest.BadBody, cutlinetest.Corrupt},
+		{cutlinetest.Conflicting, cutlinetest.Flight},
+		{cutlinetest.Empty, cutlinetest.Empty},
+	} {
+		e.Put(1, rec, uint64(s), c.put)
+		require.Equal(t, "E "+string(c.state)+" E", e.State(rec, uint64(s)), "Put %c", c.put)
+	}
+	e.Delete(1, rec, 0)
+	require.Equal(t, "E E E", e.State(rec, 0))
+}
+
+// The README's walk, small: a fence completes what the writer started,
+// poisons the first empty slot, and settlement deletes what lies past it.
+// The environment runs on any buckets and store: here New over directory
+// zones, with a metastore root and a key prefix of the test's own.
+func TestLayoutFenceSettle(t *testing.T) {
+	var buckets []objstore.Bucket
+	for _, name := range []string{"a", "b", "c"} {
+		b, err := fs.New(filepath.Join(t.TempDir(), name), fs.Options{Name: name, NoSync: true, CreateRoot: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Close() })
+		buckets = append(buckets, b)
+	}
+	e := cutlinetest.New(t, memstore.New(memstore.Options{}), buckets, cutlinetest.Options{Root: "t1/", Prefix: "t1/chains"})
+	p := e.Party("fencer-1")
+	rec := p.Mint(starA, e.Constants(2, 8))
+	e.Layout(rec,
+		"F F F",
+		"F E F",
+		"F E E",
+		"E E E",
+		"F F E",
+	)
+	reps, err := p.Settler.SettleAll(t.Context(), starA)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), reps[0].Cut)
+	for s, want := range []string{"F F F", "F E F", "F F F", "P P E", "E E E"} {
+		require.Equal(t, want, e.State(rec, uint64(s)), "slot %d", s)
+	}
+	require.True(t, e.Record(starA, rec.Epoch).Fenced())
+}
+
+// A slot holding two different flights stops the fence.
+func TestConflictingFlight(t *testing.T) {
+	e := cutlinetest.NewMem(t, 3)
+	p := e.Party("fencer-1")
+	rec := p.Mint(starA, e.Constants(2, 8))
+	e.Layout(rec, "F F E", "F Y E")
+	_, err := p.Fencer.Fence(t.Context(), starA, rec.Epoch)
+	require.ErrorIs(t, err, chain.ErrConflictingFlight)
+}
+
+// The host over a settle.Roller: records keep being acknowledged across a
+// planned roll (a window change), and the run checks clean.
+func TestRollerHost(t *testing.T) {
+	ctx := t.Context()
+	e := cutlinetest.NewMem(t, 3)
+	p := e.Party(starA)
+	r, err := settle.OpenRoller(ctx, p.Settler, starA, e.Constants(2, 4), settle.RollerOptions{})
+	require.NoError(t, err)
+	var hist cutlinetest.History
+	h := cutlinetest.StartRoller(p, r, cutlinetest.HostOptions{History: &hist, AbsorbEvery: 3})
+	for i := range 10 {
+		require.NoError(t, h.Submit(ctx, id(i)))
+	}
+	require.NoError(t, r.Roll(ctx, e.Constants(2, 8)))
+	for i := 10; i < 20; i++ {
+		require.NoError(t, h.Submit(ctx, id(i)))
+	}
+	require.NoError(t, h.Close(ctx))
+	require.Equal(t, 20, h.Acked())
+	require.Empty(t, h.Failed())
+	e.Verify(&hist)
+}
+
+// A producer that sends an acknowledged record again makes it appear
+// twice: the checker reports the duplicated id.
+func TestCheckDuplicatedID(t *testing.T) {
+	ctx := t.Context()
+	e := cutlinetest.NewMem(t, 3)
+	p := e.Party(starA)
+	h := cutlinetest.StartHost(p, p.Writer(p.Mint(starA, e.Constants(2, 8)), chain.WriterOptions{}), cutlinetest.HostOptions{})
+	for _, id := range []string{"x", "y", "x"} {
+		require.NoError(t, h.Submit(ctx, id))
+	}
+	require.NoError(t, h.Close(ctx))
+	vs := e.Check(h.History())
+	require.Len(t, vs, 2, "%v", vs.Err())
+	for _, v := range vs {
+		require.Equal(t, 5, v.Guarantee)
+		require.Contains(t, v.Msg, `record id "x" is found 2 times`)
+	}
+}
+
+// A killed host refuses further records, answers nothing more, and a
+// closed one likewise; WaitAcked honours its context.
+func TestHostStops(t *testing.T) {
+	ctx := t.Context()
+	e := cutlinetest.NewMem(t, 3)
+	p := e.Party(starA)
+	h := cutlinetest.StartHost(p, p.Writer(p.Mint(starA, e.Constants(2, 8)), chain.WriterOptions{}), cutlinetest.HostOptions{})
+	require.NoError(t, h.Submit(ctx, "a"))
+	require.NoError(t, h.WaitAcked(ctx, 1))
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, h.WaitAcked(done, 2), context.Canceled)
+	h.Kill()
+	require.ErrorIs(t, h.Submit(ctx, "b"), cutlinetest.ErrStopped)
+	require.Error(t, h.WaitAcked(ctx, 2))
+	require.Equal(t, []string{"b"}, h.Failed())
+	require.NoError(t, h.Err())
+}
