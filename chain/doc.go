@@ -93,7 +93,7 @@
 //
 // If every bucket has answered for a slot and the answers reach neither W
 // copies nor B poisons (foreign objects take part), the writer halts the
-// same way with an *UndecidableError (ErrUndecidable) that names the objects
+// same way with an *BlockedError (ErrBlocked) that names the objects
 // (*ObjectError: bucket, key, reason). It never guesses; an operator must
 // look at those objects.
 //
@@ -149,7 +149,7 @@
 //
 // # Errors
 //
-// ErrFenced (*FencedError), ErrUndecidable (*UndecidableError),
+// ErrFenced (*FencedError), ErrBlocked (*BlockedError),
 // ErrConflictingFlight (*ConflictError), ErrAborted (*AbortedError),
 // ErrClosed, ErrPayloadTooLarge (*PayloadError) and ErrPending come from the
 // Writer, with epoch.ErrNotMinted and epoch.ErrClaimed from NewWriter; ErrDataUnavailable, ErrNotCommitted and

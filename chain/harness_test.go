@@ -41,7 +41,7 @@ type env struct {
 func newEnv(t testing.TB, k int, wrap ...func(i int, b objstore.Bucket) objstore.Bucket) *env {
 	t.Helper()
 	store := memstore.New(memstore.Options{})
-	m, err := epoch.NewMinter(store, epoch.Options{Writer: "test"})
+	m, err := epoch.NewMinter(store, epoch.Options{Identity: "test"})
 	require.NoError(t, err)
 	e := &env{t: t, store: store, minter: m, keys: chain.Keys{Prefix: "chains"}}
 	for i := range k {

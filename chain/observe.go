@@ -14,31 +14,31 @@ import (
 type SlotState int
 
 const (
-	// Empty: the bucket answered that no object exists at the slot.
-	Empty SlotState = iota
-	// HasFlight: a well-formed flight for exactly this slot.
-	HasFlight
-	// HasPoison: well-formed poison for exactly this slot.
-	HasPoison
-	// Unreachable: the bucket did not answer; the state is unknown.
-	Unreachable
-	// Foreign: an object that is neither a valid flight nor poison for this
+	// SlotEmpty: the bucket answered that no object exists at the slot.
+	SlotEmpty SlotState = iota
+	// SlotFlight: a well-formed flight for exactly this slot.
+	SlotFlight
+	// SlotPoison: well-formed poison for exactly this slot.
+	SlotPoison
+	// SlotUnreachable: the bucket did not answer; the state is unknown.
+	SlotUnreachable
+	// SlotForeign: an object that is neither a valid flight nor poison for this
 	// slot (corrupt, misplaced, or of an unknown format). It is never
 	// overwritten, never copied, and counts as neither.
-	Foreign
+	SlotForeign
 )
 
 func (s SlotState) String() string {
 	switch s {
-	case Empty:
+	case SlotEmpty:
 		return "empty"
-	case HasFlight:
+	case SlotFlight:
 		return "flight"
-	case HasPoison:
+	case SlotPoison:
 		return "poison"
-	case Unreachable:
+	case SlotUnreachable:
 		return "unreachable"
-	case Foreign:
+	case SlotForeign:
 		return "foreign"
 	}
 	return fmt.Sprintf("SlotState(%d)", int(s))
@@ -47,10 +47,10 @@ func (s SlotState) String() string {
 // Observation is one bucket's answer for one slot.
 type Observation struct {
 	State SlotState
-	// Header is set for HasFlight and HasPoison.
+	// Header is set for SlotFlight and SlotPoison.
 	Header Header
 	// Data is the whole object when it was read whole (ObserveObject) and
-	// the state is HasFlight or HasPoison.
+	// the state is SlotFlight or SlotPoison.
 	Data []byte
 	// Digest is the SHA-256 of the whole object when it was read whole and
 	// verified: two copies are the same flight only when their digests are
@@ -65,8 +65,9 @@ type Observation struct {
 	Err error
 }
 
-// Slot names one slot of one epoch of one star.
-type Slot struct {
+// Addr names one slot of one epoch of one star: where its object lies in
+// every bucket.
+type Addr struct {
 	Keys  Keys
 	Star  string
 	Epoch uint64
@@ -74,11 +75,11 @@ type Slot struct {
 }
 
 // Key is the slot's object key.
-func (s Slot) Key() string { return s.Keys.Slot(s.Star, s.Epoch, s.Slot) }
+func (s Addr) Key() string { return s.Keys.Slot(s.Star, s.Epoch, s.Slot) }
 
 // ObserveHeader reads just enough of the slot object in b to classify it:
 // one small ranged read.
-func ObserveHeader(ctx context.Context, b objstore.Bucket, s Slot) Observation {
+func ObserveHeader(ctx context.Context, b objstore.Bucket, s Addr) Observation {
 	key := s.Key()
 	data, err := b.GetRange(ctx, key, 0, HeaderProbeLen)
 	if o, done := observeErr(err); done {
@@ -92,7 +93,7 @@ func ObserveHeader(ctx context.Context, b objstore.Bucket, s Slot) Observation {
 }
 
 // ObserveObject reads the whole slot object in b and verifies its checksum.
-func ObserveObject(ctx context.Context, b objstore.Bucket, s Slot) Observation {
+func ObserveObject(ctx context.Context, b objstore.Bucket, s Addr) Observation {
 	key := s.Key()
 	data, err := b.Get(ctx, key)
 	if o, done := observeErr(err); done {
@@ -115,10 +116,10 @@ func observeErr(err error) (Observation, bool) {
 	case err == nil:
 		return Observation{}, false
 	case errors.Is(err, objstore.ErrNotFound):
-		return Observation{State: Empty}, true
+		return Observation{State: SlotEmpty}, true
 	default:
 		// Anything else, including a cancelled context, is "unknown".
-		return Observation{State: Unreachable, Err: err}, true
+		return Observation{State: SlotUnreachable, Err: err}, true
 	}
 }
 
@@ -130,18 +131,18 @@ func classify(b objstore.Bucket, key string, h Header, data []byte, err error) O
 			c.Bucket, c.Key = b.Name(), key
 			err = &c
 		}
-		return Observation{State: Foreign, Err: err}
+		return Observation{State: SlotForeign, Err: err}
 	}
-	st := HasFlight
+	st := SlotFlight
 	if h.Kind == KindPoison {
-		st = HasPoison
+		st = SlotPoison
 	}
 	return Observation{State: st, Header: h, Data: data}
 }
 
 // SameFlight reports whether o holds exactly the flight bytes want.
 func (o Observation) SameFlight(want []byte) bool {
-	return o.State == HasFlight && o.Data != nil && bytes.Equal(o.Data, want)
+	return o.State == SlotFlight && o.Data != nil && bytes.Equal(o.Data, want)
 }
 
 // Tally is what the K buckets' observations of one slot add up to. Only
@@ -166,7 +167,7 @@ func TallySlot(obs []Observation) Tally {
 	var groups [][]int // indexes of identical flights, first holder first
 	for i, o := range obs {
 		switch o.State {
-		case HasFlight:
+		case SlotFlight:
 			placed := false
 			for g, members := range groups {
 				if sameCopy(obs[members[0]], o) {
@@ -178,13 +179,13 @@ func TallySlot(obs []Observation) Tally {
 			if !placed {
 				groups = append(groups, []int{i})
 			}
-		case HasPoison:
+		case SlotPoison:
 			t.Poisons++
-		case Empty:
+		case SlotEmpty:
 			t.Empty++
-		case Unreachable:
+		case SlotUnreachable:
 			t.Unreachable++
-		case Foreign:
+		case SlotForeign:
 			t.Foreign++
 		}
 	}

@@ -270,7 +270,7 @@ func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []obj
 		return nil, false, err
 	}
 	w := rec.Constants.W
-	slot := Slot{Keys: KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
+	slot := Addr{Keys: KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
@@ -283,7 +283,7 @@ func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []obj
 	}
 	obs := make([]Observation, len(buckets))
 	for i := range obs {
-		obs[i].State = Unreachable
+		obs[i].State = SlotUnreachable
 	}
 	var t Tally
 	n := 0
@@ -313,7 +313,7 @@ func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []obj
 // readFlight reads slot s's flight of a fenced epoch from the buckets,
 // starting at a slot-dependent bucket to spread the load.
 func (r *Reader) readFlight(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, s uint64) ([]byte, error) {
-	slot := Slot{Keys: KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
+	slot := Addr{Keys: KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
 	k := len(buckets)
 	order := make([]int, 0, k)
 	for j := range k {
@@ -324,7 +324,7 @@ func (r *Reader) readFlight(ctx context.Context, rec *epoch.Record, buckets []ob
 	for _, i := range order {
 		b := buckets[i]
 		o := ObserveObject(ctx, b, slot)
-		if o.State == HasFlight {
+		if o.State == SlotFlight {
 			if len(reasons) > 0 {
 				r.log.Debug("flight read after fallback", "star", rec.Star, "epoch", rec.Epoch, "slot", s,
 					"bucket", b.Name(), "elapsed", r.clock.Now().Sub(start), "skipped", errors.Join(reasons...))
@@ -335,9 +335,9 @@ func (r *Reader) readFlight(ctx context.Context, rec *epoch.Record, buckets []ob
 			return nil, err
 		}
 		switch o.State {
-		case Empty:
+		case SlotEmpty:
 			reasons = append(reasons, fmt.Errorf("%s: absent", b.Name()))
-		case HasPoison:
+		case SlotPoison:
 			reasons = append(reasons, fmt.Errorf("%s: poison", b.Name()))
 		default:
 			reasons = append(reasons, fmt.Errorf("%s: %s: %w", b.Name(), o.State, o.Err))

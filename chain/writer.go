@@ -277,12 +277,12 @@ func (w *Writer) Record() *epoch.Record { return w.rec }
 func (w *Writer) Released() uint64 { return w.released.Load() }
 
 // Halted is closed when the writer halts: a slot turned out dead (ErrFenced)
-// or undecidable (ErrUndecidable). See Err.
+// or blocked (ErrBlocked). See Err.
 func (w *Writer) Halted() <-chan struct{} { return w.haltedCh }
 
 // Err returns nil until the writer halts, then the halt error: a
 // *FencedError naming the lowest dead slot known (errors.Is ErrFenced), or
-// an *UndecidableError. While slots below the halt point are still being
+// an *BlockedError. While slots below the halt point are still being
 // decided, a lower dead slot can still be found and the error moves down to
 // it; once Close returns nil, Err is final.
 func (w *Writer) Err() error {
@@ -482,8 +482,8 @@ func (w *Writer) onConflict(f *Future, object error) {
 	w.haltAtLocked(f.slot, &ConflictError{Star: w.star, Epoch: w.epoch, Slot: f.slot, Object: object})
 }
 
-func (w *Writer) onUndecidable(f *Future) {
-	err := &UndecidableError{
+func (w *Writer) onBlocked(f *Future) {
+	err := &BlockedError{
 		Star: w.star, Epoch: w.epoch, Slot: f.slot,
 		Copies: int(f.copies.Load()), Poisons: int(f.poisons.Load()),
 		Objects: f.foreignErrs(),

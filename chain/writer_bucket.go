@@ -32,7 +32,7 @@ func (w *Writer) runBucket(f *Future, i int, key string, data []byte) {
 		// The first attempt is made even when the slot was committed by
 		// faster buckets: every bucket should get its copy. Retries stop
 		// once the slot is decided, and nothing is sent for a slot that is
-		// dead, undecidable or abandoned (above a halt point, or by Abort).
+		// dead, blocked or abandoned (above a halt point, or by Abort).
 		if st := f.state.Load(); w.ctx.Err() != nil || (st != slotPending && (attempt > 0 || st != slotCommitted)) {
 			if attempt == 0 {
 				w.stats.skipped.Add(1)
@@ -99,7 +99,7 @@ func (w *Writer) acquire(f *Future, i int) bool {
 // while the bucket was unreachable.
 func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, error) {
 	b := w.buckets[i]
-	s := Slot{Keys: w.keys, Star: w.star, Epoch: w.epoch, Slot: f.slot}
+	s := Addr{Keys: w.keys, Star: w.star, Epoch: w.epoch, Slot: f.slot}
 	for attempt := 0; ; attempt++ {
 		if !f.pending() || w.ctx.Err() != nil {
 			return voteNone, nil
@@ -110,7 +110,7 @@ func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, 
 		}
 		o := ObserveObject(w.ctx, b, s)
 		switch o.State {
-		case HasFlight:
+		case SlotFlight:
 			if o.SameFlight(data) {
 				w.stats.copies.Add(1)
 				w.stats.repairCopies.Add(1)
@@ -120,14 +120,14 @@ func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, 
 			err := &ObjectError{Bucket: b.Name(), Key: key, Reason: "a well-formed flight for this slot with other bytes", Err: ErrConflictingFlight}
 			w.log.Error("conflicting flight: another writer wrote this epoch", "err", err)
 			return voteConflict, err
-		case HasPoison:
+		case SlotPoison:
 			w.stats.poisons.Add(1)
 			return votePoison, nil
-		case Foreign:
+		case SlotForeign:
 			w.stats.foreign.Add(1)
 			w.log.Warn("foreign object in slot", "err", o.Err)
 			return voteNeither, o.Err
-		case Empty:
+		case SlotEmpty:
 			return voteNone, nil
 		}
 		// Unreachable: the object exists but could not be read; retry.
@@ -142,7 +142,7 @@ func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, 
 }
 
 // vote counts bucket answers and decides the slot: committed at W copies,
-// dead at B poisons, undecidable when all K have answered and neither
+// dead at B poisons, blocked when all K have answered and neither
 // quorum was reached. Both quorums cannot be reached: W + B = K + 1.
 func (w *Writer) vote(f *Future, v vote, cause error) {
 	switch v {
@@ -164,8 +164,8 @@ func (w *Writer) vote(f *Future, v vote, cause error) {
 		}
 		return
 	}
-	if f.votes.Add(1) == w.k && f.copies.Load() < w.w && f.poisons.Load() < w.b && f.decide(slotUndecidable) {
-		w.onUndecidable(f)
+	if f.votes.Add(1) == w.k && f.copies.Load() < w.w && f.poisons.Load() < w.b && f.decide(slotBlocked) {
+		w.onBlocked(f)
 	}
 }
 

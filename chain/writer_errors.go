@@ -11,11 +11,11 @@ var (
 	// poison): the epoch has been or is being fenced. Nothing at or past the
 	// dead slot will ever be acknowledged. The error is a *FencedError.
 	ErrFenced = errors.New("chain: epoch fenced")
-	// ErrUndecidable: the writer halted because every bucket answered for a
+	// ErrBlocked: the writer halted because every bucket answered for a
 	// slot and the answers reach neither W copies nor B poisons (objects
 	// that are neither a valid flight nor poison take part). The writer
-	// never guesses. The error is an *UndecidableError naming the objects.
-	ErrUndecidable = errors.New("chain: slot cannot be decided")
+	// never guesses. The error is an *BlockedError naming the objects.
+	ErrBlocked = errors.New("chain: slot cannot be decided")
 	// ErrClosed: Submit was called after Close or Abort.
 	ErrClosed = errors.New("chain: writer closed")
 	// ErrAborted: Abort stopped the writer before the slot was decided and
@@ -65,8 +65,8 @@ func (e *FencedError) Error() string {
 // Unwrap makes errors.Is(err, ErrFenced) hold.
 func (e *FencedError) Unwrap() error { return ErrFenced }
 
-// UndecidableError reports a slot whose K answers reach neither quorum.
-type UndecidableError struct {
+// BlockedError reports a slot whose K answers reach neither quorum.
+type BlockedError struct {
 	Star    string
 	Epoch   uint64
 	Slot    uint64
@@ -77,15 +77,15 @@ type UndecidableError struct {
 	Objects []error
 }
 
-func (e *UndecidableError) Error() string {
+func (e *BlockedError) Error() string {
 	return fmt.Sprintf("chain %s/%d: slot %d cannot be decided (%d copies, %d poisons): %v",
 		e.Star, e.Epoch, e.Slot, e.Copies, e.Poisons, errors.Join(e.Objects...))
 }
 
-// Unwrap makes errors.Is match ErrUndecidable and the objects' errors
+// Unwrap makes errors.Is match ErrBlocked and the objects' errors
 // (ErrCorrupt, ErrMisplaced, ErrUnknownFormat, ErrConflictingFlight).
-func (e *UndecidableError) Unwrap() []error {
-	return append([]error{ErrUndecidable}, e.Objects...)
+func (e *BlockedError) Unwrap() []error {
+	return append([]error{ErrBlocked}, e.Objects...)
 }
 
 // ConflictError reports a slot that holds two different well-formed

@@ -34,7 +34,7 @@ const (
 	slotPending int32 = iota
 	slotCommitted
 	slotDead
-	slotUndecidable
+	slotBlocked
 	slotConflict  // another writer's flight found at the slot
 	slotAbandoned // above a halt point, or aborted: no more attempts
 )
@@ -90,7 +90,7 @@ func (f *Future) dropPayload() {
 func (f *Future) Done() <-chan struct{} { return f.done }
 
 // Result returns the outcome once Done is closed: the acknowledged position,
-// or the error (*FencedError, *UndecidableError or *AbortedError). Before
+// or the error (*FencedError, *BlockedError or *AbortedError). Before
 // that it returns ErrPending.
 func (f *Future) Result() (Position, error) {
 	select {

@@ -294,7 +294,7 @@ func TestForeignObjects(t *testing.T) {
 		requireAcked(t, rec, fs)
 		require.LessOrEqual(t, w.Stats().Foreign, uint64(1))
 	})
-	t.Run("undecidable slot halts naming the objects", func(t *testing.T) {
+	t.Run("blocked slot halts naming the objects", func(t *testing.T) {
 		e := newEnv(t, 3)
 		rec := e.mint(2, 8)
 		const slot = 1
@@ -306,13 +306,13 @@ func TestForeignObjects(t *testing.T) {
 		<-w.Halted()
 		require.NoError(t, w.Close(context.Background()))
 		requireAcked(t, rec, fs[:slot])
-		var ue *chain.UndecidableError
+		var ue *chain.BlockedError
 		require.ErrorAs(t, w.Err(), &ue)
 		require.Equal(t, uint64(slot), ue.Slot)
 		require.Equal(t, 0, ue.Copies)
 		require.Equal(t, 1, ue.Poisons)
 		require.Len(t, ue.Objects, 2)
-		require.ErrorIs(t, w.Err(), chain.ErrUndecidable)
+		require.ErrorIs(t, w.Err(), chain.ErrBlocked)
 		require.ErrorIs(t, w.Err(), chain.ErrCorrupt)
 		require.ErrorIs(t, w.Err(), chain.ErrMisplaced)
 		require.NotErrorIs(t, w.Err(), chain.ErrFenced)
@@ -322,10 +322,10 @@ func TestForeignObjects(t *testing.T) {
 		require.Equal(t, e.key(rec, slot), oe.Key)
 		for _, f := range fs[slot:] {
 			_, err := f.Wait(context.Background())
-			require.ErrorIs(t, err, chain.ErrUndecidable)
+			require.ErrorIs(t, err, chain.ErrBlocked)
 		}
 		_, err := w.Submit(context.Background(), payload(7))
-		require.ErrorIs(t, err, chain.ErrUndecidable)
+		require.ErrorIs(t, err, chain.ErrBlocked)
 	})
 	t.Run("a different flight for the slot is a conflict", func(t *testing.T) {
 		e := newEnv(t, 1)
@@ -337,7 +337,7 @@ func TestForeignObjects(t *testing.T) {
 		_, err = f.Wait(context.Background())
 		require.ErrorIs(t, err, chain.ErrConflictingFlight)
 		var ce *chain.ConflictError
-		require.ErrorAs(t, err, &ce, "a conflict halts the writer as such, not as undecidable")
+		require.ErrorAs(t, err, &ce, "a conflict halts the writer as such, not as blocked")
 		require.NoError(t, w.Close(context.Background()))
 	})
 }
@@ -1058,13 +1058,13 @@ func poisonRace(t *testing.T, seed uint64) {
 	for s := range uint64(len(fs)) {
 		poisons := 0
 		for _, mb := range e.mems {
-			o := chain.ObserveObject(context.Background(), mb, chain.Slot{Keys: e.keys, Star: star, Epoch: rec.Epoch, Slot: s})
+			o := chain.ObserveObject(context.Background(), mb, chain.Addr{Keys: e.keys, Star: star, Epoch: rec.Epoch, Slot: s})
 			switch {
 			case o.SameFlight(chain.EncodeFlight(star, rec.Epoch, s, payload(int(s)))):
 				copies[s]++
-			case o.State == chain.HasPoison:
+			case o.State == chain.SlotPoison:
 				poisons++
-			case o.State != chain.Empty:
+			case o.State != chain.SlotEmpty:
 				t.Fatalf("slot %d: unexpected %v", s, o.State)
 			}
 		}
@@ -1132,7 +1132,7 @@ func TestWriterMemoryIndependentOfWindow(t *testing.T) {
 
 // TestStaleMintedRecordIsFenced: a minted record whose epoch was fenced
 // before its writer started (the record in hand says open) gives a writer
-// that halts with ErrFenced at its first slot, not an undecidable or
+// that halts with ErrFenced at its first slot, not a blocked or
 // conflicting slot.
 func TestStaleMintedRecordIsFenced(t *testing.T) {
 	ctx := context.Background()
@@ -1144,7 +1144,7 @@ func TestStaleMintedRecordIsFenced(t *testing.T) {
 	w := e.writer(rec, chain.WriterOptions{})
 	_, err := w.Append(ctx, payload(0))
 	require.ErrorIs(t, err, chain.ErrFenced)
-	require.NotErrorIs(t, err, chain.ErrUndecidable)
+	require.NotErrorIs(t, err, chain.ErrBlocked)
 	require.NotErrorIs(t, err, chain.ErrConflictingFlight)
 	var fe *chain.FencedError
 	require.ErrorAs(t, err, &fe)

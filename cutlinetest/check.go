@@ -111,7 +111,7 @@ type Run struct {
 //     checkpoint does not pass what its host acknowledged, and every
 //     epoch lies below its star's counter and class head.
 func Check(ctx context.Context, run Run) Violations {
-	c := &checker{ctx: ctx, run: run, recs: map[string]map[uint64]*epoch.Record{}, views: map[chain.Slot]view{}}
+	c := &checker{ctx: ctx, run: run, recs: map[string]map[uint64]*epoch.Record{}, views: map[chain.Addr]view{}}
 	if run.Locate == nil {
 		c.run.Locate = Locate
 	}
@@ -160,7 +160,7 @@ type checker struct {
 	fencer *fence.Fencer
 	refs   *settle.RefIndex
 	recs   map[string]map[uint64]*epoch.Record
-	views  map[chain.Slot]view
+	views  map[chain.Addr]view
 	out    Violations
 }
 

@@ -120,7 +120,7 @@ func (e *Env) Party(name string) *Party {
 			t.Fatalf("cutlinetest: party %s: %v", name, err)
 		}
 	}
-	p.Minter, err = epoch.NewMinter(e.Store, epoch.Options{Root: e.opts.Root, Writer: name, Clock: e.opts.Clock, Logger: e.opts.Logger})
+	p.Minter, err = epoch.NewMinter(e.Store, epoch.Options{Root: e.opts.Root, Identity: name, Clock: e.opts.Clock, Logger: e.opts.Logger})
 	must(err)
 	p.Fencer, err = fence.New(p.Minter, p.Zones, fence.Options{Identity: name, Clock: e.opts.Clock, Logger: e.opts.Logger})
 	must(err)
@@ -175,8 +175,8 @@ const (
 )
 
 // Slot names slot s of rec's epoch, at the record's key prefix.
-func Slot(rec *epoch.Record, s uint64) chain.Slot {
-	return chain.Slot{Keys: chain.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
+func Slot(rec *epoch.Record, s uint64) chain.Addr {
+	return chain.Addr{Keys: chain.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
 }
 
 // PutPayload is the payload of the flights Put places at slot s: a Record
@@ -233,7 +233,7 @@ func (e *Env) Delete(i int, rec *epoch.Record, s uint64) {
 }
 
 var letters = map[chain.SlotState]byte{
-	chain.Empty: Empty, chain.HasFlight: Flight, chain.HasPoison: Poison, chain.Foreign: Corrupt, chain.Unreachable: Unreachable,
+	chain.SlotEmpty: Empty, chain.SlotFlight: Flight, chain.SlotPoison: Poison, chain.SlotForeign: Corrupt, chain.SlotUnreachable: Unreachable,
 }
 
 // State reads slot s of rec's epoch whole in every zone's backend: a row

@@ -94,7 +94,7 @@ const (
 	// (chain.ErrFenced), so it is not in the chain.
 	absent
 	// unknown: the failure leaves the outcome open (an aborted writer, a
-	// killed host, an undecidable slot, a closed roller): the record may
+	// killed host, a blocked slot, a closed roller): the record may
 	// be in the chain, and a producer that retries it may find it twice.
 	unknown
 )

@@ -70,7 +70,7 @@ type item struct {
 	w       waiter
 }
 
-// waiter is a pending append: a *chain.Future or a *settle.Append.
+// waiter is a pending append: a *chain.Future or a *settle.Future.
 type waiter interface {
 	Wait(context.Context) (chain.Position, error)
 }

@@ -16,7 +16,7 @@
 //
 // # Minting
 //
-//	m, err := epoch.NewMinter(store, epoch.Options{Writer: "broker-7"})
+//	m, err := epoch.NewMinter(store, epoch.Options{Identity: "broker-7"})
 //	rec, err := m.Mint(ctx, "star-1", epoch.Constants{
 //		Class:   "standard",
 //		Buckets: []string{"zone-a", "zone-b", "zone-c"},
@@ -45,7 +45,7 @@
 // # Burned numbers
 //
 // A number that the counter has passed but that has no record is burned:
-// the spec allows a crash between the counter increment and the record
+// a crash may land between the counter increment and the record
 // creation (this package writes both in one transaction, but a chain may
 // hold numbers burned otherwise, or records an operator removed). Get returns ErrNoRecord for it, Epochs
 // skips it, and the next Mint continues past it: a number is never reused.

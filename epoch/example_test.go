@@ -15,7 +15,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	m, err := epoch.NewMinter(mem.New(mem.Options{Clock: fc}), epoch.Options{Clock: fc, Writer: "broker-1"})
+	m, err := epoch.NewMinter(mem.New(mem.Options{Clock: fc}), epoch.Options{Clock: fc, Identity: "broker-1"})
 	if err != nil {
 		panic(err)
 	}

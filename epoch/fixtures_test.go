@@ -43,7 +43,7 @@ func newEnv(t testing.TB) *env {
 	fc := clock.NewFake(t0)
 	ms := mem.New(mem.Options{Clock: fc})
 	fs := &faultStore{Store: ms}
-	m, err := epoch.NewMinter(fs, epoch.Options{Clock: fc, Writer: "test-writer"})
+	m, err := epoch.NewMinter(fs, epoch.Options{Clock: fc, Identity: "test-writer"})
 	require.NoError(t, err)
 	return &env{mem: ms, store: fs, clock: fc, m: m, claims: map[string]*epoch.Claim{}}
 }

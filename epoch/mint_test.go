@@ -47,7 +47,7 @@ func TestMintRecordIsOpenWithConstants(t *testing.T) {
 	assert.True(t, r.MintedAt.Equal(t0), "minted at %v", r.MintedAt)
 	assert.True(t, r.FencedAt.IsZero())
 	assert.True(t, r.SettledAt.IsZero())
-	assert.Equal(t, "test-writer", r.Writer)
+	assert.Equal(t, "test-writer", r.MintedBy)
 	assert.Positive(t, r.Revision)
 	assert.Equal(t, 3, r.Constants.K())
 	assert.Equal(t, 2, r.Constants.B())

@@ -96,9 +96,11 @@ type Options struct {
 	// Root prefixes every metastore key ("" or e.g. "prod/"). When not
 	// empty it must end with '/'.
 	Root string
-	// Writer is recorded in minted epochs as the minting process's
-	// identity (forensics only; never used for decisions).
-	Writer string
+	// Identity names the minting process (a broker, a star's host). It is
+	// recorded in minted epochs (Record.MintedBy) for forensics and never
+	// used for decisions; fence.Options.Identity is its counterpart in
+	// poison.
+	Identity string
 	// Clock stamps mint, fence and settle times. Nil means the wall clock.
 	Clock clock.Clock
 	// Logger receives state transitions at debug level. Nil discards.
@@ -214,7 +216,7 @@ func (m *Minter) Mint(ctx context.Context, star string, c Constants) (*Record, e
 			Constants: c,
 			State:     StateOpen,
 			MintedAt:  m.clock.Now().UTC(),
-			Writer:    m.opts.Writer,
+			MintedBy:  m.opts.Identity,
 		}
 		rec.Constants.Buckets = append([]string(nil), c.Buckets...)
 		next := *ch

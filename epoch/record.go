@@ -153,8 +153,9 @@ type Record struct {
 	Cut      uint64    `json:"cut"`
 	Cursors  Cursors   `json:"cursors"`
 	MintedAt time.Time `json:"minted_at"`
-	// Writer is the minting process's identity (forensics only).
-	Writer    string    `json:"writer,omitempty"`
+	// MintedBy is the minting process's Options.Identity (forensics
+	// only). Stored as "writer" since the first record format.
+	MintedBy  string    `json:"writer,omitempty"`
 	FencedAt  time.Time `json:"fenced_at,omitzero"`
 	SettledAt time.Time `json:"settled_at,omitzero"`
 

@@ -185,7 +185,7 @@ var fenceStrategies = []struct {
 
 // BenchmarkFence fences epochs of 10, 1,000 and 1,000,000 slots (K=3, W=2,
 // window 64, a ragged pipelined tail) with the default options and with
-// the seed's literal algorithm, reporting sequential round trips and
+// the literal algorithm (doubling, binary search, one slot at a time), reporting sequential round trips and
 // object requests per fence. Round trips are what a fence costs on real
 // object storage (tens of milliseconds each); they do not depend on the
 // machine.

@@ -12,7 +12,7 @@ import (
 func obsOf(s string) []chain.Observation {
 	var out []chain.Observation
 	for _, c := range strings.Fields(s) {
-		st := map[string]chain.SlotState{"F": chain.HasFlight, "P": chain.HasPoison, "E": chain.Empty, "U": chain.Unreachable, "X": chain.Foreign}[c]
+		st := map[string]chain.SlotState{"F": chain.SlotFlight, "P": chain.SlotPoison, "E": chain.SlotEmpty, "U": chain.SlotUnreachable, "X": chain.SlotForeign}[c]
 		out = append(out, chain.Observation{State: st})
 	}
 	return out
@@ -49,7 +49,7 @@ func TestClassify(t *testing.T) {
 		{2, "F E E", repair},
 		{2, "F P E", repair},
 		{2, "E P F", repair},
-		{2, "F P U", undecided}, // the seed's frontier case: the third zone decides
+		{2, "F P U", undecided}, // the frontier case: the third zone decides
 		{2, "F U U", undecided},
 		{2, "F U E", repair}, // one short of quorum: repair, never poison
 		{2, "P E E", poison},

@@ -137,8 +137,8 @@
 // nor poison for it (corrupt, misplaced, of an unknown format) is never
 // overwritten, never copied and counted as neither. If the slot can still
 // be decided around it (another empty bucket to poison or repair), the walk
-// goes on; if it holds the deciding vote, Fence returns a *ForeignError
-// (errors.Is ErrForeign) naming each object (*chain.ObjectError: bucket and
+// goes on; if it holds the deciding vote, Fence returns a *BlockedError
+// (errors.Is ErrBlocked) naming each object (*chain.ObjectError: bucket and
 // key), and an operator must look at them.
 //
 // # Publication and idempotence
@@ -164,7 +164,7 @@
 // sequential round trips (Report.Rounds), each a batch of parallel
 // requests:
 //
-//   - Fanout (default 8) probes per round of the estimate; 1 is the seed's
+//   - Fanout (default 8) probes per round of the estimate; 1 is the
 //     literal doubling and binary search.
 //   - Span (default 64) slots read ahead per round of the walk; decisions
 //     stay per slot and in order (committed and dead are permanent, so a
@@ -192,7 +192,7 @@
 //
 //   - ErrUndecided (*UndecidedError): the context ended while unreachable
 //     buckets held the deciding vote.
-//   - ErrForeign (*ForeignError): foreign objects (corrupt, misplaced, of
+//   - ErrBlocked (*BlockedError): foreign objects (corrupt, misplaced, of
 //     an unknown format, or a flight whose body fails its checksum) hold
 //     the deciding vote.
 //   - chain.ErrConflictingFlight (*chain.ConflictError): two different

@@ -99,8 +99,8 @@ func (e *env) writer(buckets []objstore.Bucket, opts chain.WriterOptions) *chain
 
 func payload(slot uint64) []byte { return fmt.Appendf(nil, "payload-%d", slot) }
 
-func (e *env) slot(s uint64) chain.Slot {
-	return chain.Slot{Keys: e.keys, Star: star, Epoch: e.rec.Epoch, Slot: s}
+func (e *env) slot(s uint64) chain.Addr {
+	return chain.Addr{Keys: e.keys, Star: star, Epoch: e.rec.Epoch, Slot: s}
 }
 
 // put places an object in bucket b at slot: 'F' flight, 'P' poison, 'X'
@@ -140,7 +140,7 @@ func (e *env) layout(rows ...string) {
 }
 
 var stateLetter = map[chain.SlotState]string{
-	chain.Empty: "E", chain.HasFlight: "F", chain.HasPoison: "P", chain.Foreign: "X", chain.Unreachable: "U",
+	chain.SlotEmpty: "E", chain.SlotFlight: "F", chain.SlotPoison: "P", chain.SlotForeign: "X", chain.SlotUnreachable: "U",
 }
 
 // state reads slot s in every backend bucket (bypassing injected faults): a

@@ -13,11 +13,11 @@ var (
 	// another, the third zone down). The fencer never guesses; retry when the
 	// zone is back. The error is an *UndecidedError.
 	ErrUndecided = errors.New("fence: slot undecided")
-	// ErrForeign: a slot cannot be decided without an object that is neither
+	// ErrBlocked: a slot cannot be decided without an object that is neither
 	// a valid flight nor poison for it (corrupt, misplaced, or of an unknown
 	// format). The fencer never overwrites, copies or counts such an object;
-	// an operator must look at it. The error is a *ForeignError.
-	ErrForeign = errors.New("fence: slot blocked by a foreign object")
+	// an operator must look at it. The error is a *BlockedError.
+	ErrBlocked = errors.New("fence: slot blocked by a foreign object")
 )
 
 // UndecidedError names the slot that could not be decided and the buckets
@@ -38,15 +38,15 @@ func (e *UndecidedError) Error() string {
 
 func (e *UndecidedError) Unwrap() []error { return []error{ErrUndecided, e.Err} }
 
-// ForeignError names the objects that block a slot.
-type ForeignError struct {
+// BlockedError names the objects that block a slot.
+type BlockedError struct {
 	Star    string
 	Epoch   uint64
 	Slot    uint64
 	Objects []error // one *chain.ObjectError per foreign object (bucket and key)
 }
 
-func (e *ForeignError) Error() string {
+func (e *BlockedError) Error() string {
 	parts := make([]string, len(e.Objects))
 	for i, o := range e.Objects {
 		parts[i] = o.Error()
@@ -54,4 +54,4 @@ func (e *ForeignError) Error() string {
 	return fmt.Sprintf("fence %s/%d: slot %d cannot be decided without foreign objects: %s", e.Star, e.Epoch, e.Slot, strings.Join(parts, "; "))
 }
 
-func (e *ForeignError) Unwrap() []error { return append([]error{ErrForeign}, e.Objects...) }
+func (e *BlockedError) Unwrap() []error { return append([]error{ErrBlocked}, e.Objects...) }

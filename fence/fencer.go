@@ -45,7 +45,8 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Clock drives backoff and the undecided age. Nil means the wall clock.
 	Clock clock.Clock
-	// Logger receives the walk's progress at debug level and undecided
+	// Logger receives each fence's outcome and barriers at info level, the
+	// walk's progress at debug level, and undecided
 	// slots at warn level. Nil discards.
 	Logger *slog.Logger
 }
@@ -195,7 +196,7 @@ type Report struct {
 //
 // Errors: epoch.ErrNoRecord (the epoch was never minted: nothing to fence),
 // ErrUndecided (ctx ended while unreachable buckets held the deciding vote),
-// ErrForeign (a foreign object blocks a slot), epoch.ErrCutMismatch (another
+// ErrBlocked (a foreign object blocks a slot), epoch.ErrCutMismatch (another
 // fencer published a different cut: a bug, never retried), and metastore or
 // context errors.
 func (f *Fencer) Fence(ctx context.Context, star string, ep uint64) (uint64, error) {
@@ -322,8 +323,8 @@ type walk struct {
 	reads, creates, repaired, poisoned atomic.Int64
 }
 
-func (w *walk) slot(n uint64) chain.Slot {
-	return chain.Slot{Keys: chain.KeysOf(w.rec), Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: n}
+func (w *walk) slot(n uint64) chain.Addr {
+	return chain.Addr{Keys: chain.KeysOf(w.rec), Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: n}
 }
 
 // observe reads slots in every bucket, all in parallel: one round trip.
@@ -359,7 +360,7 @@ func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]chai
 
 func hasFlight(obs []chain.Observation) bool {
 	for _, o := range obs {
-		if o.State == chain.HasFlight {
+		if o.State == chain.SlotFlight {
 			return true
 		}
 	}
@@ -499,23 +500,10 @@ func (w *walk) conflictError(s uint64, obs []chain.Observation) error {
 func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 	span := uint64(w.f.opts.Span)
 	window := uint64(w.rec.Constants.Window)
-	// A writer that stopped left nothing at or past its release point plus
-	// the window, and the walk starts at most a window below that release
-	// point, so its cut lies within 2·window+1 slots of the start. A walk
-	// that gets further is chasing a writer that is still appending (or it
-	// started low, its estimate having missed the end): at each frontier
-	// slot the writer's pipelined flight lands before the poison can, and
-	// completing a slot wins over killing it; or the walk, reading slots
-	// the writer committed, never even reaches the writer. Then the walk
-	// kills a slot ahead of the writer (a barrier) so that the writer can
-	// never acknowledge past it and the walk ends there at the latest. The
-	// lead doubles after each attempt the writer wins (one attempt per span,
-	// and one after each frontier slot the walk had to act on), so it
-	// overtakes the writer in a few rounds and overshoots by at most twice
-	// what was needed. The cut is still the first dead slot in order,
-	// which every fencer finds alike, so racing fencers still agree; a
-	// barrier behind a low start lands on committed slots and gives up, or
-	// past the end as harmless poison.
+	// A stopped writer's cut lies within 2·window+1 slots of the start;
+	// past that the walk is chasing a live writer, so it plants a barrier
+	// ahead of it, doubling the lead each time the writer wins (see "A
+	// live writer" in the package guide).
 	chaseAfter := start + 3*window + 2
 	lead := 2*window + 1
 	planted := false
@@ -551,7 +539,7 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 			case conflict:
 				return 0, w.conflictError(s, obs)
 			}
-			cut, done, err := w.settleSlot(ctx, s, obs)
+			cut, done, err := w.decideSlot(ctx, s, obs)
 			if err != nil {
 				return 0, err
 			}
@@ -597,9 +585,9 @@ func (w *walk) barrier(ctx context.Context, b uint64) bool {
 	return false
 }
 
-// settleSlot drives one slot to committed or dead. It reports done with the
+// decideSlot drives one slot to committed or dead. It reports done with the
 // cut when the slot is dead.
-func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation) (uint64, bool, error) {
+func (w *walk) decideSlot(ctx context.Context, s uint64, obs []chain.Observation) (uint64, bool, error) {
 	backoff := w.f.opts.MinBackoff
 	// stuck: the last observation with ctx alive found s undecided, first
 	// at since, waiting for the buckets waitingFor.
@@ -633,7 +621,7 @@ func (w *walk) settleSlot(ctx context.Context, s uint64, obs []chain.Observation
 			}
 			progress = w.poison(ctx, s, obs, failed, w.f.opts.Identity)
 		case blocked:
-			return 0, false, w.foreign(s, obs)
+			return 0, false, w.blockedError(s, obs)
 		case conflict:
 			return 0, false, w.conflictError(s, obs)
 		case undecided:
@@ -685,7 +673,7 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) bo
 		full := chain.ObserveObject(ctx, w.buckets[j], w.slot(s))
 		// The copy must be the very one observed: a flight that changed
 		// in between would be a second writer's.
-		if full.State == chain.HasFlight && full.Digest == obs[j].Digest {
+		if full.State == chain.SlotFlight && full.Digest == obs[j].Digest {
 			data = full.Data
 			break
 		}
@@ -697,7 +685,7 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) bo
 	var wg sync.WaitGroup
 	var answered atomic.Bool
 	for j, o := range obs {
-		if o.State != chain.Empty {
+		if o.State != chain.SlotEmpty {
 			continue
 		}
 		wg.Add(1)
@@ -727,7 +715,7 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) bo
 func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, failed []bool, identity string) bool {
 	j := -1
 	for i, o := range obs {
-		if o.State == chain.Empty && (j < 0 || failed[j] && !failed[i]) {
+		if o.State == chain.SlotEmpty && (j < 0 || failed[j] && !failed[i]) {
 			j = i
 		}
 	}
@@ -748,7 +736,7 @@ func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, fa
 		// Once every empty bucket failed, start over in the fixed order.
 		all := true
 		for i, o := range obs {
-			all = all && (o.State != chain.Empty || failed[i])
+			all = all && (o.State != chain.SlotEmpty || failed[i])
 		}
 		if all {
 			clear(failed)
@@ -759,10 +747,10 @@ func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, fa
 	return true
 }
 
-func (w *walk) foreign(s uint64, obs []chain.Observation) error {
-	fe := &ForeignError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s}
+func (w *walk) blockedError(s uint64, obs []chain.Observation) error {
+	fe := &BlockedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s}
 	for _, o := range obs {
-		if o.State == chain.Foreign {
+		if o.State == chain.SlotForeign {
 			fe.Objects = append(fe.Objects, o.Err)
 		}
 	}
@@ -772,7 +760,7 @@ func (w *walk) foreign(s uint64, obs []chain.Observation) error {
 func waiting(buckets []objstore.Bucket, obs []chain.Observation) []string {
 	var out []string
 	for j, o := range obs {
-		if o.State == chain.Unreachable {
+		if o.State == chain.SlotUnreachable {
 			out = append(out, buckets[j].Name())
 		}
 	}

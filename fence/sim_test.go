@@ -476,9 +476,9 @@ func (e *env) checkGarbage(cut uint64) {
 			require.True(e.t, ok, "key %s", info.Key)
 			o := chain.ObserveObject(context.Background(), b, e.slot(s))
 			switch o.State {
-			case chain.HasFlight:
+			case chain.SlotFlight:
 				require.Less(e.t, s, cut+window, "bucket %d: flight at %d, cut %d, window %d", i, s, cut, window)
-			case chain.HasPoison:
+			case chain.SlotPoison:
 				// Above the cut only a barrier, planted ahead of a writer
 				// that was still appending.
 				if s > cut {

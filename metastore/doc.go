@@ -89,16 +89,11 @@
 // Keys are opaque strings (ValidateKey: non-empty, at most 1024 bytes, no
 // control characters); the backends keep them under a configurable root
 // (for etcd, Options.Root, "/cutline/" by default). The packages of cutline
-// use this layout:
+// write these keys:
 //
-//	chains/<star>                 counter: next epoch number, head epoch per class
-//	chains/<star>/<epoch>         epoch record: class, buckets, W, window, state, cut, cursors
-//	stars/<star>                  registry entry bound to the star's session
-//	streams/<id>/writer           last-writer record: star, epoch, class
-//	streams/<id>/release          clean-release mark (single-use)
-//	streams/<id>/lease            advisory writer lease (bound to a session)
-//	streams/<id>/token            producer fencing token and stream mode
-//	authority/<name>/...          grants, topology, incidents
+//	chains/<star>                 counter: next epoch number, head epoch per class (epoch)
+//	chains/<star>/<epoch>         epoch record: constants, state, cut, cursors (epoch)
+//	refs/<stream>/<offset>        a host's coverage index, when it uses settle.RefIndex
 //
 // # Versioned records
 //

@@ -220,9 +220,9 @@ func openBenchRoller(b *testing.B, window int, rollOnHalt bool) *benchHost {
 	return &benchHost{r: r, m: m, refs: refs, raw: raw, counted: counted, keys: keys, slots: map[uint64]uint64{}}
 }
 
-func (h *benchHost) submit(b *testing.B, n int) []*settle.Append {
+func (h *benchHost) submit(b *testing.B, n int) []*settle.Future {
 	ctx := context.Background()
-	out := make([]*settle.Append, n)
+	out := make([]*settle.Future, n)
 	for i := range out {
 		a, err := h.r.Submit(ctx, record(stream, h.next, "x"))
 		if err != nil {
@@ -236,7 +236,7 @@ func (h *benchHost) submit(b *testing.B, n int) []*settle.Append {
 
 // absorb waits for the appends, covers them and advances the checkpoint of
 // the epoch they landed in (the host's duties).
-func (h *benchHost) absorb(b *testing.B, apps []*settle.Append, offset uint64) {
+func (h *benchHost) absorb(b *testing.B, apps []*settle.Future, offset uint64) {
 	ctx := context.Background()
 	top := map[uint64]uint64{}
 	for i, a := range apps {

@@ -142,7 +142,7 @@ func newRollScenario(e *env) rollScenario {
 // stops everything at once). It returns every append with its id.
 type submitted struct {
 	id  string
-	app *settle.Append
+	app *settle.Future
 }
 
 func (sc rollScenario) run(t testing.TB, ctx context.Context, p *party, k *killSwitch) []submitted {

@@ -157,7 +157,7 @@
 //
 // Settle returns an *epoch.StateError (epoch.ErrState) for an open epoch
 // without a Fencer, epoch.ErrNoRecord for an epoch never minted, the
-// fencer's errors (fence.ErrUndecided, fence.ErrForeign,
+// fencer's errors (fence.ErrUndecided, fence.ErrBlocked,
 // epoch.ErrCutMismatch) and the Coverage's errors; metastore and context
 // errors pass through, wrapped with the star and epoch. Garbage an
 // unreachable bucket kept is not an error (Report.GarbageLeft): nothing

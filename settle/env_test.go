@@ -158,7 +158,7 @@ func (e *env) party(name string, o partyOpts) *party {
 	}
 	p.zones = chain.MustZones(p.buckets...)
 	var err error
-	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Writer: name})
+	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Identity: name})
 	require.NoError(t, err)
 	fo := o.fence
 	fo.Identity = name
@@ -228,7 +228,7 @@ func (e *env) objects(star string, ep uint64) objects {
 				out[i][o.Key] = "other"
 				continue
 			}
-			obs := chain.ObserveHeader(ctx, b, chain.Slot{Keys: e.keys, Star: star, Epoch: ep, Slot: n})
+			obs := chain.ObserveHeader(ctx, b, chain.Addr{Keys: e.keys, Star: star, Epoch: ep, Slot: n})
 			out[i][o.Key] = obs.State.String()
 		}
 	}

@@ -62,7 +62,7 @@ type Roller struct {
 
 	mu      sync.Mutex
 	w       *chain.Writer
-	pend    []*Append // unresolved appends in chain order
+	pend    []*Future // unresolved appends in chain order
 	rolling chan struct{}
 	// changed is closed and replaced (under mu) whenever pend shrinks or
 	// a roll starts or ends: Close and waitRolling wait on it, not on the
@@ -82,8 +82,8 @@ type rollRequest struct {
 	res chan error
 }
 
-// Append is the pending outcome of one Roller append.
-type Append struct {
+// Future is the pending outcome of one Roller append.
+type Future struct {
 	payload []byte
 	wf      *chain.Future // nil while not placed in any epoch
 	ep      uint64        // the epoch wf belongs to
@@ -93,11 +93,11 @@ type Append struct {
 }
 
 // Done is closed when the append is acknowledged or has failed.
-func (a *Append) Done() <-chan struct{} { return a.done }
+func (a *Future) Done() <-chan struct{} { return a.done }
 
 // Wait blocks until the append is decided or ctx ends (which only stops
 // the wait).
-func (a *Append) Wait(ctx context.Context) (chain.Position, error) {
+func (a *Future) Wait(ctx context.Context) (chain.Position, error) {
 	select {
 	case <-a.done:
 		return a.pos, a.err
@@ -106,7 +106,7 @@ func (a *Append) Wait(ctx context.Context) (chain.Position, error) {
 	}
 }
 
-func (a *Append) resolve(pos chain.Position, err error) {
+func (a *Future) resolve(pos chain.Position, err error) {
 	a.pos, a.err = pos, err
 	close(a.done)
 }
@@ -186,7 +186,7 @@ func (r *Roller) Epoch() *epoch.Record {
 // the writer's window is full or a roll is in progress (ctx bounds the
 // wait). The roller keeps payload until the append is decided: do not
 // modify it.
-func (r *Roller) Submit(ctx context.Context, payload []byte) (*Append, error) {
+func (r *Roller) Submit(ctx context.Context, payload []byte) (*Future, error) {
 	for {
 		r.mu.Lock()
 		if r.closed {
@@ -212,7 +212,7 @@ func (r *Roller) Submit(ctx context.Context, payload []byte) (*Append, error) {
 		}
 		wf, err := w.Submit(ctx, payload)
 		if err == nil {
-			a := &Append{payload: payload, wf: wf, ep: w.Record().Epoch, done: make(chan struct{})}
+			a := &Future{payload: payload, wf: wf, ep: w.Record().Epoch, done: make(chan struct{})}
 			r.mu.Lock()
 			r.pend = append(r.pend, a)
 			r.mu.Unlock()
@@ -336,7 +336,7 @@ func (r *Roller) dispatch() {
 	defer close(r.done)
 	for {
 		r.mu.Lock()
-		var head *Append
+		var head *Future
 		if len(r.pend) > 0 {
 			head = r.pend[0]
 		}
@@ -352,7 +352,7 @@ func (r *Roller) dispatch() {
 		case req := <-r.requests:
 			req.res <- r.roll(req.c, true)
 		case <-r.kick:
-			// Only a fenced epoch is rolled past: an undecidable slot
+			// Only a fenced epoch is rolled past: a blocked slot
 			// (objects that are neither flight nor poison) would block
 			// the fence of the old epoch as well; its appends fail.
 			if r.opts.RollOnHalt && isHalted(w) && errors.Is(w.Err(), chain.ErrFenced) {
@@ -445,7 +445,7 @@ func (r *Roller) roll(c epoch.Constants, planned bool) error {
 		// committed at their old positions; the rest are republished in
 		// order into the new epoch's first slots. pend is in chain order,
 		// so the acknowledged ones all come first.
-		var next []*Append
+		var next []*Future
 		for _, a := range pend {
 			if a.wf != nil && a.ep == oldEp && a.wf.Slot() < cut {
 				a.resolve(chain.Position{Epoch: oldEp, Slot: a.wf.Slot()}, nil)

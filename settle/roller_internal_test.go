@@ -61,7 +61,7 @@ func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Buc
 // halfSubmit does the first half of a Submit: it takes the token and gets
 // a slot in the current writer. finish records the append and returns the
 // token, as Submit does.
-func halfSubmit(t *testing.T, r *Roller, payload []byte) (finish func() *Append) {
+func halfSubmit(t *testing.T, r *Roller, payload []byte) (finish func() *Future) {
 	t.Helper()
 	r.sub <- struct{}{}
 	r.mu.Lock()
@@ -69,8 +69,8 @@ func halfSubmit(t *testing.T, r *Roller, payload []byte) (finish func() *Append)
 	r.mu.Unlock()
 	wf, err := w.Submit(context.Background(), payload)
 	require.NoError(t, err)
-	return func() *Append {
-		a := &Append{payload: payload, wf: wf, ep: w.Record().Epoch, done: make(chan struct{})}
+	return func() *Future {
+		a := &Future{payload: payload, wf: wf, ep: w.Record().Epoch, done: make(chan struct{})}
 		r.mu.Lock()
 		r.pend = append(r.pend, a)
 		r.mu.Unlock()
@@ -195,7 +195,7 @@ func TestRollerOnFakeClock(t *testing.T) {
 		for _, z := range zones[:2] {
 			require.NoError(t, z.Inner().Create(ctx, fmt.Sprintf("c/star/%020d/%020d", ep, 6), chain.EncodePoison("star", ep, 6, "other")))
 		}
-		var apps []*Append
+		var apps []*Future
 		for i := range 40 {
 			a, err := r.Submit(ctx, fmt.Appendf(nil, "s|%d", i))
 			require.NoError(t, err)

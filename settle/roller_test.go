@@ -26,7 +26,7 @@ var fenceFast = fence.Options{MinBackoff: time.Millisecond, MaxBackoff: 10 * tim
 // outcomes in submission order.
 type producer struct {
 	name string
-	apps []*settle.Append
+	apps []*settle.Future
 	ids  []string
 }
 
@@ -255,7 +255,7 @@ func TestRollerWithoutRollOnHalt(t *testing.T) {
 		p := e.party("host", partyOpts{})
 		r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
 		require.NoError(t, err)
-		var apps []*settle.Append
+		var apps []*settle.Future
 		for i := range 14 {
 			a, err := r.Submit(ctx, record(stream, uint64(i), fmt.Sprint(i)))
 			if err != nil {
@@ -383,11 +383,11 @@ func TestRollerValidation(t *testing.T) {
 	require.Equal(t, uint64(2), ch.Next, "refused constants mint nothing")
 }
 
-// An undecidable slot (objects that are neither flight nor poison in every
+// A blocked slot (objects that are neither flight nor poison in every
 // zone) is not rolled past, even with RollOnHalt: the fence of the old
 // epoch could not decide it either. The appends there fail with
-// ErrUndecidable, naming the objects, for an operator to look at.
-func TestRollerDoesNotRollPastUndecidable(t *testing.T) {
+// ErrBlocked, naming the objects, for an operator to look at.
+func TestRollerDoesNotRollPastBlocked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		e := newEnv(t, 3)
@@ -397,7 +397,7 @@ func TestRollerDoesNotRollPastUndecidable(t *testing.T) {
 		p := e.party("host", partyOpts{})
 		r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 8), settle.RollerOptions{RollOnHalt: true})
 		require.NoError(t, err)
-		var apps []*settle.Append
+		var apps []*settle.Future
 		for i := range 6 {
 			a, err := r.Submit(ctx, record(stream, uint64(i), fmt.Sprint(i)))
 			require.NoError(t, err)
@@ -411,10 +411,10 @@ func TestRollerDoesNotRollPastUndecidable(t *testing.T) {
 				require.NoError(t, err)
 				continue
 			}
-			require.ErrorIs(t, err, chain.ErrUndecidable)
+			require.ErrorIs(t, err, chain.ErrBlocked)
 		}
 		_, err = r.Submit(ctx, []byte("s|9|late"))
-		require.ErrorIs(t, err, chain.ErrUndecidable)
+		require.ErrorIs(t, err, chain.ErrBlocked)
 		require.Equal(t, uint64(1), r.Epoch().Epoch)
 		require.NoError(t, r.Close(ctx))
 	})

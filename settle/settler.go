@@ -235,13 +235,13 @@ func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets 
 			var retry []target
 			s.parallel(len(todo), func(i int) {
 				t := todo[i]
-				slot := chain.Slot{Keys: chain.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: t.slot}
+				slot := chain.Addr{Keys: chain.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: t.slot}
 				o := chain.ObserveHeader(ctx, buckets[t.b], slot)
 				mu.Lock()
 				rep.Reads++
 				mu.Unlock()
 				switch o.State {
-				case chain.HasFlight:
+				case chain.SlotFlight:
 					err := buckets[t.b].Delete(ctx, slot.Key())
 					mu.Lock()
 					defer mu.Unlock()
@@ -251,11 +251,11 @@ func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets 
 						return
 					}
 					rep.GarbageDeleted++
-				case chain.Unreachable:
+				case chain.SlotUnreachable:
 					mu.Lock()
 					retry = append(retry, t)
 					mu.Unlock()
-				case chain.Foreign:
+				case chain.SlotForeign:
 					s.opts.Logger.WarnContext(ctx, "foreign object past the cut left untouched", "err", o.Err)
 				}
 			})

@@ -81,7 +81,7 @@ func (d *demo) latencyWrap(b objstore.Bucket, seed uint64) objstore.Bucket {
 }
 
 func (d *demo) brokerConfig(star string, buckets []objstore.Bucket) (brokerConfig, error) {
-	minter, err := epoch.NewMinter(d.be.store, epoch.Options{Writer: star})
+	minter, err := epoch.NewMinter(d.be.store, epoch.Options{Identity: star})
 	if err != nil {
 		return brokerConfig{}, err
 	}
@@ -377,10 +377,10 @@ func (d *demo) zombie(ctx context.Context, b *broker, epA, cut uint64, pending i
 	for s := cut; s <= cut+uint64(cfg.window); s++ {
 		flights, poisons := 0, 0
 		for _, z := range zones {
-			switch chain.ObserveHeader(ctx, z, chain.Slot{Keys: d.keys, Star: starA, Epoch: epA, Slot: s}).State {
-			case chain.HasFlight:
+			switch chain.ObserveHeader(ctx, z, chain.Addr{Keys: d.keys, Star: starA, Epoch: epA, Slot: s}).State {
+			case chain.SlotFlight:
 				flights++
-			case chain.HasPoison:
+			case chain.SlotPoison:
 				poisons++
 			}
 		}

@@ -82,7 +82,7 @@ func newFixture(t *testing.T, onFS bool) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	store := memstore.New(memstore.Options{})
-	m, err := epoch.NewMinter(store, epoch.Options{Writer: "badinput"})
+	m, err := epoch.NewMinter(store, epoch.Options{Identity: "badinput"})
 	require.NoError(t, err)
 	f := &fixture{
 		t: t, ctx: ctx, clk: clock.NewFake(time.Unix(1_700_000_000, 0)), store: store, minter: m,
@@ -1093,7 +1093,7 @@ func fsKeyCase(name string, op func(f *fixture, b *fsbucket.Bucket) error) badCa
 }
 
 func fsForeign(name string, op func(f *fixture, b *fsbucket.Bucket) error) badCase {
-	return badCase{cat: "fs", name: name, fs: true, pure: true, want: is(fsbucket.ErrForeign, objstore.ErrUnavailable), run: fsOp(symlinks, op)}
+	return badCase{cat: "fs", name: name, fs: true, pure: true, want: is(fsbucket.ErrNotRegular, objstore.ErrUnavailable), run: fsOp(symlinks, op)}
 }
 
 func fsCases() []badCase {
@@ -1246,12 +1246,12 @@ func placeAt5(f *fixture, objs map[int][]byte) {
 	}
 }
 
-// undecidable checks the writer's halt on slot 5: neither W copies nor B
+// blocked checks the writer's halt on slot 5: neither W copies nor B
 // poisons, naming each foreign object (bucket and key).
-func undecidable(foreign int) func(*testing.T, *fixture, error) {
+func blocked(foreign int) func(*testing.T, *fixture, error) {
 	return func(t *testing.T, f *fixture, err error) {
 		t.Helper()
-		var ue *chain.UndecidableError
+		var ue *chain.BlockedError
 		require.ErrorAs(t, err, &ue)
 		require.Equal(t, uint64(acks), ue.Slot)
 		require.Len(t, ue.Objects, foreign)
@@ -1261,9 +1261,9 @@ func undecidable(foreign int) func(*testing.T, *fixture, error) {
 			require.Equal(t, f.key(acks), oe.Key)
 			require.NotEmpty(t, oe.Bucket)
 		}
-		require.ErrorIs(t, f.w.Err(), chain.ErrUndecidable, "the writer halted")
+		require.ErrorIs(t, f.w.Err(), chain.ErrBlocked, "the writer halted")
 		_, err = f.w.Submit(f.ctx, []byte("after the halt"))
-		require.ErrorIs(t, err, chain.ErrUndecidable, "and refuses every later append")
+		require.ErrorIs(t, err, chain.ErrBlocked, "and refuses every later append")
 		require.Equal(t, uint64(acks), f.w.Released())
 	}
 }
@@ -1344,13 +1344,13 @@ func writerObjectCases() []badCase {
 		{cat: "writer-objects", name: "poison-in-one-zone-tolerated", as: untouched(poisonOne, nil),
 			run: func(f *fixture) error { placeAt5(f, poisonOne(f)); return f.appendNext() }},
 		// Junk in two zones: one copy at most, never W; never B poisons.
-		writerCase("corrupt-in-two-zones", corruptTwo, is(chain.ErrUndecidable, chain.ErrCorrupt), untouched(corruptTwo, undecidable(2)), nil),
-		writerCase("truncated-in-two-zones", truncTwo, is(chain.ErrUndecidable, chain.ErrCorrupt), untouched(truncTwo, undecidable(2)), nil),
-		writerCase("truncated-header-and-empty-object", headerTwo, is(chain.ErrUndecidable, chain.ErrCorrupt), untouched(headerTwo, undecidable(2)), nil),
-		writerCase("own-flight-with-corrupt-body-in-two-zones", bodyTwo, is(chain.ErrUndecidable, chain.ErrCorrupt), untouched(bodyTwo, undecidable(2)), nil),
-		writerCase("misplaced-in-two-zones", misplacedTwo, is(chain.ErrUndecidable, chain.ErrMisplaced), untouched(misplacedTwo, undecidable(2)), nil),
-		writerCase("newer-format-in-two-zones", formatTwo, is(chain.ErrUndecidable, chain.ErrUnknownFormat), untouched(formatTwo, undecidable(2)), nil),
-		writerCase("misplaced-poison-in-two-zones", misplacedPoison, is(chain.ErrUndecidable, chain.ErrMisplaced), untouched(misplacedPoison, undecidable(2)), nil),
+		writerCase("corrupt-in-two-zones", corruptTwo, is(chain.ErrBlocked, chain.ErrCorrupt), untouched(corruptTwo, blocked(2)), nil),
+		writerCase("truncated-in-two-zones", truncTwo, is(chain.ErrBlocked, chain.ErrCorrupt), untouched(truncTwo, blocked(2)), nil),
+		writerCase("truncated-header-and-empty-object", headerTwo, is(chain.ErrBlocked, chain.ErrCorrupt), untouched(headerTwo, blocked(2)), nil),
+		writerCase("own-flight-with-corrupt-body-in-two-zones", bodyTwo, is(chain.ErrBlocked, chain.ErrCorrupt), untouched(bodyTwo, blocked(2)), nil),
+		writerCase("misplaced-in-two-zones", misplacedTwo, is(chain.ErrBlocked, chain.ErrMisplaced), untouched(misplacedTwo, blocked(2)), nil),
+		writerCase("newer-format-in-two-zones", formatTwo, is(chain.ErrBlocked, chain.ErrUnknownFormat), untouched(formatTwo, blocked(2)), nil),
+		writerCase("misplaced-poison-in-two-zones", misplacedPoison, is(chain.ErrBlocked, chain.ErrMisplaced), untouched(misplacedPoison, blocked(2)), nil),
 		// Another well-formed flight: two writers on one epoch. The writer
 		// halts and a reader never serves the slot.
 		writerCase("conflicting-flights-in-two-zones", conflictTwo, is(chain.ErrConflictingFlight), untouched(conflictTwo, conflict), chain.ErrConflictingFlight),
@@ -1527,7 +1527,7 @@ func fenceAt(f *fixture) error {
 func foreign(n int) func(*testing.T, *fixture, error) {
 	return func(t *testing.T, f *fixture, err error) {
 		t.Helper()
-		var fe *fence.ForeignError
+		var fe *fence.BlockedError
 		require.ErrorAs(t, err, &fe)
 		require.Equal(t, uint64(acks), fe.Slot)
 		require.Len(t, fe.Objects, n)
@@ -1566,25 +1566,25 @@ func fenceObjectCases() []badCase {
 		// Junk in two zones blocks the slot: never overwritten, never
 		// counted; the fence stops and says which objects.
 		fenceCase("corrupt-in-two-zones", func(*fixture) map[int][]byte { return map[int][]byte{0: garbage(), 1: garbage()} },
-			is(fence.ErrForeign, chain.ErrCorrupt), foreign(2), nil),
+			is(fence.ErrBlocked, chain.ErrCorrupt), foreign(2), nil),
 		fenceCase("truncated-in-every-zone", func(f *fixture) map[int][]byte {
 			return map[int][]byte{0: truncated(f.own(acks)), 1: truncated(f.own(acks)), 2: f.own(acks)[:20]}
-		}, is(fence.ErrForeign, chain.ErrCorrupt), foreign(3), nil),
+		}, is(fence.ErrBlocked, chain.ErrCorrupt), foreign(3), nil),
 		fenceCase("corrupt-body-copies-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{1: flipLast(f.own(acks)), 2: flipLast(f.own(acks))}
-		}, is(fence.ErrForeign, chain.ErrCorrupt), foreign(2), nil),
+		}, is(fence.ErrBlocked, chain.ErrCorrupt), foreign(2), nil),
 		fenceCase("misplaced-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{0: f.own(acks + 3), 2: chain.EncodeFlight(starB, f.ep(), acks, []byte("acked-5"))}
-		}, is(fence.ErrForeign, chain.ErrMisplaced), foreign(2), nil),
+		}, is(fence.ErrBlocked, chain.ErrMisplaced), foreign(2), nil),
 		fenceCase("newer-format-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{0: newerFormat(f.own(acks)), 1: newerFormat(f.poison(acks))}
-		}, is(fence.ErrForeign, chain.ErrUnknownFormat), foreign(2), nil),
+		}, is(fence.ErrBlocked, chain.ErrUnknownFormat), foreign(2), nil),
 		fenceCase("corrupt-poison-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{1: flipLast(f.poison(acks)), 2: flipLast(f.poison(acks))}
-		}, is(fence.ErrForeign, chain.ErrCorrupt), foreign(2), nil),
+		}, is(fence.ErrBlocked, chain.ErrCorrupt), foreign(2), nil),
 		fenceCase("misplaced-poison-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{0: f.poison(acks + 1), 1: f.poison(acks + 2)}
-		}, is(fence.ErrForeign, chain.ErrMisplaced), foreign(2), nil),
+		}, is(fence.ErrBlocked, chain.ErrMisplaced), foreign(2), nil),
 		// Two different flights: two writers wrote the epoch. Never a cut.
 		fenceCase("conflicting-flights-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{0: f.own(acks), 1: f.flight(acks, "a second writer's")}

@@ -32,7 +32,7 @@
 // under the root. The backend never follows symbolic links: it resolves
 // every path one directory at a time with O_NOFOLLOW, so a link planted
 // under the root cannot lead a key outside it. A symbolic link, device or
-// socket found at a key's path is reported as ErrForeign (matching
+// socket found at a key's path is reported as ErrNotRegular (matching
 // objstore.ErrUnavailable: never read as "absent"); List skips it, as it
 // skips files whose names are not valid key segments.
 //

@@ -36,11 +36,11 @@ var (
 	// ErrClosed is returned (as an objstore.ErrUnavailable) by every method
 	// of a Bucket after Close.
 	ErrClosed = errors.New("fs: bucket closed")
-	// ErrForeign is returned (as an objstore.ErrUnavailable) when a key's
+	// ErrNotRegular is returned (as an objstore.ErrUnavailable) when a key's
 	// path holds something this backend did not create and will not
 	// interpret: a symbolic link, a device, a socket. The backend never
 	// follows symbolic links.
-	ErrForeign = errors.New("fs: not a regular file or directory")
+	ErrNotRegular = errors.New("fs: not a regular file or directory")
 )
 
 // Options tunes a Bucket. The zero value works.
@@ -409,7 +409,7 @@ func (b *Bucket) removeTemp(name string) {
 // walk opens every directory along dirs, creating missing ones when create
 // is set. fds[0] is the root (owned by b, never closed by closeAll) and
 // fds[i] the directory dirs[:i]. Errors are for the caller to classify:
-// ENOENT (missing), ENOTDIR (an object file on the path), ErrForeign (a
+// ENOENT (missing), ENOTDIR (an object file on the path), ErrNotRegular (a
 // symbolic link or another foreign entry on the path), or another errno.
 func (b *Bucket) walk(dirs []string, create bool) ([]int, error) {
 	fds := make([]int, 1, len(dirs)+1)
@@ -435,7 +435,7 @@ func (b *Bucket) walk(dirs []string, create bool) ([]int, error) {
 			// something this backend does not follow.
 			var st unix.Stat_t
 			if serr := unix.Fstatat(fds[i], name, &st, unix.AT_SYMLINK_NOFOLLOW); serr != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-				err = fmt.Errorf("%w: %q", ErrForeign, strings.Join(dirs[:i+1], "/"))
+				err = fmt.Errorf("%w: %q", ErrNotRegular, strings.Join(dirs[:i+1], "/"))
 			} else {
 				err = unix.ENOTDIR
 			}
@@ -500,7 +500,7 @@ func (b *Bucket) read(ctx context.Context, op, key string, offset, length int64)
 	case unix.S_IFDIR:
 		return fail(objstore.ErrNotFound) // only a prefix of other keys
 	default:
-		return fail(objstore.Unavailable(ErrForeign))
+		return fail(objstore.Unavailable(ErrNotRegular))
 	}
 	size := st.Size
 	if offset >= size {
@@ -549,7 +549,7 @@ func classifyRead(err error) error {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 		return objstore.ErrNotFound
 	case errors.Is(err, unix.ELOOP):
-		return objstore.Unavailable(fmt.Errorf("%w: symbolic link", ErrForeign))
+		return objstore.Unavailable(fmt.Errorf("%w: symbolic link", ErrNotRegular))
 	}
 	return objstore.Unavailable(err)
 }
@@ -645,7 +645,7 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int)
 	fds, err := b.walk(dirs, false)
 	if err != nil {
 		err = classifyRead(err)
-		if errors.Is(err, objstore.ErrNotFound) || errors.Is(err, ErrForeign) {
+		if errors.Is(err, objstore.ErrNotFound) || errors.Is(err, ErrNotRegular) {
 			return nil, nil // nothing listable under prefix
 		}
 		return fail(err)

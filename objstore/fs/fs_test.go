@@ -179,12 +179,12 @@ func TestSymlinksAreNotFollowed(t *testing.T) {
 
 	for _, k := range []string{"evil/secret", "link"} {
 		_, err := b.Get(ctx, k)
-		require.ErrorIs(t, err, fs.ErrForeign, k)
+		require.ErrorIs(t, err, fs.ErrNotRegular, k)
 		require.ErrorIs(t, err, objstore.ErrUnavailable, "%s: never read as absent", k)
 		_, err = b.GetRange(ctx, k, 0, 1)
-		require.ErrorIs(t, err, fs.ErrForeign, k)
+		require.ErrorIs(t, err, fs.ErrNotRegular, k)
 	}
-	require.ErrorIs(t, b.Create(ctx, "evil/new", []byte("x")), fs.ErrForeign)
+	require.ErrorIs(t, b.Create(ctx, "evil/new", []byte("x")), fs.ErrNotRegular)
 	require.ErrorIs(t, b.Create(ctx, "link", []byte("x")), objstore.ErrExists)
 	require.Error(t, b.Delete(ctx, "evil/secret"))
 

@@ -35,7 +35,7 @@ func TestClassifyRead(t *testing.T) {
 		err := classifyRead(tc.errno)
 		require.Equal(t, tc.notFound, errors.Is(err, objstore.ErrNotFound), "%v", tc.errno)
 		require.Equal(t, tc.unavailable, errors.Is(err, objstore.ErrUnavailable), "%v", tc.errno)
-		require.Equal(t, tc.foreign, errors.Is(err, ErrForeign), "%v", tc.errno)
+		require.Equal(t, tc.foreign, errors.Is(err, ErrNotRegular), "%v", tc.errno)
 		if tc.unavailable && !tc.foreign {
 			require.ErrorIs(t, err, tc.errno, "the cause is kept")
 		}

@@ -64,7 +64,7 @@ type rollHost struct {
 type rollItem struct {
 	id      string
 	payload []byte
-	a       *settle.Append
+	a       *settle.Future
 	pos     chain.Position
 }
 

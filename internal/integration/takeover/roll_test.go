@@ -59,7 +59,7 @@ func TestRollEtcdS3(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	const n = 200
-	apps := make([]*settle.Append, n)
+	apps := make([]*settle.Future, n)
 	for i := range n {
 		switch i {
 		case 80:

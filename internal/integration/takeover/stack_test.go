@@ -130,7 +130,7 @@ func (s *stack) party(t *testing.T, name string, o partyOpts) *party {
 		p.buckets = append(p.buckets, b)
 	}
 	p.zones = chain.MustZones(p.buckets...)
-	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Writer: name})
+	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Identity: name})
 	require.NoError(t, err)
 	p.fencer, err = fence.New(p.minter, p.zones, fence.Options{
 		Identity:   name,
@@ -244,13 +244,13 @@ func (p *party) zoneCounts(t *testing.T, star string, ep uint64) slotCounts {
 			require.NoError(t, err, "list zone %s", b.Name())
 			n, ok := p.s.keys.ParseSlot(star, ep, o.Key)
 			require.True(t, ok, "zone %s holds a key that is not a slot: %s", b.Name(), o.Key)
-			obs := chain.ObserveHeader(ctx, b, chain.Slot{Keys: p.s.keys, Star: star, Epoch: ep, Slot: n})
+			obs := chain.ObserveHeader(ctx, b, chain.Addr{Keys: p.s.keys, Star: star, Epoch: ep, Slot: n})
 			switch obs.State {
-			case chain.HasFlight:
+			case chain.SlotFlight:
 				c.flights[n]++
-			case chain.HasPoison:
+			case chain.SlotPoison:
 				c.poisons[n]++
-			case chain.Empty:
+			case chain.SlotEmpty:
 				// Deleted between the list and the read: nothing there.
 			default:
 				t.Fatalf("zone %s slot %d: %v (%v)", b.Name(), n, obs.State, obs.Err)
