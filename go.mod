@@ -12,6 +12,7 @@ require (
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.1
+	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.83.2
 )

@@ -62,8 +62,9 @@
 //     repair, or an earlier attempt whose answer was lost) are a copy;
 //     poison counts against; a foreign object counts as neither;
 //   - anything else (unavailable, timeout): the outcome is unknown, so the
-//     create is retried with jittered exponential backoff (MinBackoff to
-//     MaxBackoff, on the injected Clock) until the slot is decided.
+//     create is retried with jittered exponential backoff
+//     (WriterOptions.Backoff, on the injected Clock) until the slot is
+//     decided.
 //
 // The slot is committed at W copies, without waiting for the other buckets
 // (their current attempt finishes in the background; no retries follow). A

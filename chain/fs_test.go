@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
@@ -39,7 +40,7 @@ func TestFilesystemBackend(t *testing.T) {
 	require.NoError(t, err)
 	keys := chain.Keys{Prefix: "chains"}
 	c := epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 8, Prefix: keys.Prefix}
-	opts := chain.WriterOptions{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+	opts := chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}}
 
 	// Epoch 1: slot 12 is poisoned in two zones; the writer halts there.
 	e1, err := m.Mint(ctx, star, c)

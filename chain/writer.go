@@ -2,24 +2,17 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
-)
-
-// Default retry backoff bounds of a Writer, and the largest accepted.
-const (
-	DefaultMinBackoff = 10 * time.Millisecond
-	DefaultMaxBackoff = time.Second
-	MaxBackoffLimit   = 10 * time.Minute
 )
 
 // WriterOptions configures a Writer. The zero value works.
@@ -28,10 +21,10 @@ type WriterOptions struct {
 	Clock clock.Clock
 	// Logger receives retries (debug) and halts (warn). Nil discards.
 	Logger *slog.Logger
-	// MinBackoff and MaxBackoff bound the jittered exponential backoff
-	// between retries of one bucket, each at most MaxBackoffLimit. Zero
-	// means DefaultMinBackoff and DefaultMaxBackoff.
-	MinBackoff, MaxBackoff time.Duration
+	// Backoff times the retries of one bucket, jittered per slot, bucket
+	// and attempt. Min and Max are each at most clock.MaxBackoff; zero
+	// means clock.DefaultMinBackoff and clock.DefaultMaxBackoff.
+	Backoff clock.Backoff
 }
 
 // Validate reports whether NewWriter would accept the options (a
@@ -39,21 +32,11 @@ type WriterOptions struct {
 func (o WriterOptions) Validate() error { return o.validate() }
 
 func (o *WriterOptions) validate() error {
-	if o.MinBackoff < 0 || o.MinBackoff > MaxBackoffLimit {
-		return &epoch.ConfigError{Field: "MinBackoff", Value: o.MinBackoff, Reason: fmt.Sprintf("must satisfy 0 ≤ MinBackoff ≤ %v", MaxBackoffLimit)}
+	var be *clock.BackoffError
+	if errors.As(o.Backoff.Validate("Backoff"), &be) {
+		return &epoch.ConfigError{Field: be.Field, Value: be.Value, Reason: be.Reason}
 	}
-	if o.MaxBackoff < 0 || o.MaxBackoff > MaxBackoffLimit {
-		return &epoch.ConfigError{Field: "MaxBackoff", Value: o.MaxBackoff, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxBackoff ≤ %v", MaxBackoffLimit)}
-	}
-	if o.MinBackoff == 0 {
-		o.MinBackoff = DefaultMinBackoff
-	}
-	if o.MaxBackoff == 0 {
-		o.MaxBackoff = max(DefaultMaxBackoff, o.MinBackoff)
-	}
-	if o.MaxBackoff < o.MinBackoff {
-		return &epoch.ConfigError{Field: "MaxBackoff", Value: o.MaxBackoff, Reason: fmt.Sprintf("below MinBackoff %v", o.MinBackoff)}
-	}
+	o.Backoff = o.Backoff.Or(clock.Backoff{Min: clock.DefaultMinBackoff, Max: clock.DefaultMaxBackoff})
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

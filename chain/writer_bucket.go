@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -187,26 +188,9 @@ func (w *Writer) backoff(f *Future, i, attempt int) bool {
 	}
 }
 
-// backoffDelay is a jittered exponential delay in [d/2, d) where d doubles
-// from MinBackoff up to MaxBackoff. The jitter is a hash of the writer's
-// seed, slot, bucket and attempt: reproducible and lock-free.
+// backoffDelay is the wait before attempt at bucket for slot, jittered by
+// the writer's seed, the slot, the bucket and the attempt: reproducible and
+// lock-free.
 func (w *Writer) backoffDelay(slot uint64, bucket, attempt int) time.Duration {
-	d := w.opts.MinBackoff
-	for n := 0; n < attempt && d < w.opts.MaxBackoff; n++ {
-		d *= 2
-	}
-	d = min(d, w.opts.MaxBackoff)
-	if d < 2 {
-		return d
-	}
-	x := splitmix64(w.seed ^ splitmix64(slot) ^ uint64(bucket)<<48 ^ uint64(attempt)<<32)
-	half := d / 2
-	return half + time.Duration(x%uint64(half))
-}
-
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
+	return w.opts.Backoff.Delay(attempt, clock.Seed(w.seed, slot, uint64(bucket)))
 }

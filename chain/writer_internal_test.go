@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/clock"
 )
 
 func TestSlotKeyMatchesKeys(t *testing.T) {
@@ -17,7 +19,7 @@ func TestSlotKeyMatchesKeys(t *testing.T) {
 }
 
 func TestBackoffDelay(t *testing.T) {
-	w := &Writer{opts: WriterOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Second}, seed: 7}
+	w := &Writer{opts: WriterOptions{Backoff: clock.Backoff{Min: 10 * time.Millisecond, Max: time.Second}}, seed: 7}
 	for attempt := range 20 {
 		d := min(10*time.Millisecond<<attempt, time.Second)
 		for slot := range uint64(50) {
@@ -27,6 +29,6 @@ func TestBackoffDelay(t *testing.T) {
 		}
 	}
 	require.Equal(t, w.backoffDelay(3, 1, 2), w.backoffDelay(3, 1, 2), "reproducible")
-	w.opts.MinBackoff, w.opts.MaxBackoff = 1, 1
+	w.opts.Backoff = clock.Backoff{Min: 1, Max: 1}
 	require.Equal(t, time.Duration(1), w.backoffDelay(0, 0, 5))
 }

@@ -399,7 +399,7 @@ func TestTransientErrorsRetriedOnFakeClock(t *testing.T) {
 		return next()
 	})
 	fake := clock.NewFake(time.Unix(1000, 0))
-	w := e.writer(rec, chain.WriterOptions{Clock: fake, MinBackoff: time.Second, MaxBackoff: 4 * time.Second})
+	w := e.writer(rec, chain.WriterOptions{Clock: fake, Backoff: clock.Backoff{Min: time.Second, Max: 4 * time.Second}})
 	f, err := w.Submit(context.Background(), payload(0))
 	require.NoError(t, err)
 	for range 3 {
@@ -863,11 +863,11 @@ func TestNewWriterValidation(t *testing.T) {
 		opts  chain.WriterOptions
 		field string
 	}{
-		{chain.WriterOptions{MinBackoff: -1}, "MinBackoff"},
-		{chain.WriterOptions{MaxBackoff: -1}, "MaxBackoff"},
-		{chain.WriterOptions{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, "MaxBackoff"},
-		{chain.WriterOptions{MinBackoff: chain.MaxBackoffLimit + 1}, "MinBackoff"},
-		{chain.WriterOptions{MaxBackoff: chain.MaxBackoffLimit + 1}, "MaxBackoff"},
+		{chain.WriterOptions{Backoff: clock.Backoff{Min: -1}}, "Backoff.Min"},
+		{chain.WriterOptions{Backoff: clock.Backoff{Max: -1}}, "Backoff.Max"},
+		{chain.WriterOptions{Backoff: clock.Backoff{Min: time.Second, Max: time.Millisecond}}, "Backoff.Max"},
+		{chain.WriterOptions{Backoff: clock.Backoff{Min: clock.MaxBackoff + 1}}, "Backoff.Min"},
+		{chain.WriterOptions{Backoff: clock.Backoff{Max: clock.MaxBackoff + 1}}, "Backoff.Max"},
 	} {
 		_, err := chain.NewWriter(rec, chain.MustZones(e.buckets...), tc.opts)
 		require.ErrorAs(t, err, &ce, "%+v", tc.opts)
@@ -967,7 +967,7 @@ func TestStragglerLandsBeforeRetry(t *testing.T) {
 	require.NoError(t, err)
 	fake.BlockUntil(1)
 	require.Equal(t, 1, e.faults[0].ReleaseStragglers(context.Background()))
-	fake.Advance(chain.DefaultMaxBackoff)
+	fake.Advance(clock.DefaultMaxBackoff)
 	requireAcked(t, rec, []*chain.Future{f})
 	require.Equal(t, uint64(1), w.Stats().RepairCopies)
 	require.NoError(t, w.Close(context.Background()))

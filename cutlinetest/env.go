@@ -34,6 +34,9 @@ type Options struct {
 	// Locate is the Locator of every party's RefIndex and of the checker.
 	// Nil means Locate (the Record format).
 	Locate settle.Locator
+	// Fault is the fault injection every zone is wrapped in: zone i's
+	// seed is Fault.Seed+i+1, and a nil Fault.Clock means Clock.
+	Fault fault.Options
 }
 
 // Env is shared storage for a test: one metastore and K zones. Each zone is
@@ -69,8 +72,13 @@ func New(t testing.TB, store metastore.Store, buckets []objstore.Bucket, opts Op
 		opts.Locate = Locate
 	}
 	e := &Env{T: t, Store: store, Raw: buckets, opts: opts}
+	if opts.Fault.Clock == nil {
+		opts.Fault.Clock = opts.Clock
+	}
 	for i, b := range buckets {
-		e.Zones = append(e.Zones, fault.Wrap(b, fault.Options{Seed: uint64(i + 1), Clock: opts.Clock}))
+		fo := opts.Fault
+		fo.Seed += uint64(i + 1)
+		e.Zones = append(e.Zones, fault.Wrap(b, fo))
 	}
 	return e
 }

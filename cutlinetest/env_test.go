@@ -11,7 +11,9 @@ import (
 	"github.com/cutline/cutline/cutlinetest"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/fs"
+	"github.com/cutline/cutline/objstore/mem"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -135,4 +137,15 @@ func TestHostStops(t *testing.T) {
 	require.Error(t, h.WaitAcked(ctx, 2))
 	require.Equal(t, []string{"b"}, h.Failed())
 	require.NoError(t, h.Err())
+}
+
+// Options.Fault is every zone's fault injection: here a rule that fails
+// the first create in each zone, which the backends never see.
+func TestFaultOptions(t *testing.T) {
+	e := cutlinetest.New(t, memstore.New(memstore.Options{}), []objstore.Bucket{mem.New("a"), mem.New("b")},
+		cutlinetest.Options{Fault: fault.Options{Seed: 16, Rules: []fault.Rule{{Op: fault.OpCreate, Count: 1}}}})
+	for i, z := range e.Zones {
+		require.Error(t, z.Create(t.Context(), "k", []byte("x")), "zone %d", i)
+		require.NoError(t, z.Create(t.Context(), "k", []byte("x")), "zone %d", i)
+	}
 }

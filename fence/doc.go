@@ -117,8 +117,8 @@
 // When some buckets do not answer and the slot can still go either way
 // (for example a flight in one bucket, poison in another, the third zone
 // down), neither repair nor poison can act without the missing answer. The
-// fencer never guesses: it retries with jittered backoff (MinBackoff to
-// MaxBackoff, on Options.Clock) until the buckets answer. If the context
+// fencer never guesses: it retries with jittered backoff (Options.Backoff,
+// on Options.Clock) until the buckets answer. If the context
 // ends first, Fence returns an *UndecidedError (errors.Is ErrUndecided)
 // naming the slot, the buckets it waits for and when it first found the
 // slot undecided; nothing is published. Retry once the zone is back.

@@ -112,7 +112,7 @@ func runScenario(t *testing.T, e *env, c scenario) {
 	// ends: it runs on a fake clock and is ended once it waits. The others
 	// must finish well within the generous bound.
 	fc := clockFake()
-	opts := Options{Identity: "test-fencer", MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+	opts := Options{Identity: "test-fencer", Backoff: clock.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond}}
 	if errors.Is(c.wantErr, ErrUndecided) {
 		opts.Clock = fc
 	}
@@ -185,7 +185,7 @@ func TestUndecidedUsesInjectedClock(t *testing.T) {
 	e.layout("F P E")
 	e.zones[2].SetDown(true)
 	fc := clockFake()
-	f := e.fencer(Options{Clock: fc, MinBackoff: time.Second, MaxBackoff: time.Second})
+	f := e.fencer(Options{Clock: fc, Backoff: clock.Backoff{Min: time.Second, Max: time.Second}})
 	done := make(chan error, 1)
 	go func() {
 		_, err := f.Fence(context.Background(), star, e.rec.Epoch)
@@ -298,9 +298,9 @@ func TestInvalidOptions(t *testing.T) {
 		{Options{Span: MaxSpan + 1}, "Span"},
 		{Options{MaxParallel: -1}, "MaxParallel"},
 		{Options{MaxParallel: MaxParallelLimit + 1}, "MaxParallel"},
-		{Options{MinBackoff: -time.Millisecond}, "MinBackoff"},
-		{Options{MaxBackoff: -time.Millisecond}, "MaxBackoff"},
-		{Options{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, "MaxBackoff"},
+		{Options{Backoff: clock.Backoff{Min: -time.Millisecond}}, "Backoff.Min"},
+		{Options{Backoff: clock.Backoff{Max: -time.Millisecond}}, "Backoff.Max"},
+		{Options{Backoff: clock.Backoff{Min: time.Second, Max: time.Millisecond}}, "Backoff.Max"},
 		{Options{Identity: strings.Repeat("x", MaxIdentity+1)}, "Identity"},
 	} {
 		_, err := New(e.minter, e.buckets(), c.opts)
@@ -332,7 +332,7 @@ func TestWriteRefusingZone(t *testing.T) {
 	e := newEnv(t, 3, 2, 4)
 	e.layout("F F F")
 	require.NoError(t, e.zones[0].AddRule(fault.Rule{Op: fault.OpCreate}))
-	f := e.fencer(Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	f := e.fencer(Options{Backoff: clock.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rep, err := f.FenceReport(ctx, star, e.rec.Epoch)
@@ -353,7 +353,7 @@ func TestFailingCreatesBackOff(t *testing.T) {
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Count: 1000}))
 	}
 	fc := clockFake()
-	f := e.fencer(Options{Clock: fc, MinBackoff: time.Second, MaxBackoff: time.Second})
+	f := e.fencer(Options{Clock: fc, Backoff: clock.Backoff{Min: time.Second, Max: time.Second}})
 	done := make(chan error, 1)
 	go func() {
 		_, err := f.Fence(context.Background(), star, e.rec.Epoch)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
@@ -39,10 +41,10 @@ type Options struct {
 	// MaxParallelLimit. Default 64. The walk reads slot objects whole, so
 	// it holds up to MaxParallel objects in memory at once.
 	MaxParallel int
-	// MinBackoff and MaxBackoff bound the jittered exponential backoff while
-	// a slot is undecided. Zero means 10ms and max(1s, MinBackoff); a
-	// negative value, or MaxBackoff below MinBackoff, is refused.
-	MinBackoff, MaxBackoff time.Duration
+	// Backoff times the retries while a slot is undecided or a step's
+	// every request failed. Zero fields mean clock.DefaultMinBackoff and
+	// clock.DefaultMaxBackoff; each is at most clock.MaxBackoff.
+	Backoff clock.Backoff
 	// Clock drives backoff and the undecided age. Nil means the wall clock.
 	Clock clock.Clock
 	// Logger receives each fence's outcome and barriers at info level, the
@@ -87,21 +89,11 @@ func (o *Options) validate() error {
 			*b.v = b.def
 		}
 	}
-	if o.MinBackoff < 0 {
-		return &epoch.ConfigError{Field: "MinBackoff", Value: o.MinBackoff, Reason: "negative"}
+	var be *clock.BackoffError
+	if errors.As(o.Backoff.Validate("Backoff"), &be) {
+		return &epoch.ConfigError{Field: be.Field, Value: be.Value, Reason: be.Reason}
 	}
-	if o.MaxBackoff < 0 {
-		return &epoch.ConfigError{Field: "MaxBackoff", Value: o.MaxBackoff, Reason: "negative"}
-	}
-	if o.MinBackoff == 0 {
-		o.MinBackoff = 10 * time.Millisecond
-	}
-	if o.MaxBackoff == 0 {
-		o.MaxBackoff = max(time.Second, o.MinBackoff)
-	}
-	if o.MaxBackoff < o.MinBackoff {
-		return &epoch.ConfigError{Field: "MaxBackoff", Value: o.MaxBackoff, Reason: fmt.Sprintf("below MinBackoff %v", o.MinBackoff)}
-	}
+	o.Backoff = o.Backoff.Or(clock.Backoff{Min: clock.DefaultMinBackoff, Max: clock.DefaultMaxBackoff})
 	o.Clock = clock.Or(o.Clock)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -117,6 +109,7 @@ type Fencer struct {
 	minter *epoch.Minter
 	zones  chain.Zones
 	opts   Options
+	seed   uint64 // keys the backoff jitter, so that fencers spread out
 
 	mu        sync.Mutex
 	undecided map[epochID]Undecided
@@ -144,7 +137,7 @@ func New(m *epoch.Minter, zones chain.Zones, opts Options) (*Fencer, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Fencer{minter: m, zones: zones, opts: opts, undecided: make(map[epochID]Undecided)}, nil
+	return &Fencer{minter: m, zones: zones, opts: opts, seed: rand.Uint64(), undecided: make(map[epochID]Undecided)}, nil
 }
 
 // Undecided lists the slots this fencer is currently blocked on, with the
@@ -223,7 +216,7 @@ func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Repor
 	if err != nil {
 		return rep, fmt.Errorf("fence %s/%d: %w", star, ep, err)
 	}
-	w := &walk{f: f, rec: rec, buckets: buckets, rep: &rep, sem: make(chan struct{}, f.opts.MaxParallel)}
+	w := &walk{f: f, rec: rec, buckets: buckets, rep: &rep}
 	from := rec.Cursors.Checkpoint
 	if x, ok := w.estimate(ctx); ok {
 		rep.Estimate = int64(x)
@@ -318,7 +311,6 @@ type walk struct {
 	rec     *epoch.Record
 	buckets []objstore.Bucket
 	rep     *Report
-	sem     chan struct{}
 
 	reads, creates, repaired, poisoned atomic.Int64
 }
@@ -334,27 +326,25 @@ func (w *walk) slot(n uint64) chain.Addr {
 func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]chain.Observation {
 	w.rep.Rounds++
 	out := make([][]chain.Observation, len(slots))
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(w.f.opts.MaxParallel)
 	for i, n := range slots {
 		out[i] = make([]chain.Observation, len(w.buckets))
 		for j, b := range w.buckets {
-			wg.Add(1)
-			w.sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-w.sem }()
+			g.Go(func() error {
 				w.reads.Add(1)
 				if !whole {
 					out[i][j] = chain.ObserveHeader(ctx, b, w.slot(n))
-					return
+					return nil
 				}
 				o := chain.ObserveObject(ctx, b, w.slot(n))
 				o.Data = nil
 				out[i][j] = o
-			}()
+				return nil
+			})
 		}
 	}
-	wg.Wait()
+	_ = g.Wait() // observations carry their own errors
 	return out
 }
 
@@ -588,7 +578,9 @@ func (w *walk) barrier(ctx context.Context, b uint64) bool {
 // decideSlot drives one slot to committed or dead. It reports done with the
 // cut when the slot is dead.
 func (w *walk) decideSlot(ctx context.Context, s uint64, obs []chain.Observation) (uint64, bool, error) {
-	backoff := w.f.opts.MinBackoff
+	// attempt counts the backoffs so far; the jitter is keyed on the
+	// fencer and the slot, so that fencers racing on a slot spread out.
+	attempt, seed := 0, clock.Seed(w.f.seed, s)
 	// stuck: the last observation with ctx alive found s undecided, first
 	// at since, waiting for the buckets waitingFor.
 	stuck, since, waitingFor := false, time.Time{}, []string(nil)
@@ -637,18 +629,18 @@ func (w *walk) decideSlot(ctx context.Context, s uint64, obs []chain.Observation
 			}
 			stuck, waitingFor = true, waiting(w.buckets, obs)
 			since = w.f.markUndecided(w.rec, s, obs)
-			if err := clock.Sleep(ctx, w.f.opts.Clock, jitter(backoff)); err != nil {
+			if err := w.f.opts.Backoff.Sleep(ctx, w.f.opts.Clock, attempt, seed); err != nil {
 				return 0, false, undecidedErr(err)
 			}
-			backoff = min(2*backoff, w.f.opts.MaxBackoff)
+			attempt++
 		}
 		if !progress {
 			// Every request of the step failed: back off instead of
 			// hammering a failing bucket.
-			if err := clock.Sleep(ctx, w.f.opts.Clock, jitter(backoff)); err != nil {
+			if err := w.f.opts.Backoff.Sleep(ctx, w.f.opts.Clock, attempt, seed); err != nil {
 				return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
 			}
-			backoff = min(2*backoff, w.f.opts.MaxBackoff)
+			attempt++
 		}
 		if err := ctx.Err(); err != nil {
 			if stuck {
@@ -791,12 +783,4 @@ func (f *Fencer) clearUndecided(rec *epoch.Record) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.undecided, epochID{rec.Star, rec.Epoch})
-}
-
-// jitter spreads d over [d/2, d).
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2)
 }

@@ -154,7 +154,7 @@ func TestS3StoppedZoneMidAppend(t *testing.T) {
 			e := newEnvOn(t, zones.buckets(t, 3), 2, window)
 			ctx, cancel := context.WithTimeout(context.Background(), raceBound)
 			defer cancel()
-			w := e.writer(e.view(nil), chain.WriterOptions{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+			w := e.writer(e.view(nil), chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}})
 			startAfter := uint64(2 * window)
 			p := startProducer(ctx, w, producerPlan{limit: ^uint64(0), holdAt: startAfter + 1 + uint64(window), marks: []uint64{startAfter}})
 			p.acked(ctx, startAfter)

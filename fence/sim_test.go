@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 )
@@ -275,9 +276,9 @@ func runSim(t *testing.T, cfg simConfig, st *simStats) {
 			return &hookBucket{Bucket: b, before: func() { tick(); before() }}
 		})
 	}
-	fast := func(o *Options) { o.MinBackoff, o.MaxBackoff = 50*time.Microsecond, 2*time.Millisecond }
+	fast := func(o *Options) { o.Backoff = clock.Backoff{Min: 50 * time.Microsecond, Max: 2 * time.Millisecond} }
 
-	w := e.writer(view(func() {}), chain.WriterOptions{MinBackoff: 50 * time.Microsecond, MaxBackoff: 2 * time.Millisecond})
+	w := e.writer(view(func() {}), chain.WriterOptions{Backoff: clock.Backoff{Min: 50 * time.Microsecond, Max: 2 * time.Millisecond}})
 	var marks []uint64
 	for _, f := range cfg.Fencers {
 		if f.Live {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
 )
@@ -172,11 +173,11 @@ func raceWriter(t *testing.T, e *env, writerView, fencerView []objstore.Bucket, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), raceBound)
 	defer cancel()
-	w := e.writer(writerView, chain.WriterOptions{MinBackoff: 100 * time.Microsecond, MaxBackoff: 5 * time.Millisecond})
+	w := e.writer(writerView, chain.WriterOptions{Backoff: clock.Backoff{Min: 100 * time.Microsecond, Max: 5 * time.Millisecond}})
 	p := startProducer(ctx, w, producerPlan{limit: ^uint64(0), marks: []uint64{startAfter}})
 	p.acked(ctx, startAfter)
 
-	f := e.fencerOn(chain.MustZones(fencerView...), Options{Identity: "racing-fencer", MinBackoff: 100 * time.Microsecond, MaxBackoff: 5 * time.Millisecond})
+	f := e.fencerOn(chain.MustZones(fencerView...), Options{Identity: "racing-fencer", Backoff: clock.Backoff{Min: 100 * time.Microsecond, Max: 5 * time.Millisecond}})
 	rep, err := f.FenceReport(ctx, star, e.rec.Epoch)
 	require.NoError(t, err)
 	cut := rep.Cut

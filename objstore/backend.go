@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/cutline/cutline/clock"
 )
 
 // This file is for backend implementers: the pieces every Bucket over a
@@ -82,24 +84,17 @@ func ReadBack(ctx context.Context, b Bucket, key string, data []byte, cause erro
 }
 
 // Backoff returns how long to wait before retry number retry (0 for the
-// first) of a backend's own retry loop: base doubled per retry and capped
-// at limit, of which the upper half is random so that racing clients spread
-// out. The result lies in [d/2, d] for that capped d; it is 0 when base or
-// limit is not positive or retry is negative. Sleep it on an injected
-// clock (clock.Sleep).
+// first) of a backend's own retry loop: clock.Backoff{Min: base, Max:
+// limit}.Delay with a random seed, so that racing clients spread out. It is
+// 0 when base or limit is not positive or retry is negative.
+//
+// Deprecated: use clock.Backoff, the retry policy every cutline package
+// shares, and sleep it on an injected clock (Backoff.Sleep).
 func Backoff(retry int, base, limit time.Duration) time.Duration {
 	if base <= 0 || limit <= 0 || retry < 0 {
 		return 0
 	}
-	d := min(base, limit)
-	for i := 0; i < retry && d < limit; i++ {
-		if d > limit/2 {
-			d = limit
-			break
-		}
-		d *= 2 // ≤ limit: never overflows
-	}
-	return d/2 + rand.N(d/2+1)
+	return clock.Backoff{Min: min(base, limit), Max: limit}.Delay(retry, rand.Uint64())
 }
 
 // Precheck is the check a Bucket method makes before it sends a request:

@@ -137,8 +137,8 @@
 //   - ReadBack after an ambiguous Create, when "exists" or "conflict" may
 //     be the answer to the same call's own earlier attempt: the caller's
 //     bytes are a success, other bytes ErrExists, anything else unknown.
-//   - Backoff for the backend's own retry loops, slept on an injected
-//     clock.
+//   - clock.Backoff for the backend's own retry loops, slept on an
+//     injected clock.
 //
 // The backend wraps what they return in an *OpError, and runs the
 // conformance suite in objstore/objstoretest.

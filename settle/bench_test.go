@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	memstore "github.com/cutline/cutline/metastore/mem"
@@ -212,7 +213,7 @@ func openBenchRoller(b *testing.B, window int, rollOnHalt bool) *benchHost {
 		b.Fatal(err)
 	}
 	r, err := settle.OpenRoller(ctx, s, starA, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: 2, Window: window, Prefix: keys.Prefix},
-		settle.RollerOptions{RollOnHalt: rollOnHalt, RetryBackoff: 10 * time.Millisecond})
+		settle.RollerOptions{RollOnHalt: rollOnHalt, Backoff: clock.Backoff{Min: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/settle"
 )
@@ -131,9 +132,9 @@ func newRollScenario(e *env) rollScenario {
 	c1 := e.constants(2, 8)
 	c2 := e.constants(2, 4)
 	return rollScenario{c1: c1, c2: c2, opts: settle.RollerOptions{
-		RollOnHalt:   true,
-		RetryBackoff: 5 * time.Millisecond,
-		Writer:       chain.WriterOptions{MinBackoff: time.Millisecond, MaxBackoff: 8 * time.Millisecond},
+		RollOnHalt: true,
+		Backoff:    clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond},
+		Writer:     chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 8 * time.Millisecond}},
 	}}
 }
 

@@ -123,9 +123,9 @@
 // unratified tail: flights at or past the cut were never acknowledged) are
 // republished, in order, into the new epoch's first slots. No payload is
 // acknowledged twice or at two positions, no position inside an epoch is
-// skipped, and positions grow in submission order. Each step is retried
-// until it succeeds or the Roller is closed; a crash anywhere leaves epochs
-// that the next OpenRoller settles.
+// skipped, and positions grow in submission order. Each step is retried,
+// RollerOptions.Backoff apart, until it succeeds or the Roller is closed;
+// a crash anywhere leaves epochs that the next OpenRoller settles.
 //
 // Set RollOnHalt only while the host still owns its streams. If another
 // star fenced the epoch to take them over, rolling would keep writing
@@ -160,8 +160,8 @@
 // fencer's errors (fence.ErrUndecided, fence.ErrBlocked,
 // epoch.ErrCutMismatch) and the Coverage's errors; metastore and context
 // errors pass through, wrapped with the star and epoch. Garbage an
-// unreachable bucket kept is not an error (Report.GarbageLeft): nothing
-// reads past the cut. RefIndex returns ErrDoubleCover (*DoubleCoverError),
+// unreachable bucket kept through Options.Retries retries (Options.Backoff
+// apart) is not an error (Report.GarbageLeft): nothing reads past the cut. RefIndex returns ErrDoubleCover (*DoubleCoverError),
 // ErrLocate for a payload the Locator cannot read or an empty run, and
 // epoch.ErrInvalidConfig for an invalid stream name. The Roller returns
 // ErrRollerClosed after Close and the writer's errors otherwise. Invalid

@@ -1,19 +1,17 @@
 package settle_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/metastore"
@@ -25,28 +23,15 @@ import (
 	"github.com/cutline/cutline/settle"
 )
 
-// Records in these tests are "<stream>|<offset>|<id>": the stream and
-// offset are what the host's index needs (locate), the id names the
-// producer's record so that exactly-once can be checked across a takeover,
-// where the successor gives a retried record a new offset.
-func record(stream string, offset uint64, id string) []byte {
-	return fmt.Appendf(nil, "%s|%d|%s", stream, offset, id)
-}
-
-func parseRecord(p []byte) (stream string, offset uint64, id string, err error) {
-	parts := bytes.SplitN(p, []byte("|"), 3)
-	if len(parts) != 3 {
-		return "", 0, "", fmt.Errorf("not a record: %q", p)
-	}
-	offset, err = strconv.ParseUint(string(parts[1]), 10, 64)
-	return string(parts[0]), offset, string(parts[2]), err
-}
-
-// locate is the hosts' Locator: one record per flight.
-func locate(p []byte) (string, uint64, uint64, error) {
-	stream, offset, _, err := parseRecord(p)
-	return stream, offset, 1, err
-}
+// Records in these tests are cutlinetest's "<stream>|<offset>|<id>": the
+// stream and offset are what the host's index needs (locate), the id names
+// the producer's record so that exactly-once can be checked across a
+// takeover, where the successor gives a retried record a new offset.
+var (
+	record      = cutlinetest.Record
+	parseRecord = cutlinetest.ParseRecord
+	locate      = cutlinetest.Locate
+)
 
 const (
 	starA  = "star-a"
@@ -54,13 +39,14 @@ const (
 	stream = "s"
 )
 
-// env is shared storage: one metastore and K zones. Each zone is a backend
-// bucket (raw: mem or fs) wrapped by fault injection (zones). Every party
-// (a writer, a successor, a crashing incarnation) sees the storage through
-// its own view (party).
+// env is shared storage: a cutlinetest.Env over one in-memory metastore
+// and K zones. Each zone is a backend bucket (raw: mem or fs) wrapped by
+// fault injection (zones). Every party (a writer, a successor, a crashing
+// incarnation) sees the storage through its own view (party).
 type env struct {
+	*cutlinetest.Env
 	t     testing.TB
-	store *memstore.Store
+	store metastore.Store
 	raw   []objstore.Bucket
 	zones []*fault.Bucket
 	keys  chain.Keys
@@ -72,7 +58,7 @@ func newEnv(t testing.TB, k int) *env {
 	for i := range raw {
 		raw[i] = mem.New(string(rune('a' + i)))
 	}
-	return newEnvOn(t, raw, 0)
+	return newEnvOn(t, raw, fault.Options{})
 }
 
 // newFSEnv makes k filesystem zones under a temporary directory.
@@ -86,17 +72,14 @@ func newFSEnv(t testing.TB, k int) *env {
 		t.Cleanup(func() { _ = b.Close() })
 		raw[i] = b
 	}
-	return newEnvOn(t, raw, 0)
+	return newEnvOn(t, raw, fault.Options{})
 }
 
-// newEnvOn wraps the backend buckets raw; seed seeds their fault
-// injection.
-func newEnvOn(t testing.TB, raw []objstore.Bucket, seed uint64) *env {
-	e := &env{t: t, store: memstore.New(memstore.Options{}), raw: raw, keys: chain.Keys{Prefix: "chains"}}
-	for i, b := range raw {
-		e.zones = append(e.zones, fault.Wrap(b, fault.Options{Seed: seed*16 + uint64(i+1)}))
-	}
-	return e
+// newEnvOn wraps the backend buckets raw in fault injection fo (zone i
+// seeded fo.Seed+i+1).
+func newEnvOn(t testing.TB, raw []objstore.Bucket, fo fault.Options) *env {
+	ce := cutlinetest.New(t, memstore.New(memstore.Options{}), raw, cutlinetest.Options{Fault: fo})
+	return &env{Env: ce, t: t, store: ce.Store, raw: ce.Raw, zones: ce.Zones, keys: chain.Keys{Prefix: "chains"}}
 }
 
 // backend names the two backends the main scenarios run on.
@@ -105,17 +88,7 @@ var backends = []struct {
 	make func(t testing.TB, k int) *env
 }{{"mem", newEnv}, {"fs", newFSEnv}}
 
-func (e *env) names(n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = e.raw[i].Name()
-	}
-	return out
-}
-
-func (e *env) constants(w, window int) epoch.Constants {
-	return epoch.Constants{Class: "standard", Buckets: e.names(len(e.raw)), W: w, Window: window, Prefix: e.keys.Prefix}
-}
+func (e *env) constants(w, window int) epoch.Constants { return e.Constants(w, window) }
 
 // party is one process's view of the storage, with its own minter, fencer,
 // index and settler. With a kill switch, every request passes through it.
@@ -173,6 +146,12 @@ func (e *env) party(name string, o partyOpts) *party {
 	p.settler, err = settle.New(p.minter, p.zones, p.refs, so)
 	require.NoError(t, err)
 	return p
+}
+
+// harness is the party as cutlinetest's host and checker see it.
+func (p *party) harness(name string) *cutlinetest.Party {
+	return &cutlinetest.Party{Name: name, Env: p.e.Env, Zones: p.zones, Minter: p.minter, Fencer: p.fencer,
+		Refs: p.refs, Settler: p.settler, Reader: p.reader()}
 }
 
 func (p *party) reader() *chain.Reader {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -28,10 +29,11 @@ type RollerOptions struct {
 	// the host still owns the chain's streams (nobody took them over): a
 	// fence it did not ask for then only costs a delayed acknowledgement.
 	RollOnHalt bool
-	// RetryBackoff is the wait between attempts of a roll step that
-	// failed (a fence that is undecided, an unreachable metastore).
-	// Default 100ms, at most MaxBackoff.
-	RetryBackoff time.Duration
+	// Backoff times the attempts of a roll step that failed (a fence that
+	// is undecided, an unreachable metastore). Zero fields mean a fixed
+	// 100ms (a zero Max becomes at least Min); each is at most
+	// clock.MaxBackoff.
+	Backoff clock.Backoff
 	// Clock drives retries. Nil means the wall clock.
 	Clock clock.Clock
 	// Logger receives rolls at info level. Nil discards.
@@ -121,12 +123,11 @@ func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants,
 	if s.opts.Fencer == nil {
 		return nil, &epoch.ConfigError{Field: "Settler.Fencer", Value: nil, Reason: "a Roller fences its own epochs"}
 	}
-	if opts.RetryBackoff < 0 || opts.RetryBackoff > MaxBackoff {
-		return nil, &epoch.ConfigError{Field: "RetryBackoff", Value: opts.RetryBackoff, Reason: fmt.Sprintf("must satisfy 0 ≤ RetryBackoff ≤ %v (0 means 100ms)", MaxBackoff)}
+	var be *clock.BackoffError
+	if errors.As(opts.Backoff.Validate("Backoff"), &be) {
+		return nil, &epoch.ConfigError{Field: be.Field, Value: be.Value, Reason: be.Reason}
 	}
-	if opts.RetryBackoff == 0 {
-		opts.RetryBackoff = 100 * time.Millisecond
-	}
+	opts.Backoff = opts.Backoff.Or(clock.Backoff{Min: 100 * time.Millisecond, Max: 100 * time.Millisecond})
 	if opts.Writer.Clock == nil {
 		opts.Writer.Clock = opts.Clock
 	}
@@ -499,7 +500,8 @@ func (r *Roller) turnover(ctx context.Context, old uint64, c epoch.Constants) (*
 }
 
 func (r *Roller) retry(ctx context.Context, step string, f func() error) error {
-	for {
+	seed := rand.Uint64()
+	for attempt := 0; ; attempt++ {
 		err := f()
 		if err == nil {
 			return nil
@@ -509,7 +511,7 @@ func (r *Roller) retry(ctx context.Context, step string, f func() error) error {
 			return err
 		}
 		r.log.Warn("roll step failed, retrying", "star", r.star, "step", step, "err", err)
-		if err := clock.Sleep(ctx, r.clock, r.opts.RetryBackoff); err != nil {
+		if err := r.opts.Backoff.Sleep(ctx, r.clock, attempt, seed); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/objstore"
@@ -20,7 +21,7 @@ import (
 )
 
 // fenceFast keeps a fencer's undecided backoff short (synctest time).
-var fenceFast = fence.Options{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+var fenceFast = fence.Options{Backoff: clock.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond}}
 
 // producer submits records pipelined through a roller and collects the
 // outcomes in submission order.
@@ -187,13 +188,13 @@ func rollOnHalt(t *testing.T, e *env) {
 		wrap: func(i int, b objstore.Bucket) objstore.Bucket {
 			return latency.Wrap(b, latency.Options{Seed: uint64(i), Default: latency.Uniform(time.Millisecond, 5*time.Millisecond)})
 		},
-		settle: settle.Options{Backoff: 5 * time.Millisecond},
+		settle: settle.Options{Backoff: clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}},
 		fence:  fenceFast,
 	})
 	r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 8), settle.RollerOptions{
-		RollOnHalt:   true,
-		RetryBackoff: 5 * time.Millisecond,
-		Writer:       chain.WriterOptions{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond},
+		RollOnHalt: true,
+		Backoff:    clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond},
+		Writer:     chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond}},
 	})
 	require.NoError(t, err)
 	prs := []*producer{{name: "x"}, {name: "y"}}

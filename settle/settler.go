@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
@@ -21,14 +24,14 @@ type Options struct {
 	// Fencer, when set, fences an open epoch before settling it. Without
 	// it, settling an open epoch is an *epoch.StateError.
 	Fencer *fence.Fencer
-	// GarbageRetries is how many times an unreachable bucket is asked
-	// again while deleting garbage before the garbage is left standing
-	// (it is harmless: nothing reads past the cut). Default 3, at most
-	// MaxGarbageRetries.
-	GarbageRetries int
-	// Backoff is the wait between those retries. Default 50ms, at most
-	// MaxBackoff.
-	Backoff time.Duration
+	// Retries is how many times an unreachable bucket is asked again
+	// while deleting garbage before the garbage is left standing (it is
+	// harmless: nothing reads past the cut). Default 3, at most
+	// MaxRetries.
+	Retries int
+	// Backoff times those retries. Zero fields mean a fixed 50ms (a zero
+	// Max becomes at least Min); each is at most clock.MaxBackoff.
+	Backoff clock.Backoff
 	// MaxParallel bounds object requests in flight, and the garbage
 	// probes held at once. Default 64, at most MaxParallelLimit.
 	MaxParallel int
@@ -41,12 +44,10 @@ type Options struct {
 
 // Bounds of Options and RollerOptions.
 const (
-	// MaxGarbageRetries bounds Options.GarbageRetries.
-	MaxGarbageRetries = 100
+	// MaxRetries bounds Options.Retries.
+	MaxRetries = 100
 	// MaxParallelLimit bounds Options.MaxParallel.
 	MaxParallelLimit = 4096
-	// MaxBackoff bounds Options.Backoff and RollerOptions.RetryBackoff.
-	MaxBackoff = 10 * time.Minute
 )
 
 // Settler restores the chain after a fence: it deletes the garbage past the
@@ -59,6 +60,7 @@ type Settler struct {
 	cov    Coverage
 	reader *chain.Reader
 	opts   Options
+	seed   uint64 // keys the backoff jitter
 }
 
 // New returns a Settler. cov receives the committed flights the host has not
@@ -75,7 +77,7 @@ func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settl
 		v        *int
 		def, max int
 	}{
-		{"GarbageRetries", &opts.GarbageRetries, 3, MaxGarbageRetries},
+		{"Retries", &opts.Retries, 3, MaxRetries},
 		{"MaxParallel", &opts.MaxParallel, 64, MaxParallelLimit},
 	} {
 		if *b.v < 0 || *b.v > b.max {
@@ -85,12 +87,11 @@ func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settl
 			*b.v = b.def
 		}
 	}
-	if opts.Backoff < 0 || opts.Backoff > MaxBackoff {
-		return nil, &epoch.ConfigError{Field: "Backoff", Value: opts.Backoff, Reason: fmt.Sprintf("must satisfy 0 ≤ Backoff ≤ %v (0 means 50ms)", MaxBackoff)}
+	var be *clock.BackoffError
+	if errors.As(opts.Backoff.Validate("Backoff"), &be) {
+		return nil, &epoch.ConfigError{Field: be.Field, Value: be.Value, Reason: be.Reason}
 	}
-	if opts.Backoff == 0 {
-		opts.Backoff = 50 * time.Millisecond
-	}
+	opts.Backoff = opts.Backoff.Or(clock.Backoff{Min: 50 * time.Millisecond, Max: 50 * time.Millisecond})
 	opts.Clock = clock.Or(opts.Clock)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -99,7 +100,7 @@ func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settl
 	if err != nil {
 		return nil, err
 	}
-	return &Settler{minter: m, zones: zones, cov: cov, reader: r, opts: opts}, nil
+	return &Settler{minter: m, zones: zones, cov: cov, reader: r, opts: opts, seed: rand.Uint64()}, nil
 }
 
 // Report describes one Settle call.
@@ -180,7 +181,7 @@ func (s *Settler) Settle(ctx context.Context, star string, ep uint64) (Report, e
 // a slot only while it is below its release point plus the window, and its
 // release point never passes the cut, so no flight lies beyond cut+window.
 // The span is probed MaxParallel objects at a time, so memory does not grow
-// with the window; a bucket that stays unreachable through GarbageRetries
+// with the window; a bucket that stays unreachable through Retries
 // is given up for the rest of the span (its garbage is harmless: nothing
 // reads past the cut).
 func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, rep *Report) error {
@@ -193,6 +194,9 @@ func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets 
 		end = ^uint64(0)
 	}
 	gaveUp := make([]bool, len(buckets))
+	// The jitter is keyed on the epoch, so that settlers racing on it
+	// spread out.
+	seed := clock.Seed(s.seed, rec.Epoch)
 	var mu sync.Mutex
 	batch := make([]target, 0, s.opts.MaxParallel)
 	n, b := rec.Cut, 0
@@ -219,7 +223,7 @@ func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets 
 		todo := batch
 		for attempt := 0; len(todo) > 0; attempt++ {
 			if attempt > 0 {
-				if attempt > s.opts.GarbageRetries {
+				if attempt > s.opts.Retries {
 					rep.GarbageLeft += len(todo)
 					for _, t := range todo {
 						gaveUp[t.b] = true
@@ -228,7 +232,7 @@ func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets 
 						"star", rec.Star, "epoch", rec.Epoch, "cut", rec.Cut, "objects", len(todo))
 					break
 				}
-				if err := clock.Sleep(ctx, s.opts.Clock, s.opts.Backoff); err != nil {
+				if err := s.opts.Backoff.Sleep(ctx, s.opts.Clock, attempt-1, seed); err != nil {
 					return fmt.Errorf("settle %s/%d: garbage: %w", rec.Star, rec.Epoch, err)
 				}
 			}
@@ -295,19 +299,15 @@ func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *Report) err
 	return nil
 }
 
+// parallel calls f(0) … f(n-1), at most MaxParallel at once, and waits for
+// them all.
 func (s *Settler) parallel(n int, f func(i int)) {
-	sem := make(chan struct{}, s.opts.MaxParallel)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(s.opts.MaxParallel)
 	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			f(i)
-		}()
+		g.Go(func() error { f(i); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait() // f reports through its closure
 }
 
 // SettleAll fences (when a Fencer is configured) and settles every epoch of

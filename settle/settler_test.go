@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/settle"
@@ -248,7 +249,7 @@ func TestSettleUnreachableBucketLeavesGarbage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		e := newEnv(t, 3)
-		p := e.party("successor", partyOpts{settle: settle.Options{GarbageRetries: 2, Backoff: time.Second}})
+		p := e.party("successor", partyOpts{settle: settle.Options{Retries: 2, Backoff: clock.Backoff{Min: time.Second, Max: time.Second}}})
 		l := layDeadEpoch(t, e, p)
 		_, err := p.fencer.Fence(ctx, starA, l.ep)
 		require.NoError(t, err)
@@ -341,7 +342,7 @@ func TestNewValidates(t *testing.T) {
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
 	_, err = settle.New(p.minter, p.zones, nil, settle.Options{})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
-	_, err = settle.New(p.minter, p.zones, p.refs, settle.Options{GarbageRetries: -1})
+	_, err = settle.New(p.minter, p.zones, p.refs, settle.Options{Retries: -1})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
 	_, err = settle.New(p.minter, chain.Zones{}, p.refs, settle.Options{})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,8 +12,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/epoch"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
@@ -22,91 +20,47 @@ import (
 	"github.com/cutline/cutline/settle"
 )
 
-// host is a star's serving side over a plain chain.Writer: it submits
-// records pipelined and, in an absorb loop, covers each acknowledged
-// flight in the index and advances the epoch's checkpoint past it: the
-// host's two duties.
-type host struct {
-	t     testing.TB
-	p     *party
-	star  string
-	w     *chain.Writer
-	queue chan item
-	done  chan struct{}
+// The hosts are cutlinetest's reference host over a plain chain.Writer: it
+// submits records pipelined and, in an absorb loop, covers each
+// acknowledged flight in the index and advances the epoch's checkpoint
+// past it (AbsorbEvery 1): the host's two duties. It records what the
+// producer saw in a History, which cutlinetest.Check judges.
 
-	mu       sync.Mutex
-	acked    map[string]chain.Position
-	ackOrder []string
-	failed   []failure // in submission order
-	advance  []error   // refused checkpoint moves
-}
-
-type item struct {
-	id      string
-	payload []byte
-	f       *chain.Future
-}
-
+// failure is a record a host did not acknowledge, and why.
 type failure struct {
 	id  string
 	err error
 }
 
-func startHost(t testing.TB, p *party, star string, w *chain.Writer) *host {
-	h := &host{t: t, p: p, star: star, w: w, queue: make(chan item, 1024), done: make(chan struct{}), acked: map[string]chain.Position{}}
-	go h.absorb()
-	return h
-}
-
-func (h *host) absorb() {
-	defer close(h.done)
-	ctx := context.Background()
-	for it := range h.queue {
-		pos, err := it.f.Wait(ctx)
-		if err != nil {
-			h.mu.Lock()
-			h.failed = append(h.failed, failure{it.id, err})
-			h.mu.Unlock()
+// outcome reads host's answers back from the history: what it
+// acknowledged where, and what failed or was refused, in the order
+// answered.
+func outcome(hist *cutlinetest.History, host string) (map[string]chain.Position, []failure) {
+	acked := map[string]chain.Position{}
+	var failed []failure
+	for _, ev := range hist.Events() {
+		if ev.Host != host {
 			continue
 		}
-		// Cover on ack, then advance the checkpoint past what is covered.
-		if err := h.p.refs.Cover(ctx, h.star, chain.Flight{Position: pos, Payload: it.payload}); err != nil {
-			h.t.Errorf("cover %s at %v: %v", it.id, pos, err)
+		switch ev.Op {
+		case cutlinetest.Acked:
+			acked[ev.ID] = ev.Pos
+		case cutlinetest.Failed, cutlinetest.Refused:
+			failed = append(failed, failure{ev.ID, ev.Err})
 		}
-		_, aerr := h.w.Checkpoint(ctx, pos.Slot+1)
-		h.mu.Lock()
-		h.acked[it.id] = pos
-		h.ackOrder = append(h.ackOrder, it.id)
-		if aerr != nil {
-			h.advance = append(h.advance, aerr)
-		}
-		h.mu.Unlock()
 	}
+	return acked, failed
 }
 
-// submit sends one record; a refused Submit is a failure the producer
-// retries.
-func (h *host) submit(ctx context.Context, id string, offset uint64) {
-	p := record(stream, offset, id)
-	f, err := h.w.Submit(ctx, p)
-	if err != nil {
-		h.mu.Lock()
-		h.failed = append(h.failed, failure{id, err})
-		h.mu.Unlock()
-		return
-	}
-	h.queue <- item{id: id, payload: p, f: f}
-}
-
-func (h *host) ackedCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.acked)
-}
-
-func (h *host) stop() {
-	close(h.queue)
-	<-h.done
+// requireServesToCut checks what cutlinetest.Check leaves to the test: ep
+// is fenced and the reader finds nothing at its cut.
+func requireServesToCut(t testing.TB, p *party, star string, ep uint64) {
+	t.Helper()
+	rec, err := p.minter.Get(context.Background(), star, ep)
+	require.NoError(t, err)
+	require.True(t, rec.Fenced(), "epoch %s/%d is %s", star, ep, rec.State)
+	_, err = p.reader().Read(context.Background(), star, chain.Position{Epoch: ep, Slot: rec.Cut})
+	require.ErrorIs(t, err, chain.ErrNotCommitted)
 }
 
 // keyRule makes a fault rule for one slot object's create.
@@ -138,13 +92,14 @@ func takeover(t *testing.T, e *env, zombie bool) {
 	ep := recA.Epoch
 	frozen := clock.NewFake(time.Now())
 	wa := a.writer(recA, chain.WriterOptions{Clock: frozen})
-	ha := startHost(t, a, starA, wa)
+	hist := &cutlinetest.History{}
+	ha := cutlinetest.StartHost(a.harness(starA), wa, cutlinetest.HostOptions{Name: "host-a", Stream: stream, History: hist})
 
 	for i := range 40 {
-		ha.submit(ctx, fmt.Sprintf("p%d", i), uint64(i))
+		require.NoError(t, ha.Submit(ctx, fmt.Sprintf("p%d", i)))
 	}
 	synctest.Wait()
-	require.Equal(t, 40, ha.ackedCount())
+	require.Equal(t, 40, ha.Acked())
 
 	rules := []struct {
 		slot  uint64
@@ -162,11 +117,11 @@ func takeover(t *testing.T, e *env, zombie bool) {
 		require.NoError(t, e.zones[r.zone].AddRule(e.keyRule(starA, ep, r.slot, r.kind)))
 	}
 	for i := 40; i < 40+window; i++ {
-		ha.submit(ctx, fmt.Sprintf("p%d", i), uint64(i))
+		require.NoError(t, ha.Submit(ctx, fmt.Sprintf("p%d", i)))
 	}
-	go ha.submit(ctx, "p56", 56) // waits for window space
+	go func() { _ = ha.Submit(ctx, "p56") }() // waits for window space
 	synctest.Wait()
-	require.Equal(t, 40, ha.ackedCount(), "slot 40 holds the release point")
+	require.Equal(t, 40, ha.Acked(), "slot 40 holds the release point")
 	if !zombie {
 		wa.Abort()
 		synctest.Wait()
@@ -217,9 +172,11 @@ func takeover(t *testing.T, e *env, zombie bool) {
 		var fe *chain.FencedError
 		require.ErrorAs(t, wa.Err(), &fe)
 		require.Equal(t, uint64(44), fe.Slot, "the zombie halts at the cut")
-		require.NoError(t, wa.Close(ctx))
 	}
-	ha.stop()
+	// Close absorbs what is left; every checkpoint move it refused was one
+	// a stale epoch's checkpoint cannot make (epoch.ErrCursorRegression).
+	require.NoError(t, ha.Close(ctx))
+	acked, failed := outcome(hist, "host-a")
 
 	// Nothing read or acknowledged the late objects.
 	idsNow, _ := chainIDs(t, b, starA)
@@ -229,20 +186,15 @@ func takeover(t *testing.T, e *env, zombie bool) {
 		want = append(want, fmt.Sprintf("p%d", i))
 	}
 	require.Equal(t, want, idsNow, "A's chain is exactly [0, cut)")
-	acked := []uint64{}
-	for _, pos := range ha.acked {
+	for _, pos := range acked {
 		require.Equal(t, ep, pos.Epoch)
-		acked = append(acked, pos.Slot)
 	}
-	checkEpochInvariants(t, b, starA, ep, acked)
-	for _, err := range ha.advance {
-		require.ErrorIs(t, err, epoch.ErrCursorRegression, "a stale epoch's checkpoint never moves")
-	}
+	requireServesToCut(t, b, starA, ep)
 
 	// The producer retries what A failed, in order, with B, at offsets
 	// past the recovered stream.
 	var retry []string
-	for _, f := range ha.failed {
+	for _, f := range failed {
 		switch {
 		case zombie:
 			require.ErrorIs(t, f.err, chain.ErrFenced, "%s", f.id)
@@ -254,10 +206,10 @@ func takeover(t *testing.T, e *env, zombie bool) {
 		retry = append(retry, f.id)
 	}
 	if zombie {
-		require.Len(t, ha.acked, 44, "the zombie acknowledged 40–43 late: they are below the cut and covered")
+		require.Len(t, acked, 44, "the zombie acknowledged 40–43 late: they are below the cut and covered")
 		require.Len(t, retry, 13)
 	} else {
-		require.Len(t, ha.acked, 40)
+		require.Len(t, acked, 40)
 		require.Len(t, retry, 17)
 	}
 	next, err := b.refs.Next(ctx, stream)
@@ -266,18 +218,18 @@ func takeover(t *testing.T, e *env, zombie bool) {
 	recB, err := b.minter.Mint(ctx, starB, e.constants(2, window))
 	require.NoError(t, err)
 	wb := b.writer(recB, chain.WriterOptions{})
-	hb := startHost(t, b, starB, wb)
-	for j, id := range retry {
-		hb.submit(ctx, id, next+uint64(j))
+	hb := cutlinetest.StartHost(b.harness(starB), wb, cutlinetest.HostOptions{Name: "host-b", Stream: stream, History: hist})
+	for _, id := range retry {
+		require.NoError(t, hb.Submit(ctx, id))
 	}
-	require.NoError(t, wb.Close(ctx))
-	hb.stop()
-	require.Empty(t, hb.failed)
+	require.NoError(t, hb.Close(ctx))
+	require.Empty(t, hb.Failed())
 
+	// The six guarantees over the whole run: every acknowledged record is
+	// served exactly once, through the index and in chain order;
+	// invariants 1–4 hold on A's fenced epoch and B's open one.
+	e.Verify(hist)
 	ids := checkStream(t, b, stream)
-	for id := range ha.acked {
-		require.Equal(t, 1, count(ids, id), "acknowledged %s must be served exactly once", id)
-	}
 	for i := range 57 {
 		require.Contains(t, ids, fmt.Sprintf("p%d", i))
 	}
@@ -319,7 +271,7 @@ func TestTakeoverRandomTails(t *testing.T) {
 
 func randomTakeover(t *testing.T, seed uint64) {
 	ctx := context.Background()
-	e := newEnvOn(t, []objstore.Bucket{mem.New("a"), mem.New("b"), mem.New("c")}, seed)
+	e := newEnvOn(t, []objstore.Bucket{mem.New("a"), mem.New("b"), mem.New("c")}, fault.Options{Seed: seed * 16})
 	const window = 12
 	a := e.party(starA, partyOpts{})
 	recA, err := a.minter.Mint(ctx, starA, e.constants(2, window))
@@ -327,9 +279,10 @@ func randomTakeover(t *testing.T, seed uint64) {
 	ep := recA.Epoch
 	frozen := clock.NewFake(time.Now())
 	wa := a.writer(recA, chain.WriterOptions{Clock: frozen})
-	ha := startHost(t, a, starA, wa)
+	hist := &cutlinetest.History{}
+	ha := cutlinetest.StartHost(a.harness(starA), wa, cutlinetest.HostOptions{Name: "host-a", Stream: stream, History: hist})
 	for i := range 30 {
-		ha.submit(ctx, fmt.Sprintf("p%d", i), uint64(i))
+		require.NoError(t, ha.Submit(ctx, fmt.Sprintf("p%d", i)))
 	}
 	synctest.Wait()
 	for _, z := range e.zones {
@@ -346,7 +299,7 @@ func randomTakeover(t *testing.T, seed uint64) {
 				return
 			default:
 			}
-			ha.submit(ctx, fmt.Sprintf("p%d", i), uint64(i))
+			_ = ha.Submit(ctx, fmt.Sprintf("p%d", i)) // a refusal is recorded
 		}
 	}()
 	synctest.Wait() // the window is full, or every record is in
@@ -363,12 +316,14 @@ func randomTakeover(t *testing.T, seed uint64) {
 		z.ClearRules()
 		z.ReleaseStragglers(ctx)
 	}
-	ha.stop()
-	var acked []uint64
-	for _, pos := range ha.acked {
-		acked = append(acked, pos.Slot)
+	// The writer was aborted under the absorb loop: a checkpoint move
+	// it refused then is no finding here.
+	if err := ha.Close(ctx); err != nil {
+		t.Logf("host A: %v", err)
 	}
-	checkEpochInvariants(t, b, starA, ep, acked)
+	acked, failed := outcome(hist, "host-a")
+	e.Verify(hist)
+	requireServesToCut(t, b, starA, ep)
 	ids, _ := chainIDs(t, b, starA)
 	require.Len(t, ids, int(cut))
 	for i, id := range ids {
@@ -377,15 +332,11 @@ func randomTakeover(t *testing.T, seed uint64) {
 	next, err := b.refs.Next(ctx, stream)
 	require.NoError(t, err)
 	require.Equal(t, cut, next)
-	for _, f := range ha.failed {
+	for _, f := range failed {
 		require.True(t, errors.Is(f.err, chain.ErrAborted) || errors.Is(f.err, chain.ErrClosed), "%s: %v", f.id, f.err)
 	}
-	indexed := checkStream(t, b, stream)
-	require.Equal(t, ids, indexed)
-	for id := range ha.acked {
-		require.Equal(t, 1, count(indexed, id))
-	}
-	t.Logf("seed %d: acked %d, cut %d, failed %d, garbage deleted %d", seed, len(ha.acked), cut, len(ha.failed), reps[0].GarbageDeleted)
+	require.Equal(t, ids, checkStream(t, b, stream))
+	t.Logf("seed %d: acked %d, cut %d, failed %d, garbage deleted %d", seed, len(acked), cut, len(failed), reps[0].GarbageDeleted)
 }
 
 // A takeover of a live writer, seeded: star A appends pipelined (with
@@ -404,14 +355,8 @@ func TestTakeoverOfLiveWriter(t *testing.T) {
 
 func liveTakeover(t *testing.T, seed uint64) {
 	ctx := context.Background()
-	var raw []objstore.Bucket
-	for _, n := range []string{"a", "b", "c"} {
-		raw = append(raw, mem.New(n))
-	}
-	e := &env{t: t, store: memstore.New(memstore.Options{}), raw: raw, keys: chain.Keys{Prefix: "chains"}}
-	for i, b := range raw {
-		e.zones = append(e.zones, fault.Wrap(b, fault.Options{Seed: seed*16 + uint64(i), StragglerDelay: 40 * time.Millisecond}))
-	}
+	e := newEnvOn(t, []objstore.Bucket{mem.New("a"), mem.New("b"), mem.New("c")},
+		fault.Options{Seed: seed * 16, StragglerDelay: 40 * time.Millisecond})
 	slow := func(i int, b objstore.Bucket) objstore.Bucket {
 		return latency.Wrap(b, latency.Options{Seed: seed*16 + uint64(i), Default: latency.Uniform(time.Millisecond, 6*time.Millisecond)})
 	}
@@ -420,8 +365,9 @@ func liveTakeover(t *testing.T, seed uint64) {
 	recA, err := a.minter.Mint(ctx, starA, e.constants(2, window))
 	require.NoError(t, err)
 	ep := recA.Epoch
-	wa := a.writer(recA, chain.WriterOptions{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})
-	ha := startHost(t, a, starA, wa)
+	wa := a.writer(recA, chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}})
+	hist := &cutlinetest.History{}
+	ha := cutlinetest.StartHost(a.harness(starA), wa, cutlinetest.HostOptions{Name: "host-a", Stream: stream, History: hist})
 	for _, z := range e.zones {
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.Straggler, Probability: 0.08}))
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.LostAnswer, Probability: 0.05}))
@@ -440,38 +386,35 @@ func liveTakeover(t *testing.T, seed uint64) {
 				return
 			default:
 			}
-			ha.submit(ctx, fmt.Sprintf("p%d", i), uint64(i))
+			_ = ha.Submit(ctx, fmt.Sprintf("p%d", i)) // a refusal is recorded
 		}
 	}()
-	for ha.ackedCount() < 30 {
-		time.Sleep(time.Millisecond) // synctest time: lets A run
-	}
+	require.NoError(t, ha.WaitAcked(ctx, 30))
 	close(stop)
 	n := <-produced
 
-	b := e.party(starB, partyOpts{wrap: slow, fence: fenceFast, settle: settle.Options{Backoff: 5 * time.Millisecond}})
+	b := e.party(starB, partyOpts{wrap: slow, fence: fenceFast, settle: settle.Options{Backoff: clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}}})
 	reps, err := b.settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 	cut := reps[0].Cut
 
 	// One more append by the zombie: it can only fail.
-	ha.submit(ctx, fmt.Sprintf("p%d", n), uint64(n))
+	_ = ha.Submit(ctx, fmt.Sprintf("p%d", n))
 	<-wa.Halted()
-	require.NoError(t, wa.Close(ctx))
-	ha.stop()
+	// Every checkpoint move Close's absorb refused was a stale epoch's
+	// (epoch.ErrCursorRegression), which the host takes as no error.
+	require.NoError(t, ha.Close(ctx))
 	for _, z := range e.zones {
 		z.ClearRules()
 		z.ReleaseStragglers(ctx)
 	}
-	var acked []uint64
-	for _, pos := range ha.acked {
-		acked = append(acked, pos.Slot)
-	}
+	acked, failed := outcome(hist, "host-a")
 	var fe *chain.FencedError
 	require.ErrorAs(t, wa.Err(), &fe)
 	require.Equal(t, cut, fe.Slot, "the writer halts exactly at the cut")
-	checkEpochInvariants(t, b, starA, ep, acked)
-	for _, f := range ha.failed {
+	e.Verify(hist)
+	requireServesToCut(t, b, starA, ep)
+	for _, f := range failed {
 		require.ErrorIs(t, f.err, chain.ErrFenced, "%s", f.id)
 	}
 	ids, _ := chainIDs(t, b, starA)
@@ -481,8 +424,5 @@ func liveTakeover(t *testing.T, seed uint64) {
 	}
 	require.Len(t, acked, int(cut), "a live writer acknowledges everything below the cut")
 	require.Equal(t, ids, checkStream(t, b, stream))
-	for _, err := range ha.advance {
-		require.ErrorIs(t, err, epoch.ErrCursorRegression)
-	}
 	t.Logf("seed %d: cut %d, garbage deleted %d, repaired %d, poisoned %d", seed, cut, reps[0].GarbageDeleted, reps[0].Fence.Repaired, reps[0].Fence.Poisoned)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
@@ -109,9 +110,9 @@ func TestOpenRollerRefusesBeforeActing(t *testing.T) {
 	bad.Window = 0
 	_, err = settle.OpenRoller(ctx, p.settler, starA, bad, settle.RollerOptions{})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
-	_, err = settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{Writer: chain.WriterOptions{MinBackoff: -1}})
+	_, err = settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{Writer: chain.WriterOptions{Backoff: clock.Backoff{Min: -1}}})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
-	_, err = settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{RetryBackoff: -1})
+	_, err = settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{Backoff: clock.Backoff{Min: -1}})
 	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
 
 	got, err := p.minter.Get(ctx, starA, rec.Epoch)

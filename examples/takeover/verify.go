@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
@@ -108,6 +111,14 @@ func (d *demo) verify(ctx context.Context, p *producer, epA, cut uint64) (string
 		problems = append(problems, fmt.Sprintf("the chains serve %d flights (%d duplicates) for %d records", flights, chainDups, len(stored)))
 	}
 
+	// The six guarantees, checked by cutlinetest over the raw zones and
+	// the store (unmetered: the request table shows the demo's own reads).
+	vs := cutlinetest.Check(ctx, cutlinetest.Run{History: d.history(p, stored), Store: d.be.store, Zones: d.be.zones, Locate: locate})
+	fmt.Fprintf(d.out, "  cutline's six guarantees (cutlinetest.Check: every zone read directly, every fenced epoch fenced again, the store's history replayed): %d violations\n", len(vs))
+	for _, v := range vs {
+		problems = append(problems, v.Error())
+	}
+
 	verdict := fmt.Sprintf("acknowledged %d, readable %d, lost %d, duplicated %d", len(p.acked), len(stored), lost, duplicated)
 	if lost > 0 || duplicated > 0 || len(stored) != len(p.acked) {
 		problems = append(problems, verdict)
@@ -119,4 +130,29 @@ func (d *demo) verify(ctx context.Context, p *producer, epA, cut uint64) (string
 		return verdict, fmt.Errorf("verification failed: %s", problems[0])
 	}
 	return verdict, nil
+}
+
+// history is what the producer saw, as cutlinetest.Check reads it: each
+// acknowledged sequence, submitted as the record the broker made of it at
+// its acknowledged offset. The producer learns offsets, not slots: an
+// acknowledgement is placed where the RefIndex serves its offset, which
+// Check then reads in the zones. A sequence whose offset the index does
+// not serve is recorded as submitted only; it is counted as lost above.
+func (d *demo) history(p *producer, stored []storedRecord) *cutlinetest.History {
+	at := make(map[uint64]settle.Ref, len(stored))
+	for _, s := range stored {
+		at[s.ref.Offset] = s.ref
+	}
+	var h cutlinetest.History
+	for _, seq := range slices.Sorted(maps.Keys(p.acked)) {
+		off := p.acked[seq]
+		id := fmt.Sprintf("%s/%d", p.id, seq)
+		payload := record{Stream: stream, Offset: off, Producer: p.id, Seq: seq, Data: p.data(seq)}.encode()
+		r, ok := at[off]
+		of := h.Add(cutlinetest.Event{Op: cutlinetest.Submitted, Star: r.Star, ID: id, Payload: payload})
+		if ok {
+			h.Add(cutlinetest.Event{Op: cutlinetest.Acked, Star: r.Star, ID: id, Of: of, Pos: r.Position()})
+		}
+	}
+	return &h
 }

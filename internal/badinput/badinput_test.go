@@ -792,20 +792,20 @@ func configCases() []badCase {
 
 		// Writer: the record, its buckets and the options.
 		newWriterB("nil-record", "rec", func(_ *fixture, rec **epoch.Record, _ *[]objstore.Bucket, _ *chain.WriterOptions) { *rec = nil }),
-		newWriterB("MinBackoff-negative", "MinBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
-			o.MinBackoff = -time.Millisecond
+		newWriterB("Backoff.Min-negative", "Backoff.Min", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.Backoff.Min = -time.Millisecond
 		}),
-		newWriterB("MinBackoff-above-limit", "MinBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
-			o.MinBackoff = chain.MaxBackoffLimit + 1
+		newWriterB("Backoff.Min-above-limit", "Backoff.Min", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.Backoff.Min = clock.MaxBackoff + 1
 		}),
-		newWriterB("MaxBackoff-negative", "MaxBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
-			o.MaxBackoff = -1
+		newWriterB("Backoff.Max-negative", "Backoff.Max", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.Backoff.Max = -1
 		}),
-		newWriterB("MaxBackoff-above-limit", "MaxBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
-			o.MaxBackoff = chain.MaxBackoffLimit + time.Second
+		newWriterB("Backoff.Max-above-limit", "Backoff.Max", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.Backoff.Max = clock.MaxBackoff + time.Second
 		}),
-		newWriterB("MaxBackoff-below-MinBackoff", "MaxBackoff", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
-			o.MinBackoff, o.MaxBackoff = time.Second, time.Millisecond
+		newWriterB("Backoff.Max-below-Min", "Backoff.Max", func(_ *fixture, _ **epoch.Record, _ *[]objstore.Bucket, o *chain.WriterOptions) {
+			o.Backoff = clock.Backoff{Min: time.Second, Max: time.Millisecond}
 		}),
 		newWriterB("zone-missing", "buckets[2]", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
 			*bs = (*bs)[:2]
@@ -875,9 +875,9 @@ func configCases() []badCase {
 		cfg("config", "fence.New/Span-above-max", "Span", newFencer(fence.Options{Span: fence.MaxSpan + 1})),
 		cfg("config", "fence.New/MaxParallel-negative", "MaxParallel", newFencer(fence.Options{MaxParallel: -1})),
 		cfg("config", "fence.New/MaxParallel-above-limit", "MaxParallel", newFencer(fence.Options{MaxParallel: fence.MaxParallelLimit + 1})),
-		cfg("config", "fence.New/MinBackoff-negative", "MinBackoff", newFencer(fence.Options{MinBackoff: -1})),
-		cfg("config", "fence.New/MaxBackoff-negative", "MaxBackoff", newFencer(fence.Options{MaxBackoff: -time.Second})),
-		cfg("config", "fence.New/MaxBackoff-below-MinBackoff", "MaxBackoff", newFencer(fence.Options{MinBackoff: time.Minute, MaxBackoff: time.Second})),
+		cfg("config", "fence.New/Backoff.Min-negative", "Backoff.Min", newFencer(fence.Options{Backoff: clock.Backoff{Min: -1}})),
+		cfg("config", "fence.New/Backoff.Max-negative", "Backoff.Max", newFencer(fence.Options{Backoff: clock.Backoff{Max: -time.Second}})),
+		cfg("config", "fence.New/Backoff.Max-below-Min", "Backoff.Max", newFencer(fence.Options{Backoff: clock.Backoff{Min: time.Minute, Max: time.Second}})),
 
 		// Settler and roller.
 		cfg("config", "settle.New/nil-minter", "minter", func(f *fixture) error {
@@ -892,21 +892,21 @@ func configCases() []badCase {
 			_, err := settle.New(f.minter, nil, f.cov, settle.Options{})
 			return err
 		}),
-		cfg("config", "settle.New/GarbageRetries-negative", "GarbageRetries", newSettler(settle.Options{GarbageRetries: -1})),
-		cfg("config", "settle.New/GarbageRetries-above-max", "GarbageRetries", newSettler(settle.Options{GarbageRetries: settle.MaxGarbageRetries + 1})),
+		cfg("config", "settle.New/Retries-negative", "Retries", newSettler(settle.Options{Retries: -1})),
+		cfg("config", "settle.New/Retries-above-max", "Retries", newSettler(settle.Options{Retries: settle.MaxRetries + 1})),
 		cfg("config", "settle.New/MaxParallel-negative", "MaxParallel", newSettler(settle.Options{MaxParallel: -1})),
 		cfg("config", "settle.New/MaxParallel-above-limit", "MaxParallel", newSettler(settle.Options{MaxParallel: settle.MaxParallelLimit + 1})),
-		cfg("config", "settle.New/Backoff-negative", "Backoff", newSettler(settle.Options{Backoff: -time.Millisecond})),
-		cfg("config", "settle.New/Backoff-above-max", "Backoff", newSettler(settle.Options{Backoff: settle.MaxBackoff + 1})),
-		cfg("config", "OpenRoller/RetryBackoff-negative", "RetryBackoff", openRoller(settle.RollerOptions{RetryBackoff: -1}, true)),
-		cfg("config", "OpenRoller/RetryBackoff-above-max", "RetryBackoff", openRoller(settle.RollerOptions{RetryBackoff: settle.MaxBackoff + 1}, true)),
+		cfg("config", "settle.New/Backoff-negative", "Backoff.Min", newSettler(settle.Options{Backoff: clock.Backoff{Min: -time.Millisecond}})),
+		cfg("config", "settle.New/Backoff-above-max", "Backoff.Min", newSettler(settle.Options{Backoff: clock.Backoff{Min: clock.MaxBackoff + 1}})),
+		cfg("config", "OpenRoller/Backoff-negative", "Backoff.Min", openRoller(settle.RollerOptions{Backoff: clock.Backoff{Min: -1}}, true)),
+		cfg("config", "OpenRoller/Backoff-above-max", "Backoff.Min", openRoller(settle.RollerOptions{Backoff: clock.Backoff{Min: clock.MaxBackoff + 1}}, true)),
 		cfg("config", "OpenRoller/no-fencer", "Settler.Fencer", openRoller(settle.RollerOptions{}, false)),
-		impure(cfg("config", "OpenRoller/writer-MaxBackoff-below-MinBackoff", "MaxBackoff", func(f *fixture) error {
+		impure(cfg("config", "OpenRoller/writer-Backoff.Max-below-Min", "Backoff.Max", func(f *fixture) error {
 			// Refused only when the roller makes its first writer, after
 			// it minted star-b's epoch (see the report: an orphan open
 			// epoch is left behind). Star-a is not involved.
 			r, err := settle.OpenRoller(f.ctx, f.settler(true), starB, f.constants(),
-				settle.RollerOptions{Writer: chain.WriterOptions{MinBackoff: time.Second, MaxBackoff: time.Millisecond}})
+				settle.RollerOptions{Writer: chain.WriterOptions{Backoff: clock.Backoff{Min: time.Second, Max: time.Millisecond}}})
 			if err == nil {
 				_ = r.Close(f.ctx)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/crc32"
+	"math/rand/v2"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -12,12 +13,9 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// Backoff between Create's retries (objstore.Backoff): base doubled per
-// retry, capped, half of it random.
-const (
-	retryBackoffBase = 100 * time.Millisecond
-	retryBackoffMax  = 2 * time.Second
-)
+// retryBackoff times Create's retries, jittered so that racing creators
+// spread out.
+var retryBackoff = clock.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
@@ -66,7 +64,7 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 			if retry >= b.maxRetries {
 				return b.opError(op, key, cerr)
 			}
-			d := objstore.Backoff(retry, retryBackoffBase, retryBackoffMax)
+			d := retryBackoff.Delay(retry, rand.Uint64())
 			b.log.DebugContext(ctx, "gcs create: outcome unknown, re-sending",
 				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d, "err", err)
 			if serr := clock.Sleep(ctx, b.clk, d); serr != nil {

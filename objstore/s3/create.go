@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -17,12 +18,9 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// Backoff between conflict retries (objstore.Backoff): base doubled per
-// retry, capped, half of it random so that racing creators spread out.
-const (
-	conflictBackoffBase = 25 * time.Millisecond
-	conflictBackoffMax  = time.Second
-)
+// conflictBackoff times conflict retries, jittered so that racing creators
+// spread out.
+var conflictBackoff = clock.Backoff{Min: 25 * time.Millisecond, Max: time.Second}
 
 // Create implements objstore.Bucket with PutObject and "If-None-Match: *".
 //
@@ -88,7 +86,7 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 				return b.opError(op, key, objstore.Unavailable(
 					fmt.Errorf("conflicting writes after %d retries: %w", retry, err)))
 			}
-			d := objstore.Backoff(retry, conflictBackoffBase, conflictBackoffMax)
+			d := conflictBackoff.Delay(retry, rand.Uint64())
 			b.log.DebugContext(ctx, "s3 create: conflicting write, retrying",
 				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d)
 			if serr := clock.Sleep(ctx, b.clk, d); serr != nil {

@@ -50,7 +50,7 @@ func TestTakeoverAcrossCompaction(t *testing.T) {
 		for j := range 10 {
 			ids = append(ids, fmt.Sprintf("e%d-%d", rec.Epoch, j))
 		}
-		appendAll(t, ctx, a, a.writer(t, rec, chain.WriterOptions{}), uint64(10*i), ids)
+		appendAll(t, ctx, a, a.writer(t, rec, chain.WriterOptions{}), uint64(10*i), ids, nil)
 		acked = append(acked, ids...)
 		reps, err := a.settler.SettleAll(ctx, starA)
 		require.NoError(t, err)

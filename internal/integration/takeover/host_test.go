@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/cutlinetest"
 )
 
 // maxRecords bounds what a producer sends; the tests stop it long before.
@@ -19,13 +20,17 @@ const maxRecords = 5000
 // every `every` of them, covers them in the RefIndex and advances the
 // epoch's checkpoint to the start of that batch: the checkpoint lags one
 // batch behind what is covered, as a host that persists its cursor lazily
-// would, and coverage lags the acknowledgements.
+// would, and coverage lags the acknowledgements. What the producer sees is
+// recorded in hist, for cutlinetest.Check. (cutlinetest's reference host
+// advances the checkpoint past each batch and keeps no count of what it
+// covered; this one keeps the lag the tests assert on.)
 type host struct {
 	t     *testing.T
 	p     *party
 	star  string
 	w     *chain.Writer
 	every int
+	hist  *cutlinetest.History
 
 	items      chan item     // submitted, in slot order
 	absorbQ    chan item     // acknowledged, in slot order
@@ -50,6 +55,7 @@ type item struct {
 	payload []byte
 	f       *chain.Future
 	pos     chain.Position
+	of      int // the Submitted event in hist
 }
 
 type failure struct {
@@ -57,10 +63,10 @@ type failure struct {
 	err error
 }
 
-func startHost(t *testing.T, p *party, w *chain.Writer, every int) *host {
+func startHost(t *testing.T, p *party, w *chain.Writer, every int, hist *cutlinetest.History) *host {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &host{
-		t: t, p: p, star: w.Record().Star, w: w, every: every,
+		t: t, p: p, star: w.Record().Star, w: w, every: every, hist: hist,
 		items: make(chan item, maxRecords), absorbQ: make(chan item, maxRecords),
 		dead: make(chan struct{}), cancel: cancel,
 		prodDone: make(chan struct{}), ackDone: make(chan struct{}), absorbDone: make(chan struct{}),
@@ -83,6 +89,7 @@ func (h *host) produce(ctx context.Context) {
 			return // stopped, or the writer is gone
 		}
 		it.f = f
+		it.of = h.hist.Add(cutlinetest.Event{Op: cutlinetest.Submitted, Host: h.p.name, Star: h.star, ID: it.id, Payload: it.payload})
 		h.mu.Lock()
 		h.submitted = append(h.submitted, it)
 		h.mu.Unlock()
@@ -97,6 +104,11 @@ func (h *host) acknowledge() {
 	defer close(h.absorbQ)
 	for it := range h.items {
 		pos, err := it.f.Wait(context.Background())
+		ev := cutlinetest.Event{Op: cutlinetest.Acked, Host: h.p.name, Star: h.star, ID: it.id, Of: it.of, Pos: pos}
+		if err != nil {
+			ev.Op, ev.Pos, ev.Err = cutlinetest.Failed, chain.Position{}, err
+		}
+		h.hist.Add(ev)
 		h.mu.Lock()
 		if err != nil {
 			h.failed = append(h.failed, failure{it.id, err})

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/settle"
 )
@@ -26,9 +27,9 @@ func (p *party) placePoison(t *testing.T, star string, ep, slot uint64, zones ..
 // rollerOpts are the options of the rollers of these tests: short retries.
 func rollerOpts(rollOnHalt bool) settle.RollerOptions {
 	return settle.RollerOptions{
-		RollOnHalt:   rollOnHalt,
-		RetryBackoff: 20 * time.Millisecond,
-		Writer:       chain.WriterOptions{MinBackoff: 5 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
+		RollOnHalt: rollOnHalt,
+		Backoff:    clock.Backoff{Min: 20 * time.Millisecond, Max: 20 * time.Millisecond},
+		Writer:     chain.WriterOptions{Backoff: clock.Backoff{Min: 5 * time.Millisecond, Max: 100 * time.Millisecond}},
 	}
 }
 

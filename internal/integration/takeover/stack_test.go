@@ -1,14 +1,12 @@
 package takeover_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/integration/etcdtest"
@@ -133,15 +133,15 @@ func (s *stack) party(t *testing.T, name string, o partyOpts) *party {
 	p.minter, err = epoch.NewMinter(p.store, epoch.Options{Identity: name})
 	require.NoError(t, err)
 	p.fencer, err = fence.New(p.minter, p.zones, fence.Options{
-		Identity:   name,
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-		Logger: slog.New(&logSignal{match: "undecided", ch: p.undecided}),
+		Identity: name,
+		Backoff:  clock.Backoff{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond},
+		Logger:   slog.New(&logSignal{match: "undecided", ch: p.undecided}),
 	})
 	require.NoError(t, err)
 	p.refs, err = settle.NewRefIndex(p.store, "", locate)
 	require.NoError(t, err)
 	p.settler, err = settle.New(p.minter, p.zones, p.refs, settle.Options{
-		Fencer: p.fencer, Backoff: 20 * time.Millisecond,
+		Fencer: p.fencer, Backoff: clock.Backoff{Min: 20 * time.Millisecond, Max: 20 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	p.reader, err = chain.NewReader(p.minter, p.zones, chain.ReaderOptions{})
@@ -165,8 +165,8 @@ func (p *party) writer(t *testing.T, rec *epoch.Record, opts chain.WriterOptions
 	t.Helper()
 	bs, err := p.zones.Resolve(rec.Constants.Buckets)
 	require.NoError(t, err)
-	if opts.MinBackoff == 0 {
-		opts.MinBackoff, opts.MaxBackoff = 5*time.Millisecond, 100*time.Millisecond
+	if opts.Backoff == (clock.Backoff{}) {
+		opts.Backoff = clock.Backoff{Min: 5 * time.Millisecond, Max: 100 * time.Millisecond}
 	}
 	w, err := chain.NewWriter(rec, chain.MustZones(bs...), opts)
 	require.NoError(t, err)
@@ -198,31 +198,28 @@ func (h *logSignal) WithGroup(string) slog.Handler      { return h }
 
 // --- records ---
 
-// Records are "<stream>|<offset>|<id>": the stream and offset are what the
-// host's index needs (locate); the id names the producer's record, so that
-// exactly-once is checked across a takeover, where a retried record gets a
-// new offset.
+// Records are cutlinetest's "<stream>|<offset>|<id>": the stream and offset
+// are what the host's index needs (locate); the id names the producer's
+// record, so that exactly-once is checked across a takeover, where a
+// retried record gets a new offset.
 func record(offset uint64, id string) []byte {
 	return recordIn(stream, offset, id)
 }
 
 func recordIn(stream string, offset uint64, id string) []byte {
-	return fmt.Appendf(nil, "%s|%d|%s", stream, offset, id)
+	return cutlinetest.Record(stream, offset, id)
 }
 
-func parseRecord(p []byte) (string, uint64, string, error) {
-	parts := bytes.SplitN(p, []byte("|"), 3)
-	if len(parts) != 3 {
-		return "", 0, "", fmt.Errorf("not a record: %q", p)
-	}
-	off, err := strconv.ParseUint(string(parts[1]), 10, 64)
-	return string(parts[0]), off, string(parts[2]), err
-}
+var (
+	parseRecord = cutlinetest.ParseRecord
+	locate      = cutlinetest.Locate // the hosts' settle.Locator: one record per flight
+)
 
-// locate is the hosts' settle.Locator: one record per flight.
-func locate(p []byte) (string, uint64, uint64, error) {
-	s, off, _, err := parseRecord(p)
-	return s, off, 1, err
+// verify checks cutline's six guarantees over the run recorded in hist, on
+// the stack's etcd and every zone read directly (cutlinetest.Check).
+func (p *party) verifyRun(t *testing.T, hist *cutlinetest.History) {
+	t.Helper()
+	cutlinetest.Require(t, cutlinetest.Check(t.Context(), cutlinetest.Run{History: hist, Store: p.store, Zones: p.buckets, Locate: locate}))
 }
 
 // --- reading the zones directly ---

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
@@ -43,7 +44,8 @@ func takeover(t *testing.T, undecided bool) {
 	recA, err := a.minter.Mint(ctx, starA, s.constants(2, 32))
 	require.NoError(t, err)
 	ep := recA.Epoch
-	h := startHost(t, a, a.writer(t, recA, chain.WriterOptions{}), 10)
+	hist := &cutlinetest.History{}
+	h := startHost(t, a, a.writer(t, recA, chain.WriterOptions{}), 10, hist)
 
 	h.waitAcks(ctx, 60)
 	s.zones[2].Stop() // zone-c's process is killed
@@ -167,7 +169,7 @@ func takeover(t *testing.T, undecided bool) {
 	t.Logf("of %d unacknowledged records, %d were completed by the fence and %d are appended by B", len(failed), len(failed)-len(retry), len(retry))
 	recB, err := b.minter.Mint(ctx, starB, s.constants(2, 16))
 	require.NoError(t, err)
-	appendAll(t, ctx, b, b.writer(t, recB, chain.WriterOptions{}), next, retry)
+	appendAll(t, ctx, b, b.writer(t, recB, chain.WriterOptions{}), next, retry, hist)
 
 	// Invariant 5: every record the producer sent, acknowledged by A or
 	// retried, is served exactly once.
@@ -182,26 +184,36 @@ func takeover(t *testing.T, undecided bool) {
 	require.Len(t, reps, 1)
 	require.Equal(t, uint64(len(retry)), reps[0].Cut)
 	b.checkEpoch(t, starB, recB.Epoch, nil)
+	// The six guarantees over the whole run, A's host and B's appends,
+	// with every zone read directly and the store's history replayed.
+	b.verifyRun(t, hist)
 }
 
 // appendAll appends the records ids at offsets from, pipelined through w,
 // covers each acknowledged flight, advances the checkpoint past them and
-// closes the writer. Every append must be acknowledged.
-func appendAll(t *testing.T, ctx context.Context, p *party, w *chain.Writer, from uint64, ids []string) {
+// closes the writer. Every append must be acknowledged. With hist, what
+// the producer saw is recorded there.
+func appendAll(t *testing.T, ctx context.Context, p *party, w *chain.Writer, from uint64, ids []string, hist *cutlinetest.History) {
 	t.Helper()
+	if hist == nil {
+		hist = &cutlinetest.History{}
+	}
 	var fs []*chain.Future
 	var payloads [][]byte
+	var ofs []int
+	star, ep := w.Record().Star, w.Record().Epoch
 	for i, id := range ids {
 		payload := record(from+uint64(i), id)
 		f, err := w.Submit(ctx, payload)
 		require.NoError(t, err)
 		fs = append(fs, f)
 		payloads = append(payloads, payload)
+		ofs = append(ofs, hist.Add(cutlinetest.Event{Op: cutlinetest.Submitted, Host: p.name, Star: star, ID: id, Payload: payload}))
 	}
-	star, ep := w.Record().Star, w.Record().Epoch
 	for i, f := range fs {
 		pos, err := f.Wait(ctx)
 		require.NoError(t, err)
+		hist.Add(cutlinetest.Event{Op: cutlinetest.Acked, Host: p.name, Star: star, ID: ids[i], Of: ofs[i], Pos: pos})
 		require.Equal(t, chain.Position{Epoch: ep, Slot: uint64(i)}, pos)
 		require.NoError(t, p.refs.Cover(ctx, star, chain.Flight{Position: pos, Payload: payloads[i]}))
 	}
