@@ -189,18 +189,16 @@ func TallySlot(obs []Observation) Tally {
 			t.Foreign++
 		}
 	}
-	for _, members := range groups {
+	largest := -1
+	for g, members := range groups {
 		if len(members) > t.Copies {
-			t.Copies, t.Holders = len(members), members
+			t.Copies, t.Holders, largest = len(members), members, g
 		}
 	}
-	if len(groups) > 1 {
-		t.Conflict = true
-		for _, members := range groups {
-			if &members[0] != &t.Holders[0] {
-				t.ConflictAt = members[0]
-				break
-			}
+	for g, members := range groups {
+		if g != largest {
+			t.Conflict, t.ConflictAt = true, members[0]
+			break
 		}
 	}
 	return t

@@ -1,0 +1,369 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/objstore"
+)
+
+// checkOpen re-reads the record before the walk writes poison, so that a
+// fencer held while another fenced, settled and trimmed the epoch stops
+// instead of poisoning slots that settlement already trimmed.
+func (w *walk) checkOpen(ctx context.Context) error {
+	rec, err := w.f.minter.Get(ctx, w.rec.Star, w.rec.Epoch)
+	if err != nil {
+		return fmt.Errorf("fence %s/%d: %w", w.rec.Star, w.rec.Epoch, err)
+	}
+	if rec.Fenced() {
+		return &fencedMeanwhile{rec: rec}
+	}
+	return nil
+}
+
+// walk is the state of one Fence call.
+type walk struct {
+	f       *Fencer
+	rec     *epoch.Record
+	buckets []objstore.Bucket
+	rep     *Report
+
+	reads, creates, repaired, poisoned atomic.Int64
+}
+
+func (w *walk) slot(n uint64) chain.Addr {
+	return chain.Addr{Keys: chain.KeysOf(w.rec), Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: n}
+}
+
+// observe reads slots in every bucket, all in parallel: one round trip.
+// With whole, each object is read whole and verified, and only its digest
+// is kept (so that memory holds at most MaxParallel objects at once);
+// otherwise only its header is probed.
+func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]chain.Observation {
+	w.rep.Rounds++
+	out := make([][]chain.Observation, len(slots))
+	var g errgroup.Group
+	g.SetLimit(w.f.opts.MaxParallel)
+	for i, n := range slots {
+		out[i] = make([]chain.Observation, len(w.buckets))
+		for j, b := range w.buckets {
+			g.Go(func() error {
+				w.reads.Add(1)
+				if !whole {
+					out[i][j] = chain.ObserveHeader(ctx, b, w.slot(n))
+					return nil
+				}
+				o := chain.ObserveObject(ctx, b, w.slot(n))
+				o.Data = nil
+				out[i][j] = o
+				return nil
+			})
+		}
+	}
+	_ = g.Wait() // observations carry their own errors
+	return out
+}
+
+// verdict is the classification of one slot from its observations.
+type verdict int
+
+const (
+	committed verdict = iota // ≥ W flights
+	dead                     // ≥ B poison: the cut
+	repair                   // some flight, fewer than W, an empty bucket to copy into
+	poison                   // no flight anywhere reachable, an empty bucket to poison
+	undecided                // unreachable buckets hold the deciding vote
+	blocked                  // foreign objects hold the deciding vote
+	conflict                 // two different flights: two writers wrote the epoch
+)
+
+func (v verdict) String() string {
+	return [...]string{"committed", "dead", "repair", "poison", "undecided", "blocked", "conflict"}[v]
+}
+
+// classify decides a slot from one observation per bucket, for quorum w of
+// k buckets. Only identical verified copies count toward w (see
+// chain.TallySlot); two different flights are a conflict, never committed.
+// It is a pure function so that every combination is table tested.
+func classify(obs []chain.Observation, w int) verdict {
+	t := chain.TallySlot(obs)
+	k := len(obs)
+	switch {
+	case t.Conflict:
+		return conflict
+	case t.Copies >= w:
+		return committed
+	case t.Poisons >= k-w+1:
+		return dead
+	case t.Copies > 0 && t.Empty > 0:
+		// Completing a slot always wins over killing it: one writer per
+		// epoch means the flight has exactly one possible content.
+		return repair
+	case t.Copies == 0 && t.Empty > 0:
+		return poison
+	case t.Unreachable > 0:
+		return undecided
+	default:
+		return blocked
+	}
+}
+
+// conflictError names a slot holding two different flights.
+func (w *walk) conflictError(s uint64, obs []chain.Observation) error {
+	t := chain.TallySlot(obs)
+	return &chain.ConflictError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Object: &chain.ObjectError{
+		Bucket: w.buckets[t.ConflictAt].Name(), Key: w.slot(s).Key(),
+		Reason: "a well-formed flight that differs from another bucket's: two writers wrote the epoch", Err: chain.ErrConflictingFlight}}
+}
+
+// walk classifies slots in order from start and returns the cut.
+func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
+	span := uint64(w.f.opts.Span)
+	window := uint64(w.rec.Constants.Window)
+	// A stopped writer's cut lies within 2·window+1 slots of the start;
+	// past that the walk is chasing a live writer, so it plants a barrier
+	// ahead of it, doubling the lead each time the writer wins (see "A
+	// live writer" in the package guide).
+	chaseAfter := start + 3*window + 2
+	lead := 2*window + 1
+	planted := false
+	n := start
+	tryBarrier := func(from uint64) {
+		if planted || from <= chaseAfter || from > ^uint64(0)-lead {
+			return
+		}
+		if planted = w.barrier(ctx, from+lead); !planted {
+			// The writer got there first, or a zone did not answer: aim
+			// further ahead next time.
+			lead = min(2*lead, 1<<40)
+		}
+	}
+	for {
+		tryBarrier(n)
+		slots := make([]uint64, 0, span)
+		for i := uint64(0); i < span && n+i >= n; i++ {
+			slots = append(slots, n+i)
+		}
+		ahead := w.observe(ctx, slots, true)
+		for i, s := range slots {
+			obs := ahead[i]
+			// Committed, dead and conflict are terminal, so an
+			// observation read ahead stays true; anything else is acted
+			// on and re-read.
+			switch classify(obs, w.rec.Constants.W) {
+			case committed:
+				continue
+			case dead:
+				w.f.clearUndecided(w.rec)
+				return s, nil
+			case conflict:
+				return 0, w.conflictError(s, obs)
+			}
+			cut, done, err := w.decideSlot(ctx, s, obs)
+			if err != nil {
+				return 0, err
+			}
+			if done {
+				return cut, nil
+			}
+			tryBarrier(s)
+		}
+		n += uint64(len(slots))
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("fence %s/%d: walk at slot %d: %w", w.rec.Star, w.rec.Epoch, n, err)
+		}
+	}
+}
+
+// decideSlot drives one slot to committed or dead. It reports done with the
+// cut when the slot is dead.
+func (w *walk) decideSlot(ctx context.Context, s uint64, obs []chain.Observation) (uint64, bool, error) {
+	// attempt counts the backoffs so far; the jitter is keyed on the
+	// fencer and the slot, so that fencers racing on a slot spread out.
+	attempt, seed := 0, clock.Seed(w.f.seed, s)
+	// stuck: the last observation with ctx alive found s undecided, first
+	// at since, waiting for the buckets waitingFor.
+	stuck, since, waitingFor := false, time.Time{}, []string(nil)
+	undecidedErr := func(err error) error {
+		return &UndecidedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Waiting: waitingFor, Since: since, Err: err}
+	}
+	failed := make([]bool, len(w.buckets)) // poison creates with unknown outcome
+	checked := false                       // the record was found open before poisoning
+	for {
+		v := classify(obs, w.rec.Constants.W)
+		w.f.opts.Logger.DebugContext(ctx, "fence slot", "star", w.rec.Star, "epoch", w.rec.Epoch, "slot", s, "verdict", v.String())
+		progress := true
+		switch v {
+		case committed:
+			w.f.clearUndecided(w.rec)
+			return 0, false, nil
+		case dead:
+			w.f.clearUndecided(w.rec)
+			return s, true, nil
+		case repair:
+			stuck = false
+			progress = w.repair(ctx, s, obs)
+		case poison:
+			stuck = false
+			if !checked {
+				if err := w.checkOpen(ctx); err != nil {
+					return 0, false, err
+				}
+				checked = true
+			}
+			progress = w.poison(ctx, s, obs, failed, w.f.opts.Identity)
+		case blocked:
+			return 0, false, w.blockedError(s, obs)
+		case conflict:
+			return 0, false, w.conflictError(s, obs)
+		case undecided:
+			if err := ctx.Err(); err != nil {
+				// Buckets read as unreachable because ctx ended, not
+				// because they failed. Unless the previous observation
+				// found the slot undecided, the fence stopped; it was not
+				// blocked.
+				if !stuck {
+					return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
+				}
+				return 0, false, undecidedErr(err)
+			}
+			stuck, waitingFor = true, waiting(w.buckets, obs)
+			since = w.f.markUndecided(w.rec, s, obs)
+			if err := w.f.opts.Backoff.Sleep(ctx, w.f.opts.Clock, attempt, seed); err != nil {
+				return 0, false, undecidedErr(err)
+			}
+			attempt++
+		}
+		if !progress {
+			// Every request of the step failed: back off instead of
+			// hammering a failing bucket.
+			if err := w.f.opts.Backoff.Sleep(ctx, w.f.opts.Clock, attempt, seed); err != nil {
+				return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
+			}
+			attempt++
+		}
+		if err := ctx.Err(); err != nil {
+			if stuck {
+				return 0, false, undecidedErr(err)
+			}
+			return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
+		}
+		obs = w.observe(ctx, []uint64{s}, true)[0]
+	}
+}
+
+// repair copies the slot's flight, read whole and verified from a bucket
+// that holds it, into every empty bucket, in parallel. Outcomes are not
+// trusted: the caller re-observes. It reports whether any request got an
+// answer (the flight was read and some create succeeded or found an
+// object).
+func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) bool {
+	var data []byte
+	w.rep.Rounds++
+	for _, j := range chain.TallySlot(obs).Holders {
+		w.reads.Add(1)
+		full := chain.ObserveObject(ctx, w.buckets[j], w.slot(s))
+		// The copy must be the very one observed: a flight that changed
+		// in between would be a second writer's.
+		if full.State == chain.SlotFlight && full.Digest == obs[j].Digest {
+			data = full.Data
+			break
+		}
+	}
+	if data == nil {
+		return false // the copy could not be read; re-observe and try again
+	}
+	w.rep.Rounds++
+	var wg sync.WaitGroup
+	var answered atomic.Bool
+	for j, o := range obs {
+		if o.State != chain.SlotEmpty {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.creates.Add(1)
+			err := w.buckets[j].Create(ctx, w.slot(s).Key(), data)
+			if err == nil {
+				w.repaired.Add(1)
+			}
+			if err == nil || errors.Is(err, objstore.ErrExists) {
+				answered.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return answered.Load()
+}
+
+// poison creates poison in the first empty bucket, in the bucket set's fixed
+// order: one at a time, so that no more poison is written than needed and a
+// flight that appears meanwhile sends the slot back to repair. A bucket
+// whose create failed (failed[j], outcome unknown) is tried again only
+// after the other empty buckets, so that one zone refusing writes cannot
+// stall a slot the others can decide. It reports whether the create got an
+// answer (created, or found an object).
+func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, failed []bool, identity string) bool {
+	j := -1
+	for i, o := range obs {
+		if o.State == chain.SlotEmpty && (j < 0 || failed[j] && !failed[i]) {
+			j = i
+		}
+	}
+	if j < 0 {
+		return true
+	}
+	w.rep.Rounds++
+	w.creates.Add(1)
+	data := chain.EncodePoison(w.rec.Star, w.rec.Epoch, s, identity)
+	err := w.buckets[j].Create(ctx, w.slot(s).Key(), data)
+	switch {
+	case err == nil:
+		w.poisoned.Add(1)
+	case errors.Is(err, objstore.ErrExists):
+	default:
+		w.f.opts.Logger.DebugContext(ctx, "fence poison create failed", "bucket", w.buckets[j].Name(), "slot", s, "err", err)
+		failed[j] = true
+		// Once every empty bucket failed, start over in the fixed order.
+		all := true
+		for i, o := range obs {
+			all = all && (o.State != chain.SlotEmpty || failed[i])
+		}
+		if all {
+			clear(failed)
+		}
+		return false
+	}
+	failed[j] = false
+	return true
+}
+
+func (w *walk) blockedError(s uint64, obs []chain.Observation) error {
+	fe := &BlockedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s}
+	for _, o := range obs {
+		if o.State == chain.SlotForeign {
+			fe.Objects = append(fe.Objects, o.Err)
+		}
+	}
+	return fe
+}
+
+func waiting(buckets []objstore.Bucket, obs []chain.Observation) []string {
+	var out []string
+	for j, o := range obs {
+		if o.State == chain.SlotUnreachable {
+			out = append(out, buckets[j].Name())
+		}
+	}
+	return out
+}
