@@ -156,6 +156,6 @@
 // Writer, with epoch.ErrNotMinted and epoch.ErrClaimed from NewWriter; ErrDataUnavailable, ErrNotCommitted and
 // ErrTrimmed from the Reader; ErrCorrupt, ErrUnknownFormat, ErrMisplaced and
 // ErrConflictingFlight are the reasons of an *ObjectError. Invalid options
-// are an *epoch.ConfigError naming the field; a record that is not open is
+// are an *config.Error naming the field; a record that is not open is
 // an *epoch.StateError.
 package chain

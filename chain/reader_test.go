@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
@@ -317,12 +318,12 @@ func TestRead(t *testing.T) {
 	require.ErrorIs(t, err, epoch.ErrNoRecord)
 
 	_, err = r.Read(ctx, "bad/star", chain.Position{Epoch: 1})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	var failed error
 	for _, err := range r.Flights(ctx, "bad/star", chain.Position{}) {
 		failed = err
 	}
-	require.ErrorIs(t, failed, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, failed, config.ErrInvalid)
 }
 
 func TestReaderUnknownZone(t *testing.T) {
@@ -332,14 +333,14 @@ func TestReaderUnknownZone(t *testing.T) {
 	r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets[:2]...), chain.ReaderOptions{})
 	require.NoError(t, err)
 	_, err = readAll(t, r, chain.Position{})
-	var ce *epoch.ConfigError
+	var ce *config.Error
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "buckets[2]", ce.Field)
 }
 
 func TestNewReaderValidation(t *testing.T) {
 	e := newEnv(t, 1)
-	var ce *epoch.ConfigError
+	var ce *config.Error
 	_, err := chain.NewReader(nil, chain.MustZones(e.buckets...), chain.ReaderOptions{})
 	require.ErrorAs(t, err, &ce)
 	_, err = chain.NewReader(e.minter, nil, chain.ReaderOptions{})
@@ -349,7 +350,7 @@ func TestNewReaderValidation(t *testing.T) {
 	_, err = chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{ReadAhead: -1})
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "ReadAhead", ce.Field)
-	require.True(t, errors.Is(err, epoch.ErrInvalidConfig))
+	require.True(t, errors.Is(err, config.ErrInvalid))
 }
 
 // Read-ahead fetches slots in parallel but costs no extra requests inside a
@@ -460,12 +461,12 @@ func TestReaderCountsIdenticalCopies(t *testing.T) {
 func TestNewZonesRefusesDuplicates(t *testing.T) {
 	a, b := mem.New("zone-a"), mem.New("zone-a")
 	_, err := chain.NewZones(a, b)
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
-	var ce *epoch.ConfigError
+	require.ErrorIs(t, err, config.ErrInvalid)
+	var ce *config.Error
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "zones[1]", ce.Field)
 	_, err = chain.NewZones(a, nil)
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	z, err := chain.NewZones(a, mem.New("zone-b"))
 	require.NoError(t, err)
 	require.Len(t, z, 2)
@@ -479,14 +480,14 @@ func TestNewZonesRefusesDuplicates(t *testing.T) {
 func TestKeysTooLong(t *testing.T) {
 	long := strings.TrimSuffix(strings.Repeat(strings.Repeat("p", 60)+"/", 20), "/")
 	err := chain.Keys{Prefix: long}.Validate()
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	require.ErrorIs(t, err, objstore.ErrInvalidKey, "the cause is not flattened into text")
 	e := newEnv(t, 3)
 	c := e.constants(2, 4)
 	c.Prefix = long
 	_, err = e.minter.Mint(context.Background(), star, c)
 	require.ErrorIs(t, err, objstore.ErrInvalidKey)
-	var ce *epoch.ConfigError
+	var ce *config.Error
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "prefix", ce.Field)
 }

@@ -2,7 +2,6 @@ package chain
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 )
@@ -28,13 +28,12 @@ type WriterOptions struct {
 }
 
 // Validate reports whether NewWriter would accept the options (a
-// *epoch.ConfigError naming the field if not), without changing them.
+// *config.Error naming the field if not), without changing them.
 func (o WriterOptions) Validate() error { return o.validate() }
 
 func (o *WriterOptions) validate() error {
-	var be *clock.BackoffError
-	if errors.As(o.Backoff.Validate("Backoff"), &be) {
-		return &epoch.ConfigError{Field: be.Field, Value: be.Value, Reason: be.Reason}
+	if err := o.Backoff.Validate("Backoff"); err != nil {
+		return err
 	}
 	o.Backoff = o.Backoff.Or(clock.Backoff{Min: clock.DefaultMinBackoff, Max: clock.DefaultMaxBackoff})
 	if o.Logger == nil {
@@ -142,11 +141,11 @@ const notHalted = ^uint64(0)
 // epoch.ErrClaimed. zones must serve every bucket the record names; the
 // writer writes them in the record's order, at the record's key prefix. An
 // epoch that is not open is an *epoch.StateError; a zone missing or bad
-// options are an *epoch.ConfigError naming the field. The claim is taken
+// options are an *config.Error naming the field. The claim is taken
 // only once everything else was accepted.
 func NewWriter(rec *epoch.Record, zones Zones, opts WriterOptions) (*Writer, error) {
 	if rec == nil {
-		return nil, &epoch.ConfigError{Field: "rec", Value: nil, Reason: "required"}
+		return nil, &config.Error{Field: "rec", Value: nil, Reason: "required"}
 	}
 	if err := epoch.ValidateName("star", rec.Star); err != nil {
 		return nil, err

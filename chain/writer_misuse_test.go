@@ -9,6 +9,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -143,7 +144,7 @@ func TestWriterCheckpoint(t *testing.T) {
 func TestNewWriterValidation(t *testing.T) {
 	e := newEnv(t, 3)
 	rec := e.mint(2, 4)
-	var ce *epoch.ConfigError
+	var ce *config.Error
 	// A zone the record names is missing from the zone set.
 	_, err := chain.NewWriter(rec, chain.MustZones(e.buckets[:2]...), chain.WriterOptions{})
 	require.ErrorAs(t, err, &ce)
@@ -166,7 +167,7 @@ func TestNewWriterValidation(t *testing.T) {
 		_, err := chain.NewWriter(rec, chain.MustZones(e.buckets...), tc.opts)
 		require.ErrorAs(t, err, &ce, "%+v", tc.opts)
 		require.Equal(t, tc.field, ce.Field)
-		require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+		require.ErrorIs(t, err, config.ErrInvalid)
 	}
 
 	fenced, err := e.minter.Publish(context.Background(), star, rec.Epoch, 0)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/cutline/cutline/config"
 )
 
 // Bounds and defaults of a Backoff.
@@ -33,19 +35,7 @@ type Backoff struct {
 	Min, Max time.Duration
 }
 
-// BackoffError reports a Backoff field out of range. Options structs turn it
-// into their own configuration error, naming the field the same way.
-type BackoffError struct {
-	Field  string // such as "Backoff.Min"
-	Value  time.Duration
-	Reason string
-}
-
-func (e *BackoffError) Error() string {
-	return fmt.Sprintf("clock: invalid %s %v: %s", e.Field, e.Value, e.Reason)
-}
-
-// Validate reports a *BackoffError naming field+".Min" or field+".Max" when
+// Validate reports a *config.Error naming field+".Min" or field+".Max" when
 // either is negative or above MaxBackoff, or when both are set and Max is
 // below Min. Zero fields are valid: they mean defaults.
 func (b Backoff) Validate(field string) error {
@@ -54,12 +44,12 @@ func (b Backoff) Validate(field string) error {
 		v    time.Duration
 	}{{"Min", b.Min}, {"Max", b.Max}} {
 		if f.v < 0 || f.v > MaxBackoff {
-			return &BackoffError{Field: field + "." + f.name, Value: f.v,
+			return &config.Error{Field: field + "." + f.name, Value: f.v,
 				Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %v (0 means the default)", f.name, MaxBackoff)}
 		}
 	}
 	if b.Min > 0 && b.Max > 0 && b.Max < b.Min {
-		return &BackoffError{Field: field + ".Max", Value: b.Max, Reason: fmt.Sprintf("below Min %v", b.Min)}
+		return &config.Error{Field: field + ".Max", Value: b.Max, Reason: fmt.Sprintf("below Min %v", b.Min)}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -46,8 +47,8 @@ func TestWindowBounded(t *testing.T) {
 		c := standard()
 		c.Window = w
 		_, err := e.m.Mint(context.Background(), "s1", c)
-		require.ErrorIs(t, err, epoch.ErrInvalidConfig, "window %d", w)
-		var ce *epoch.ConfigError
+		require.ErrorIs(t, err, config.ErrInvalid, "window %d", w)
+		var ce *config.Error
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, "window", ce.Field)
 	}

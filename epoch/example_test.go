@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore/mem"
 )
@@ -88,7 +89,7 @@ func ExampleMinter_Mint() {
 
 	// Bad input is refused before anything is written.
 	_, err = m.Mint(ctx, "star-1", epoch.Constants{Class: "standard", Buckets: []string{"zone-a"}, W: 2, Window: 16})
-	var ce *epoch.ConfigError
+	var ce *config.Error
 	fmt.Println(errors.As(err, &ce), ce.Field)
 	// Output:
 	// next: 4 heads: map[express:3 standard:1]

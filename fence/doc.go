@@ -173,7 +173,7 @@
 //   - MaxParallel (default 64) bounds the requests in flight.
 //
 // Each has a maximum (MaxFanout, MaxSpan, MaxParallelLimit), and a value
-// out of range is refused with an *epoch.ConfigError naming the field, never
+// out of range is refused with an *config.Error naming the field, never
 // corrected. With the defaults, an epoch of a million slots (K=3, W=2,
 // window 64) is fenced in about 20 round trips and about 600 reads; the
 // literal algorithm takes over 100 round trips (see BenchmarkFence). Keys
@@ -201,7 +201,7 @@
 //     nothing to fence.
 //   - epoch.ErrCutMismatch: another fencer published a different cut, and
 //     not because this one was late.
-//   - epoch.ErrInvalidConfig (*epoch.ConfigError): bad Options, or a record
+//   - config.ErrInvalid (*config.Error): bad Options, or a record
 //     naming a zone the Fencer does not know.
 //   - metastore errors reading or publishing the record, and the context's
 //     error.

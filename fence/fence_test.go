@@ -14,6 +14,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
@@ -304,15 +305,15 @@ func TestInvalidOptions(t *testing.T) {
 		{Options{Identity: strings.Repeat("x", MaxIdentity+1)}, "Identity"},
 	} {
 		_, err := New(e.minter, e.buckets(), c.opts)
-		require.ErrorIs(t, err, epoch.ErrInvalidConfig, "%+v", c.opts)
-		var ce *epoch.ConfigError
+		require.ErrorIs(t, err, config.ErrInvalid, "%+v", c.opts)
+		var ce *config.Error
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, c.field, ce.Field)
 	}
 	_, err := New(e.minter, e.buckets(), Options{Identity: strings.Repeat("x", MaxIdentity)})
 	require.NoError(t, err, "an identity of MaxIdentity bytes fits with the barrier suffix")
 	_, err = New(nil, e.buckets(), Options{})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	// a record naming a zone the fencer does not know
 	_, err = e.fencer(Options{}).Fence(context.Background(), star, e.rec.Epoch)
 	require.NoError(t, err)
@@ -321,7 +322,7 @@ func TestInvalidOptions(t *testing.T) {
 	rec, err := e.minter.Mint(context.Background(), star, e.rec.Constants)
 	require.NoError(t, err)
 	_, err = f.Fence(context.Background(), star, rec.Epoch)
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	require.False(t, errors.Is(err, ErrUndecided))
 }
 

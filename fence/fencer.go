@@ -11,6 +11,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -61,7 +62,7 @@ func (o *Options) validate() error {
 		o.Identity = "fencer"
 	}
 	if len(o.Identity) > MaxIdentity {
-		return &epoch.ConfigError{Field: "Identity", Value: fmt.Sprintf("%.20q…", o.Identity), Reason: fmt.Sprintf("longer than %d bytes", MaxIdentity)}
+		return &config.Error{Field: "Identity", Value: fmt.Sprintf("%.20q…", o.Identity), Reason: fmt.Sprintf("longer than %d bytes", MaxIdentity)}
 	}
 	for _, b := range []struct {
 		field    string
@@ -73,15 +74,14 @@ func (o *Options) validate() error {
 		{"MaxParallel", &o.MaxParallel, 64, MaxParallelLimit},
 	} {
 		if *b.v < 0 || *b.v > b.max {
-			return &epoch.ConfigError{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
+			return &config.Error{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
 		}
 		if *b.v == 0 {
 			*b.v = b.def
 		}
 	}
-	var be *clock.BackoffError
-	if errors.As(o.Backoff.Validate("Backoff"), &be) {
-		return &epoch.ConfigError{Field: be.Field, Value: be.Value, Reason: be.Reason}
+	if err := o.Backoff.Validate("Backoff"); err != nil {
+		return err
 	}
 	o.Backoff = o.Backoff.Or(clock.Backoff{Min: clock.DefaultMinBackoff, Max: clock.DefaultMaxBackoff})
 	o.Clock = clock.Or(o.Clock)
@@ -108,7 +108,7 @@ type Fencer struct {
 // New returns a Fencer over the epoch records of m and the buckets of zones.
 func New(m *epoch.Minter, zones chain.Zones, opts Options) (*Fencer, error) {
 	if m == nil {
-		return nil, &epoch.ConfigError{Field: "minter", Value: nil, Reason: "required"}
+		return nil, &config.Error{Field: "minter", Value: nil, Reason: "required"}
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err

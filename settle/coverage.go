@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 )
@@ -94,10 +95,10 @@ var _ Coverage = (*RefIndex)(nil)
 // NewRefIndex returns a RefIndex under root ("" or ending in '/').
 func NewRefIndex(store metastore.Store, root string, locate Locator) (*RefIndex, error) {
 	if store == nil || locate == nil {
-		return nil, &epoch.ConfigError{Field: "store/locate", Value: nil, Reason: "required"}
+		return nil, &config.Error{Field: "store/locate", Value: nil, Reason: "required"}
 	}
 	if root != "" && !strings.HasSuffix(root, "/") {
-		return nil, &epoch.ConfigError{Field: "root", Value: fmt.Sprintf("%q", root), Reason: "must end with '/'"}
+		return nil, &config.Error{Field: "root", Value: fmt.Sprintf("%q", root), Reason: "must end with '/'"}
 	}
 	return &RefIndex{store: store, root: root, locate: locate}, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/metastore"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/settle"
@@ -155,11 +155,11 @@ func TestRefIndexBadInput(t *testing.T) {
 	require.ErrorIs(t, x.Cover(ctx, starA, flight(1, 0, []byte("empty"))), settle.ErrLocate, "an empty run covers nothing")
 	for _, name := range []string{"", "a/b", "..", ".hidden", "-x", "sp ace", "new\nline", string(make([]byte, 65))} {
 		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
-			require.ErrorIs(t, x.Cover(ctx, starA, flight(1, 0, []byte(name))), epoch.ErrInvalidConfig)
+			require.ErrorIs(t, x.Cover(ctx, starA, flight(1, 0, []byte(name))), config.ErrInvalid)
 			_, err := x.Lookup(ctx, name, 0)
-			require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+			require.ErrorIs(t, err, config.ErrInvalid)
 			_, err = x.Next(ctx, name)
-			require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+			require.ErrorIs(t, err, config.ErrInvalid)
 		})
 	}
 	for _, err := range x.Refs(ctx, "ok-stream") {
@@ -167,11 +167,11 @@ func TestRefIndexBadInput(t *testing.T) {
 	}
 
 	_, err = settle.NewRefIndex(nil, "", locate)
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	_, err = settle.NewRefIndex(memstore.New(memstore.Options{}), "", nil)
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	_, err = settle.NewRefIndex(memstore.New(memstore.Options{}), "no-slash", locate)
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 }
 
 // A ref whose key and body disagree (hand-edited or corrupt) is reported,

@@ -163,7 +163,7 @@
 // unreachable bucket kept through Options.Retries retries (Options.Backoff
 // apart) is not an error (Report.GarbageLeft): nothing reads past the cut. RefIndex returns ErrDoubleCover (*DoubleCoverError),
 // ErrLocate for a payload the Locator cannot read or an empty run, and
-// epoch.ErrInvalidConfig for an invalid stream name. The Roller returns
+// config.ErrInvalid for an invalid stream name. The Roller returns
 // ErrRollerClosed after Close and the writer's errors otherwise. Invalid
-// options are an *epoch.ConfigError naming the field.
+// options are an *config.Error naming the field.
 package settle

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 )
@@ -118,14 +119,13 @@ func (a *Future) resolve(pos chain.Position, err error) {
 // constants c, and starts appending there. The Settler must have a Fencer.
 func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants, opts RollerOptions) (*Roller, error) {
 	if s == nil {
-		return nil, &epoch.ConfigError{Field: "settler", Value: nil, Reason: "required"}
+		return nil, &config.Error{Field: "settler", Value: nil, Reason: "required"}
 	}
 	if s.opts.Fencer == nil {
-		return nil, &epoch.ConfigError{Field: "Settler.Fencer", Value: nil, Reason: "a Roller fences its own epochs"}
+		return nil, &config.Error{Field: "Settler.Fencer", Value: nil, Reason: "a Roller fences its own epochs"}
 	}
-	var be *clock.BackoffError
-	if errors.As(opts.Backoff.Validate("Backoff"), &be) {
-		return nil, &epoch.ConfigError{Field: be.Field, Value: be.Value, Reason: be.Reason}
+	if err := opts.Backoff.Validate("Backoff"); err != nil {
+		return nil, err
 	}
 	opts.Backoff = opts.Backoff.Or(clock.Backoff{Min: 100 * time.Millisecond, Max: 100 * time.Millisecond})
 	if opts.Writer.Clock == nil {
@@ -506,7 +506,7 @@ func (r *Roller) retry(ctx context.Context, step string, f func() error) error {
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, epoch.ErrCutMismatch) || errors.Is(err, epoch.ErrInvalidConfig) ||
+		if errors.Is(err, epoch.ErrCutMismatch) || errors.Is(err, config.ErrInvalid) ||
 			errors.Is(err, epoch.ErrClaimed) || errors.Is(err, epoch.ErrNotMinted) || errors.Is(err, chain.ErrConflictingFlight) {
 			return err
 		}

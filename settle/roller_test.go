@@ -12,6 +12,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/objstore"
@@ -361,18 +362,18 @@ func TestRollerValidation(t *testing.T) {
 	e := newEnv(t, 3)
 	p := e.party("host", partyOpts{noFencer: true})
 	_, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig, "a roller fences its own epochs")
+	require.ErrorIs(t, err, config.ErrInvalid, "a roller fences its own epochs")
 	p = e.party("host", partyOpts{})
 	_, err = settle.OpenRoller(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"a"}, W: 2, Window: 1, Prefix: e.keys.Prefix}, settle.RollerOptions{})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	_, err = settle.OpenRoller(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"zz"}, W: 1, Window: 1, Prefix: e.keys.Prefix}, settle.RollerOptions{})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig, "an unknown zone")
+	require.ErrorIs(t, err, config.ErrInvalid, "an unknown zone")
 	// Nothing was minted for it: the star opens normally afterwards.
 	r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), r.Epoch().Epoch)
-	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "a"}, W: 1, Window: 1}), epoch.ErrInvalidConfig)
-	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "zz"}, W: 1, Window: 1}), epoch.ErrInvalidConfig)
+	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "a"}, W: 1, Window: 1}), config.ErrInvalid)
+	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "zz"}, W: 1, Window: 1}), config.ErrInvalid)
 	// The roller is unharmed by refused rolls.
 	pos, err := r.Append(ctx, record(stream, 0, "x"))
 	require.NoError(t, err)

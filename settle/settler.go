@@ -13,6 +13,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/objstore"
@@ -67,10 +68,10 @@ type Settler struct {
 // covered yet.
 func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settler, error) {
 	if m == nil {
-		return nil, &epoch.ConfigError{Field: "minter", Value: nil, Reason: "required"}
+		return nil, &config.Error{Field: "minter", Value: nil, Reason: "required"}
 	}
 	if cov == nil {
-		return nil, &epoch.ConfigError{Field: "coverage", Value: nil, Reason: "required"}
+		return nil, &config.Error{Field: "coverage", Value: nil, Reason: "required"}
 	}
 	for _, b := range []struct {
 		field    string
@@ -81,15 +82,14 @@ func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settl
 		{"MaxParallel", &opts.MaxParallel, 64, MaxParallelLimit},
 	} {
 		if *b.v < 0 || *b.v > b.max {
-			return nil, &epoch.ConfigError{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
+			return nil, &config.Error{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
 		}
 		if *b.v == 0 {
 			*b.v = b.def
 		}
 	}
-	var be *clock.BackoffError
-	if errors.As(opts.Backoff.Validate("Backoff"), &be) {
-		return nil, &epoch.ConfigError{Field: be.Field, Value: be.Value, Reason: be.Reason}
+	if err := opts.Backoff.Validate("Backoff"); err != nil {
+		return nil, err
 	}
 	opts.Backoff = opts.Backoff.Or(clock.Backoff{Min: 50 * time.Millisecond, Max: 50 * time.Millisecond})
 	opts.Clock = clock.Or(opts.Clock)

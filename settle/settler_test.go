@@ -13,6 +13,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/settle"
@@ -212,7 +213,7 @@ func TestSettleRequiresFence(t *testing.T) {
 	_, err = p.settler.Settle(ctx, starA, l.ep+1)
 	require.ErrorIs(t, err, epoch.ErrNoRecord)
 	_, err = p.settler.Settle(ctx, "bad/star", 1)
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 }
 
 func TestSettleSettledIsNoop(t *testing.T) {
@@ -339,13 +340,13 @@ func TestNewValidates(t *testing.T) {
 	e := newEnv(t, 3)
 	p := e.party("x", partyOpts{})
 	_, err := settle.New(nil, p.zones, p.refs, settle.Options{})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	_, err = settle.New(p.minter, p.zones, nil, settle.Options{})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	_, err = settle.New(p.minter, p.zones, p.refs, settle.Options{Retries: -1})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	_, err = settle.New(p.minter, chain.Zones{}, p.refs, settle.Options{})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 }
 
 // Settling an epoch reads only that epoch: a later epoch whose first

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
@@ -105,15 +106,15 @@ func TestOpenRollerRefusesBeforeActing(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = settle.OpenRoller(ctx, nil, starA, e.constants(2, 4), settle.RollerOptions{})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	bad := e.constants(2, 4)
 	bad.Window = 0
 	_, err = settle.OpenRoller(ctx, p.settler, starA, bad, settle.RollerOptions{})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	_, err = settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{Writer: chain.WriterOptions{Backoff: clock.Backoff{Min: -1}}})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	_, err = settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{Backoff: clock.Backoff{Min: -1}})
-	require.ErrorIs(t, err, epoch.ErrInvalidConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 
 	got, err := p.minter.Get(ctx, starA, rec.Epoch)
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,35 +8,9 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cutline/cutline/config"
 )
-
-// ErrInvalidConfig: an option of the store or a setting of the client it was
-// given was refused. The error is a *ConfigError naming the field.
-var ErrInvalidConfig = errors.New("etcd: invalid configuration")
-
-// ConfigError names the setting that New refused and why. Value never holds
-// credentials: the user information of an endpoint URL is cut out.
-type ConfigError struct {
-	Field  string // "Options.Root", "clientv3.Config.Endpoints[1]", …
-	Value  string // the refused value, quoted, or "" when there is none to show
-	Reason string
-	Err    error // the underlying cause, if any
-}
-
-func (e *ConfigError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("etcd: invalid %s: %s", e.Field, e.Reason)
-	}
-	return fmt.Sprintf("etcd: invalid %s %s: %s", e.Field, e.Value, e.Reason)
-}
-
-// Unwrap makes errors.Is match ErrInvalidConfig and the cause.
-func (e *ConfigError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{ErrInvalidConfig}
-	}
-	return []error{ErrInvalidConfig, e.Err}
-}
 
 // checkClient refuses a client the store cannot work with: one that
 // clientv3.New or clientv3.NewCtxClient did not make (its methods would
@@ -46,14 +19,14 @@ func (e *ConfigError) Unwrap() []error {
 // in-process one, such as etcd's v3client) is fine.
 func checkClient(client *clientv3.Client) error {
 	if client == nil {
-		return &ConfigError{Field: "client", Reason: "nil"}
+		return &config.Error{Field: "client", Reason: "nil"}
 	}
 	if client.Ctx() == nil {
-		return &ConfigError{Field: "client", Reason: "not made by clientv3.New or clientv3.NewCtxClient"}
+		return &config.Error{Field: "client", Reason: "not made by clientv3.New or clientv3.NewCtxClient"}
 	}
 	for i, ep := range client.Endpoints() {
 		if reason := checkEndpoint(ep); reason != "" {
-			return &ConfigError{
+			return &config.Error{
 				Field:  fmt.Sprintf("clientv3.Config.Endpoints[%d]", i),
 				Value:  fmt.Sprintf("%q", redactEndpoint(ep)),
 				Reason: reason,

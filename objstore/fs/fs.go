@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -99,7 +100,7 @@ var _ objstore.Bucket = (*Bucket)(nil)
 // unless opts.CreateRoot is set; a missing root is a *MissingRootError.
 func New(root string, opts Options) (*Bucket, error) {
 	if root == "" {
-		return nil, fmt.Errorf("fs: root directory is empty: %w", objstore.ErrNoSuchBucket)
+		return nil, &config.Error{Field: "root", Reason: "empty", Err: objstore.ErrNoSuchBucket}
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {

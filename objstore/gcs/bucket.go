@@ -13,6 +13,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -52,19 +53,22 @@ type Bucket struct {
 
 var _ objstore.Bucket = (*Bucket)(nil)
 
+// MaxRetries bounds the retries of one Create that Options allows.
+const MaxRetries = 100
+
 // New returns a Bucket that stores objects in bucket through client. The
 // client is the host's (credentials, endpoint, transport, retry policy for
 // reads). New sends no request; run objstore.Verify at start-up.
 func New(client *storage.Client, bucket string, opts Options) (*Bucket, error) {
 	switch {
 	case client == nil:
-		return nil, errors.New("gcs: New: client is nil")
+		return nil, &config.Error{Field: "client", Reason: "nil"}
 	case bucket == "":
-		return nil, errors.New("gcs: New: bucket name is empty")
+		return nil, &config.Error{Field: "bucket", Reason: "empty"}
 	case strings.ContainsAny(bucket, "/\\ ") || len(bucket) > 222:
-		return nil, fmt.Errorf("gcs: New: invalid bucket name %q", bucket)
-	case opts.MaxCreateRetries < 0:
-		return nil, fmt.Errorf("gcs: New: Options.MaxCreateRetries is %d, want ≥ 0", opts.MaxCreateRetries)
+		return nil, &config.Error{Field: "bucket", Value: fmt.Sprintf("%q", bucket), Reason: "not a bucket name"}
+	case opts.MaxCreateRetries < 0 || opts.MaxCreateRetries > MaxRetries:
+		return nil, &config.Error{Field: "MaxCreateRetries", Value: opts.MaxCreateRetries, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxCreateRetries ≤ %d", MaxRetries)}
 	}
 	b := &Bucket{
 		bkt:        client.Bucket(bucket),

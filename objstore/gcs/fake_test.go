@@ -18,6 +18,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/gcs"
 	"github.com/cutline/cutline/objstore/objstoretest"
@@ -396,9 +397,13 @@ func TestGCSNewValidates(t *testing.T) {
 		{"empty bucket", c, "", gcs.Options{}, "bucket"},
 		{"slash bucket", c, "a/b", gcs.Options{}, "bucket"},
 		{"negative retries", c, "b", gcs.Options{MaxCreateRetries: -1}, "MaxCreateRetries"},
+		{"too many retries", c, "b", gcs.Options{MaxCreateRetries: gcs.MaxRetries + 1}, "MaxCreateRetries"},
 	} {
 		_, err := gcs.New(tc.client, tc.bucket, tc.opts)
-		require.ErrorContains(t, err, tc.field, tc.name)
+		require.ErrorIs(t, err, config.ErrInvalid, tc.name)
+		var ce *config.Error
+		require.ErrorAs(t, err, &ce, tc.name)
+		require.Equal(t, tc.field, ce.Field, tc.name)
 	}
 	b := newBucket(t, c, "bkt", gcs.Options{})
 	require.Equal(t, "bkt", b.Name())

@@ -13,6 +13,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -26,6 +27,9 @@ const maxListKeys = 1000
 // directoryBucketSuffix ends the name of every S3 Express One Zone
 // (directory) bucket.
 const directoryBucketSuffix = "--x-s3"
+
+// MaxRetries bounds the retries of one Create that Options allows.
+const MaxRetries = 100
 
 // MaxObjectSize is the largest object, in bytes, that Create writes and
 // Get and GetRange read: a chain's largest flight (64 MiB of payload and a
@@ -81,13 +85,13 @@ var _ objstore.Bucket = (*Bucket)(nil)
 func New(client *awss3.Client, bucket string, opts Options) (*Bucket, error) {
 	switch {
 	case client == nil:
-		return nil, errors.New("s3: New: client is nil")
+		return nil, &config.Error{Field: "client", Reason: "nil"}
 	case bucket == "":
-		return nil, errors.New("s3: New: bucket name is empty")
+		return nil, &config.Error{Field: "bucket", Reason: "empty"}
 	case strings.ContainsAny(bucket, "/\\ ") || len(bucket) > 255:
-		return nil, fmt.Errorf("s3: New: invalid bucket name %q", bucket)
-	case opts.MaxConflictRetries < 0:
-		return nil, fmt.Errorf("s3: New: Options.MaxConflictRetries is %d, want ≥ 0", opts.MaxConflictRetries)
+		return nil, &config.Error{Field: "bucket", Value: fmt.Sprintf("%q", bucket), Reason: "not a bucket name"}
+	case opts.MaxConflictRetries < 0 || opts.MaxConflictRetries > MaxRetries:
+		return nil, &config.Error{Field: "MaxConflictRetries", Value: opts.MaxConflictRetries, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxConflictRetries ≤ %d", MaxRetries)}
 	}
 	b := &Bucket{
 		client:      client,

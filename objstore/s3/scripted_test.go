@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/s3"
 )
@@ -582,9 +583,13 @@ func TestS3NewValidates(t *testing.T) {
 		{"empty bucket", c, "", s3.Options{}, "bucket"},
 		{"slash bucket", c, "a/b", s3.Options{}, "bucket"},
 		{"negative retries", c, "b", s3.Options{MaxConflictRetries: -1}, "MaxConflictRetries"},
+		{"too many retries", c, "b", s3.Options{MaxConflictRetries: s3.MaxRetries + 1}, "MaxConflictRetries"},
 	} {
 		_, err := s3.New(tc.client, tc.bucket, tc.opts)
-		require.ErrorContains(t, err, tc.field, tc.name)
+		require.ErrorIs(t, err, config.ErrInvalid, tc.name)
+		var ce *config.Error
+		require.ErrorAs(t, err, &ce, tc.name)
+		require.Equal(t, tc.field, ce.Field, tc.name)
 	}
 	b, err := s3.New(c, "bkt", s3.Options{})
 	require.NoError(t, err)
