@@ -79,6 +79,39 @@ type writerStats struct {
 	copies, repairCopies, poisons, foreign, skipped                       atomic.Uint64
 }
 
+// pipeline is the writer's window: which slots are assigned, which are
+// released, and the futures in between.
+type pipeline struct {
+	// sem holds one token per assigned slot not yet released, so that
+	// next − released ≤ window.
+	sem chan struct{}
+	// inflight bounds each bucket's requests in flight, so that a hung
+	// bucket cannot pile up requests from slots decided without it.
+	inflight []chan struct{}
+	released atomic.Uint64 // mirror of relNext for lock-free readers
+
+	next    uint64    // mu: next slot to assign
+	relNext uint64    // mu: release point, the first slot not yet released
+	ring    []*Future // mu: ring[s&(len(ring)-1)] for slots in [relNext, next); grows with the slots in flight
+}
+
+// lifecycle is how the writer ends: a halt at a dead, blocked or
+// conflicting slot, Close, Abort, and the goroutines to wait for.
+type lifecycle struct {
+	ctx    context.Context // cancelled by Abort: stops every request
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // one per running bucket worker
+
+	halt      atomic.Uint64 // halt slot, or ^0 while not halted
+	halted    bool          // mu
+	haltErr   error         // mu
+	haltedCh  chan struct{} // closed on the first halt
+	closed    bool          // mu
+	closingCh chan struct{} // closed by Close or Abort
+	aborted   bool          // mu
+	drained   chan struct{} // mu: closed once every worker has exited, after close
+}
+
 // Writer appends flights to the slots of one open epoch. It writes each
 // slot's flight to all K buckets in parallel, counts a slot committed at W
 // copies and dead at B = K−W+1 poisons, pipelines up to the epoch's window
@@ -102,31 +135,10 @@ type Writer struct {
 	keyPrefix string // keys.Epoch(star, epoch)
 	seed      uint64
 
-	ctx    context.Context // cancelled by Abort: stops every request
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // one per running bucket worker
-
-	// sem holds one token per assigned slot not yet released, so that
-	// next − released ≤ window.
-	sem chan struct{}
-	// inflight bounds each bucket's requests in flight, so that a hung
-	// bucket cannot pile up requests from slots decided without it.
-	inflight []chan struct{}
-
-	released atomic.Uint64 // mirror of relNext for lock-free readers
-	halt     atomic.Uint64 // halt slot, or ^0 while not halted
-
-	mu        sync.Mutex
-	next      uint64    // next slot to assign
-	relNext   uint64    // release point: first slot not yet released
-	ring      []*Future // ring[s&(len(ring)-1)] for slots in [relNext, next); grows with the slots in flight
-	halted    bool
-	haltErr   error
-	haltedCh  chan struct{}
-	closed    bool
-	closingCh chan struct{}
-	aborted   bool
-	drained   chan struct{} // closed once every worker has exited, after close
+	// mu guards the fields of pipe and life marked "mu".
+	mu   sync.Mutex
+	pipe pipeline
+	life lifecycle
 
 	stats writerStats
 }
@@ -191,20 +203,24 @@ func NewWriter(rec *epoch.Record, zones Zones, opts WriterOptions) (*Writer, err
 		keys:      KeysOf(rec),
 		keyPrefix: KeysOf(rec).Epoch(rec.Star, rec.Epoch),
 		seed:      h.Sum64(),
-		ctx:       ctx,
-		cancel:    cancel,
-		sem:       make(chan struct{}, c.Window),
-		inflight:  make([]chan struct{}, c.K()),
-		ring:      make([]*Future, min(initialRing, ringSize(c.Window))),
-		haltedCh:  make(chan struct{}),
-		closingCh: make(chan struct{}),
+		pipe: pipeline{
+			sem:      make(chan struct{}, c.Window),
+			inflight: make([]chan struct{}, c.K()),
+			ring:     make([]*Future, min(initialRing, ringSize(c.Window))),
+		},
+		life: lifecycle{
+			ctx:       ctx,
+			cancel:    cancel,
+			haltedCh:  make(chan struct{}),
+			closingCh: make(chan struct{}),
+		},
 	}
-	for i := range w.inflight {
+	for i := range w.pipe.inflight {
 		// Elements of a chan struct{} take no memory: the bound costs
 		// nothing until requests are in flight.
-		w.inflight[i] = make(chan struct{}, 2*c.Window)
+		w.pipe.inflight[i] = make(chan struct{}, 2*c.Window)
 	}
-	w.halt.Store(notHalted)
+	w.life.halt.Store(notHalted)
 	return w, nil
 }
 
@@ -223,14 +239,14 @@ func ringSize(n int) int {
 }
 
 // at returns the ring cell of slot s.
-func (w *Writer) at(s uint64) **Future { return &w.ring[s&uint64(len(w.ring)-1)] }
+func (w *Writer) at(s uint64) **Future { return &w.pipe.ring[s&uint64(len(w.pipe.ring)-1)] }
 
 // growLocked doubles the ring, keeping the futures of [relNext, next) in
 // their cells. w.mu is held.
 func (w *Writer) growLocked() {
-	old := w.ring
-	w.ring = make([]*Future, 2*len(old))
-	for s := w.relNext; s < w.next; s++ {
+	old := w.pipe.ring
+	w.pipe.ring = make([]*Future, 2*len(old))
+	for s := w.pipe.relNext; s < w.pipe.next; s++ {
 		*w.at(s) = old[s&uint64(len(old)-1)]
 	}
 }
@@ -256,11 +272,11 @@ func (w *Writer) Record() *epoch.Record { return w.rec }
 
 // Released returns the release point: every slot below it is acknowledged,
 // and it is the first slot that is not.
-func (w *Writer) Released() uint64 { return w.released.Load() }
+func (w *Writer) Released() uint64 { return w.pipe.released.Load() }
 
 // Halted is closed when the writer halts: a slot turned out dead (ErrFenced)
 // or blocked (ErrBlocked). See Err.
-func (w *Writer) Halted() <-chan struct{} { return w.haltedCh }
+func (w *Writer) Halted() <-chan struct{} { return w.life.haltedCh }
 
 // Err returns nil until the writer halts, then the halt error: a
 // *FencedError naming the lowest dead slot known (errors.Is ErrFenced), or
@@ -270,7 +286,7 @@ func (w *Writer) Halted() <-chan struct{} { return w.haltedCh }
 func (w *Writer) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.haltErr
+	return w.life.haltErr
 }
 
 // Stats returns a snapshot of the writer's counters.
@@ -326,15 +342,15 @@ func (w *Writer) Submit(ctx context.Context, payload []byte) (*Future, error) {
 		return nil, err
 	}
 	select {
-	case w.sem <- struct{}{}:
+	case w.pipe.sem <- struct{}{}:
 	default:
 		select {
-		case w.sem <- struct{}{}:
+		case w.pipe.sem <- struct{}{}:
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-w.haltedCh:
+		case <-w.life.haltedCh:
 			return nil, w.refusal()
-		case <-w.closingCh:
+		case <-w.life.closingCh:
 			return nil, w.refusal()
 		}
 	}
@@ -342,16 +358,16 @@ func (w *Writer) Submit(ctx context.Context, payload []byte) (*Future, error) {
 	w.mu.Lock()
 	if err := w.refusalLocked(); err != nil {
 		w.mu.Unlock()
-		<-w.sem
+		<-w.pipe.sem
 		return nil, err
 	}
-	if w.next-w.relNext == uint64(len(w.ring)) {
+	if w.pipe.next-w.pipe.relNext == uint64(len(w.pipe.ring)) {
 		w.growLocked()
 	}
-	f.slot = w.next
-	w.next++
+	f.slot = w.pipe.next
+	w.pipe.next++
 	*w.at(f.slot) = f
-	w.wg.Add(int(w.k))
+	w.life.wg.Add(int(w.k))
 	w.mu.Unlock()
 	w.stats.submitted.Add(1)
 
@@ -377,9 +393,9 @@ func (w *Writer) refusal() error {
 
 func (w *Writer) refusalLocked() error {
 	switch {
-	case w.halted:
-		return w.haltErr
-	case w.closed:
+	case w.life.halted:
+		return w.life.haltErr
+	case w.life.closed:
 		return ErrClosed
 	}
 	return nil
@@ -402,23 +418,23 @@ func (w *Writer) slotKey(slot uint64) string {
 func (w *Writer) onCommit() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.aborted {
+	if w.life.aborted {
 		return
 	}
-	haltAt := w.halt.Load()
-	for w.relNext < w.next && w.relNext < haltAt {
-		cell := w.at(w.relNext)
+	haltAt := w.life.halt.Load()
+	for w.pipe.relNext < w.pipe.next && w.pipe.relNext < haltAt {
+		cell := w.at(w.pipe.relNext)
 		f := *cell
 		if f == nil || f.state.Load() != slotCommitted {
 			break
 		}
 		*cell = nil
-		w.relNext++
-		w.released.Store(w.relNext)
+		w.pipe.relNext++
+		w.pipe.released.Store(w.pipe.relNext)
 		w.stats.released.Add(1)
 		f.resolve(Position{Epoch: w.epoch, Slot: f.slot}, nil)
 		f.dropPayload()
-		<-w.sem
+		<-w.pipe.sem
 	}
 }
 
@@ -426,21 +442,21 @@ func (w *Writer) onCommit() {
 // unresolved future at or past s fails with err and undecided slots there
 // stop. w.mu is held.
 func (w *Writer) haltAtLocked(s uint64, err error) {
-	if w.halted && s >= w.halt.Load() {
+	if w.life.halted && s >= w.life.halt.Load() {
 		return
 	}
-	old := w.halt.Load()
-	w.halt.Store(s)
-	w.haltErr = err
-	if !w.halted {
-		w.halted = true
-		close(w.haltedCh)
+	old := w.life.halt.Load()
+	w.life.halt.Store(s)
+	w.life.haltErr = err
+	if !w.life.halted {
+		w.life.halted = true
+		close(w.life.haltedCh)
 	}
 	w.log.Warn("writer halted", "slot", s, "err", err)
-	if w.aborted {
+	if w.life.aborted {
 		return
 	}
-	for slot := max(s, w.relNext); slot < w.next && slot < old; slot++ {
+	for slot := max(s, w.pipe.relNext); slot < w.pipe.next && slot < old; slot++ {
 		cell := w.at(slot)
 		f := *cell
 		if f == nil {
@@ -497,26 +513,26 @@ func (w *Writer) Close(ctx context.Context) error {
 // idempotent and may follow Close.
 func (w *Writer) Abort() {
 	drained := w.shut(true)
-	w.cancel()
+	w.life.cancel()
 	<-drained
 }
 
 func (w *Writer) shut(abort bool) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.closed {
-		w.closed = true
-		close(w.closingCh)
-		w.drained = make(chan struct{})
+	if !w.life.closed {
+		w.life.closed = true
+		close(w.life.closingCh)
+		w.life.drained = make(chan struct{})
 		go func() {
-			w.wg.Wait()
-			w.cancel()
-			close(w.drained)
+			w.life.wg.Wait()
+			w.life.cancel()
+			close(w.life.drained)
 		}()
 	}
-	if abort && !w.aborted {
-		w.aborted = true
-		for slot := w.relNext; slot < w.next; slot++ {
+	if abort && !w.life.aborted {
+		w.life.aborted = true
+		for slot := w.pipe.relNext; slot < w.pipe.next; slot++ {
 			cell := w.at(slot)
 			f := *cell
 			if f == nil {
@@ -527,5 +543,5 @@ func (w *Writer) shut(abort bool) <-chan struct{} {
 			f.resolve(Position{}, &AbortedError{Star: w.star, Epoch: w.epoch, Slot: slot})
 		}
 	}
-	return w.drained
+	return w.life.drained
 }

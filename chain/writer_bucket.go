@@ -27,14 +27,14 @@ func headerLen(star string) int { return fixedLen + len(star) }
 // object (ErrExists) reads it, which also settles "my earlier attempt
 // landed but its answer was lost".
 func (w *Writer) runBucket(f *Future, i int, key string, data []byte) {
-	defer w.wg.Done()
+	defer w.life.wg.Done()
 	b := w.buckets[i]
 	for attempt := 0; ; attempt++ {
 		// The first attempt is made even when the slot was committed by
 		// faster buckets: every bucket should get its copy. Retries stop
 		// once the slot is decided, and nothing is sent for a slot that is
 		// dead, blocked or abandoned (above a halt point, or by Abort).
-		if st := f.state.Load(); w.ctx.Err() != nil || (st != slotPending && (attempt > 0 || st != slotCommitted)) {
+		if st := f.state.Load(); w.life.ctx.Err() != nil || (st != slotPending && (attempt > 0 || st != slotCommitted)) {
 			if attempt == 0 {
 				w.stats.skipped.Add(1)
 			}
@@ -48,8 +48,8 @@ func (w *Writer) runBucket(f *Future, i int, key string, data []byte) {
 		if attempt > 0 {
 			w.stats.createRetries.Add(1)
 		}
-		err := b.Create(w.ctx, key, data)
-		<-w.inflight[i]
+		err := b.Create(w.life.ctx, key, data)
+		<-w.pipe.inflight[i]
 		switch {
 		case err == nil:
 			w.stats.copies.Add(1)
@@ -64,7 +64,7 @@ func (w *Writer) runBucket(f *Future, i int, key string, data []byte) {
 			// The object vanished (or the slot no longer needs this
 			// bucket): go round and create again if still needed.
 		default:
-			if w.ctx.Err() != nil {
+			if w.life.ctx.Err() != nil {
 				return
 			}
 			if f.pending() {
@@ -81,16 +81,16 @@ func (w *Writer) runBucket(f *Future, i int, key string, data []byte) {
 // slot is decided or the writer is aborted while waiting.
 func (w *Writer) acquire(f *Future, i int) bool {
 	select {
-	case w.inflight[i] <- struct{}{}:
+	case w.pipe.inflight[i] <- struct{}{}:
 		return true
 	default:
 	}
 	select {
-	case w.inflight[i] <- struct{}{}:
+	case w.pipe.inflight[i] <- struct{}{}:
 		return true
 	case <-f.decidedCh():
 		return false
-	case <-w.ctx.Done():
+	case <-w.life.ctx.Done():
 		return false
 	}
 }
@@ -102,14 +102,14 @@ func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, 
 	b := w.buckets[i]
 	s := Addr{Keys: w.keys, Star: w.star, Epoch: w.epoch, Slot: f.slot}
 	for attempt := 0; ; attempt++ {
-		if !f.pending() || w.ctx.Err() != nil {
+		if !f.pending() || w.life.ctx.Err() != nil {
 			return voteNone, nil
 		}
 		w.stats.existsReads.Add(1)
 		if attempt > 0 {
 			w.stats.readRetries.Add(1)
 		}
-		o := ObserveObject(w.ctx, b, s)
+		o := ObserveObject(w.life.ctx, b, s)
 		switch o.State {
 		case SlotFlight:
 			if o.SameFlight(data) {
@@ -132,7 +132,7 @@ func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, 
 			return voteNone, nil
 		}
 		// Unreachable: the object exists but could not be read; retry.
-		if w.ctx.Err() != nil {
+		if w.life.ctx.Err() != nil {
 			return voteNone, nil
 		}
 		w.log.Debug("read after exists failed; retrying", "bucket", b.Name(), "slot", f.slot, "attempt", attempt, "err", o.Err)
@@ -183,7 +183,7 @@ func (w *Writer) backoff(f *Future, i, attempt int) bool {
 		return f.pending()
 	case <-f.decidedCh():
 		return false
-	case <-w.ctx.Done():
+	case <-w.life.ctx.Done():
 		return false
 	}
 }
