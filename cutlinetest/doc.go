@@ -26,7 +26,10 @@
 // gives the record the stream's next offset (a Record payload, which Locate
 // reads back) and submits it pipelined; an absorb loop waits for the
 // answers in slot order, covers each acknowledged flight in the index and,
-// every AbsorbEvery records, advances the epoch's checkpoint past them. It
+// every AbsorbEvery records, advances the epoch's checkpoint past them (or,
+// LagCheckpoint, one batch behind). A cover or checkpoint the metastore
+// refuses is recorded (Errors) and retried at the next batch, or with Flush
+// once the host is closed; Covered and Checkpoint say how far it got. It
 // ends cleanly with Close or crashes with Kill. Every step a producer sees
 // is recorded in a History: submitted, acknowledged (where), failed (why),
 // refused. Hosts with a loop of their own record into a History with Add.

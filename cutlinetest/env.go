@@ -170,6 +170,64 @@ func (p *Party) Writer(rec *epoch.Record, opts chain.WriterOptions) *chain.Write
 	return w
 }
 
+// StreamIDs reads stream through the party's RefIndex and Reader: the refs
+// must cover [0, next) without holes or overlaps, one Record each, and
+// each ref's flight must be readable and carry the stream and offset the
+// ref claims. It returns the record ids in offset order; anything else
+// fails the test.
+func (p *Party) StreamIDs(stream string) []string {
+	t := p.Env.T
+	t.Helper()
+	ctx := t.Context()
+	var ids []string
+	var next uint64
+	for r, err := range p.Refs.Refs(ctx, stream) {
+		if err != nil {
+			t.Fatalf("cutlinetest: the refs of stream %s: %v", stream, err)
+		}
+		if r.Offset != next || r.Count != 1 {
+			t.Fatalf("cutlinetest: stream %s: a ref covers [%d, %d), the next is at %d: refs must cover the stream one record each, without holes or overlaps",
+				stream, r.Offset, r.Offset+r.Count, next)
+		}
+		next = r.Offset + r.Count
+		payload, err := p.Reader.Read(ctx, r.Star, r.Position())
+		if err != nil {
+			t.Fatalf("cutlinetest: stream %s: the ref at offset %d (%s/%v) must be readable: %v", stream, r.Offset, r.Star, r.Position(), err)
+		}
+		s, off, id, err := ParseRecord(payload)
+		if err != nil || s != stream || off != r.Offset {
+			t.Fatalf("cutlinetest: stream %s: the flight at %s/%v the ref at offset %d serves carries %q (%v)", stream, r.Star, r.Position(), r.Offset, payload, err)
+		}
+		ids = append(ids, id)
+	}
+	if n, err := p.Refs.Next(ctx, stream); err != nil || n != next {
+		t.Fatalf("cutlinetest: stream %s: continues at %d (%v), its refs end at %d", stream, n, err, next)
+	}
+	return ids
+}
+
+// ChainIDs reads star's whole chain in order through the party's Reader
+// and returns the ids of its Records with their positions; anything else
+// fails the test.
+func (p *Party) ChainIDs(star string) ([]string, []chain.Position) {
+	t := p.Env.T
+	t.Helper()
+	var ids []string
+	var pos []chain.Position
+	for f, err := range p.Reader.Flights(t.Context(), star, chain.Position{}) {
+		if err != nil {
+			t.Fatalf("cutlinetest: the chain of %s: %v", star, err)
+		}
+		_, _, id, err := ParseRecord(f.Payload)
+		if err != nil {
+			t.Fatalf("cutlinetest: the chain of %s at %v: %v", star, f.Position, err)
+		}
+		ids = append(ids, id)
+		pos = append(pos, f.Position)
+	}
+	return ids, pos
+}
+
 // What Put places and State reports, one letter each.
 const (
 	Flight      = 'F' // the slot's flight

@@ -2,7 +2,9 @@ package cutlinetest_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -148,4 +150,56 @@ func TestFaultOptions(t *testing.T) {
 		require.Error(t, z.Create(t.Context(), "k", []byte("x")), "zone %d", i)
 		require.NoError(t, z.Create(t.Context(), "k", []byte("x")), "zone %d", i)
 	}
+}
+
+// flakyCoverage refuses to cover slots from 8 on while down is set, as a
+// metastore that is unreachable.
+type flakyCoverage struct {
+	settle.Coverage
+	down atomic.Bool
+}
+
+var errDown = errors.New("metastore unreachable")
+
+func (c *flakyCoverage) Cover(ctx context.Context, star string, f chain.Flight) error {
+	if c.down.Load() && f.Slot >= 8 {
+		return errDown
+	}
+	return c.Coverage.Cover(ctx, star, f)
+}
+
+// With LagCheckpoint the checkpoint stays one batch behind what is
+// covered. A refused cover is recorded and what it left stays pending,
+// for the next absorb or for Flush once the host is closed.
+func TestHostLagAndRetry(t *testing.T) {
+	ctx := t.Context()
+	e := cutlinetest.NewMem(t, 3)
+	p := e.Party(starA)
+	rec := p.Mint(starA, e.Constants(2, 16))
+	cov := &flakyCoverage{Coverage: p.Refs}
+	cov.down.Store(true)
+	h := cutlinetest.StartHost(p, p.Writer(rec, chain.WriterOptions{}), cutlinetest.HostOptions{AbsorbEvery: 4, LagCheckpoint: true, Coverage: cov})
+	for i := range 12 {
+		require.NoError(t, h.Submit(ctx, id(i)))
+	}
+	require.ErrorIs(t, h.Close(ctx), errDown)
+	require.Equal(t, 12, h.Acked())
+	require.Len(t, h.Errors(), 1)
+	require.Equal(t, 8, h.Covered(), "slots 8 to 11 are pending")
+	at := func(s uint64) chain.Position { return chain.Position{Epoch: rec.Epoch, Slot: s} }
+	require.Equal(t, at(4), h.Checkpoint(), "one batch behind what is covered")
+	require.Equal(t, uint64(4), e.Record(starA, rec.Epoch).Cursors.Checkpoint)
+
+	require.ErrorIs(t, h.Flush(), errDown)
+	require.Len(t, h.Errors(), 2)
+	cov.down.Store(false)
+	require.NoError(t, h.Flush())
+	require.NoError(t, h.Flush(), "nothing is left pending")
+	require.Equal(t, 12, h.Covered())
+	require.Equal(t, at(8), h.Checkpoint())
+	require.Equal(t, uint64(8), e.Record(starA, rec.Epoch).Cursors.Checkpoint)
+	require.Equal(t, []string{id(0), id(1), id(2), id(3), id(4), id(5), id(6), id(7), id(8), id(9), id(10), id(11)}, p.StreamIDs("s"))
+	ids, _ := p.ChainIDs(starA)
+	require.Equal(t, p.StreamIDs("s"), ids)
+	e.Verify(h.History())
 }

@@ -1,6 +1,7 @@
 package cutlinetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,11 @@ type HostOptions struct {
 	// AbsorbEvery is how many acknowledged records the host covers at
 	// once before it advances the checkpoint past them. 0 means 1.
 	AbsorbEvery int
+	// LagCheckpoint keeps the checkpoint one batch behind what is
+	// covered, as a host that persists its cursor lazily would: after
+	// covering a batch the host moves the checkpoint to the batch's first
+	// position, not past its last.
+	LagCheckpoint bool
 	// Coverage is the host's index. Nil means the party's RefIndex. The
 	// first offset is where the party's RefIndex says the stream
 	// continues.
@@ -61,6 +67,9 @@ type Host struct {
 	failed  []string
 	errs    []error
 	changed chan struct{}
+	pending []chain.Flight // acknowledged, not covered yet
+	covered int
+	cp      chain.Position // where the host last moved the checkpoint
 }
 
 type item struct {
@@ -79,8 +88,8 @@ type waiter interface {
 // settle.Roller.
 type appender interface {
 	submit(ctx context.Context, p []byte) (waiter, error)
-	// checkpoint moves the checkpoint past last, an acknowledged position.
-	checkpoint(ctx context.Context, last chain.Position) error
+	// checkpoint moves the checkpoint to pos.
+	checkpoint(ctx context.Context, pos chain.Position) error
 	close(ctx context.Context) error
 	abort()
 }
@@ -95,8 +104,8 @@ func (a writerAppender) submit(ctx context.Context, p []byte) (waiter, error) {
 	return f, nil
 }
 
-func (a writerAppender) checkpoint(ctx context.Context, last chain.Position) error {
-	_, err := a.w.Checkpoint(ctx, last.Slot+1)
+func (a writerAppender) checkpoint(ctx context.Context, pos chain.Position) error {
+	_, err := a.w.Checkpoint(ctx, pos.Slot)
 	return err
 }
 
@@ -113,8 +122,8 @@ func (a rollerAppender) submit(ctx context.Context, p []byte) (waiter, error) {
 	return ap, nil
 }
 
-func (a rollerAppender) checkpoint(ctx context.Context, last chain.Position) error {
-	return a.r.Checkpoint(ctx, chain.Position{Epoch: last.Epoch, Slot: last.Slot + 1})
+func (a rollerAppender) checkpoint(ctx context.Context, pos chain.Position) error {
+	return a.r.Checkpoint(ctx, pos)
 }
 
 func (a rollerAppender) close(ctx context.Context) error { return a.r.Close(ctx) }
@@ -214,7 +223,7 @@ func (h *Host) run() {
 	for it := range h.queue {
 		pos, err := it.w.Wait(h.ctx)
 		if h.killed() {
-			err = ErrStopped
+			err = stopped(err)
 		}
 		ev := Event{Op: Acked, Host: h.opts.Name, Star: h.star, ID: it.id, Of: it.of, Pos: pos}
 		if err != nil {
@@ -226,13 +235,22 @@ func (h *Host) run() {
 		}
 		batch = append(batch, chain.Flight{Position: pos, Payload: it.payload})
 		if len(batch) >= h.opts.AbsorbEvery {
-			h.absorb(batch)
+			_ = h.absorb(batch)
 			batch = nil
 		}
 	}
 	if len(batch) > 0 && !h.killed() {
-		h.absorb(batch)
+		_ = h.absorb(batch)
 	}
+}
+
+// stopped is the answer of a host killed before it passed err (nil for an
+// acknowledgement) on: ErrStopped, wrapping what the writer said.
+func stopped(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return ErrStopped
+	}
+	return fmt.Errorf("%w: %w", ErrStopped, err)
 }
 
 func (h *Host) answer(ev Event) {
@@ -249,20 +267,75 @@ func (h *Host) answer(ev Event) {
 	}
 }
 
-// absorb covers the acknowledged flights of batch and advances the
-// checkpoint past them. A checkpoint that moved past them meanwhile (a
-// successor settled the epoch) is no error.
-func (h *Host) absorb(batch []chain.Flight) {
-	for _, f := range batch {
-		if err := h.opts.Coverage.Cover(h.ctx, h.star, f); err != nil {
-			h.fail(fmt.Errorf("cover %s/%v: %w", h.star, f.Position, err))
-			return
+// absorb adds the acknowledged flights of batch to those pending, covers
+// them in order and advances the checkpoint past (or, LagCheckpoint, to
+// the first of) those it covered. It stops at the first refused cover:
+// what is left stays pending, for the next absorb or Flush. Each error is
+// recorded (see Errors) and the first returned. A checkpoint that moved
+// past them meanwhile (a successor settled the epoch) is no error. Nothing
+// is absorbed once the host is killed; a write under way then ends first.
+func (h *Host) absorb(batch []chain.Flight) error {
+	ctx := context.Background()
+	h.mu.Lock()
+	h.pending = append(h.pending, batch...)
+	pending, from := h.pending, h.cp
+	h.mu.Unlock()
+	done := 0
+	var err error
+	for _, f := range pending {
+		if h.killed() {
+			return ErrStopped
 		}
+		if err = h.opts.Coverage.Cover(ctx, h.star, f); err != nil {
+			err = fmt.Errorf("cover %s/%v: %w", h.star, f.Position, err)
+			h.fail(err)
+			break
+		}
+		done++
 	}
-	last := batch[len(batch)-1].Position
-	if err := h.a.checkpoint(h.ctx, last); err != nil && !errors.Is(err, epoch.ErrCursorRegression) {
-		h.fail(fmt.Errorf("checkpoint past %s/%v: %w", h.star, last, err))
+	h.mu.Lock()
+	h.pending = h.pending[done:]
+	h.covered += done
+	h.mu.Unlock()
+	if done == 0 {
+		return err
 	}
+	to := pending[done-1].Position
+	to.Slot++
+	if h.opts.LagCheckpoint {
+		to = pending[0].Position
+	}
+	if to.Slot == 0 || !from.Less(to) || h.killed() { // 0: where every checkpoint starts
+		return err
+	}
+	switch cerr := h.a.checkpoint(ctx, to); {
+	case cerr == nil:
+		h.mu.Lock()
+		h.cp = to
+		h.mu.Unlock()
+	case !errors.Is(cerr, epoch.ErrCursorRegression):
+		cerr = fmt.Errorf("checkpoint to %s/%v: %w", h.star, to, cerr)
+		h.fail(cerr)
+		err = cmp.Or(err, cerr)
+	}
+	return err
+}
+
+// Flush covers, once the host has stopped (Close), what is still pending
+// (acknowledged flights whose cover the metastore refused) and advances
+// the checkpoint past them, as the absorb loop does. It returns nil once
+// nothing is left pending, the first error otherwise (recorded too), and
+// ErrStopped for a killed host or one still running.
+func (h *Host) Flush() error {
+	select {
+	case <-h.done:
+	default:
+		return ErrStopped
+	}
+	if h.killed() {
+		return ErrStopped
+	}
+	return h.absorb(nil)
 }
 
 func (h *Host) fail(err error) {
@@ -325,9 +398,29 @@ func (h *Host) WaitAcked(ctx context.Context, n int) error {
 // Err joins what the absorb loop met that it must not: a refused cover, a
 // refused checkpoint other than one a settlement moved past.
 func (h *Host) Err() error {
+	return errors.Join(h.Errors()...)
+}
+
+// Errors lists what Err joins, in the order the host met it.
+func (h *Host) Errors() []error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return errors.Join(h.errs...)
+	return append([]error(nil), h.errs...)
+}
+
+// Covered returns how many acknowledged flights the host covered.
+func (h *Host) Covered() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.covered
+}
+
+// Checkpoint returns where the host last moved its epoch's checkpoint
+// (the zero Position before it moved it).
+func (h *Host) Checkpoint() chain.Position {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cp
 }
 
 // shutQueue stops taking records, once a Submit under way has placed its
@@ -363,11 +456,12 @@ func (h *Host) Close(ctx context.Context) error {
 
 // Kill is the host's crash: it stops absorbing, aborts its writer (or
 // roller) mid-flight and answers every record not yet answered with
-// ErrStopped; nothing is covered or checkpointed after it. Idempotent.
+// ErrStopped (wrapping the writer's error, chain.ErrAborted); nothing is
+// covered or checkpointed after it. Idempotent.
 func (h *Host) Kill() {
 	h.kill.Do(func() { close(h.dead) })
-	h.stop()
 	h.a.abort()
+	h.stop()
 	h.shutQueue()
 	<-h.done
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,6 +11,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/testctx"
 	metamem "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
@@ -187,37 +187,11 @@ func (e *env) checkCut(cut uint64) {
 	require.Equal(e.t, cut, rec.Cut, "the published cut")
 }
 
-// expiringCtx is a context whose deadline a test triggers by hand: Expire
-// makes it done with context.DeadlineExceeded. It lets a test end a fence
-// exactly when the fence is blocked, without racing a timer.
-type expiringCtx struct {
-	context.Context
-	done chan struct{}
-	once sync.Once
-}
-
-func newExpiringCtx() *expiringCtx {
-	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *expiringCtx) Done() <-chan struct{} { return c.done }
-
-func (c *expiringCtx) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
-func (c *expiringCtx) Expire() { c.once.Do(func() { close(c.done) }) }
-
 // fenceUntilBlocked runs f's fence of the env's epoch on a fake clock
 // until the fence waits on that clock (blocked on an undecided slot), then
 // expires its context and returns the outcome.
 func (e *env) fenceUntilBlocked(f *Fencer, fc *clock.Fake) (Report, error) {
-	ctx := newExpiringCtx()
+	ctx := testctx.NewExpiring()
 	type result struct {
 		rep Report
 		err error

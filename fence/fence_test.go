@@ -16,6 +16,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/testctx"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 )
@@ -455,7 +456,7 @@ func TestUndecidedWhenDeadlineMeetsRetry(t *testing.T) {
 		e := newEnv(t, 3, 2, 4)
 		e.layout("F P E")
 		e.zones[2].SetDown(true)
-		ctx := newExpiringCtx()
+		ctx := testctx.NewExpiring()
 		f := e.fencer(Options{Clock: dueAndExpired{Fake: clockFake(), ctx: ctx}})
 		_, err := f.Fence(ctx, star, e.rec.Epoch)
 		var ue *UndecidedError
@@ -469,7 +470,7 @@ func TestUndecidedWhenDeadlineMeetsRetry(t *testing.T) {
 // ctx whenever one is made: a wait sees both its timer and its context done.
 type dueAndExpired struct {
 	*clock.Fake
-	ctx *expiringCtx
+	ctx *testctx.Expiring
 }
 
 func (c dueAndExpired) NewTimer(d time.Duration) clock.Timer {

@@ -154,6 +154,15 @@ func (p *party) harness(name string) *cutlinetest.Party {
 		Refs: p.refs, Settler: p.settler, Reader: p.reader()}
 }
 
+// harnessOn is the party as cutlinetest sees it, failing t.
+func (p *party) harnessOn(t testing.TB) *cutlinetest.Party {
+	h := p.harness("checker")
+	e := *h.Env
+	e.T = t
+	h.Env = &e
+	return h
+}
+
 func (p *party) reader() *chain.Reader {
 	r, err := chain.NewReader(p.minter, p.zones, chain.ReaderOptions{})
 	require.NoError(p.e.t, err)
@@ -292,51 +301,19 @@ func checkEpochInvariants(t testing.TB, p *party, star string, ep uint64, acked 
 }
 
 // checkStream checks the host's index of stream after any takeover or
-// roll: the refs cover [0, next) without holes or overlaps, every ref's
-// flight is readable and carries exactly the offset the ref claims, and
-// it returns the record ids in offset order.
+// roll (cutlinetest's StreamIDs): the refs cover [0, next) without holes
+// or overlaps, every ref's flight is readable and carries exactly the
+// offset the ref claims, and it returns the record ids in offset order.
 func checkStream(t testing.TB, p *party, stream string) []string {
 	t.Helper()
-	ctx := context.Background()
-	readers := map[string]*chain.Reader{}
-	var ids []string
-	var next uint64
-	for _, r := range refsOf(t, p.refs, stream) {
-		require.Equal(t, next, r.Offset, "refs must cover the stream without holes or overlaps")
-		next = r.Offset + r.Count
-		rd := readers[r.Star]
-		if rd == nil {
-			rd = p.reader()
-			readers[r.Star] = rd
-		}
-		payload, err := rd.Read(ctx, r.Star, r.Position())
-		require.NoError(t, err, "ref %+v must be readable", r)
-		s, off, id, err := parseRecord(payload)
-		require.NoError(t, err)
-		require.Equal(t, stream, s)
-		require.Equal(t, r.Offset, off, "the flight at %s/%v carries another offset", r.Star, r.Position())
-		ids = append(ids, id)
-	}
-	n, err := p.refs.Next(ctx, stream)
-	require.NoError(t, err)
-	require.Equal(t, next, n)
-	return ids
+	return p.harnessOn(t).StreamIDs(stream)
 }
 
 // chainIDs reads a star's whole chain and returns the record ids in chain
-// order with their positions.
+// order with their positions (cutlinetest's ChainIDs).
 func chainIDs(t testing.TB, p *party, star string) ([]string, []chain.Position) {
 	t.Helper()
-	var ids []string
-	var pos []chain.Position
-	for f, err := range p.reader().Flights(context.Background(), star, chain.Position{}) {
-		require.NoError(t, err)
-		_, _, id, err := parseRecord(f.Payload)
-		require.NoError(t, err)
-		ids = append(ids, id)
-		pos = append(pos, f.Position)
-	}
-	return ids, pos
+	return p.harnessOn(t).ChainIDs(star)
 }
 
 // requireUnique fails if an id occurs twice.

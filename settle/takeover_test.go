@@ -68,6 +68,19 @@ func (e *env) keyRule(star string, ep, slot uint64, kind fault.Kind) fault.Rule 
 	return fault.Rule{Op: fault.OpCreate, Prefix: e.key(star, ep, slot), Kind: kind, Count: 1}
 }
 
+// startA mints star A's epoch on a (W=2 of the Env's zones, the given
+// window) and starts its host, host-a, over a writer with opts; the host
+// records into a new History.
+func startA(t testing.TB, a *party, window int, opts chain.WriterOptions) (uint64, *chain.Writer, *cutlinetest.Host, *cutlinetest.History) {
+	t.Helper()
+	recA, err := a.minter.Mint(context.Background(), starA, a.e.constants(2, window))
+	require.NoError(t, err)
+	wa := a.writer(recA, opts)
+	hist := &cutlinetest.History{}
+	ha := cutlinetest.StartHost(a.harness(starA), wa, cutlinetest.HostOptions{Name: "host-a", Stream: stream, History: hist})
+	return recA.Epoch, wa, ha, hist
+}
+
 // takeover runs the library-level takeover on env e. Star A writes 40
 // records, then 16 more that meet a ragged tail of faults (its writer
 // makes no retries before it dies: its clock never moves):
@@ -86,14 +99,8 @@ func (e *env) keyRule(star string, ep, slot uint64, kind fault.Kind) fault.Rule 
 func takeover(t *testing.T, e *env, zombie bool) {
 	ctx := context.Background()
 	const window = 16
-	a := e.party(starA, partyOpts{})
-	recA, err := a.minter.Mint(ctx, starA, e.constants(2, window))
-	require.NoError(t, err)
-	ep := recA.Epoch
 	frozen := clock.NewFake(time.Now())
-	wa := a.writer(recA, chain.WriterOptions{Clock: frozen})
-	hist := &cutlinetest.History{}
-	ha := cutlinetest.StartHost(a.harness(starA), wa, cutlinetest.HostOptions{Name: "host-a", Stream: stream, History: hist})
+	ep, wa, ha, hist := startA(t, e.party(starA, partyOpts{}), window, chain.WriterOptions{Clock: frozen})
 
 	for i := range 40 {
 		require.NoError(t, ha.Submit(ctx, fmt.Sprintf("p%d", i)))
@@ -273,14 +280,8 @@ func randomTakeover(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	e := newEnvOn(t, []objstore.Bucket{mem.New("a"), mem.New("b"), mem.New("c")}, fault.Options{Seed: seed * 16})
 	const window = 12
-	a := e.party(starA, partyOpts{})
-	recA, err := a.minter.Mint(ctx, starA, e.constants(2, window))
-	require.NoError(t, err)
-	ep := recA.Epoch
 	frozen := clock.NewFake(time.Now())
-	wa := a.writer(recA, chain.WriterOptions{Clock: frozen})
-	hist := &cutlinetest.History{}
-	ha := cutlinetest.StartHost(a.harness(starA), wa, cutlinetest.HostOptions{Name: "host-a", Stream: stream, History: hist})
+	ep, wa, ha, hist := startA(t, e.party(starA, partyOpts{}), window, chain.WriterOptions{Clock: frozen})
 	for i := range 30 {
 		require.NoError(t, ha.Submit(ctx, fmt.Sprintf("p%d", i)))
 	}
@@ -361,13 +362,8 @@ func liveTakeover(t *testing.T, seed uint64) {
 		return latency.Wrap(b, latency.Options{Seed: seed*16 + uint64(i), Default: latency.Uniform(time.Millisecond, 6*time.Millisecond)})
 	}
 	const window = 16
-	a := e.party(starA, partyOpts{wrap: slow})
-	recA, err := a.minter.Mint(ctx, starA, e.constants(2, window))
-	require.NoError(t, err)
-	ep := recA.Epoch
-	wa := a.writer(recA, chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}})
-	hist := &cutlinetest.History{}
-	ha := cutlinetest.StartHost(a.harness(starA), wa, cutlinetest.HostOptions{Name: "host-a", Stream: stream, History: hist})
+	ep, wa, ha, hist := startA(t, e.party(starA, partyOpts{wrap: slow}), window,
+		chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}})
 	for _, z := range e.zones {
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.Straggler, Probability: 0.08}))
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.LostAnswer, Probability: 0.05}))

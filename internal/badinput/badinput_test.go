@@ -21,6 +21,7 @@ import (
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/testctx"
 	"github.com/cutline/cutline/metastore"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
@@ -473,31 +474,6 @@ func (c *coverage) Cover(_ context.Context, _ string, f chain.Flight) error {
 	c.flights = append(c.flights, f)
 	return nil
 }
-
-// expiringCtx is a context the test ends by hand, exactly when a fence is
-// blocked on its clock, without racing a timer.
-type expiringCtx struct {
-	context.Context
-	done chan struct{}
-	once sync.Once
-}
-
-func newExpiringCtx() *expiringCtx {
-	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *expiringCtx) Done() <-chan struct{} { return c.done }
-
-func (c *expiringCtx) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
-func (c *expiringCtx) Expire() { c.once.Do(func() { close(c.done) }) }
 
 // landing reports every object created through it on landed, while there
 // is room: the fixture waits there for all of its writer's copies.
@@ -1637,7 +1613,7 @@ func fenceObjectCases() []badCase {
 				fc := clock.NewFake(time.Unix(0, 0))
 				fn, err := fence.New(f.minter, f.zoneMap(), fence.Options{Clock: fc})
 				require.NoError(f.t, err)
-				ctx := newExpiringCtx()
+				ctx := testctx.NewExpiring()
 				done := make(chan error, 1)
 				go func() {
 					_, err := fn.Fence(ctx, starA, f.ep())

@@ -12,13 +12,12 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2/apierror"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/internal/classifytest"
 )
 
 func httpErr(code int, reason string) error {
@@ -72,37 +71,16 @@ func TestGCSClassify(t *testing.T) {
 		{"deadline not ours", context.DeadlineExceeded, objstore.ErrUnavailable},
 		{"unknown", errors.New("odd"), objstore.ErrUnavailable},
 	}
+	backend := classifytest.Backend{Classify: classify, Call: classifyCall, Narrowed: []classifytest.Narrowed{
+		{Class: errRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
+	}}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := classify(tc.err)
-			require.Same(t, tc.want, got, "classify(%v) = %v", tc.err, got)
-
-			// What callers see.
-			w := classifyCall(context.Background(), tc.err)
-			assert.ErrorIs(t, w, tc.want)
-			if tc.want == errRange {
-				assert.ErrorIs(t, w, objstore.ErrRejected, "a 416 outside GetRange is a rejection")
-			}
-			if tc.want != objstore.ErrNotFound {
-				assert.NotErrorIs(t, w, objstore.ErrNotFound, "only a definite 404 may read as not found")
-			}
-			if tc.want != objstore.ErrExists {
-				assert.NotErrorIs(t, w, objstore.ErrExists)
-			}
-			assert.ErrorIs(t, w, tc.err, "the client's error stays reachable")
-		})
+		t.Run(tc.name, func(t *testing.T) { classifytest.Check(t, backend, tc.err, tc.want) })
 	}
 }
 
 func TestGCSClassifyCallPrefersTheContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	cause := &url.Error{Op: "Get", URL: "http://x", Err: context.Canceled}
-	w := classifyCall(ctx, cause)
-	require.ErrorIs(t, w, context.Canceled)
-	require.ErrorIs(t, w, cause)
-	require.NotErrorIs(t, w, objstore.ErrNotFound)
-	require.NotErrorIs(t, w, objstore.ErrUnavailable)
-	w = classifyCall(context.Background(), context.DeadlineExceeded)
-	require.ErrorIs(t, w, objstore.ErrUnavailable)
+	classifytest.CallPrefersTheContext(t, classifyCall,
+		&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled},
+		context.DeadlineExceeded)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/gcs"
+	"github.com/cutline/cutline/objstore/internal/testclock"
 	"github.com/cutline/cutline/objstore/objstoretest"
 )
 
@@ -155,7 +155,7 @@ func TestGCSStoppedServerIsUnavailable(t *testing.T) {
 	// The client's own retries of reads are the host's business; keep them
 	// short here.
 	c.SetRetry(storage.WithMaxAttempts(2), storage.WithBackoff(gax.Backoff{Initial: time.Millisecond, Max: time.Millisecond}))
-	b := newBucket(t, c, freshBucket(t, srv), gcs.Options{Clock: &instantClock{}, MaxCreateRetries: 1})
+	b := newBucket(t, c, freshBucket(t, srv), gcs.Options{Clock: &testclock.Instant{}, MaxCreateRetries: 1})
 	ctx := t.Context()
 	require.NoError(t, b.Create(ctx, "before", []byte("kept")))
 	srv.Stop()
@@ -269,51 +269,10 @@ func faultyBucket(t *testing.T, opts gcs.Options) (*fakestorage.Server, *faultyT
 	return srv, ft, newBucket(t, networkClient(t, srv, ft), name, opts)
 }
 
-// instantClock is a clock.Clock whose timers fire at once; it records the
-// waits asked of it.
-type instantClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	waits []time.Duration
-}
-
-func (c *instantClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *instantClock) NewTimer(d time.Duration) clock.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.waits = append(c.waits, d)
-	c.now = c.now.Add(d)
-	ch := make(chan time.Time, 1)
-	ch <- c.now
-	return firedTimer{ch}
-}
-
-func (c *instantClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	c.NewTimer(d)
-	go f()
-	return firedTimer{}
-}
-
-func (c *instantClock) Waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.waits)
-}
-
-type firedTimer struct{ ch chan time.Time }
-
-func (t firedTimer) C() <-chan time.Time { return t.ch }
-func (firedTimer) Stop() bool            { return false }
-
 // An upload lands but its answer is lost; the re-sent upload gets 412 from
 // our own object: Create succeeds.
 func TestGCSCreateLostAnswerFindsOwnObject(t *testing.T) {
-	clk := &instantClock{}
+	clk := &testclock.Instant{}
 	_, ft, b := faultyBucket(t, gcs.Options{Clock: clk})
 	ft.spoil(dropAnswer)
 	require.NoError(t, b.Create(t.Context(), "k", []byte("mine")))
@@ -327,7 +286,7 @@ func TestGCSCreateLostAnswerFindsOwnObject(t *testing.T) {
 // The first upload is refused with 503; meanwhile another writer takes the
 // key; the re-sent upload gets 412 and the read-back finds other bytes.
 func TestGCSCreateRetryLosesToAnotherWriter(t *testing.T) {
-	srv, ft, b := faultyBucket(t, gcs.Options{Clock: &instantClock{}})
+	srv, ft, b := faultyBucket(t, gcs.Options{Clock: &testclock.Instant{}})
 	ft.spoil(refuse)
 	srv.CreateObject(fakestorage.Object{
 		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: b.BucketName(), Name: "k"},
@@ -339,7 +298,7 @@ func TestGCSCreateRetryLosesToAnotherWriter(t *testing.T) {
 }
 
 func TestGCSCreateRetriesRunOut(t *testing.T) {
-	clk := &instantClock{}
+	clk := &testclock.Instant{}
 	_, ft, b := faultyBucket(t, gcs.Options{Clock: clk, MaxCreateRetries: 2})
 	ft.spoil(refuse, refuse, refuse)
 	err := b.Create(t.Context(), "k", []byte("mine"))
@@ -351,7 +310,7 @@ func TestGCSCreateRetriesRunOut(t *testing.T) {
 }
 
 func TestGCSCreateRefusedThenWins(t *testing.T) {
-	_, ft, b := faultyBucket(t, gcs.Options{Clock: &instantClock{}})
+	_, ft, b := faultyBucket(t, gcs.Options{Clock: &testclock.Instant{}})
 	ft.spoil(refuse)
 	require.NoError(t, b.Create(t.Context(), "k", []byte("mine")))
 	require.Equal(t, 2, ft.uploads())

@@ -17,10 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/internal/classifytest"
 )
 
 // sdkError builds the error chain the SDK returns for an HTTP answer:
@@ -97,44 +96,17 @@ func TestS3Classify(t *testing.T) {
 		{"200 with a decode error", sdkError(200, &smithy.DeserializationError{Err: errors.New("bad xml")}), objstore.ErrUnavailable},
 		{"unknown", errors.New("something odd"), objstore.ErrUnavailable},
 	}
+	backend := classifytest.Backend{Classify: classify, Call: classifyCall, Narrowed: []classifytest.Narrowed{
+		{Class: errConflict, Seen: objstore.ErrUnavailable, Why: "a conflict outside Create is unknown"},
+		{Class: errRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
+	}}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := classify(tc.err)
-			require.Same(t, tc.want, got, "classify(%v) = %v", tc.err, got)
-
-			// What callers see.
-			w := classifyCall(context.Background(), tc.err)
-			assert.ErrorIs(t, w, tc.want)
-			if tc.want == errConflict {
-				assert.ErrorIs(t, w, objstore.ErrUnavailable, "a conflict outside Create is unknown")
-			}
-			if tc.want == errRange {
-				assert.ErrorIs(t, w, objstore.ErrRejected, "a 416 outside GetRange is a rejection")
-			}
-			if tc.want != objstore.ErrNotFound {
-				assert.NotErrorIs(t, w, objstore.ErrNotFound, "only a definite 404 may read as not found")
-			}
-			if tc.want != objstore.ErrExists {
-				assert.NotErrorIs(t, w, objstore.ErrExists)
-			}
-			// The SDK's error stays reachable.
-			assert.ErrorIs(t, w, tc.err)
-		})
+		t.Run(tc.name, func(t *testing.T) { classifytest.Check(t, backend, tc.err, tc.want) })
 	}
 }
 
 func TestS3ClassifyCallPrefersTheContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	cause := transportError(&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled})
-	w := classifyCall(ctx, cause)
-	require.ErrorIs(t, w, context.Canceled)
-	require.ErrorIs(t, w, cause)
-	require.NotErrorIs(t, w, objstore.ErrNotFound)
-	require.NotErrorIs(t, w, objstore.ErrUnavailable)
-
-	// A live context leaves the SDK's classification alone, even when the
-	// SDK's own timeout says "deadline exceeded".
-	w = classifyCall(context.Background(), transportError(context.DeadlineExceeded))
-	require.ErrorIs(t, w, objstore.ErrUnavailable)
+	classifytest.CallPrefersTheContext(t, classifyCall,
+		transportError(&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled}),
+		transportError(context.DeadlineExceeded))
 }

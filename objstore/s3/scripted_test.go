@@ -24,6 +24,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/internal/testclock"
 	"github.com/cutline/cutline/objstore/s3"
 )
 
@@ -237,50 +238,9 @@ func writeError(w http.ResponseWriter, status int, code string) {
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>scripted %s</Message><RequestId>rid</RequestId></Error>`, code, code)
 }
 
-// instantClock is a clock.Clock whose timers fire at once; it records the
-// waits asked of it, so backoff runs without any waiting.
-type instantClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	waits []time.Duration
-}
-
-func (c *instantClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *instantClock) NewTimer(d time.Duration) clock.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.waits = append(c.waits, d)
-	c.now = c.now.Add(d)
-	ch := make(chan time.Time, 1)
-	ch <- c.now
-	return firedTimer{ch}
-}
-
-func (c *instantClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	c.NewTimer(d)
-	go f()
-	return firedTimer{}
-}
-
-func (c *instantClock) Waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.waits)
-}
-
-type firedTimer struct{ ch chan time.Time }
-
-func (t firedTimer) C() <-chan time.Time { return t.ch }
-func (firedTimer) Stop() bool            { return false }
-
 func TestS3ScriptedCreateConflictThenSuccess(t *testing.T) {
 	f := newScriptedS3(t)
-	clk := &instantClock{}
+	clk := &testclock.Instant{}
 	b := f.bucket(s3.Options{Clock: clk})
 	f.push("PUT", answer{status: 409, code: "ConditionalRequestConflict"})
 	require.NoError(t, b.Create(t.Context(), "k", []byte("mine")))
@@ -290,7 +250,7 @@ func TestS3ScriptedCreateConflictThenSuccess(t *testing.T) {
 
 func TestS3ScriptedCreateConflictObservesOwnBytes(t *testing.T) {
 	f := newScriptedS3(t)
-	clk := &instantClock{}
+	clk := &testclock.Instant{}
 	b := f.bucket(s3.Options{Clock: clk})
 	// The first PUT lands but answers 409; the retry conflicts again and
 	// the read-back finds our bytes.
@@ -303,7 +263,7 @@ func TestS3ScriptedCreateConflictObservesOwnBytes(t *testing.T) {
 
 func TestS3ScriptedCreateConflictObservesOtherBytes(t *testing.T) {
 	f := newScriptedS3(t)
-	clk := &instantClock{}
+	clk := &testclock.Instant{}
 	b := f.bucket(s3.Options{Clock: clk})
 	f.put("k", []byte("theirs"))
 	f.push("PUT",
@@ -316,7 +276,7 @@ func TestS3ScriptedCreateConflictObservesOtherBytes(t *testing.T) {
 
 func TestS3ScriptedCreateConflictAbsentRetriesThenUnavailable(t *testing.T) {
 	f := newScriptedS3(t)
-	clk := &instantClock{}
+	clk := &testclock.Instant{}
 	b := f.bucket(s3.Options{Clock: clk, MaxConflictRetries: 3})
 	for range 4 {
 		f.push("PUT", answer{status: 409, code: "ConditionalRequestConflict"})
@@ -330,7 +290,7 @@ func TestS3ScriptedCreateConflictAbsentRetriesThenUnavailable(t *testing.T) {
 
 func TestS3ScriptedCreateConflictAbsentThenWins(t *testing.T) {
 	f := newScriptedS3(t)
-	clk := &instantClock{}
+	clk := &testclock.Instant{}
 	b := f.bucket(s3.Options{Clock: clk})
 	f.push("PUT",
 		answer{status: 409, code: "ConditionalRequestConflict"},

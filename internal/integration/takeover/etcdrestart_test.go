@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/metastore"
@@ -30,186 +31,6 @@ type stopBeforeTxn struct {
 func (s *stopBeforeTxn) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 	s.once.Do(s.stop)
 	return s.Store.Txn(ctx, t)
-}
-
-// rollHost is a star's serving side over a settle.Roller: a producer
-// submits records (sequence i at offset i) as far as the test allows it
-// (allow), an acknowledger waits for them
-// in submission order, and an absorb loop covers each acknowledged record in
-// the RefIndex and advances its epoch's checkpoint. While the metastore is
-// unreachable the absorb loop keeps what it could not write and tries again
-// at the next acknowledgement; every error it meets is recorded.
-type rollHost struct {
-	t *testing.T
-	p *party
-	r *settle.Roller
-
-	credit   chan struct{} // one token per record the producer may send
-	items    chan rollItem
-	absorbQ  chan rollItem
-	cancel   context.CancelFunc
-	prodDone chan struct{}
-	ackDone  chan struct{}
-	absDone  chan struct{}
-
-	mu        sync.Mutex
-	submitted []rollItem
-	acked     map[string]chain.Position
-	failed    []failure
-	changed   chan struct{}
-	pending   []rollItem // acknowledged, not covered yet
-	absorbErr []error    // every error of Cover and Advance
-}
-
-type rollItem struct {
-	id      string
-	payload []byte
-	a       *settle.Future
-	pos     chain.Position
-}
-
-func startRollHost(t *testing.T, p *party, r *settle.Roller) *rollHost {
-	ctx, cancel := context.WithCancel(context.Background())
-	h := &rollHost{
-		t: t, p: p, r: r, cancel: cancel,
-		credit: make(chan struct{}, maxRecords),
-		items:  make(chan rollItem, maxRecords), absorbQ: make(chan rollItem, maxRecords),
-		prodDone: make(chan struct{}), ackDone: make(chan struct{}), absDone: make(chan struct{}),
-		acked: map[string]chain.Position{}, changed: make(chan struct{}),
-	}
-	go h.produce(ctx)
-	go h.acknowledge()
-	go h.absorb()
-	t.Cleanup(h.stop)
-	return h
-}
-
-func (h *rollHost) produce(ctx context.Context) {
-	defer close(h.prodDone)
-	defer close(h.items)
-	for i := range maxRecords {
-		select {
-		case <-h.credit:
-		case <-ctx.Done():
-			return
-		}
-		it := rollItem{id: fmt.Sprintf("e%d", i), payload: record(uint64(i), fmt.Sprintf("e%d", i))}
-		a, err := h.r.Submit(ctx, it.payload)
-		if err != nil {
-			return
-		}
-		it.a = a
-		h.mu.Lock()
-		h.submitted = append(h.submitted, it)
-		h.mu.Unlock()
-		h.items <- it
-	}
-}
-
-func (h *rollHost) acknowledge() {
-	defer close(h.ackDone)
-	defer close(h.absorbQ)
-	for it := range h.items {
-		pos, err := it.a.Wait(context.Background())
-		h.mu.Lock()
-		if err != nil {
-			h.failed = append(h.failed, failure{it.id, err})
-		} else {
-			h.acked[it.id] = pos
-			close(h.changed)
-			h.changed = make(chan struct{})
-		}
-		h.mu.Unlock()
-		if err == nil {
-			it.pos = pos
-			h.absorbQ <- it
-		}
-	}
-}
-
-func (h *rollHost) absorb() {
-	defer close(h.absDone)
-	for it := range h.absorbQ {
-		h.mu.Lock()
-		h.pending = append(h.pending, it)
-		h.mu.Unlock()
-		h.flush()
-	}
-}
-
-// flush covers the pending records in order and advances the checkpoint
-// past the last one covered; it stops at the first error and reports
-// whether nothing is left pending.
-func (h *rollHost) flush() bool {
-	ctx := context.Background()
-	h.mu.Lock()
-	pending := h.pending
-	h.mu.Unlock()
-	done := 0
-	var err error
-	for _, it := range pending {
-		if err = h.p.refs.Cover(ctx, starA, chain.Flight{Position: it.pos, Payload: it.payload}); err != nil {
-			break
-		}
-		done++
-	}
-	if done > 0 {
-		last := pending[done-1].pos
-		if aerr := h.r.Checkpoint(ctx, chain.Position{Epoch: last.Epoch, Slot: last.Slot + 1}); aerr != nil {
-			// A rolled epoch is settled: its checkpoint is the cut already.
-			h.mu.Lock()
-			h.absorbErr = append(h.absorbErr, fmt.Errorf("advance %v: %w", last, aerr))
-			h.mu.Unlock()
-		}
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.pending = h.pending[done:]
-	if err != nil {
-		h.absorbErr = append(h.absorbErr, fmt.Errorf("cover: %w", err))
-	}
-	return len(h.pending) == 0
-}
-
-// allow lets the producer send n more records.
-func (h *rollHost) allow(n int) {
-	for range n {
-		h.credit <- struct{}{}
-	}
-}
-
-func (h *rollHost) ackCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.acked)
-}
-
-func (h *rollHost) waitAcks(ctx context.Context, n int) {
-	h.t.Helper()
-	for {
-		h.mu.Lock()
-		k, ch := len(h.acked), h.changed
-		h.mu.Unlock()
-		if k >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-h.ackDone:
-			h.t.Fatalf("host stopped after %d acknowledgements, waiting for %d", k, n)
-		case <-ctx.Done():
-			h.t.Fatalf("%d acknowledgements, waiting for %d: %v", k, n, ctx.Err())
-		}
-	}
-}
-
-// stop stops the producer and waits until every submitted append is
-// decided and absorbed as far as the metastore let it. Idempotent.
-func (h *rollHost) stop() {
-	h.cancel()
-	<-h.prodDone
-	<-h.ackDone
-	<-h.absDone
 }
 
 // TestEtcdRestartDuringAppends stops the single etcd member while a Roller
@@ -255,9 +76,21 @@ func TestEtcdRestartDuringAppends(t *testing.T) {
 	r, err := settle.OpenRoller(ctx, p.settler, starA, s.constants(2, 16), ro)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	h := startRollHost(t, p, r)
-	h.allow(60)
-	h.waitAcks(ctx, 40) // and up to 20 more in flight
+	// A's host covers each acknowledged record and advances the
+	// checkpoint; while the metastore is unreachable it records each
+	// refused write and tries again at the next acknowledgement.
+	hist := &cutlinetest.History{}
+	h := cutlinetest.StartRoller(p.harness(t), r, cutlinetest.HostOptions{Name: starA, Stream: stream, History: hist})
+	credit := make(chan struct{}, maxRecords)
+	allow := func(n int) { // lets the producer send n more records
+		for range n {
+			credit <- struct{}{}
+		}
+	}
+	pctx, stopProducer := context.WithCancel(ctx)
+	produced := produce(pctx, h, "e", credit)
+	allow(60)
+	require.NoError(t, h.WaitAcked(ctx, 40)) // and up to 20 more in flight
 
 	// The fence of Z takes etcd down when it publishes.
 	f := s.party(t, "fencer", partyOpts{requestTimeout: time.Second, wrapStore: func(st metastore.Store) metastore.Store {
@@ -271,7 +104,7 @@ func TestEtcdRestartDuringAppends(t *testing.T) {
 	require.Equal(t, int64(2), rep.Poisoned, "the walk poisoned slot 20 in two zones before the publication")
 	zc := p.zoneCounts(t, starZ, recZ.Epoch)
 	require.Equal(t, 2, zc.poisons[20], "the walk's decision stands in the zones")
-	outageAcks := h.ackCount()
+	outageAcks := h.Acked()
 	t.Logf("etcd stopped while fencing %s: %d acknowledgements so far", starZ, outageAcks)
 
 	// During the outage: unknown, never absent.
@@ -308,12 +141,12 @@ func TestEtcdRestartDuringAppends(t *testing.T) {
 	}
 
 	// Appends need no metastore.
-	h.allow(40)
-	h.waitAcks(ctx, 100)
+	allow(40)
+	require.NoError(t, h.WaitAcked(ctx, 100))
 
 	// A roll asked for now retries its mint until etcd is back.
 	rollRes := make(chan error, 1)
-	h.allow(20) // appended before the roll, or waiting for it
+	allow(20) // appended before the roll, or waiting for it
 	go func() { rollRes <- r.Roll(ctx, s.constants(3, 8)) }()
 	select {
 	case <-rollFailed:
@@ -323,7 +156,7 @@ func TestEtcdRestartDuringAppends(t *testing.T) {
 		t.Fatalf("the roll met no failure: %v", ctx.Err())
 	}
 	s.member.Restart(t)
-	t.Logf("etcd restarted; %d acknowledgements so far", h.ackCount())
+	t.Logf("etcd restarted; %d acknowledgements so far", h.Acked())
 	select {
 	case err := <-rollRes:
 		require.NoError(t, err, "the roll completes after the restart")
@@ -347,17 +180,22 @@ func TestEtcdRestartDuringAppends(t *testing.T) {
 	p.checkEpoch(t, starZ, recZ.Epoch, seq(20))
 
 	// Appends go on in the new epoch.
-	h.allow(40)
-	h.waitAcks(ctx, 160)
-	h.stop()
-	require.NoError(t, r.Close(ctx))
-	require.Empty(t, h.failed, "the producer sees only acknowledgements")
-	require.Len(t, h.acked, 160)
-	for attempt := 0; !h.flush(); attempt++ {
-		require.Less(t, attempt, 20, "the host could not cover its records after the restart: %v", h.absorbErr)
+	allow(40)
+	require.NoError(t, h.WaitAcked(ctx, 160))
+	stopProducer()
+	<-produced
+	// Close waits until every submitted append is decided and absorbed as
+	// far as the metastore lets it, and closes the roller.
+	closeErr := h.Close(ctx)
+	require.Equal(t, h.Err(), closeErr, "the roller closes; the host's errors are its metastore writes'")
+	o := outcomeOf(hist, starA)
+	require.Empty(t, o.failed, "the producer sees only acknowledgements")
+	require.Len(t, o.acked, 160)
+	for attempt := 0; h.Flush() != nil; attempt++ {
+		require.Less(t, attempt, 20, "the host could not cover its records after the restart: %v", h.Err())
 	}
 	unavailable := 0
-	for _, err := range h.absorbErr {
+	for _, err := range h.Errors() {
 		switch {
 		case errors.Is(err, metastore.ErrUnavailable):
 			unavailable++
@@ -366,7 +204,7 @@ func TestEtcdRestartDuringAppends(t *testing.T) {
 			t.Errorf("the host's metastore writes may fail only as unavailable: %v", err)
 		}
 	}
-	t.Logf("%d records acknowledged; the host's metastore writes failed %d times as unavailable", len(h.acked), unavailable)
+	t.Logf("%d records acknowledged; the host's metastore writes failed %d times as unavailable", len(o.acked), unavailable)
 	require.Positive(t, unavailable, "the host wrote during the outage")
 
 	// Every epoch of A settles with invariants 1–4; an epoch whose mint
@@ -374,7 +212,7 @@ func TestEtcdRestartDuringAppends(t *testing.T) {
 	_, err = p.settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 	perEpoch := map[uint64][]uint64{}
-	for _, pos := range h.acked {
+	for _, pos := range o.acked {
 		perEpoch[pos.Epoch] = append(perEpoch[pos.Epoch], pos.Slot)
 	}
 	for rec, err := range p.minter.Epochs(ctx, starA) {
@@ -390,10 +228,10 @@ func TestEtcdRestartDuringAppends(t *testing.T) {
 
 	// Invariant 5, in chain order and through the host's index.
 	ids, poss := p.chainIDs(t, starA)
-	require.Len(t, ids, len(h.submitted))
-	for i, it := range h.submitted {
-		require.Equal(t, it.id, ids[i])
-		require.Equal(t, h.acked[it.id], poss[i], "%s", it.id)
+	require.Len(t, ids, len(o.submitted))
+	for i, id := range o.submitted {
+		require.Equal(t, id, ids[i])
+		require.Equal(t, o.acked[id], poss[i], "%s", id)
 	}
 	require.Equal(t, ids, p.streamIDs(t))
 }

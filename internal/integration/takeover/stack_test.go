@@ -306,48 +306,27 @@ func (p *party) checkEpoch(t *testing.T, star string, ep uint64, acked []uint64)
 	return rec
 }
 
-// streamIDs reads stream through the RefIndex and the chain.Reader: the refs
-// must cover [0, next) without holes or overlaps, each ref's flight must be
-// readable and carry the offset the ref claims. It returns the record ids
-// in offset order.
+// harness is the party as cutlinetest sees it, failing t.
+func (p *party) harness(t *testing.T) *cutlinetest.Party {
+	t.Helper()
+	return &cutlinetest.Party{Name: p.name, Env: cutlinetest.New(t, p.store, p.buckets, cutlinetest.Options{Prefix: p.s.keys.Prefix}),
+		Zones: p.zones, Minter: p.minter, Fencer: p.fencer, Refs: p.refs, Settler: p.settler, Reader: p.reader}
+}
+
+// streamIDs reads stream through the RefIndex and the chain.Reader
+// (cutlinetest's StreamIDs): the refs must cover [0, next) without holes
+// or overlaps, each ref's flight must be readable and carry the offset the
+// ref claims. It returns the record ids in offset order.
 func (p *party) streamIDs(t *testing.T) []string {
 	t.Helper()
-	ctx := t.Context()
-	var ids []string
-	var next uint64
-	for r, err := range p.refs.Refs(ctx, stream) {
-		require.NoError(t, err)
-		require.Equal(t, next, r.Offset, "refs must cover the stream without holes or overlaps")
-		require.Equal(t, uint64(1), r.Count)
-		next = r.Offset + r.Count
-		payload, err := p.reader.Read(ctx, r.Star, r.Position())
-		require.NoError(t, err, "ref %s/%v must be readable", r.Star, r.Position())
-		s, off, id, err := parseRecord(payload)
-		require.NoError(t, err)
-		require.Equal(t, stream, s)
-		require.Equal(t, r.Offset, off, "the flight at %s/%v carries another offset", r.Star, r.Position())
-		ids = append(ids, id)
-	}
-	n, err := p.refs.Next(ctx, stream)
-	require.NoError(t, err)
-	require.Equal(t, next, n)
-	return ids
+	return p.harness(t).StreamIDs(stream)
 }
 
 // chainIDs reads star's whole chain in order and returns the record ids
-// with their positions.
+// with their positions (cutlinetest's ChainIDs).
 func (p *party) chainIDs(t *testing.T, star string) ([]string, []chain.Position) {
 	t.Helper()
-	var ids []string
-	var pos []chain.Position
-	for f, err := range p.reader.Flights(t.Context(), star, chain.Position{}) {
-		require.NoError(t, err)
-		_, _, id, err := parseRecord(f.Payload)
-		require.NoError(t, err)
-		ids = append(ids, id)
-		pos = append(pos, f.Position)
-	}
-	return ids, pos
+	return p.harness(t).ChainIDs(star)
 }
 
 // counts returns how often each id occurs.
