@@ -115,7 +115,9 @@
 //     writer drains first, so usually nothing needs republishing;
 //   - when its writer halts because the epoch was fenced (ErrFenced) and
 //     RollOnHalt is set: a fence it did not ask for then costs a delayed
-//     acknowledgement, not an error.
+//     acknowledgement, not an error. The writer drains here too, for at
+//     most 10 s on the Roller's clock: the slots below the halt point that
+//     commit meanwhile are acknowledged where they are.
 //
 // A turnover mints the new epoch, fences and settles the old one, and
 // partitions the pooled appends by the cut: those below it were committed

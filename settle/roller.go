@@ -351,13 +351,13 @@ func (r *Roller) dispatch() {
 		case <-r.ctx.Done():
 			return
 		case req := <-r.requests:
-			req.res <- r.roll(req.c, true)
+			req.res <- r.roll(req.c)
 		case <-r.kick:
 			// Only a fenced epoch is rolled past: a blocked slot
 			// (objects that are neither flight nor poison) would block
 			// the fence of the old epoch as well; its appends fail.
 			if r.opts.RollOnHalt && isHalted(w) && errors.Is(w.Err(), chain.ErrFenced) {
-				if err := r.roll(w.Record().Constants, false); err != nil {
+				if err := r.roll(w.Record().Constants); err != nil {
 					r.log.Error("roll after halt failed", "star", r.star, "err", err)
 				}
 			}
@@ -377,7 +377,7 @@ func (r *Roller) dispatch() {
 				head.resolve(pos, err)
 				continue
 			}
-			if err := r.roll(w.Record().Constants, false); err != nil {
+			if err := r.roll(w.Record().Constants); err != nil {
 				r.log.Error("roll after halt failed", "star", r.star, "err", err)
 			}
 		}
@@ -399,9 +399,11 @@ func isHalted(w *chain.Writer) bool {
 	}
 }
 
-// roll turns over to a new epoch with constants c. planned rolls drain the
-// old writer first, so that usually nothing needs republishing.
-func (r *Roller) roll(c epoch.Constants, planned bool) error {
+// roll turns over to a new epoch with constants c. The old writer drains
+// first (a planned roll has everything in flight decided; a halted one the
+// slots below its halt point), so that usually only what could never be
+// acknowledged is republished.
+func (r *Roller) roll(c epoch.Constants) error {
 	ctx := r.ctx
 	r.mu.Lock()
 	old := r.w
@@ -415,13 +417,15 @@ func (r *Roller) roll(c epoch.Constants, planned bool) error {
 		r.notifyLocked()
 		r.mu.Unlock()
 	}()
-	if planned {
-		dctx, cancel := context.WithCancel(ctx)
-		t := r.clock.AfterFunc(10*time.Second, cancel)
-		_ = old.Close(dctx)
-		t.Stop()
-		cancel()
-	}
+	// Let the old writer decide what it has in flight (on a halt, the
+	// slots below the halt point keep going), bounded in time: a slot that
+	// commits now is acknowledged at its position instead of being cut by
+	// the fence and republished.
+	dctx, cancel := context.WithCancel(ctx)
+	t := r.clock.AfterFunc(10*time.Second, cancel)
+	_ = old.Close(dctx)
+	t.Stop()
+	cancel()
 	old.Abort()
 	oldEp := old.Record().Epoch
 	// A Submit adds its append to pend with the sub token after its slot
