@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
@@ -97,14 +98,14 @@ func BenchmarkAppendMem(b *testing.B) {
 // on this machine.
 func BenchmarkRawMem(b *testing.B) {
 	buckets := memBuckets(3)
-	keys := chain.Keys{}
+	keys := wire.Keys{}
 	payload := make([]byte, 1024)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payload)))
 	b.ResetTimer()
 	start := time.Now()
 	for i := range uint64(b.N) {
-		data := chain.EncodeFlight(star, 1, i, payload)
+		data := wire.EncodeFlight(star, 1, i, payload)
 		key := keys.Slot(star, 1, i)
 		for _, bk := range buckets {
 			if err := bk.Create(context.Background(), key, data); err != nil {

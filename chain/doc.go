@@ -13,20 +13,13 @@
 // # Objects and keys
 //
 // Every slot object, flight or poison, is stored at the same key in every
-// bucket:
-//
-//	<prefix>/<star>/<epoch>/<slot>     numbers zero-padded to 20 digits
-//
-// (Keys; the prefix is optional, and a constant of the epoch:
-// epoch.Constants.Prefix, so that every writer, reader, fencer and settler
-// of the epoch finds its slots at the same keys, KeysOf). The object starts with a header that names
-// its own star, epoch and slot, its kind (flight or poison), the body length
-// and a CRC32C over header and body (see wire.go for the byte layout and
-// EncodeFlight, EncodePoison, Decode). An object found at a key other than
-// the one it names, of a newer format, or failing its checksum is foreign:
-// it is never overwritten, never copied, and counts as neither flight nor
-// poison. The header fits in HeaderProbeLen bytes, so one small ranged read
-// tells a flight from poison (ObserveHeader).
+// bucket, <prefix>/<star>/<epoch>/<slot>, under the epoch's key prefix (a
+// constant of the epoch, epoch.Constants.Prefix, so that every writer,
+// reader, fencer and settler finds its slots at the same keys). The byte
+// format of slot objects, their keys and how one bucket's answer for a slot
+// is read and classified live in the sub-package chain/wire: a host needs
+// it only to look at slots directly (an operator tool, a test harness);
+// this package and fence use it underneath.
 //
 // # Writing
 //
@@ -95,7 +88,7 @@
 // If every bucket has answered for a slot and the answers reach neither W
 // copies nor B poisons (foreign objects take part), the writer halts the
 // same way with an *BlockedError (ErrBlocked) that names the objects
-// (*ObjectError: bucket, key, reason). It never guesses; an operator must
+// (*wire.ObjectError: bucket, key, reason). It never guesses; an operator must
 // look at those objects.
 //
 // A bucket that holds another well-formed flight at one of the writer's
@@ -154,8 +147,9 @@
 // ErrConflictingFlight (*ConflictError), ErrAborted (*AbortedError),
 // ErrClosed, ErrPayloadTooLarge (*PayloadError) and ErrPending come from the
 // Writer, with epoch.ErrNotMinted and epoch.ErrClaimed from NewWriter; ErrDataUnavailable, ErrNotCommitted and
-// ErrTrimmed from the Reader; ErrCorrupt, ErrUnknownFormat, ErrMisplaced and
-// ErrConflictingFlight are the reasons of an *ObjectError. Invalid options
+// ErrTrimmed from the Reader; wire.ErrCorrupt, wire.ErrUnknownFormat,
+// wire.ErrMisplaced and ErrConflictingFlight are the reasons of a
+// *wire.ObjectError. Invalid options
 // are an *config.Error naming the field; a record that is not open is
 // an *epoch.StateError.
 package chain

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
@@ -97,8 +98,8 @@ func ExampleFencedError() {
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(a, b, c), W: 2, Window: 4})
 
 	// The fencer takes slot 2 in B = K−W+1 = 2 buckets.
-	key := chain.Keys{}.Slot("broker-1", rec.Epoch, 2)
-	poison := chain.EncodePoison("broker-1", rec.Epoch, 2, "broker-2")
+	key := wire.Keys{}.Slot("broker-1", rec.Epoch, 2)
+	poison := wire.EncodePoison("broker-1", rec.Epoch, 2, "broker-2")
 	_ = a.Create(ctx, key, poison)
 	_ = c.Create(ctx, key, poison)
 

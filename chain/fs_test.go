@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	memstore "github.com/cutline/cutline/metastore/mem"
@@ -38,7 +39,7 @@ func TestFilesystemBackend(t *testing.T) {
 	}
 	m, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	require.NoError(t, err)
-	keys := chain.Keys{Prefix: "chains"}
+	keys := wire.Keys{Prefix: "chains"}
 	c := epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 8, Prefix: keys.Prefix}
 	opts := chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}}
 
@@ -46,7 +47,7 @@ func TestFilesystemBackend(t *testing.T) {
 	e1, err := m.Mint(ctx, star, c)
 	require.NoError(t, err)
 	for _, i := range []int{0, 2} {
-		require.NoError(t, zones[i].Inner().Create(ctx, keys.Slot(star, e1.Epoch, 12), chain.EncodePoison(star, e1.Epoch, 12, "fencer")))
+		require.NoError(t, zones[i].Inner().Create(ctx, keys.Slot(star, e1.Epoch, 12), wire.EncodePoison(star, e1.Epoch, 12, "fencer")))
 	}
 	w, err := chain.NewWriter(e1, chain.MustZones(buckets...), opts)
 	require.NoError(t, err)

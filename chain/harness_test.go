@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
@@ -33,7 +34,7 @@ type env struct {
 	faults  []*fault.Bucket
 	hooks   []*hookBucket
 	buckets []objstore.Bucket
-	keys    chain.Keys
+	keys    wire.Keys
 }
 
 // newEnv makes k zones, each a mem bucket wrapped by fault injection, then
@@ -43,7 +44,7 @@ func newEnv(t testing.TB, k int, wrap ...func(i int, b objstore.Bucket) objstore
 	store := memstore.New(memstore.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{Identity: "test"})
 	require.NoError(t, err)
-	e := &env{t: t, store: store, minter: m, keys: chain.Keys{Prefix: "chains"}}
+	e := &env{t: t, store: store, minter: m, keys: wire.Keys{Prefix: "chains"}}
 	for i := range k {
 		mb := mem.New(fmt.Sprintf("zone-%c", 'a'+i))
 		fb := fault.Wrap(mb, fault.Options{Seed: uint64(i + 1)})
@@ -106,7 +107,7 @@ func (e *env) put(i int, rec *epoch.Record, slot uint64, data []byte) {
 }
 
 func (e *env) poison(i int, rec *epoch.Record, slot uint64) {
-	e.put(i, rec, slot, chain.EncodePoison(rec.Star, rec.Epoch, slot, "fencer-1"))
+	e.put(i, rec, slot, wire.EncodePoison(rec.Star, rec.Epoch, slot, "fencer-1"))
 }
 
 // readAll collects every flight the reader yields from from.

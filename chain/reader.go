@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
@@ -271,27 +272,27 @@ func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []obj
 		return nil, false, err
 	}
 	w := rec.Constants.W
-	slot := Addr{Keys: KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
+	slot := wire.Addr{Keys: wire.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
 		i int
-		o Observation
+		o wire.Observation
 	}
 	answers := make(chan answer, len(buckets))
 	for i, b := range buckets {
-		go func() { answers <- answer{i, ObserveObject(pctx, b, slot)} }()
+		go func() { answers <- answer{i, wire.ObserveObject(pctx, b, slot)} }()
 	}
-	obs := make([]Observation, len(buckets))
+	obs := make([]wire.Observation, len(buckets))
 	for i := range obs {
-		obs[i].State = SlotUnreachable
+		obs[i].State = wire.SlotUnreachable
 	}
-	var t Tally
+	var t wire.Tally
 	n := 0
 	for ; n < len(buckets); n++ {
 		a := <-answers
 		obs[a.i] = a.o
-		if t = TallySlot(obs); t.Conflict || t.Copies >= w {
+		if t = wire.TallySlot(obs); t.Conflict || t.Copies >= w {
 			n++
 			break
 		}
@@ -301,7 +302,7 @@ func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []obj
 		<-answers // the rest stop promptly once cancelled
 	}
 	if t.Conflict {
-		return nil, false, &ConflictError{Star: rec.Star, Epoch: rec.Epoch, Slot: s, Object: &ObjectError{
+		return nil, false, &ConflictError{Star: rec.Star, Epoch: rec.Epoch, Slot: s, Object: &wire.ObjectError{
 			Bucket: buckets[t.ConflictAt].Name(), Key: slot.Key(), Reason: "a well-formed flight that differs from another bucket's", Err: ErrConflictingFlight}}
 	}
 	if t.Copies >= w {
@@ -314,7 +315,7 @@ func (r *Reader) committed(ctx context.Context, rec *epoch.Record, buckets []obj
 // readFlight reads slot s's flight of a fenced epoch from the buckets,
 // starting at a slot-dependent bucket to spread the load.
 func (r *Reader) readFlight(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, s uint64) ([]byte, error) {
-	slot := Addr{Keys: KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
+	slot := wire.Addr{Keys: wire.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
 	k := len(buckets)
 	order := make([]int, 0, k)
 	for j := range k {
@@ -324,8 +325,8 @@ func (r *Reader) readFlight(ctx context.Context, rec *epoch.Record, buckets []ob
 	start := r.clock.Now()
 	for _, i := range order {
 		b := buckets[i]
-		o := ObserveObject(ctx, b, slot)
-		if o.State == SlotFlight {
+		o := wire.ObserveObject(ctx, b, slot)
+		if o.State == wire.SlotFlight {
 			if len(reasons) > 0 {
 				r.log.Debug("flight read after fallback", "star", rec.Star, "epoch", rec.Epoch, "slot", s,
 					"bucket", b.Name(), "elapsed", r.clock.Now().Sub(start), "skipped", errors.Join(reasons...))
@@ -336,9 +337,9 @@ func (r *Reader) readFlight(ctx context.Context, rec *epoch.Record, buckets []ob
 			return nil, err
 		}
 		switch o.State {
-		case SlotEmpty:
+		case wire.SlotEmpty:
 			reasons = append(reasons, fmt.Errorf("%s: absent", b.Name()))
-		case SlotPoison:
+		case wire.SlotPoison:
 			reasons = append(reasons, fmt.Errorf("%s: poison", b.Name()))
 		default:
 			reasons = append(reasons, fmt.Errorf("%s: %s: %w", b.Name(), o.State, o.Err))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
@@ -44,7 +45,7 @@ func (e *env) publish(rec *epoch.Record, cut uint64) *epoch.Record {
 func (e *env) putFlight(rec *epoch.Record, slot uint64, i int, buckets ...int) {
 	e.t.Helper()
 	for _, b := range buckets {
-		e.put(b, rec, slot, chain.EncodeFlight(rec.Star, rec.Epoch, slot, payload(i)))
+		e.put(b, rec, slot, wire.EncodeFlight(rec.Star, rec.Epoch, slot, payload(i)))
 	}
 }
 
@@ -202,7 +203,7 @@ func TestReaderFallback(t *testing.T) {
 			// Slot 2: bucket a corrupt, bucket b down, bucket c valid.
 			// Slot 4: bucket a corrupt, b down.
 			corrupt := func(slot uint64, i int) {
-				data := chain.EncodeFlight(star, rec.Epoch, slot, payload(int(slot)))
+				data := wire.EncodeFlight(star, rec.Epoch, slot, payload(int(slot)))
 				data[len(data)-1] ^= 0xff
 				require.NoError(t, e.mems[i].Delete(context.Background(), e.key(rec, slot)))
 				e.put(i, rec, slot, data)
@@ -242,7 +243,7 @@ func TestReaderDataUnavailable(t *testing.T) {
 	}
 	e.putFlight(rec, 3, 3, 1, 2)
 	e.putFlight(rec, 4, 4, 0, 1, 2)
-	bad := chain.EncodeFlight(star, rec.Epoch, 3, payload(3))
+	bad := wire.EncodeFlight(star, rec.Epoch, 3, payload(3))
 	bad[40] ^= 1
 	e.put(0, rec, 3, bad)
 	e.hooks[1].setRead(func(ctx context.Context, key string, next func() ([]byte, error)) ([]byte, error) {
@@ -257,7 +258,7 @@ func TestReaderDataUnavailable(t *testing.T) {
 	got, err := readAll(t, e.reader(), chain.Position{})
 	requireFlights(t, got, flight(rec.Epoch, 0, 0), flight(rec.Epoch, 1, 1), flight(rec.Epoch, 2, 2))
 	require.ErrorIs(t, err, chain.ErrDataUnavailable)
-	require.ErrorIs(t, err, chain.ErrCorrupt)
+	require.ErrorIs(t, err, wire.ErrCorrupt)
 	require.ErrorIs(t, err, objstore.ErrUnavailable)
 	var de *chain.DataUnavailableError
 	require.ErrorAs(t, err, &de)
@@ -449,7 +450,7 @@ func TestReaderCountsIdenticalCopies(t *testing.T) {
 	// copy and one corrupt one are not W copies.
 	rec2 := e.mint(2, 4)
 	e.putFlight(rec2, 0, 1, 0)
-	bad := chain.EncodeFlight(star, rec2.Epoch, 0, payload(1))
+	bad := wire.EncodeFlight(star, rec2.Epoch, 0, payload(1))
 	bad[len(bad)-1] ^= 1
 	e.put(1, rec2, 0, bad)
 	_, err = e.reader().Read(ctx, star, chain.Position{Epoch: rec2.Epoch, Slot: 0})
@@ -479,7 +480,7 @@ func TestNewZonesRefusesDuplicates(t *testing.T) {
 // reachable.
 func TestKeysTooLong(t *testing.T) {
 	long := strings.TrimSuffix(strings.Repeat(strings.Repeat("p", 60)+"/", 20), "/")
-	err := chain.Keys{Prefix: long}.Validate()
+	err := wire.Keys{Prefix: long}.Validate()
 	require.ErrorIs(t, err, config.ErrInvalid)
 	require.ErrorIs(t, err, objstore.ErrInvalidKey, "the cause is not flattened into text")
 	e := newEnv(t, 3)
@@ -499,7 +500,7 @@ func TestKeysFollowTheRecord(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 3)
 	rec := e.mint(2, 4)
-	require.Equal(t, e.keys, chain.KeysOf(rec))
+	require.Equal(t, e.keys, wire.KeysOf(rec))
 	w := e.writer(rec, chain.WriterOptions{})
 	_, err := w.Append(ctx, payload(0))
 	require.NoError(t, err)

@@ -9,11 +9,16 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 )
+
+// MaxPayload bounds the payload of one Append: the largest flight body the
+// wire format carries (wire.MaxPayload).
+const MaxPayload = wire.MaxPayload
 
 // WriterOptions configures a Writer. The zero value works.
 type WriterOptions struct {
@@ -131,7 +136,7 @@ type Writer struct {
 	star      string
 	epoch     uint64
 	k, w, b   int32
-	keys      Keys
+	keys      wire.Keys
 	keyPrefix string // keys.Epoch(star, epoch)
 	seed      uint64
 
@@ -200,8 +205,8 @@ func NewWriter(rec *epoch.Record, zones Zones, opts WriterOptions) (*Writer, err
 		k:         int32(c.K()),
 		w:         int32(c.W),
 		b:         int32(c.B()),
-		keys:      KeysOf(rec),
-		keyPrefix: KeysOf(rec).Epoch(rec.Star, rec.Epoch),
+		keys:      wire.KeysOf(rec),
+		keyPrefix: wire.KeysOf(rec).Epoch(rec.Star, rec.Epoch),
 		seed:      h.Sum64(),
 		pipe: pipeline{
 			sem:      make(chan struct{}, c.Window),
@@ -372,7 +377,7 @@ func (w *Writer) Submit(ctx context.Context, payload []byte) (*Future, error) {
 	w.stats.submitted.Add(1)
 
 	key := w.slotKey(f.slot)
-	data := EncodeFlight(w.star, w.epoch, f.slot, payload)
+	data := wire.EncodeFlight(w.star, w.epoch, f.slot, payload)
 	f.mu.Lock()
 	f.data = data
 	f.mu.Unlock()

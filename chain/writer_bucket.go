@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 )
@@ -19,7 +20,7 @@ const (
 	voteConflict             // the bucket holds another well-formed flight for the slot
 )
 
-func headerLen(star string) int { return fixedLen + len(star) }
+func headerLen(star string) int { return wire.Header{Star: star}.Len() }
 
 // runBucket writes f's flight (data, at key) to bucket i until the bucket's answer is
 // known, the slot is decided without it, or the writer is aborted. A Create
@@ -100,7 +101,7 @@ func (w *Writer) acquire(f *Future, i int) bool {
 // while the bucket was unreachable.
 func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, error) {
 	b := w.buckets[i]
-	s := Addr{Keys: w.keys, Star: w.star, Epoch: w.epoch, Slot: f.slot}
+	s := wire.Addr{Keys: w.keys, Star: w.star, Epoch: w.epoch, Slot: f.slot}
 	for attempt := 0; ; attempt++ {
 		if !f.pending() || w.life.ctx.Err() != nil {
 			return voteNone, nil
@@ -109,26 +110,26 @@ func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, 
 		if attempt > 0 {
 			w.stats.readRetries.Add(1)
 		}
-		o := ObserveObject(w.life.ctx, b, s)
+		o := wire.ObserveObject(w.life.ctx, b, s)
 		switch o.State {
-		case SlotFlight:
+		case wire.SlotFlight:
 			if o.SameFlight(data) {
 				w.stats.copies.Add(1)
 				w.stats.repairCopies.Add(1)
 				return voteCopy, nil
 			}
 			w.stats.foreign.Add(1)
-			err := &ObjectError{Bucket: b.Name(), Key: key, Reason: "a well-formed flight for this slot with other bytes", Err: ErrConflictingFlight}
+			err := &wire.ObjectError{Bucket: b.Name(), Key: key, Reason: "a well-formed flight for this slot with other bytes", Err: ErrConflictingFlight}
 			w.log.Error("conflicting flight: another writer wrote this epoch", "err", err)
 			return voteConflict, err
-		case SlotPoison:
+		case wire.SlotPoison:
 			w.stats.poisons.Add(1)
 			return votePoison, nil
-		case SlotForeign:
+		case wire.SlotForeign:
 			w.stats.foreign.Add(1)
 			w.log.Warn("foreign object in slot", "err", o.Err)
 			return voteNeither, o.Err
-		case SlotEmpty:
+		case wire.SlotEmpty:
 			return voteNone, nil
 		}
 		// Unreachable: the object exists but could not be read; retry.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
@@ -127,7 +128,7 @@ func TestExistsReadRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 1)
 		rec := e.mint(1, 2)
-		e.put(0, rec, 0, chain.EncodeFlight(star, rec.Epoch, 0, payload(0)))
+		e.put(0, rec, 0, wire.EncodeFlight(star, rec.Epoch, 0, payload(0)))
 		var fails atomic.Int32
 		fails.Store(2)
 		e.hooks[0].setRead(func(ctx context.Context, key string, next func() ([]byte, error)) ([]byte, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
@@ -127,7 +128,7 @@ func TestForeignObjects(t *testing.T) {
 		rec := e.mint(2, 8)
 		const slot = 1
 		e.put(0, rec, slot, []byte("garbage"))
-		e.put(1, rec, slot, chain.EncodeFlight(star, rec.Epoch, 99, payload(1))) // misplaced
+		e.put(1, rec, slot, wire.EncodeFlight(star, rec.Epoch, 99, payload(1))) // misplaced
 		e.poison(2, rec, slot)
 		w := e.writer(rec, chain.WriterOptions{})
 		fs := submitUntilHalt(t, w, 3, slot)
@@ -141,10 +142,10 @@ func TestForeignObjects(t *testing.T) {
 		require.Equal(t, 1, ue.Poisons)
 		require.Len(t, ue.Objects, 2)
 		require.ErrorIs(t, w.Err(), chain.ErrBlocked)
-		require.ErrorIs(t, w.Err(), chain.ErrCorrupt)
-		require.ErrorIs(t, w.Err(), chain.ErrMisplaced)
+		require.ErrorIs(t, w.Err(), wire.ErrCorrupt)
+		require.ErrorIs(t, w.Err(), wire.ErrMisplaced)
 		require.NotErrorIs(t, w.Err(), chain.ErrFenced)
-		var oe *chain.ObjectError
+		var oe *wire.ObjectError
 		require.ErrorAs(t, w.Err(), &oe)
 		require.Contains(t, []string{"zone-a", "zone-b"}, oe.Bucket)
 		require.Equal(t, e.key(rec, slot), oe.Key)
@@ -158,7 +159,7 @@ func TestForeignObjects(t *testing.T) {
 	t.Run("a different flight for the slot is a conflict", func(t *testing.T) {
 		e := newEnv(t, 1)
 		rec := e.mint(1, 4)
-		e.put(0, rec, 0, chain.EncodeFlight(star, rec.Epoch, 0, []byte("someone else")))
+		e.put(0, rec, 0, wire.EncodeFlight(star, rec.Epoch, 0, []byte("someone else")))
 		w := e.writer(rec, chain.WriterOptions{})
 		f, err := w.Submit(context.Background(), payload(0))
 		require.NoError(t, err)
@@ -243,7 +244,7 @@ func TestHaltPointMovesDown(t *testing.T) {
 func TestConflictingFlightHalts(t *testing.T) {
 	e := newEnv(t, 3)
 	rec := e.mint(3, 4)
-	e.put(0, rec, 1, chain.EncodeFlight(star, rec.Epoch, 1, []byte("X")))
+	e.put(0, rec, 1, wire.EncodeFlight(star, rec.Epoch, 1, []byte("X")))
 	w := e.writer(rec, chain.WriterOptions{})
 	pos, err := w.Append(context.Background(), payload(0))
 	require.NoError(t, err)
@@ -295,7 +296,7 @@ func poisonRace(t *testing.T, seed uint64) {
 			time.Sleep(time.Duration(prng.IntN(200)) * time.Millisecond)
 			s := w.Released() + uint64(prng.IntN(2*window))
 			for _, i := range prng.Perm(k)[:1+min(1, prng.IntN(3))] {
-				_ = e.mems[i].Create(context.Background(), e.key(rec, s), chain.EncodePoison(star, rec.Epoch, s, "fencer"))
+				_ = e.mems[i].Create(context.Background(), e.key(rec, s), wire.EncodePoison(star, rec.Epoch, s, "fencer"))
 			}
 		}
 	}()
@@ -321,13 +322,13 @@ func poisonRace(t *testing.T, seed uint64) {
 	for s := range uint64(len(fs)) {
 		poisons := 0
 		for _, mb := range e.mems {
-			o := chain.ObserveObject(context.Background(), mb, chain.Addr{Keys: e.keys, Star: star, Epoch: rec.Epoch, Slot: s})
+			o := wire.ObserveObject(context.Background(), mb, wire.Addr{Keys: e.keys, Star: star, Epoch: rec.Epoch, Slot: s})
 			switch {
-			case o.SameFlight(chain.EncodeFlight(star, rec.Epoch, s, payload(int(s)))):
+			case o.SameFlight(wire.EncodeFlight(star, rec.Epoch, s, payload(int(s)))):
 				copies[s]++
-			case o.State == chain.SlotPoison:
+			case o.State == wire.SlotPoison:
 				poisons++
-			case o.State != chain.SlotEmpty:
+			case o.State != wire.SlotEmpty:
 				t.Fatalf("slot %d: unexpected %v", s, o.State)
 			}
 		}

@@ -6,11 +6,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 )
 
 func TestSlotKeyMatchesKeys(t *testing.T) {
-	for _, k := range []Keys{{}, {Prefix: "p"}, {Prefix: "a/b.c"}} {
+	for _, k := range []wire.Keys{{}, {Prefix: "p"}, {Prefix: "a/b.c"}} {
 		w := &Writer{keyPrefix: k.Epoch("star-a", 12)}
 		for _, s := range []uint64{0, 1, 9, 10, 12345, 1 << 40, 1<<63 + 5, ^uint64(0)} {
 			require.Equal(t, k.Slot("star-a", 12, s), w.slotKey(s))

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
@@ -93,7 +94,7 @@ func TestResumeRefused(t *testing.T) {
 	rec := e.mint(2, 4)
 	first := e.writer(rec, chain.WriterOptions{})
 	first.Abort()
-	e.put(0, rec, 0, chain.EncodeFlight(star, rec.Epoch, 0, []byte("X")))
+	e.put(0, rec, 0, wire.EncodeFlight(star, rec.Epoch, 0, []byte("X")))
 
 	_, err := chain.NewWriter(rec, chain.MustZones(e.buckets...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrClaimed, "the minted record was claimed by the first writer")

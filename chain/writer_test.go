@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
@@ -101,7 +102,7 @@ func TestAppendCommitsAndReads(t *testing.T) {
 	// The stored objects are exactly the encoded flights.
 	data, err := e.mems[1].Get(context.Background(), e.key(rec, 7))
 	require.NoError(t, err)
-	require.Equal(t, chain.EncodeFlight(star, rec.Epoch, 7, payload(7)), data)
+	require.Equal(t, wire.EncodeFlight(star, rec.Epoch, 7, payload(7)), data)
 
 	got, err := readAll(t, e.reader(), chain.Position{})
 	require.NoError(t, err)
@@ -171,7 +172,7 @@ func TestAcksInOrderUnderRandomLatency(t *testing.T) {
 func TestRepairCopyCounts(t *testing.T) {
 	e := newEnv(t, 3)
 	rec := e.mint(2, 8)
-	flight := chain.EncodeFlight(star, rec.Epoch, 2, payload(2))
+	flight := wire.EncodeFlight(star, rec.Epoch, 2, payload(2))
 	e.put(0, rec, 2, flight)
 	e.put(1, rec, 2, flight)
 	e.poison(2, rec, 2) // the third bucket was poisoned: 2 copies + 1 poison commits

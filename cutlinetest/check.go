@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/metastore"
@@ -95,7 +96,7 @@ type Run struct {
 //     below it does.
 //  4. Every slot of [trimmed, cut) of a fenced epoch, and of
 //     [trimmed, checkpoint) of an open one, holds W byte-identical
-//     verified copies, read from every zone with chain.ObserveObject.
+//     verified copies, read from every zone with wire.ObserveObject.
 //  5. Every acknowledged payload is found exactly once through the index
 //     (each ref read with chain.Reader.Read) and exactly once in chain
 //     order; refs cover their streams without gaps, each at the offset its
@@ -111,7 +112,7 @@ type Run struct {
 //     checkpoint does not pass what its host acknowledged, and every
 //     epoch lies below its star's counter and class head.
 func Check(ctx context.Context, run Run) Violations {
-	c := &checker{ctx: ctx, run: run, recs: map[string]map[uint64]*epoch.Record{}, views: map[chain.Addr]view{}}
+	c := &checker{ctx: ctx, run: run, recs: map[string]map[uint64]*epoch.Record{}, views: map[wire.Addr]view{}}
 	if run.Locate == nil {
 		c.run.Locate = Locate
 	}
@@ -160,14 +161,14 @@ type checker struct {
 	fencer *fence.Fencer
 	refs   *settle.RefIndex
 	recs   map[string]map[uint64]*epoch.Record
-	views  map[chain.Addr]view
+	views  map[wire.Addr]view
 	out    Violations
 }
 
 // view is what every zone holds at one slot, read whole.
 type view struct {
-	t   chain.Tally
-	obs []chain.Observation
+	t   wire.Tally
+	obs []wire.Observation
 }
 
 func (c *checker) add(g int, format string, args ...any) {
@@ -226,11 +227,11 @@ func (c *checker) view(rec *epoch.Record, s uint64) view {
 	if err != nil {
 		c.add(0, "%s/%d: %v", rec.Star, rec.Epoch, err)
 	}
-	v := view{obs: make([]chain.Observation, len(buckets))}
+	v := view{obs: make([]wire.Observation, len(buckets))}
 	for i, b := range buckets {
-		v.obs[i] = chain.ObserveObject(c.ctx, b, slot)
+		v.obs[i] = wire.ObserveObject(c.ctx, b, slot)
 	}
-	v.t = chain.TallySlot(v.obs)
+	v.t = wire.TallySlot(v.obs)
 	c.views[slot] = v
 	return v
 }

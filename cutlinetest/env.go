@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
@@ -241,8 +242,8 @@ const (
 )
 
 // Slot names slot s of rec's epoch, at the record's key prefix.
-func Slot(rec *epoch.Record, s uint64) chain.Addr {
-	return chain.Addr{Keys: chain.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
+func Slot(rec *epoch.Record, s uint64) wire.Addr {
+	return wire.Addr{Keys: wire.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: s}
 }
 
 // PutPayload is the payload of the flights Put places at slot s: a Record
@@ -257,18 +258,18 @@ func (e *Env) Put(i int, rec *epoch.Record, s uint64, kind byte) {
 	var data []byte
 	switch kind {
 	case Flight:
-		data = chain.EncodeFlight(rec.Star, rec.Epoch, s, PutPayload(s))
+		data = wire.EncodeFlight(rec.Star, rec.Epoch, s, PutPayload(s))
 	case Poison:
-		data = chain.EncodePoison(rec.Star, rec.Epoch, s, "cutlinetest")
+		data = wire.EncodePoison(rec.Star, rec.Epoch, s, "cutlinetest")
 	case Corrupt:
 		data = []byte("this is not a slot object")
 	case Misplaced:
-		data = chain.EncodeFlight(rec.Star, rec.Epoch, s+1000, PutPayload(s))
+		data = wire.EncodeFlight(rec.Star, rec.Epoch, s+1000, PutPayload(s))
 	case BadBody:
-		data = chain.EncodeFlight(rec.Star, rec.Epoch, s, PutPayload(s))
+		data = wire.EncodeFlight(rec.Star, rec.Epoch, s, PutPayload(s))
 		data[len(data)-1] ^= 0xff
 	case Conflicting:
-		data = chain.EncodeFlight(rec.Star, rec.Epoch, s, []byte("another writer's payload"))
+		data = wire.EncodeFlight(rec.Star, rec.Epoch, s, []byte("another writer's payload"))
 	case Empty:
 		return
 	default:
@@ -298,8 +299,8 @@ func (e *Env) Delete(i int, rec *epoch.Record, s uint64) {
 	}
 }
 
-var letters = map[chain.SlotState]byte{
-	chain.SlotEmpty: Empty, chain.SlotFlight: Flight, chain.SlotPoison: Poison, chain.SlotForeign: Corrupt, chain.SlotUnreachable: Unreachable,
+var letters = map[wire.SlotState]byte{
+	wire.SlotEmpty: Empty, wire.SlotFlight: Flight, wire.SlotPoison: Poison, wire.SlotForeign: Corrupt, wire.SlotUnreachable: Unreachable,
 }
 
 // State reads slot s of rec's epoch whole in every zone's backend: a row
@@ -307,7 +308,7 @@ var letters = map[chain.SlotState]byte{
 func (e *Env) State(rec *epoch.Record, s uint64) string {
 	out := make([]string, len(e.Raw))
 	for i, b := range e.Raw {
-		out[i] = string(letters[chain.ObserveObject(e.T.Context(), b, Slot(rec, s)).State])
+		out[i] = string(letters[wire.ObserveObject(e.T.Context(), b, Slot(rec, s)).State])
 	}
 	return strings.Join(out, " ")
 }

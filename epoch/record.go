@@ -61,7 +61,7 @@ type Constants struct {
 	// Prefix is the object key prefix of the epoch's slots in every
 	// bucket: "" or a '/'-separated path of valid names. Every writer,
 	// reader, fencer and settler of the epoch lays out keys from it (see
-	// chain.KeysOf), so they cannot disagree on where the slots are.
+	// wire.KeysOf in package chain/wire), so they cannot disagree on where the slots are.
 	Prefix string `json:"prefix,omitempty"`
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	metamem "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
@@ -40,7 +41,7 @@ func raggedTail(n uint64) map[uint64]string {
 }
 
 // synthBucket is bucket idx of a synthChain: flights are encoded on the
-// fly (chain.EncodeFlight) when read; whatever is created (poison,
+// fly (wire.EncodeFlight) when read; whatever is created (poison,
 // repaired copies) goes to an overlay. It counts requests.
 type synthBucket struct {
 	c    *synthChain
@@ -91,7 +92,7 @@ func (b *synthBucket) object(key string) ([]byte, bool) {
 	if row, ok := b.c.tail[slot]; ok && strings.Fields(row)[b.idx] != "F" {
 		return nil, false
 	}
-	return chain.EncodeFlight(b.c.star, ep, slot, b.c.payload), true
+	return wire.EncodeFlight(b.c.star, ep, slot, b.c.payload), true
 }
 
 func (b *synthBucket) opErr(op, key string, err error) error {
@@ -252,11 +253,11 @@ func TestBarrierStopsARunawayWriter(t *testing.T) {
 	require.Less(t, rep.BarrierAttempts, 20)
 	var barrier int
 	for _, z := range zs {
-		d, ok := z.object(chain.Keys{Prefix: "chains"}.Slot(star, rec.Epoch, rep.Cut))
+		d, ok := z.object(wire.Keys{Prefix: "chains"}.Slot(star, rec.Epoch, rep.Cut))
 		require.True(t, ok)
-		obj, err := chain.Decode(d)
+		obj, err := wire.Decode(d)
 		require.NoError(t, err)
-		if obj.Kind == chain.KindPoison && string(obj.Body) == "successor"+BarrierSuffix {
+		if obj.Kind == wire.KindPoison && string(obj.Body) == "successor"+BarrierSuffix {
 			barrier++
 		}
 	}

@@ -4,16 +4,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 )
 
 // obsOf turns "F P E U X" (flight, poison, empty, unreachable, foreign) into
 // observations, one letter per bucket.
-func obsOf(s string) []chain.Observation {
-	var out []chain.Observation
+func obsOf(s string) []wire.Observation {
+	var out []wire.Observation
 	for _, c := range strings.Fields(s) {
-		st := map[string]chain.SlotState{"F": chain.SlotFlight, "P": chain.SlotPoison, "E": chain.SlotEmpty, "U": chain.SlotUnreachable, "X": chain.SlotForeign}[c]
-		out = append(out, chain.Observation{State: st})
+		st := map[string]wire.SlotState{"F": wire.SlotFlight, "P": wire.SlotPoison, "E": wire.SlotEmpty, "U": wire.SlotUnreachable, "X": wire.SlotForeign}[c]
+		out = append(out, wire.Observation{State: st})
 	}
 	return out
 }

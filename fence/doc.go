@@ -138,7 +138,7 @@
 // overwritten, never copied and counted as neither. If the slot can still
 // be decided around it (another empty bucket to poison or repair), the walk
 // goes on; if it holds the deciding vote, Fence returns a *BlockedError
-// (errors.Is ErrBlocked) naming each object (*chain.ObjectError: bucket and
+// (errors.Is ErrBlocked) naming each object (*wire.ObjectError: bucket and
 // key), and an operator must look at them.
 //
 // # Publication and idempotence
@@ -177,7 +177,7 @@
 // corrected. With the defaults, an epoch of a million slots (K=3, W=2,
 // window 64) is fenced in about 20 round trips and about 600 reads; the
 // literal algorithm takes over 100 round trips (see BenchmarkFence). Keys
-// come from the epoch record's prefix (chain.KeysOf), as the writer's do;
+// come from the epoch record's prefix (wire.KeysOf), as the writer's do;
 // Identity (at most MaxIdentity bytes) is written
 // into the poison for forensics; Logger receives the walk at debug level
 // and undecided slots at warn level.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/testctx"
@@ -29,7 +30,7 @@ type env struct {
 	raw    []objstore.Bucket
 	zones  []*fault.Bucket
 	rec    *epoch.Record
-	keys   chain.Keys
+	keys   wire.Keys
 }
 
 const star = "star-a"
@@ -50,7 +51,7 @@ func newEnvOn(t testing.TB, raw []objstore.Bucket, w, window int) *env {
 	t.Helper()
 	m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
 	require.NoError(t, err)
-	e := &env{t: t, minter: m, raw: raw, keys: chain.Keys{Prefix: "chains"}}
+	e := &env{t: t, minter: m, raw: raw, keys: wire.Keys{Prefix: "chains"}}
 	for i, b := range raw {
 		e.zones = append(e.zones, fault.Wrap(b, fault.Options{Seed: uint64(i + 1)}))
 	}
@@ -99,8 +100,8 @@ func (e *env) writer(buckets []objstore.Bucket, opts chain.WriterOptions) *chain
 
 func payload(slot uint64) []byte { return fmt.Appendf(nil, "payload-%d", slot) }
 
-func (e *env) slot(s uint64) chain.Addr {
-	return chain.Addr{Keys: e.keys, Star: star, Epoch: e.rec.Epoch, Slot: s}
+func (e *env) slot(s uint64) wire.Addr {
+	return wire.Addr{Keys: e.keys, Star: star, Epoch: e.rec.Epoch, Slot: s}
 }
 
 // put places an object in bucket b at slot: 'F' flight, 'P' poison, 'X'
@@ -112,18 +113,18 @@ func (e *env) put(slot uint64, b int, kind byte) {
 	var data []byte
 	switch kind {
 	case 'F':
-		data = chain.EncodeFlight(star, e.rec.Epoch, slot, payload(slot))
+		data = wire.EncodeFlight(star, e.rec.Epoch, slot, payload(slot))
 	case 'P':
-		data = chain.EncodePoison(star, e.rec.Epoch, slot, "earlier-fencer")
+		data = wire.EncodePoison(star, e.rec.Epoch, slot, "earlier-fencer")
 	case 'X':
 		data = []byte("this is not a slot object")
 	case 'M':
-		data = chain.EncodeFlight(star, e.rec.Epoch, slot+1000, payload(slot))
+		data = wire.EncodeFlight(star, e.rec.Epoch, slot+1000, payload(slot))
 	case 'C':
-		data = chain.EncodeFlight(star, e.rec.Epoch, slot, payload(slot))
+		data = wire.EncodeFlight(star, e.rec.Epoch, slot, payload(slot))
 		data[len(data)-1] ^= 0xff
 	case 'Y':
-		data = chain.EncodeFlight(star, e.rec.Epoch, slot, []byte("another writer's payload"))
+		data = wire.EncodeFlight(star, e.rec.Epoch, slot, []byte("another writer's payload"))
 	default:
 		return
 	}
@@ -139,8 +140,8 @@ func (e *env) layout(rows ...string) {
 	}
 }
 
-var stateLetter = map[chain.SlotState]string{
-	chain.SlotEmpty: "E", chain.SlotFlight: "F", chain.SlotPoison: "P", chain.SlotForeign: "X", chain.SlotUnreachable: "U",
+var stateLetter = map[wire.SlotState]string{
+	wire.SlotEmpty: "E", wire.SlotFlight: "F", wire.SlotPoison: "P", wire.SlotForeign: "X", wire.SlotUnreachable: "U",
 }
 
 // state reads slot s in every backend bucket (bypassing injected faults): a
@@ -148,7 +149,7 @@ var stateLetter = map[chain.SlotState]string{
 func (e *env) state(s uint64) string {
 	out := make([]string, len(e.raw))
 	for i, b := range e.raw {
-		out[i] = stateLetter[chain.ObserveObject(context.Background(), b, e.slot(s)).State]
+		out[i] = stateLetter[wire.ObserveObject(context.Background(), b, e.slot(s)).State]
 	}
 	return strings.Join(out, " ")
 }

@@ -43,7 +43,7 @@ type BlockedError struct {
 	Star    string
 	Epoch   uint64
 	Slot    uint64
-	Objects []error // one *chain.ObjectError per foreign object (bucket and key)
+	Objects []error // one *wire.ObjectError per foreign object (bucket and key)
 }
 
 func (e *BlockedError) Error() string {

@@ -3,12 +3,12 @@ package fence
 import (
 	"context"
 
-	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 )
 
-func hasFlight(obs []chain.Observation) bool {
+func hasFlight(obs []wire.Observation) bool {
 	for _, o := range obs {
-		if o.State == chain.SlotFlight {
+		if o.State == wire.SlotFlight {
 			return true
 		}
 	}

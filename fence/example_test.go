@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
@@ -106,9 +107,9 @@ func ExampleFencer_Undecided() {
 	a, b, c := mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: []string{"zone-a", "zone-b", "zone-c"}, W: 2, Window: 16})
 	// Slot 0: a flight in zone-a, poison in zone-b; zone-c cannot be reached.
-	key := chain.Keys{}.Slot("broker-1", rec.Epoch, 0)
-	_ = a.Create(ctx, key, chain.EncodeFlight("broker-1", rec.Epoch, 0, []byte("alpha")))
-	_ = b.Create(ctx, key, chain.EncodePoison("broker-1", rec.Epoch, 0, "an earlier fencer"))
+	key := wire.Keys{}.Slot("broker-1", rec.Epoch, 0)
+	_ = a.Create(ctx, key, wire.EncodeFlight("broker-1", rec.Epoch, 0, []byte("alpha")))
+	_ = b.Create(ctx, key, wire.EncodePoison("broker-1", rec.Epoch, 0, "an earlier fencer"))
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	f, _ := fence.New(minter, chain.MustZones(a, b, unreachable{c}), fence.Options{Clock: clk})
 

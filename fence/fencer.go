@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
@@ -54,7 +55,7 @@ const (
 	MaxParallelLimit = 4096
 	// MaxIdentity bounds Options.Identity, so that it fits poison's body
 	// together with BarrierSuffix.
-	MaxIdentity = chain.MaxPoisonBody - len(BarrierSuffix)
+	MaxIdentity = wire.MaxPoisonBody - len(BarrierSuffix)
 )
 
 func (o *Options) validate() error {
@@ -190,7 +191,7 @@ func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Repor
 		// saw only a header: x is trusted only once a copy there is read
 		// whole and verifies, since a corrupt copy proves nothing.
 		if x >= uint64(rec.Constants.Window) {
-			if t := chain.TallySlot(w.observe(ctx, []uint64{x}, true)[0]); t.Copies > 0 {
+			if t := wire.TallySlot(w.observe(ctx, []uint64{x}, true)[0]); t.Copies > 0 {
 				from = max(from, x-uint64(rec.Constants.Window))
 			} else {
 				f.opts.Logger.WarnContext(ctx, "fence estimate rests on a copy that does not verify; walking from the checkpoint",

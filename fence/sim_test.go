@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
@@ -475,15 +476,15 @@ func (e *env) checkGarbage(cut uint64) {
 			require.NoError(e.t, err)
 			s, ok := e.keys.ParseSlot(star, e.rec.Epoch, info.Key)
 			require.True(e.t, ok, "key %s", info.Key)
-			o := chain.ObserveObject(context.Background(), b, e.slot(s))
+			o := wire.ObserveObject(context.Background(), b, e.slot(s))
 			switch o.State {
-			case chain.SlotFlight:
+			case wire.SlotFlight:
 				require.Less(e.t, s, cut+window, "bucket %d: flight at %d, cut %d, window %d", i, s, cut, window)
-			case chain.SlotPoison:
+			case wire.SlotPoison:
 				// Above the cut only a barrier, planted ahead of a writer
 				// that was still appending.
 				if s > cut {
-					obj, err := chain.Decode(o.Data)
+					obj, err := wire.Decode(o.Data)
 					require.NoError(e.t, err)
 					require.True(e.t, strings.HasSuffix(string(obj.Body), BarrierSuffix), "bucket %d: poison above the cut %d at %d is not a barrier: %q", i, cut, s, obj.Body)
 				}

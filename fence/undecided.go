@@ -3,7 +3,7 @@ package fence
 import (
 	"time"
 
-	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -33,7 +33,7 @@ func (f *Fencer) Undecided() []Undecided {
 	return out
 }
 
-func (f *Fencer) markUndecided(rec *epoch.Record, s uint64, obs []chain.Observation) time.Time {
+func (f *Fencer) markUndecided(rec *epoch.Record, s uint64, obs []wire.Observation) time.Time {
 	buckets, _ := f.zones.Resolve(rec.Constants.Buckets)
 	f.mu.Lock()
 	id := epochID{rec.Star, rec.Epoch}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
@@ -40,29 +41,29 @@ type walk struct {
 	reads, creates, repaired, poisoned atomic.Int64
 }
 
-func (w *walk) slot(n uint64) chain.Addr {
-	return chain.Addr{Keys: chain.KeysOf(w.rec), Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: n}
+func (w *walk) slot(n uint64) wire.Addr {
+	return wire.Addr{Keys: wire.KeysOf(w.rec), Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: n}
 }
 
 // observe reads slots in every bucket, all in parallel: one round trip.
 // With whole, each object is read whole and verified, and only its digest
 // is kept (so that memory holds at most MaxParallel objects at once);
 // otherwise only its header is probed.
-func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]chain.Observation {
+func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]wire.Observation {
 	w.rep.Rounds++
-	out := make([][]chain.Observation, len(slots))
+	out := make([][]wire.Observation, len(slots))
 	var g errgroup.Group
 	g.SetLimit(w.f.opts.MaxParallel)
 	for i, n := range slots {
-		out[i] = make([]chain.Observation, len(w.buckets))
+		out[i] = make([]wire.Observation, len(w.buckets))
 		for j, b := range w.buckets {
 			g.Go(func() error {
 				w.reads.Add(1)
 				if !whole {
-					out[i][j] = chain.ObserveHeader(ctx, b, w.slot(n))
+					out[i][j] = wire.ObserveHeader(ctx, b, w.slot(n))
 					return nil
 				}
-				o := chain.ObserveObject(ctx, b, w.slot(n))
+				o := wire.ObserveObject(ctx, b, w.slot(n))
 				o.Data = nil
 				out[i][j] = o
 				return nil
@@ -92,10 +93,10 @@ func (v verdict) String() string {
 
 // classify decides a slot from one observation per bucket, for quorum w of
 // k buckets. Only identical verified copies count toward w (see
-// chain.TallySlot); two different flights are a conflict, never committed.
+// wire.TallySlot); two different flights are a conflict, never committed.
 // It is a pure function so that every combination is table tested.
-func classify(obs []chain.Observation, w int) verdict {
-	t := chain.TallySlot(obs)
+func classify(obs []wire.Observation, w int) verdict {
+	t := wire.TallySlot(obs)
 	k := len(obs)
 	switch {
 	case t.Conflict:
@@ -118,9 +119,9 @@ func classify(obs []chain.Observation, w int) verdict {
 }
 
 // conflictError names a slot holding two different flights.
-func (w *walk) conflictError(s uint64, obs []chain.Observation) error {
-	t := chain.TallySlot(obs)
-	return &chain.ConflictError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Object: &chain.ObjectError{
+func (w *walk) conflictError(s uint64, obs []wire.Observation) error {
+	t := wire.TallySlot(obs)
+	return &chain.ConflictError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s, Object: &wire.ObjectError{
 		Bucket: w.buckets[t.ConflictAt].Name(), Key: w.slot(s).Key(),
 		Reason: "a well-formed flight that differs from another bucket's: two writers wrote the epoch", Err: chain.ErrConflictingFlight}}
 }
@@ -186,7 +187,7 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 
 // decideSlot drives one slot to committed or dead. It reports done with the
 // cut when the slot is dead.
-func (w *walk) decideSlot(ctx context.Context, s uint64, obs []chain.Observation) (uint64, bool, error) {
+func (w *walk) decideSlot(ctx context.Context, s uint64, obs []wire.Observation) (uint64, bool, error) {
 	// attempt counts the backoffs so far; the jitter is keyed on the
 	// fencer and the slot, so that fencers racing on a slot spread out.
 	attempt, seed := 0, clock.Seed(w.f.seed, s)
@@ -266,15 +267,15 @@ func (w *walk) decideSlot(ctx context.Context, s uint64, obs []chain.Observation
 // trusted: the caller re-observes. It reports whether any request got an
 // answer (the flight was read and some create succeeded or found an
 // object).
-func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) bool {
+func (w *walk) repair(ctx context.Context, s uint64, obs []wire.Observation) bool {
 	var data []byte
 	w.rep.Rounds++
-	for _, j := range chain.TallySlot(obs).Holders {
+	for _, j := range wire.TallySlot(obs).Holders {
 		w.reads.Add(1)
-		full := chain.ObserveObject(ctx, w.buckets[j], w.slot(s))
+		full := wire.ObserveObject(ctx, w.buckets[j], w.slot(s))
 		// The copy must be the very one observed: a flight that changed
 		// in between would be a second writer's.
-		if full.State == chain.SlotFlight && full.Digest == obs[j].Digest {
+		if full.State == wire.SlotFlight && full.Digest == obs[j].Digest {
 			data = full.Data
 			break
 		}
@@ -286,7 +287,7 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) bo
 	var wg sync.WaitGroup
 	var answered atomic.Bool
 	for j, o := range obs {
-		if o.State != chain.SlotEmpty {
+		if o.State != wire.SlotEmpty {
 			continue
 		}
 		wg.Add(1)
@@ -313,10 +314,10 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []chain.Observation) bo
 // after the other empty buckets, so that one zone refusing writes cannot
 // stall a slot the others can decide. It reports whether the create got an
 // answer (created, or found an object).
-func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, failed []bool, identity string) bool {
+func (w *walk) poison(ctx context.Context, s uint64, obs []wire.Observation, failed []bool, identity string) bool {
 	j := -1
 	for i, o := range obs {
-		if o.State == chain.SlotEmpty && (j < 0 || failed[j] && !failed[i]) {
+		if o.State == wire.SlotEmpty && (j < 0 || failed[j] && !failed[i]) {
 			j = i
 		}
 	}
@@ -325,7 +326,7 @@ func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, fa
 	}
 	w.rep.Rounds++
 	w.creates.Add(1)
-	data := chain.EncodePoison(w.rec.Star, w.rec.Epoch, s, identity)
+	data := wire.EncodePoison(w.rec.Star, w.rec.Epoch, s, identity)
 	err := w.buckets[j].Create(ctx, w.slot(s).Key(), data)
 	switch {
 	case err == nil:
@@ -337,7 +338,7 @@ func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, fa
 		// Once every empty bucket failed, start over in the fixed order.
 		all := true
 		for i, o := range obs {
-			all = all && (o.State != chain.SlotEmpty || failed[i])
+			all = all && (o.State != wire.SlotEmpty || failed[i])
 		}
 		if all {
 			clear(failed)
@@ -348,20 +349,20 @@ func (w *walk) poison(ctx context.Context, s uint64, obs []chain.Observation, fa
 	return true
 }
 
-func (w *walk) blockedError(s uint64, obs []chain.Observation) error {
+func (w *walk) blockedError(s uint64, obs []wire.Observation) error {
 	fe := &BlockedError{Star: w.rec.Star, Epoch: w.rec.Epoch, Slot: s}
 	for _, o := range obs {
-		if o.State == chain.SlotForeign {
+		if o.State == wire.SlotForeign {
 			fe.Objects = append(fe.Objects, o.Err)
 		}
 	}
 	return fe
 }
 
-func waiting(buckets []objstore.Bucket, obs []chain.Observation) []string {
+func waiting(buckets []objstore.Bucket, obs []wire.Observation) []string {
 	var out []string
 	for j, o := range obs {
-		if o.State == chain.SlotUnreachable {
+		if o.State == wire.SlotUnreachable {
 			out = append(out, buckets[j].Name())
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
@@ -75,14 +76,14 @@ func resetRequests(zones []*fault.Bucket) {
 // the release point), n+1 two, n+2 three, n+3 one, n+4 none (the cut),
 // and n+5 … n+window−1 a random number of copies each. The host covered
 // and checkpointed all but the last lag acknowledged slots.
-func layRaggedEpoch(b *testing.B, m *epoch.Minter, raw []objstore.Bucket, keys chain.Keys, star string, n, window, lag int, seed uint64) uint64 {
+func layRaggedEpoch(b *testing.B, m *epoch.Minter, raw []objstore.Bucket, keys wire.Keys, star string, n, window, lag int, seed uint64) uint64 {
 	ctx := context.Background()
 	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: 2, Window: window, Prefix: keys.Prefix})
 	if err != nil {
 		b.Fatal(err)
 	}
 	put := func(slot uint64, zones ...int) {
-		data := chain.EncodeFlight(star, rec.Epoch, slot, record(stream, slot, "x"))
+		data := wire.EncodeFlight(star, rec.Epoch, slot, record(stream, slot, "x"))
 		for _, z := range zones {
 			if err := raw[z].Create(ctx, keys.Slot(star, rec.Epoch, slot), data); err != nil {
 				b.Fatal(err)
@@ -127,7 +128,7 @@ func BenchmarkTakeover(b *testing.B) {
 	for _, lag := range []int{0, 16, 64} {
 		b.Run(fmt.Sprintf("lag=%d", lag), func(b *testing.B) {
 			ctx := context.Background()
-			keys := chain.Keys{Prefix: "chains"}
+			keys := wire.Keys{Prefix: "chains"}
 			var total requestCounts
 			var rounds, cut int
 			for i := range b.N {
@@ -183,7 +184,7 @@ type benchHost struct {
 	refs    *settle.RefIndex
 	raw     []objstore.Bucket
 	counted []*fault.Bucket
-	keys    chain.Keys
+	keys    wire.Keys
 	next    uint64 // next stream offset
 	// slots counts the slots used in the current epoch, to place poison
 	// ahead of the writer.
@@ -198,7 +199,7 @@ func openBenchRoller(b *testing.B, window int, rollOnHalt bool) *benchHost {
 		b.Fatal(err)
 	}
 	raw, counted, slow := benchZones(3)
-	keys := chain.Keys{Prefix: "chains"}
+	keys := wire.Keys{Prefix: "chains"}
 	zones := chain.MustZones(slow...)
 	f, err := fence.New(m, zones, fence.Options{Identity: starA})
 	if err != nil {
@@ -316,7 +317,7 @@ func BenchmarkRoll(b *testing.B) {
 				if halt {
 					slot := h.slots[ep] + 8
 					for _, z := range h.raw[:2] {
-						if err := z.Create(ctx, h.keys.Slot(starA, ep, slot), chain.EncodePoison(starA, ep, slot, "bench")); err != nil {
+						if err := z.Create(ctx, h.keys.Slot(starA, ep, slot), wire.EncodePoison(starA, ep, slot, "bench")); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
@@ -49,7 +50,7 @@ type env struct {
 	store metastore.Store
 	raw   []objstore.Bucket
 	zones []*fault.Bucket
-	keys  chain.Keys
+	keys  wire.Keys
 }
 
 // newEnv makes k in-memory zones named a, b, c…
@@ -79,7 +80,7 @@ func newFSEnv(t testing.TB, k int) *env {
 // seeded fo.Seed+i+1).
 func newEnvOn(t testing.TB, raw []objstore.Bucket, fo fault.Options) *env {
 	ce := cutlinetest.New(t, memstore.New(memstore.Options{}), raw, cutlinetest.Options{Fault: fo})
-	return &env{Env: ce, t: t, store: ce.Store, raw: ce.Raw, zones: ce.Zones, keys: chain.Keys{Prefix: "chains"}}
+	return &env{Env: ce, t: t, store: ce.Store, raw: ce.Raw, zones: ce.Zones, keys: wire.Keys{Prefix: "chains"}}
 }
 
 // backend names the two backends the main scenarios run on.
@@ -186,12 +187,12 @@ func (e *env) key(star string, ep, slot uint64) string { return e.keys.Slot(star
 
 func (e *env) putFlight(zone int, star string, ep, slot uint64, payload []byte) {
 	e.t.Helper()
-	require.NoError(e.t, e.raw[zone].Create(context.Background(), e.key(star, ep, slot), chain.EncodeFlight(star, ep, slot, payload)))
+	require.NoError(e.t, e.raw[zone].Create(context.Background(), e.key(star, ep, slot), wire.EncodeFlight(star, ep, slot, payload)))
 }
 
 func (e *env) putPoison(zone int, star string, ep, slot uint64) {
 	e.t.Helper()
-	err := e.raw[zone].Create(context.Background(), e.key(star, ep, slot), chain.EncodePoison(star, ep, slot, "test"))
+	err := e.raw[zone].Create(context.Background(), e.key(star, ep, slot), wire.EncodePoison(star, ep, slot, "test"))
 	if !errors.Is(err, objstore.ErrExists) {
 		require.NoError(e.t, err)
 	}
@@ -216,7 +217,7 @@ func (e *env) objects(star string, ep uint64) objects {
 				out[i][o.Key] = "other"
 				continue
 			}
-			obs := chain.ObserveHeader(ctx, b, chain.Addr{Keys: e.keys, Star: star, Epoch: ep, Slot: n})
+			obs := wire.ObserveHeader(ctx, b, wire.Addr{Keys: e.keys, Star: star, Epoch: ep, Slot: n})
 			out[i][o.Key] = obs.State.String()
 		}
 	}

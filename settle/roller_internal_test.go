@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
@@ -193,7 +194,7 @@ func TestRollerOnFakeClock(t *testing.T) {
 		r, zones := newInternalRollerOpts(t, nil, RollerOptions{Clock: fake, RollOnHalt: true})
 		ep := r.Epoch().Epoch
 		for _, z := range zones[:2] {
-			require.NoError(t, z.Inner().Create(ctx, fmt.Sprintf("c/star/%020d/%020d", ep, 6), chain.EncodePoison("star", ep, 6, "other")))
+			require.NoError(t, z.Inner().Create(ctx, fmt.Sprintf("c/star/%020d/%020d", ep, 6), wire.EncodePoison("star", ep, 6, "other")))
 		}
 		var apps []*Future
 		for i := range 40 {

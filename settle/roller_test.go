@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
@@ -213,7 +214,7 @@ func rollOnHalt(t *testing.T, e *env) {
 			for ; ; slot += 10 {
 				created := 0
 				for _, z := range e.raw[:2] {
-					if z.Create(ctx, e.key(starA, ep, slot), chain.EncodePoison(starA, ep, slot, "other")) == nil {
+					if z.Create(ctx, e.key(starA, ep, slot), wire.EncodePoison(starA, ep, slot, "other")) == nil {
 						created++
 					}
 				}

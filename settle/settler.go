@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
@@ -239,13 +240,13 @@ func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets 
 			var retry []target
 			s.parallel(len(todo), func(i int) {
 				t := todo[i]
-				slot := chain.Addr{Keys: chain.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: t.slot}
-				o := chain.ObserveHeader(ctx, buckets[t.b], slot)
+				slot := wire.Addr{Keys: wire.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: t.slot}
+				o := wire.ObserveHeader(ctx, buckets[t.b], slot)
 				mu.Lock()
 				rep.Reads++
 				mu.Unlock()
 				switch o.State {
-				case chain.SlotFlight:
+				case wire.SlotFlight:
 					err := buckets[t.b].Delete(ctx, slot.Key())
 					mu.Lock()
 					defer mu.Unlock()
@@ -255,11 +256,11 @@ func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets 
 						return
 					}
 					rep.GarbageDeleted++
-				case chain.SlotUnreachable:
+				case wire.SlotUnreachable:
 					mu.Lock()
 					retry = append(retry, t)
 					mu.Unlock()
-				case chain.SlotForeign:
+				case wire.SlotForeign:
 					s.opts.Logger.WarnContext(ctx, "foreign object past the cut left untouched", "err", o.Err)
 				}
 			})

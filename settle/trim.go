@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 )
@@ -48,7 +48,7 @@ func (s *Settler) Trim(ctx context.Context, star string, ep, upTo uint64) (TrimR
 	}
 	var mu sync.Mutex
 	var firstErr error
-	keys := chain.KeysOf(rec)
+	keys := wire.KeysOf(rec)
 	prefix := keys.Epoch(star, ep)
 	var wg sync.WaitGroup
 	for _, b := range buckets {
@@ -78,7 +78,7 @@ func (s *Settler) Trim(ctx context.Context, star string, ep, upTo uint64) (TrimR
 
 // trimBucket deletes the epoch's objects below upTo in one bucket, by
 // listing, so that leftovers of an interrupted trim are found too.
-func (s *Settler) trimBucket(ctx context.Context, b objstore.Bucket, keys chain.Keys, prefix, star string, ep, upTo uint64) (deleted, left int, err error) {
+func (s *Settler) trimBucket(ctx context.Context, b objstore.Bucket, keys wire.Keys, prefix, star string, ep, upTo uint64) (deleted, left int, err error) {
 	for o, err := range objstore.All(ctx, b, prefix) {
 		if err != nil {
 			return deleted, left, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/metastore"
@@ -71,7 +72,7 @@ type brokerConfig struct {
 	Refs   *settle.RefIndex
 	// Buckets is this process's view of the zones, in zone order.
 	Buckets     []objstore.Bucket
-	Keys        chain.Keys
+	Keys        wire.Keys
 	Class       string
 	W, Window   int
 	AbsorbEvery int

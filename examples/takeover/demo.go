@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
@@ -27,7 +28,7 @@ type demo struct {
 	be   *backends
 	out  io.Writer
 	tl   *timeline
-	keys chain.Keys
+	keys wire.Keys
 
 	// Each party sees the zones through its own wrappers: latency (a
 	// remote zone), a meter (request counts), and for star-a a link (the
@@ -39,7 +40,7 @@ type demo struct {
 }
 
 func newDemo(cfg *config, be *backends, out io.Writer) *demo {
-	return &demo{cfg: cfg, be: be, out: out, tl: &timeline{w: out, start: time.Now()}, keys: chain.Keys{Prefix: "takeover-" + cfg.runID}}
+	return &demo{cfg: cfg, be: be, out: out, tl: &timeline{w: out, start: time.Now()}, keys: wire.Keys{Prefix: "takeover-" + cfg.runID}}
 }
 
 // timeline prints events with the time since the start.
@@ -377,10 +378,10 @@ func (d *demo) zombie(ctx context.Context, b *broker, epA, cut uint64, pending i
 	for s := cut; s <= cut+uint64(cfg.window); s++ {
 		flights, poisons := 0, 0
 		for _, z := range zones {
-			switch chain.ObserveHeader(ctx, z, chain.Addr{Keys: d.keys, Star: starA, Epoch: epA, Slot: s}).State {
-			case chain.SlotFlight:
+			switch wire.ObserveHeader(ctx, z, wire.Addr{Keys: d.keys, Star: starA, Epoch: epA, Slot: s}).State {
+			case wire.SlotFlight:
 				flights++
-			case chain.SlotPoison:
+			case wire.SlotPoison:
 				poisons++
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
@@ -39,7 +40,7 @@ const (
 	window = 8
 )
 
-var keys = chain.Keys{Prefix: "chains"}
+var keys = wire.Keys{Prefix: "chains"}
 
 // fixture is the shared starting point of every case: K=3 zones (in memory
 // or on the file system), each wrapped in fault injection, an in-memory
@@ -259,14 +260,14 @@ func (f *fixture) replace(i int, key string, data []byte) {
 // Objects for star-a's epoch 1.
 
 func (f *fixture) flight(slot uint64, payload string) []byte {
-	return chain.EncodeFlight(starA, f.ep(), slot, []byte(payload))
+	return wire.EncodeFlight(starA, f.ep(), slot, []byte(payload))
 }
 
 // own is the flight the fixture writer writes at slot.
 func (f *fixture) own(slot uint64) []byte { return f.flight(slot, fmt.Sprintf("acked-%d", slot)) }
 
 func (f *fixture) poison(slot uint64) []byte {
-	return chain.EncodePoison(starA, f.ep(), slot, "a successor")
+	return wire.EncodePoison(starA, f.ep(), slot, "a successor")
 }
 
 func garbage() []byte { return []byte("this is not a slot object at all") }
@@ -741,7 +742,7 @@ var zonesOf = (*fixture).zoneMap
 
 func configCases() []badCase {
 	long := strings.Repeat("p", 60)
-	overlong := chain.Keys{Prefix: strings.TrimSuffix(strings.Repeat(long+"/", 20), "/")} // valid names, keys over objstore.MaxKeyLen
+	overlong := wire.Keys{Prefix: strings.TrimSuffix(strings.Repeat(long+"/", 20), "/")} // valid names, keys over objstore.MaxKeyLen
 	return []badCase{
 		// Epoch constants, refused by Mint before anything is written.
 		cfg("config", "Mint/window-0", "window", mintWith(func(c *epoch.Constants) { c.Window = 0 })),
@@ -1034,10 +1035,10 @@ func keyCases() []badCase {
 			}},
 		badCase{cat: "keys", name: "Create/over-acked-flight", pure: true, want: is(objstore.ErrExists),
 			run: func(f *fixture) error { return f.raw[0].Create(f.ctx, f.key(1), f.flight(1, "overwrite attempt")) }},
-		cfg("keys", "Keys.Validate/path-escape", "prefix", func(*fixture) error { return chain.Keys{Prefix: "../x"}.Validate() }),
-		cfg("keys", "Keys.Validate/empty-segment", "prefix", func(*fixture) error { return chain.Keys{Prefix: "a//b"}.Validate() }),
-		cfg("keys", "Keys.Validate/trailing-slash", "prefix", func(*fixture) error { return chain.Keys{Prefix: "chains/"}.Validate() }),
-		cfg("keys", "Keys.Validate/NUL", "prefix", func(*fixture) error { return chain.Keys{Prefix: "ch\x00ains"}.Validate() }),
+		cfg("keys", "Keys.Validate/path-escape", "prefix", func(*fixture) error { return wire.Keys{Prefix: "../x"}.Validate() }),
+		cfg("keys", "Keys.Validate/empty-segment", "prefix", func(*fixture) error { return wire.Keys{Prefix: "a//b"}.Validate() }),
+		cfg("keys", "Keys.Validate/trailing-slash", "prefix", func(*fixture) error { return wire.Keys{Prefix: "chains/"}.Validate() }),
+		cfg("keys", "Keys.Validate/NUL", "prefix", func(*fixture) error { return wire.Keys{Prefix: "ch\x00ains"}.Validate() }),
 	)
 	return out
 }
@@ -1233,7 +1234,7 @@ func blocked(foreign int) func(*testing.T, *fixture, error) {
 		require.Equal(t, uint64(acks), ue.Slot)
 		require.Len(t, ue.Objects, foreign)
 		for _, o := range ue.Objects {
-			var oe *chain.ObjectError
+			var oe *wire.ObjectError
 			require.ErrorAs(t, o, &oe)
 			require.Equal(t, f.key(acks), oe.Key)
 			require.NotEmpty(t, oe.Bucket)
@@ -1250,7 +1251,7 @@ func conflict(t *testing.T, f *fixture, err error) {
 	var ce *chain.ConflictError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, uint64(acks), ce.Slot)
-	var oe *chain.ObjectError
+	var oe *wire.ObjectError
 	require.ErrorAs(t, ce.Object, &oe)
 	require.ErrorIs(t, oe, chain.ErrConflictingFlight)
 	require.Equal(t, f.key(acks), oe.Key)
@@ -1295,8 +1296,8 @@ func writerObjectCases() []badCase {
 	})
 	misplacedTwo := objs(func(f *fixture) map[int][]byte {
 		return map[int][]byte{
-			0: chain.EncodeFlight(starA, f.ep(), acks+1000, []byte("acked-5")),
-			1: chain.EncodeFlight("star-q", f.ep(), acks, []byte("acked-5")),
+			0: wire.EncodeFlight(starA, f.ep(), acks+1000, []byte("acked-5")),
+			1: wire.EncodeFlight("star-q", f.ep(), acks, []byte("acked-5")),
 		}
 	})
 	formatTwo := objs(func(f *fixture) map[int][]byte {
@@ -1304,8 +1305,8 @@ func writerObjectCases() []badCase {
 	})
 	misplacedPoison := objs(func(f *fixture) map[int][]byte {
 		return map[int][]byte{
-			0: chain.EncodePoison(starA, f.ep(), acks+1, "a successor"),
-			1: chain.EncodePoison(starA, f.ep()+1, acks, "a successor"),
+			0: wire.EncodePoison(starA, f.ep(), acks+1, "a successor"),
+			1: wire.EncodePoison(starA, f.ep()+1, acks, "a successor"),
 		}
 	})
 	conflictTwo := objs(func(f *fixture) map[int][]byte {
@@ -1321,13 +1322,13 @@ func writerObjectCases() []badCase {
 		{cat: "writer-objects", name: "poison-in-one-zone-tolerated", as: untouched(poisonOne, nil),
 			run: func(f *fixture) error { placeAt5(f, poisonOne(f)); return f.appendNext() }},
 		// Junk in two zones: one copy at most, never W; never B poisons.
-		writerCase("corrupt-in-two-zones", corruptTwo, is(chain.ErrBlocked, chain.ErrCorrupt), untouched(corruptTwo, blocked(2)), nil),
-		writerCase("truncated-in-two-zones", truncTwo, is(chain.ErrBlocked, chain.ErrCorrupt), untouched(truncTwo, blocked(2)), nil),
-		writerCase("truncated-header-and-empty-object", headerTwo, is(chain.ErrBlocked, chain.ErrCorrupt), untouched(headerTwo, blocked(2)), nil),
-		writerCase("own-flight-with-corrupt-body-in-two-zones", bodyTwo, is(chain.ErrBlocked, chain.ErrCorrupt), untouched(bodyTwo, blocked(2)), nil),
-		writerCase("misplaced-in-two-zones", misplacedTwo, is(chain.ErrBlocked, chain.ErrMisplaced), untouched(misplacedTwo, blocked(2)), nil),
-		writerCase("newer-format-in-two-zones", formatTwo, is(chain.ErrBlocked, chain.ErrUnknownFormat), untouched(formatTwo, blocked(2)), nil),
-		writerCase("misplaced-poison-in-two-zones", misplacedPoison, is(chain.ErrBlocked, chain.ErrMisplaced), untouched(misplacedPoison, blocked(2)), nil),
+		writerCase("corrupt-in-two-zones", corruptTwo, is(chain.ErrBlocked, wire.ErrCorrupt), untouched(corruptTwo, blocked(2)), nil),
+		writerCase("truncated-in-two-zones", truncTwo, is(chain.ErrBlocked, wire.ErrCorrupt), untouched(truncTwo, blocked(2)), nil),
+		writerCase("truncated-header-and-empty-object", headerTwo, is(chain.ErrBlocked, wire.ErrCorrupt), untouched(headerTwo, blocked(2)), nil),
+		writerCase("own-flight-with-corrupt-body-in-two-zones", bodyTwo, is(chain.ErrBlocked, wire.ErrCorrupt), untouched(bodyTwo, blocked(2)), nil),
+		writerCase("misplaced-in-two-zones", misplacedTwo, is(chain.ErrBlocked, wire.ErrMisplaced), untouched(misplacedTwo, blocked(2)), nil),
+		writerCase("newer-format-in-two-zones", formatTwo, is(chain.ErrBlocked, wire.ErrUnknownFormat), untouched(formatTwo, blocked(2)), nil),
+		writerCase("misplaced-poison-in-two-zones", misplacedPoison, is(chain.ErrBlocked, wire.ErrMisplaced), untouched(misplacedPoison, blocked(2)), nil),
 		// Another well-formed flight: two writers on one epoch. The writer
 		// halts and a reader never serves the slot.
 		writerCase("conflicting-flights-in-two-zones", conflictTwo, is(chain.ErrConflictingFlight), untouched(conflictTwo, conflict), chain.ErrConflictingFlight),
@@ -1426,7 +1427,7 @@ func readerObjectCases() []badCase {
 			is(chain.ErrNotCommitted), nil),
 		readCase("open-misplaced-copies-in-every-zone",
 			func(f *fixture) map[int][]byte {
-				m := chain.EncodeFlight(starA, f.ep(), acks+1, []byte("acked-5"))
+				m := wire.EncodeFlight(starA, f.ep(), acks+1, []byte("acked-5"))
 				return map[int][]byte{0: m, 1: m, 2: m}
 			},
 			is(chain.ErrNotCommitted), nil),
@@ -1462,23 +1463,23 @@ func readerObjectCases() []badCase {
 			}},
 		// A fenced slot whose every copy is damaged cannot be served
 		// (star-b: star-a's acknowledged flights stay intact).
-		{cat: "reader-objects", name: "fenced-every-copy-corrupt", want: is(chain.ErrDataUnavailable, chain.ErrCorrupt), as: dataUnavailable,
+		{cat: "reader-objects", name: "fenced-every-copy-corrupt", want: is(chain.ErrDataUnavailable, wire.ErrCorrupt), as: dataUnavailable,
 			run: func(f *fixture) error {
 				rec := f.fencedB(2, func(rec *epoch.Record) {
 					key := keys.Slot(starB, rec.Epoch, 1)
 					f.replace(0, key, garbage())
-					f.replace(1, key, flipLast(chain.EncodeFlight(starB, rec.Epoch, 1, []byte("b-1"))))
-					f.replace(2, key, truncated(chain.EncodeFlight(starB, rec.Epoch, 1, []byte("b-1"))))
+					f.replace(1, key, flipLast(wire.EncodeFlight(starB, rec.Epoch, 1, []byte("b-1"))))
+					f.replace(2, key, truncated(wire.EncodeFlight(starB, rec.Epoch, 1, []byte("b-1"))))
 				})
 				_, err := f.reader().Read(f.ctx, starB, chain.Position{Epoch: rec.Epoch, Slot: 1})
 				return err
 			}},
-		{cat: "reader-objects", name: "fenced-every-copy-misplaced", want: is(chain.ErrDataUnavailable, chain.ErrMisplaced), as: dataUnavailable,
+		{cat: "reader-objects", name: "fenced-every-copy-misplaced", want: is(chain.ErrDataUnavailable, wire.ErrMisplaced), as: dataUnavailable,
 			run: func(f *fixture) error {
 				f.fencedB(2, func(rec *epoch.Record) {
 					key := keys.Slot(starB, rec.Epoch, 1)
 					for i := range 3 {
-						f.replace(i, key, chain.EncodeFlight(starB, rec.Epoch, 0, []byte("b-0")))
+						f.replace(i, key, wire.EncodeFlight(starB, rec.Epoch, 0, []byte("b-0")))
 					}
 				})
 				var err error
@@ -1509,7 +1510,7 @@ func foreign(n int) func(*testing.T, *fixture, error) {
 		require.Equal(t, uint64(acks), fe.Slot)
 		require.Len(t, fe.Objects, n)
 		for _, o := range fe.Objects {
-			var oe *chain.ObjectError
+			var oe *wire.ObjectError
 			require.ErrorAs(t, o, &oe)
 			require.Equal(t, f.key(acks), oe.Key)
 		}
@@ -1543,25 +1544,25 @@ func fenceObjectCases() []badCase {
 		// Junk in two zones blocks the slot: never overwritten, never
 		// counted; the fence stops and says which objects.
 		fenceCase("corrupt-in-two-zones", func(*fixture) map[int][]byte { return map[int][]byte{0: garbage(), 1: garbage()} },
-			is(fence.ErrBlocked, chain.ErrCorrupt), foreign(2), nil),
+			is(fence.ErrBlocked, wire.ErrCorrupt), foreign(2), nil),
 		fenceCase("truncated-in-every-zone", func(f *fixture) map[int][]byte {
 			return map[int][]byte{0: truncated(f.own(acks)), 1: truncated(f.own(acks)), 2: f.own(acks)[:20]}
-		}, is(fence.ErrBlocked, chain.ErrCorrupt), foreign(3), nil),
+		}, is(fence.ErrBlocked, wire.ErrCorrupt), foreign(3), nil),
 		fenceCase("corrupt-body-copies-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{1: flipLast(f.own(acks)), 2: flipLast(f.own(acks))}
-		}, is(fence.ErrBlocked, chain.ErrCorrupt), foreign(2), nil),
+		}, is(fence.ErrBlocked, wire.ErrCorrupt), foreign(2), nil),
 		fenceCase("misplaced-in-two-zones", func(f *fixture) map[int][]byte {
-			return map[int][]byte{0: f.own(acks + 3), 2: chain.EncodeFlight(starB, f.ep(), acks, []byte("acked-5"))}
-		}, is(fence.ErrBlocked, chain.ErrMisplaced), foreign(2), nil),
+			return map[int][]byte{0: f.own(acks + 3), 2: wire.EncodeFlight(starB, f.ep(), acks, []byte("acked-5"))}
+		}, is(fence.ErrBlocked, wire.ErrMisplaced), foreign(2), nil),
 		fenceCase("newer-format-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{0: newerFormat(f.own(acks)), 1: newerFormat(f.poison(acks))}
-		}, is(fence.ErrBlocked, chain.ErrUnknownFormat), foreign(2), nil),
+		}, is(fence.ErrBlocked, wire.ErrUnknownFormat), foreign(2), nil),
 		fenceCase("corrupt-poison-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{1: flipLast(f.poison(acks)), 2: flipLast(f.poison(acks))}
-		}, is(fence.ErrBlocked, chain.ErrCorrupt), foreign(2), nil),
+		}, is(fence.ErrBlocked, wire.ErrCorrupt), foreign(2), nil),
 		fenceCase("misplaced-poison-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{0: f.poison(acks + 1), 1: f.poison(acks + 2)}
-		}, is(fence.ErrBlocked, chain.ErrMisplaced), foreign(2), nil),
+		}, is(fence.ErrBlocked, wire.ErrMisplaced), foreign(2), nil),
 		// Two different flights: two writers wrote the epoch. Never a cut.
 		fenceCase("conflicting-flights-in-two-zones", func(f *fixture) map[int][]byte {
 			return map[int][]byte{0: f.own(acks), 1: f.flight(acks, "a second writer's")}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/settle"
@@ -20,7 +21,7 @@ func (p *party) placePoison(t *testing.T, star string, ep, slot uint64, zones ..
 	t.Helper()
 	for _, z := range zones {
 		key := p.s.keys.Slot(star, ep, slot)
-		require.NoError(t, p.buckets[z].Create(t.Context(), key, chain.EncodePoison(star, ep, slot, "other-fencer")))
+		require.NoError(t, p.buckets[z].Create(t.Context(), key, wire.EncodePoison(star, ep, slot, "other-fencer")))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
@@ -44,8 +45,8 @@ type stack struct {
 	etcd   *etcdtest.Cluster
 	member *etcdtest.Member
 	zones  []*testservers.S3Server
-	root   string     // metastore root of this test
-	keys   chain.Keys // object key layout of this test
+	root   string    // metastore root of this test
+	keys   wire.Keys // object key layout of this test
 }
 
 func zoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
@@ -61,7 +62,7 @@ func newStack(t *testing.T) *stack {
 	}
 	id := randomID()
 	s.root = "/cutline-it/" + id + "/"
-	s.keys = chain.Keys{Prefix: "it-" + id}
+	s.keys = wire.Keys{Prefix: "it-" + id}
 	return s
 }
 
@@ -241,13 +242,13 @@ func (p *party) zoneCounts(t *testing.T, star string, ep uint64) slotCounts {
 			require.NoError(t, err, "list zone %s", b.Name())
 			n, ok := p.s.keys.ParseSlot(star, ep, o.Key)
 			require.True(t, ok, "zone %s holds a key that is not a slot: %s", b.Name(), o.Key)
-			obs := chain.ObserveHeader(ctx, b, chain.Addr{Keys: p.s.keys, Star: star, Epoch: ep, Slot: n})
+			obs := wire.ObserveHeader(ctx, b, wire.Addr{Keys: p.s.keys, Star: star, Epoch: ep, Slot: n})
 			switch obs.State {
-			case chain.SlotFlight:
+			case wire.SlotFlight:
 				c.flights[n]++
-			case chain.SlotPoison:
+			case wire.SlotPoison:
 				c.poisons[n]++
-			case chain.SlotEmpty:
+			case wire.SlotEmpty:
 				// Deleted between the list and the read: nothing there.
 			default:
 				t.Fatalf("zone %s slot %d: %v (%v)", b.Name(), n, obs.State, obs.Err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
@@ -250,7 +251,7 @@ func zombie(t *testing.T, s *stack, stale *epoch.Record, cut uint64) {
 	landed := 0
 	for i := range uint64(8) {
 		slot := cut + i
-		data := chain.EncodeFlight(starA, stale.Epoch, slot, record(slot, fmt.Sprintf("zombie%d", i)))
+		data := wire.EncodeFlight(starA, stale.Epoch, slot, record(slot, fmt.Sprintf("zombie%d", i)))
 		for _, b := range bs {
 			err := b.Create(ctx, s.keys.Slot(starA, stale.Epoch, slot), data)
 			if err == nil {

@@ -1,4 +1,4 @@
-package chain
+package wire
 
 import (
 	"encoding/binary"

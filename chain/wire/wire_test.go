@@ -1,4 +1,4 @@
-package chain_test
+package wire_test
 
 import (
 	"bytes"
@@ -7,69 +7,69 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 )
 
 func TestWireRoundTrip(t *testing.T) {
-	fl := chain.EncodeFlight("star-a", 7, 42, []byte("hello"))
-	obj, err := chain.Decode(fl)
+	fl := wire.EncodeFlight("star-a", 7, 42, []byte("hello"))
+	obj, err := wire.Decode(fl)
 	require.NoError(t, err)
-	require.Equal(t, chain.KindFlight, obj.Kind)
+	require.Equal(t, wire.KindFlight, obj.Kind)
 	require.Equal(t, "star-a", obj.Star)
 	require.Equal(t, uint64(7), obj.Epoch)
 	require.Equal(t, uint64(42), obj.Slot)
 	require.Equal(t, []byte("hello"), obj.Body)
 	require.NoError(t, obj.Check("star-a", 7, 42))
-	require.ErrorIs(t, obj.Check("star-a", 7, 43), chain.ErrMisplaced)
-	require.ErrorIs(t, obj.Check("star-b", 7, 42), chain.ErrMisplaced)
+	require.ErrorIs(t, obj.Check("star-a", 7, 43), wire.ErrMisplaced)
+	require.ErrorIs(t, obj.Check("star-b", 7, 42), wire.ErrMisplaced)
 
-	h, err := chain.DecodeHeader(fl[:min(len(fl), chain.HeaderProbeLen)])
+	h, err := wire.DecodeHeader(fl[:min(len(fl), wire.HeaderProbeLen)])
 	require.NoError(t, err)
 	require.Equal(t, obj.Header, h)
 	require.Equal(t, len(fl)-5, h.Len())
 
 	long := bytes.Repeat([]byte("f"), 300)
-	po := chain.EncodePoison("star-a", 7, 42, string(long))
-	obj, err = chain.Decode(po)
+	po := wire.EncodePoison("star-a", 7, 42, string(long))
+	obj, err = wire.Decode(po)
 	require.NoError(t, err)
-	require.Equal(t, chain.KindPoison, obj.Kind)
+	require.Equal(t, wire.KindPoison, obj.Kind)
 	require.Len(t, obj.Body, 256, "the fencer identity is truncated")
 	require.Equal(t, "poison", obj.Kind.String())
 }
 
 func TestWireDecodeErrors(t *testing.T) {
-	good := chain.EncodeFlight("s", 1, 2, []byte("payload"))
+	good := wire.EncodeFlight("s", 1, 2, []byte("payload"))
 	mut := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	for _, tc := range []struct {
 		name string
 		data []byte
 		want error
 	}{
-		{"empty", nil, chain.ErrCorrupt},
-		{"short", good[:20], chain.ErrCorrupt},
-		{"bad magic", mut(func(b []byte) []byte { b[0] = 'X'; return b }), chain.ErrCorrupt},
-		{"newer format", mut(func(b []byte) []byte { b[4] = 2; return b }), chain.ErrUnknownFormat},
-		{"bad kind", mut(func(b []byte) []byte { b[5] = 9; return b }), chain.ErrCorrupt},
-		{"reserved", mut(func(b []byte) []byte { b[7] = 1; return b }), chain.ErrCorrupt},
-		{"star length 0", mut(func(b []byte) []byte { b[32] = 0; return b }), chain.ErrCorrupt},
-		{"star length 65", mut(func(b []byte) []byte { b[32] = 65; return b }), chain.ErrCorrupt},
-		{"truncated star", mut(func(b []byte) []byte { b[32] = 30; return b[:40] }), chain.ErrCorrupt},
-		{"truncated body", good[:len(good)-1], chain.ErrCorrupt},
-		{"trailing bytes", append(bytes.Clone(good), 0), chain.ErrCorrupt},
-		{"checksum", mut(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), chain.ErrCorrupt},
-		{"header bit flip", mut(func(b []byte) []byte { b[12] ^= 1; return b }), chain.ErrCorrupt},
-		{"huge body length", mut(func(b []byte) []byte { b[24] = 0xff; return b }), chain.ErrCorrupt},
+		{"empty", nil, wire.ErrCorrupt},
+		{"short", good[:20], wire.ErrCorrupt},
+		{"bad magic", mut(func(b []byte) []byte { b[0] = 'X'; return b }), wire.ErrCorrupt},
+		{"newer format", mut(func(b []byte) []byte { b[4] = 2; return b }), wire.ErrUnknownFormat},
+		{"bad kind", mut(func(b []byte) []byte { b[5] = 9; return b }), wire.ErrCorrupt},
+		{"reserved", mut(func(b []byte) []byte { b[7] = 1; return b }), wire.ErrCorrupt},
+		{"star length 0", mut(func(b []byte) []byte { b[32] = 0; return b }), wire.ErrCorrupt},
+		{"star length 65", mut(func(b []byte) []byte { b[32] = 65; return b }), wire.ErrCorrupt},
+		{"truncated star", mut(func(b []byte) []byte { b[32] = 30; return b[:40] }), wire.ErrCorrupt},
+		{"truncated body", good[:len(good)-1], wire.ErrCorrupt},
+		{"trailing bytes", append(bytes.Clone(good), 0), wire.ErrCorrupt},
+		{"checksum", mut(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), wire.ErrCorrupt},
+		{"header bit flip", mut(func(b []byte) []byte { b[12] ^= 1; return b }), wire.ErrCorrupt},
+		{"huge body length", mut(func(b []byte) []byte { b[24] = 0xff; return b }), wire.ErrCorrupt},
 		{"poison body too long", func() []byte {
-			b := chain.EncodePoison("s", 1, 2, "x")
+			b := wire.EncodePoison("s", 1, 2, "x")
 			b[26] = 2 // body length 513
 			return b
-		}(), chain.ErrCorrupt},
+		}(), wire.ErrCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := chain.Decode(tc.data)
+			_, err := wire.Decode(tc.data)
 			require.ErrorIs(t, err, tc.want)
-			var oe *chain.ObjectError
+			var oe *wire.ObjectError
 			require.ErrorAs(t, err, &oe)
 			require.NotEmpty(t, oe.Reason)
 		})
@@ -79,23 +79,23 @@ func TestWireDecodeErrors(t *testing.T) {
 // FuzzDecode: decoding arbitrary bytes never panics and fails with a clear
 // *ObjectError; whatever decodes re-encodes to the same bytes.
 func FuzzDecode(f *testing.F) {
-	f.Add(chain.EncodeFlight("star-a", 1, 2, []byte("payload")))
-	f.Add(chain.EncodeFlight("s", 0, 0, nil))
-	f.Add(chain.EncodePoison("star-a", 9, 3, "fencer-1"))
+	f.Add(wire.EncodeFlight("star-a", 1, 2, []byte("payload")))
+	f.Add(wire.EncodeFlight("s", 0, 0, nil))
+	f.Add(wire.EncodePoison("star-a", 9, 3, "fencer-1"))
 	f.Add([]byte("CUTL"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		h, herr := chain.DecodeHeader(data)
-		obj, err := chain.Decode(data)
+		h, herr := wire.DecodeHeader(data)
+		obj, err := wire.Decode(data)
 		for _, e := range []error{herr, err} {
 			if e == nil {
 				continue
 			}
-			var oe *chain.ObjectError
+			var oe *wire.ObjectError
 			if !errors.As(e, &oe) || oe.Reason == "" {
 				t.Fatalf("unclear error %v", e)
 			}
-			if !errors.Is(e, chain.ErrCorrupt) && !errors.Is(e, chain.ErrUnknownFormat) {
+			if !errors.Is(e, wire.ErrCorrupt) && !errors.Is(e, wire.ErrUnknownFormat) {
 				t.Fatalf("error %v matches no wire sentinel", e)
 			}
 		}
@@ -113,10 +113,10 @@ func FuzzDecode(f *testing.F) {
 		}
 		var re []byte
 		switch obj.Kind {
-		case chain.KindFlight:
-			re = chain.EncodeFlight(obj.Star, obj.Epoch, obj.Slot, obj.Body)
-		case chain.KindPoison:
-			re = chain.EncodePoison(obj.Star, obj.Epoch, obj.Slot, string(obj.Body))
+		case wire.KindFlight:
+			re = wire.EncodeFlight(obj.Star, obj.Epoch, obj.Slot, obj.Body)
+		case wire.KindPoison:
+			re = wire.EncodePoison(obj.Star, obj.Epoch, obj.Slot, string(obj.Body))
 		default:
 			t.Fatalf("decoded unknown kind %v", obj.Kind)
 		}
@@ -135,23 +135,23 @@ func FuzzEncode(f *testing.F) {
 		if epoch.ValidateName("star", star) != nil || len(body) > 4096 {
 			return
 		}
-		kind := chain.KindFlight
-		data := chain.EncodeFlight(star, ep, slot, body)
+		kind := wire.KindFlight
+		data := wire.EncodeFlight(star, ep, slot, body)
 		if poison {
-			kind = chain.KindPoison
-			data = chain.EncodePoison(star, ep, slot, string(body))
+			kind = wire.KindPoison
+			data = wire.EncodePoison(star, ep, slot, string(body))
 			if len(body) > 256 {
 				body = body[:256]
 			}
 		}
-		obj, err := chain.Decode(data)
+		obj, err := wire.Decode(data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if obj.Kind != kind || obj.Star != star || obj.Epoch != ep || obj.Slot != slot || !bytes.Equal(obj.Body, body) {
 			t.Fatalf("round trip changed the object: %+v", obj)
 		}
-		h, err := chain.DecodeHeader(data[:min(len(data), chain.HeaderProbeLen)])
+		h, err := wire.DecodeHeader(data[:min(len(data), wire.HeaderProbeLen)])
 		if err != nil || h != obj.Header {
 			t.Fatalf("header probe: %+v, %v", h, err)
 		}
