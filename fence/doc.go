@@ -73,19 +73,12 @@
 //
 // # Why it is safe
 //
-// Objects are created once and never overwritten, and W + B = K + 1:
-//
-//   - No acknowledged flight is cut. An acknowledged slot holds W flight
-//     copies, so poison can take at most K−W < B buckets: the walk can only
-//     find it committed (or repair it).
-//   - Nothing at or past the cut is acknowledged. Poison holds B buckets of
-//     the cut for good, so the writer can never gather W copies there, and
-//     since it acknowledges in slot order, nothing past the cut either, even
-//     flights that land later and even if it never reads the poison.
-//   - The cut is stable. Committed and dead are both permanent, so a fencer
-//     that crashed, or several racing fencers, derive the same cut; any
-//     fencer finishes a crashed one's walk, reusing its poison.
-//   - [0, cut) has no holes: the walk advances only past committed slots.
+// The guarantees are stated once, in the README ("Guarantees"). What the
+// fence adds to them is one argument: objects are created once and never
+// overwritten, and W + B = K + 1, so a slot can never hold both W copies
+// and B poisons. Committed and dead are therefore permanent, every fencer
+// (racing, restarted, finishing a crashed one's walk) reaches the same
+// first dead slot, and the walk advances only past committed slots.
 //
 // K=1, W=1 degenerates to a single poison: whoever creates the next free
 // slot first ends the epoch, and a writer that loses once halts.
