@@ -13,7 +13,9 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
+	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/metastore"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
@@ -24,16 +26,20 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const star = "star-a"
 
-// env is one star's storage: a metastore with a minter and K mem buckets,
-// each wrapped in a hookBucket so tests can intercept requests.
+// env is one star's storage: a cutlinetest.Env over an in-memory
+// metastore and K mem zones, each fault zone wrapped (by wrap, e.g.
+// latency, then) by a hookBucket so tests can intercept requests, and one
+// party ("test") whose minter, writers and readers see the hooks.
 type env struct {
+	*cutlinetest.Env
 	t       testing.TB
-	store   *memstore.Store
+	party   *cutlinetest.Party
+	store   metastore.Store
 	minter  *epoch.Minter
-	mems    []*mem.Bucket
-	faults  []*fault.Bucket
-	hooks   []*hookBucket
-	buckets []objstore.Bucket
+	mems    []*mem.Bucket     // the backends (Env.Raw)
+	faults  []*fault.Bucket   // fault injection over them (Env.Zones)
+	hooks   []*hookBucket     // over the fault zones, and any wrap
+	buckets []objstore.Bucket // the hooks: what the party sees
 	keys    wire.Keys
 }
 
@@ -41,64 +47,50 @@ type env struct {
 // by wrap (if any, e.g. latency), then by a hookBucket.
 func newEnv(t testing.TB, k int, wrap ...func(i int, b objstore.Bucket) objstore.Bucket) *env {
 	t.Helper()
-	store := memstore.New(memstore.Options{})
-	m, err := epoch.NewMinter(store, epoch.Options{Identity: "test"})
-	require.NoError(t, err)
-	e := &env{t: t, store: store, minter: m, keys: wire.Keys{Prefix: "chains"}}
-	for i := range k {
-		mb := mem.New(fmt.Sprintf("zone-%c", 'a'+i))
-		fb := fault.Wrap(mb, fault.Options{Seed: uint64(i + 1)})
-		var inner objstore.Bucket = fb
-		for _, w := range wrap {
-			inner = w(i, inner)
-		}
-		h := &hookBucket{Bucket: inner}
-		e.mems = append(e.mems, mb)
-		e.faults = append(e.faults, fb)
-		e.hooks = append(e.hooks, h)
-		e.buckets = append(e.buckets, h)
+	e := &env{t: t, keys: wire.Keys{Prefix: "chains"}}
+	raw := make([]objstore.Bucket, k)
+	for i := range raw {
+		e.mems = append(e.mems, mem.New(fmt.Sprintf("zone-%c", 'a'+i)))
+		raw[i] = e.mems[i]
 	}
+	e.Env = cutlinetest.New(t, memstore.New(memstore.Options{}), raw, cutlinetest.Options{
+		Prefix: e.keys.Prefix,
+		Wrap: func(i int, b objstore.Bucket) objstore.Bucket {
+			for _, w := range wrap {
+				b = w(i, b)
+			}
+			h := &hookBucket{Bucket: b}
+			e.hooks = append(e.hooks, h)
+			e.buckets = append(e.buckets, h)
+			return h
+		},
+	})
+	e.party = e.Party("test")
+	e.store, e.minter, e.faults = e.Store, e.party.Minter, e.Zones
 	return e
 }
 
-func (e *env) constants(w, window int) epoch.Constants {
-	return epoch.Constants{Class: "standard", Buckets: chain.Names(e.buckets...), W: w, Window: window, Prefix: e.keys.Prefix}
-}
+func (e *env) constants(w, window int) epoch.Constants { return e.Constants(w, window) }
 
-func (e *env) mint(w, window int) *epoch.Record {
-	e.t.Helper()
-	rec, err := e.minter.Mint(context.Background(), star, e.constants(w, window))
-	require.NoError(e.t, err)
-	return rec
-}
+func (e *env) mint(w, window int) *epoch.Record { return e.party.Mint(star, e.Constants(w, window)) }
 
 // writer makes a writer that is aborted at the end of the test if the test
 // did not close it.
 func (e *env) writer(rec *epoch.Record, opts chain.WriterOptions) *chain.Writer {
-	e.t.Helper()
-	w, err := chain.NewWriter(rec, chain.MustZones(e.buckets...), opts)
-	require.NoError(e.t, err)
-	e.t.Cleanup(w.Abort)
-	return w
+	return e.party.Writer(rec, opts)
 }
 
-func (e *env) record(rec *epoch.Record) *epoch.Record {
-	e.t.Helper()
-	r, err := e.minter.Get(context.Background(), rec.Star, rec.Epoch)
-	require.NoError(e.t, err)
-	return r
-}
+func (e *env) record(rec *epoch.Record) *epoch.Record { return e.Record(rec.Star, rec.Epoch) }
 
+// reader makes a new reader (with nothing cached) over the hooks.
 func (e *env) reader() *chain.Reader {
 	e.t.Helper()
-	r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{})
+	r, err := chain.NewReader(e.minter, e.party.Zones, chain.ReaderOptions{})
 	require.NoError(e.t, err)
 	return r
 }
 
-func (e *env) key(rec *epoch.Record, slot uint64) string {
-	return e.keys.Slot(rec.Star, rec.Epoch, slot)
-}
+func (e *env) key(rec *epoch.Record, slot uint64) string { return cutlinetest.Slot(rec, slot).Key() }
 
 // put stores raw bytes in bucket i at slot, bypassing the hooks.
 func (e *env) put(i int, rec *epoch.Record, slot uint64, data []byte) {
@@ -106,9 +98,8 @@ func (e *env) put(i int, rec *epoch.Record, slot uint64, data []byte) {
 	require.NoError(e.t, e.mems[i].Create(context.Background(), e.key(rec, slot), data))
 }
 
-func (e *env) poison(i int, rec *epoch.Record, slot uint64) {
-	e.put(i, rec, slot, wire.EncodePoison(rec.Star, rec.Epoch, slot, "fencer-1"))
-}
+// poison poisons slot in bucket i, bypassing the hooks.
+func (e *env) poison(i int, rec *epoch.Record, slot uint64) { e.Put(i, rec, slot, cutlinetest.Poison) }
 
 // readAll collects every flight the reader yields from from.
 func readAll(t testing.TB, r *chain.Reader, from chain.Position) ([]chain.Flight, error) {

@@ -9,7 +9,8 @@
 // (S3, GCS, a directory, memory; etcd or memory), NewMem makes in-memory
 // ones. Every zone is wrapped in fault injection (objstore/fault), which is
 // what the parties see: a test takes a zone down with Zones[i].SetDown or
-// adds fault rules there. Put, Layout and Delete place objects (a flight,
+// adds fault rules there (Options.Wrap wraps each zone once more, in a
+// request interceptor or latency of the test's own). Put, Layout and Delete place objects (a flight,
 // poison, a corrupt, misplaced or conflicting object) directly in a zone's
 // backend, behind every party's back, and State reads a slot in every zone
 // as a row like "F P E".

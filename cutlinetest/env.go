@@ -38,6 +38,11 @@ type Options struct {
 	// Fault is the fault injection every zone is wrapped in: zone i's
 	// seed is Fault.Seed+i+1, and a nil Fault.Clock means Clock.
 	Fault fault.Options
+	// Wrap, if set, wraps zone i's fault-injecting bucket, once, in New,
+	// in what every party sees instead (a test's request interceptor, or
+	// latency). The wrapper must keep the bucket's name. Put, Delete,
+	// State and Check still reach the backend directly.
+	Wrap func(i int, zone objstore.Bucket) objstore.Bucket
 }
 
 // Env is shared storage for a test: one metastore and K zones. Each zone is
@@ -51,6 +56,7 @@ type Env struct {
 	Raw   []objstore.Bucket
 	Zones []*fault.Bucket
 	opts  Options
+	views []objstore.Bucket // what every party sees: Zones, wrapped by opts.Wrap
 }
 
 // New returns an Env over any buckets (one per zone, in zone order) and any
@@ -79,7 +85,15 @@ func New(t testing.TB, store metastore.Store, buckets []objstore.Bucket, opts Op
 	for i, b := range buckets {
 		fo := opts.Fault
 		fo.Seed += uint64(i + 1)
-		e.Zones = append(e.Zones, fault.Wrap(b, fo))
+		fb := fault.Wrap(b, fo)
+		e.Zones = append(e.Zones, fb)
+		var v objstore.Bucket = fb
+		if opts.Wrap != nil {
+			if v = opts.Wrap(i, fb); v == nil || v.Name() != b.Name() {
+				t.Fatalf("cutlinetest: Options.Wrap must keep zone %d's bucket and its name %q", i, b.Name())
+			}
+		}
+		e.views = append(e.views, v)
 	}
 	return e
 }
@@ -102,7 +116,8 @@ func (e *Env) Constants(w, window int) epoch.Constants {
 }
 
 // Party is one process's view of the Env: its own minter, fencer, index,
-// settler and reader over the fault-injecting zones.
+// settler and reader over the fault-injecting zones (as Options.Wrap
+// wrapped them).
 type Party struct {
 	Name    string
 	Env     *Env
@@ -118,11 +133,7 @@ type Party struct {
 func (e *Env) Party(name string) *Party {
 	t := e.T
 	t.Helper()
-	zs := make([]objstore.Bucket, len(e.Zones))
-	for i, z := range e.Zones {
-		zs[i] = z
-	}
-	p := &Party{Name: name, Env: e, Zones: chain.MustZones(zs...)}
+	p := &Party{Name: name, Env: e, Zones: chain.MustZones(e.views...)}
 	var err error
 	must := func(err error) {
 		if err != nil {

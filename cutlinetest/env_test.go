@@ -152,6 +152,58 @@ func TestFaultOptions(t *testing.T) {
 	}
 }
 
+// Options.Wrap wraps each fault zone once, in what every party sees: the
+// parties' requests pass through the wrapper, while Put and State reach
+// the backends directly.
+func TestWrapOptions(t *testing.T) {
+	var seen []*countingBucket
+	e := cutlinetest.New(t, memstore.New(memstore.Options{}), []objstore.Bucket{mem.New("a"), mem.New("b")},
+		cutlinetest.Options{Wrap: func(i int, z objstore.Bucket) objstore.Bucket {
+			require.IsType(t, &fault.Bucket{}, z, "zone %d", i)
+			c := &countingBucket{Bucket: z}
+			seen = append(seen, c)
+			return c
+		}})
+	require.Len(t, seen, 2)
+	p := e.Party("writer")
+	q := e.Party("another")
+	rec := p.Mint(starA, e.Constants(2, 8))
+	e.Put(0, rec, 1, cutlinetest.Poison)
+	w := p.Writer(rec, chain.WriterOptions{})
+	_, err := w.Append(t.Context(), cutlinetest.Record("s", 0, "x"))
+	require.NoError(t, err)
+	require.NoError(t, w.Close(t.Context()))
+	require.Equal(t, "F F", e.State(rec, 0))
+	for i, c := range seen {
+		require.Equal(t, int64(1), c.creates.Load(), "zone %d", i) // slot 0 only: Put went around
+		require.Equal(t, 1, e.Zones[i].Stats().Calls[fault.OpCreate], "zone %d", i)
+	}
+	_, err = q.Reader.Read(t.Context(), starA, chain.Position{Epoch: rec.Epoch, Slot: 0})
+	require.NoError(t, err)
+	require.Positive(t, seen[0].reads.Load()+seen[1].reads.Load())
+}
+
+// countingBucket counts the creates and reads that pass through it.
+type countingBucket struct {
+	objstore.Bucket
+	creates, reads atomic.Int64
+}
+
+func (c *countingBucket) Create(ctx context.Context, key string, data []byte) error {
+	c.creates.Add(1)
+	return c.Bucket.Create(ctx, key, data)
+}
+
+func (c *countingBucket) Get(ctx context.Context, key string) ([]byte, error) {
+	c.reads.Add(1)
+	return c.Bucket.Get(ctx, key)
+}
+
+func (c *countingBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	c.reads.Add(1)
+	return c.Bucket.GetRange(ctx, key, off, n)
+}
+
 // flakyCoverage refuses to cover slots from 8 on while down is set, as a
 // metastore that is unreachable.
 type flakyCoverage struct {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
@@ -17,9 +18,9 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// DefaultMaxCreateRetries is how many times Create re-sends an upload whose
-// outcome was unknown, when Options.MaxCreateRetries is 0.
-const DefaultMaxCreateRetries = 3
+// DefaultRetries is how many times Create re-sends an upload whose
+// outcome was unknown, when Options.Retries is 0.
+const DefaultRetries = 3
 
 // maxListPage bounds a List page (GCS's own page limit).
 const maxListPage = 1000
@@ -34,15 +35,19 @@ type Options struct {
 	// Clock times the backoff between Create's retries. Default: the wall
 	// clock.
 	Clock clock.Clock
-	// MaxCreateRetries bounds how often Create re-sends an upload after an
-	// answer that left the outcome unknown (5xx, 429, a dropped
-	// connection). 0 means DefaultMaxCreateRetries; negative is an error.
-	MaxCreateRetries int
+	// Retries bounds how often Create re-sends an upload after an answer
+	// that left the outcome unknown (5xx, 429, a dropped connection), at
+	// most MaxRetries. 0 means DefaultRetries.
+	Retries int
+	// Backoff spaces those retries, jittered so that racing creators
+	// spread out. Zero fields mean 100ms and 2s.
+	Backoff clock.Backoff
 }
 
 // Bucket is an objstore.Bucket over one Google Cloud Storage bucket. It is
 // safe for concurrent use. Create it with New.
 type Bucket struct {
+	backoff    clock.Backoff
 	bkt        *storage.BucketHandle
 	bucket     string
 	name       string
@@ -67,8 +72,11 @@ func New(client *storage.Client, bucket string, opts Options) (*Bucket, error) {
 		return nil, &config.Error{Field: "bucket", Reason: "empty"}
 	case strings.ContainsAny(bucket, "/\\ ") || len(bucket) > 222:
 		return nil, &config.Error{Field: "bucket", Value: fmt.Sprintf("%q", bucket), Reason: "not a bucket name"}
-	case opts.MaxCreateRetries < 0 || opts.MaxCreateRetries > MaxRetries:
-		return nil, &config.Error{Field: "MaxCreateRetries", Value: opts.MaxCreateRetries, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxCreateRetries ≤ %d", MaxRetries)}
+	case opts.Retries < 0 || opts.Retries > MaxRetries:
+		return nil, &config.Error{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
+	}
+	if err := opts.Backoff.Validate("Backoff"); err != nil {
+		return nil, err
 	}
 	b := &Bucket{
 		bkt:        client.Bucket(bucket),
@@ -76,7 +84,8 @@ func New(client *storage.Client, bucket string, opts Options) (*Bucket, error) {
 		name:       opts.Name,
 		log:        opts.Logger,
 		clk:        clock.Or(opts.Clock),
-		maxRetries: opts.MaxCreateRetries,
+		maxRetries: opts.Retries,
+		backoff:    opts.Backoff.Or(clock.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}),
 	}
 	if b.name == "" {
 		b.name = bucket
@@ -85,7 +94,7 @@ func New(client *storage.Client, bucket string, opts Options) (*Bucket, error) {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	if b.maxRetries == 0 {
-		b.maxRetries = DefaultMaxCreateRetries
+		b.maxRetries = DefaultRetries
 	}
 	return b, nil
 }

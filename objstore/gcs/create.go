@@ -5,7 +5,6 @@ import (
 	"errors"
 	"hash/crc32"
 	"math/rand/v2"
-	"time"
 
 	"cloud.google.com/go/storage"
 
@@ -13,9 +12,7 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// retryBackoff times Create's retries, jittered so that racing creators
 // spread out.
-var retryBackoff = clock.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
@@ -27,7 +24,7 @@ var crc32c = crc32.MakeTable(crc32.Castagnoli)
 //   - 5xx, 429, a dropped connection: the upload may or may not have landed.
 //     Create re-sends it itself (the client's own retries are switched off
 //     for this call, so that every attempt is known), up to
-//     Options.MaxCreateRetries times with backoff on Options.Clock. If a
+//     Options.Retries times with backoff on Options.Clock. If a
 //     re-sent upload gets 412, the object may be our earlier attempt: Create
 //     reads it back; our bytes → success, other bytes → ErrExists,
 //     unreadable or gone → objstore.ErrUnavailable. When retries run out:
@@ -64,7 +61,7 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 			if retry >= b.maxRetries {
 				return b.opError(op, key, cerr)
 			}
-			d := retryBackoff.Delay(retry, rand.Uint64())
+			d := b.backoff.Delay(retry, rand.Uint64())
 			b.log.DebugContext(ctx, "gcs create: outcome unknown, re-sending",
 				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d, "err", err)
 			if serr := clock.Sleep(ctx, b.clk, d); serr != nil {

@@ -22,7 +22,7 @@
 // precondition.
 //
 // A 5xx, a 429 or a dropped connection leaves the outcome unknown. Create
-// re-sends the upload itself, up to Options.MaxCreateRetries times with
+// re-sends the upload itself, up to Options.Retries times with
 // backoff on Options.Clock; the client's own retries are switched off for
 // uploads so that every attempt is known. A re-sent upload that gets 412
 // may have met our own earlier attempt, so Create reads the object back:

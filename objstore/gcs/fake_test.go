@@ -155,7 +155,7 @@ func TestGCSStoppedServerIsUnavailable(t *testing.T) {
 	// The client's own retries of reads are the host's business; keep them
 	// short here.
 	c.SetRetry(storage.WithMaxAttempts(2), storage.WithBackoff(gax.Backoff{Initial: time.Millisecond, Max: time.Millisecond}))
-	b := newBucket(t, c, freshBucket(t, srv), gcs.Options{Clock: &testclock.Instant{}, MaxCreateRetries: 1})
+	b := newBucket(t, c, freshBucket(t, srv), gcs.Options{Clock: &testclock.Instant{}, Retries: 1})
 	ctx := t.Context()
 	require.NoError(t, b.Create(ctx, "before", []byte("kept")))
 	srv.Stop()
@@ -299,7 +299,7 @@ func TestGCSCreateRetryLosesToAnotherWriter(t *testing.T) {
 
 func TestGCSCreateRetriesRunOut(t *testing.T) {
 	clk := &testclock.Instant{}
-	_, ft, b := faultyBucket(t, gcs.Options{Clock: clk, MaxCreateRetries: 2})
+	_, ft, b := faultyBucket(t, gcs.Options{Clock: clk, Retries: 2})
 	ft.spoil(refuse, refuse, refuse)
 	err := b.Create(t.Context(), "k", []byte("mine"))
 	require.ErrorIs(t, err, objstore.ErrUnavailable)
@@ -355,8 +355,8 @@ func TestGCSNewValidates(t *testing.T) {
 		{"nil client", nil, "b", gcs.Options{}, "client"},
 		{"empty bucket", c, "", gcs.Options{}, "bucket"},
 		{"slash bucket", c, "a/b", gcs.Options{}, "bucket"},
-		{"negative retries", c, "b", gcs.Options{MaxCreateRetries: -1}, "MaxCreateRetries"},
-		{"too many retries", c, "b", gcs.Options{MaxCreateRetries: gcs.MaxRetries + 1}, "MaxCreateRetries"},
+		{"negative retries", c, "b", gcs.Options{Retries: -1}, "Retries"},
+		{"too many retries", c, "b", gcs.Options{Retries: gcs.MaxRetries + 1}, "Retries"},
 	} {
 		_, err := gcs.New(tc.client, tc.bucket, tc.opts)
 		require.ErrorIs(t, err, config.ErrInvalid, tc.name)

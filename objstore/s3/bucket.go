@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -17,9 +18,9 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// DefaultMaxConflictRetries is how many times Create retries a 409
-// ConditionalRequestConflict when Options.MaxConflictRetries is 0.
-const DefaultMaxConflictRetries = 5
+// DefaultRetries is how many times Create retries a 409
+// ConditionalRequestConflict when Options.Retries is 0.
+const DefaultRetries = 5
 
 // maxListKeys is S3's page size limit for ListObjectsV2.
 const maxListKeys = 1000
@@ -53,10 +54,13 @@ type Options struct {
 	// Clock times the backoff between Create's conflict retries. Default:
 	// the wall clock.
 	Clock clock.Clock
-	// MaxConflictRetries bounds how often Create retries after a 409
-	// ConditionalRequestConflict. 0 means DefaultMaxConflictRetries;
-	// negative is an error.
-	MaxConflictRetries int
+	// Retries bounds how often Create retries after a 409
+	// ConditionalRequestConflict, at most MaxRetries. 0 means
+	// DefaultRetries.
+	Retries int
+	// Backoff spaces those retries, jittered so that racing creators
+	// spread out. Zero fields mean 25ms and 1s.
+	Backoff clock.Backoff
 	// DirectoryBucket makes List work around directory-bucket listing (no
 	// StartAfter, prefixes only up to a '/', no lexical order). It is
 	// switched on automatically for bucket names ending in "--x-s3".
@@ -66,6 +70,7 @@ type Options struct {
 // Bucket is an objstore.Bucket over one S3 bucket. It is safe for
 // concurrent use. Create it with New.
 type Bucket struct {
+	backoff     clock.Backoff
 	client      *awss3.Client
 	bucket      string
 	name        string
@@ -90,8 +95,11 @@ func New(client *awss3.Client, bucket string, opts Options) (*Bucket, error) {
 		return nil, &config.Error{Field: "bucket", Reason: "empty"}
 	case strings.ContainsAny(bucket, "/\\ ") || len(bucket) > 255:
 		return nil, &config.Error{Field: "bucket", Value: fmt.Sprintf("%q", bucket), Reason: "not a bucket name"}
-	case opts.MaxConflictRetries < 0 || opts.MaxConflictRetries > MaxRetries:
-		return nil, &config.Error{Field: "MaxConflictRetries", Value: opts.MaxConflictRetries, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxConflictRetries ≤ %d", MaxRetries)}
+	case opts.Retries < 0 || opts.Retries > MaxRetries:
+		return nil, &config.Error{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
+	}
+	if err := opts.Backoff.Validate("Backoff"); err != nil {
+		return nil, err
 	}
 	b := &Bucket{
 		client:      client,
@@ -99,7 +107,8 @@ func New(client *awss3.Client, bucket string, opts Options) (*Bucket, error) {
 		name:        opts.Name,
 		log:         opts.Logger,
 		clk:         clock.Or(opts.Clock),
-		maxConflict: opts.MaxConflictRetries,
+		maxConflict: opts.Retries,
+		backoff:     opts.Backoff.Or(clock.Backoff{Min: 25 * time.Millisecond, Max: time.Second}),
 		directory:   opts.DirectoryBucket || strings.HasSuffix(bucket, directoryBucketSuffix),
 	}
 	if b.name == "" {
@@ -109,7 +118,7 @@ func New(client *awss3.Client, bucket string, opts Options) (*Bucket, error) {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	if b.maxConflict == 0 {
-		b.maxConflict = DefaultMaxConflictRetries
+		b.maxConflict = DefaultRetries
 	}
 	return b, nil
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -18,9 +17,7 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// conflictBackoff times conflict retries, jittered so that racing creators
 // spread out.
-var conflictBackoff = clock.Backoff{Min: 25 * time.Millisecond, Max: time.Second}
 
 // Create implements objstore.Bucket with PutObject and "If-None-Match: *".
 //
@@ -86,7 +83,7 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 				return b.opError(op, key, objstore.Unavailable(
 					fmt.Errorf("conflicting writes after %d retries: %w", retry, err)))
 			}
-			d := conflictBackoff.Delay(retry, rand.Uint64())
+			d := b.backoff.Delay(retry, rand.Uint64())
 			b.log.DebugContext(ctx, "s3 create: conflicting write, retrying",
 				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d)
 			if serr := clock.Sleep(ctx, b.clk, d); serr != nil {

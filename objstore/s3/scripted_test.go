@@ -277,7 +277,7 @@ func TestS3ScriptedCreateConflictObservesOtherBytes(t *testing.T) {
 func TestS3ScriptedCreateConflictAbsentRetriesThenUnavailable(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &testclock.Instant{}
-	b := f.bucket(s3.Options{Clock: clk, MaxConflictRetries: 3})
+	b := f.bucket(s3.Options{Clock: clk, Retries: 3})
 	for range 4 {
 		f.push("PUT", answer{status: 409, code: "ConditionalRequestConflict"})
 	}
@@ -542,8 +542,8 @@ func TestS3NewValidates(t *testing.T) {
 		{"nil client", nil, "b", s3.Options{}, "client"},
 		{"empty bucket", c, "", s3.Options{}, "bucket"},
 		{"slash bucket", c, "a/b", s3.Options{}, "bucket"},
-		{"negative retries", c, "b", s3.Options{MaxConflictRetries: -1}, "MaxConflictRetries"},
-		{"too many retries", c, "b", s3.Options{MaxConflictRetries: s3.MaxRetries + 1}, "MaxConflictRetries"},
+		{"negative retries", c, "b", s3.Options{Retries: -1}, "Retries"},
+		{"too many retries", c, "b", s3.Options{Retries: s3.MaxRetries + 1}, "Retries"},
 	} {
 		_, err := s3.New(tc.client, tc.bucket, tc.opts)
 		require.ErrorIs(t, err, config.ErrInvalid, tc.name)
