@@ -150,7 +150,12 @@ type Session interface {
 	ID() int64
 	// TTL is the session's time to live.
 	TTL() time.Duration
-	// Done is closed when the session has ended: expired, revoked, closed.
+	// Done is closed when the session has ended: expired, revoked, closed,
+	// or no longer confirmed. A backend closes it when it could not renew
+	// the session for (at most) its TTL, measured from the sending of the
+	// last renewal that got through, so that the holder learns of the loss
+	// no later than the store expires the session and others watching its
+	// keys see them go. A session that ended never comes back.
 	Done() <-chan struct{}
 	// Close revokes the session (its bound keys are deleted) and stops its
 	// keep-alives. Closing twice is a no-op.

@@ -32,9 +32,16 @@
 // is overtaken it returns an error matching metastore.ErrUnavailable.
 //
 // Sessions are etcd leases (TTL rounded up to whole seconds, and raised by
-// etcd to its minimum if needed) kept alive by the client; Done is closed
-// when the keep-alive stream ends: the lease expired or was revoked, the
-// client was closed, or no keep-alive got through for a whole TTL. Watches
+// etcd to its minimum if needed) that the store keeps alive itself, with a
+// keep-alive every TTL/3. Each session has its own deadline on the store's
+// clock: when no keep-alive has been answered for TTL − TTL/10, counted
+// from the sending of the last answered one (or of the grant), Done is
+// closed for good. etcd renews a lease only when a keep-alive reaches it,
+// after it was sent, so the holder learns of the loss before etcd expires
+// the lease and watchers see its keys deleted, even when the network goes
+// silent rather than failing (the client's own keep-alive stream would
+// wait out its dial timeout first). Done is also closed when etcd reports
+// the lease gone and on Close. Watches
 // require a leader, so a member cut off from the quorum ends the watch with
 // metastore.ErrUnavailable instead of going silent; a compacted start
 // revision yields metastore.ErrCompacted.
