@@ -77,6 +77,7 @@ func TestReaderAcrossEpochs(t *testing.T) {
 	w := e.writer(e1, chain.WriterOptions{})
 	var acked []chain.Flight
 	for i := 0; ; i++ {
+		require.Less(t, i, 1000, "the writer never halted at the poisoned slot 7")
 		f, err := w.Submit(ctx, payload(i))
 		if err != nil {
 			require.ErrorIs(t, err, chain.ErrFenced)

@@ -41,6 +41,7 @@ func TestPoisonedSlotNeverAcks(t *testing.T) {
 			w := e.writer(rec, chain.WriterOptions{})
 			var fs []*chain.Future
 			for i := 0; ; i++ {
+				require.Less(t, i, dead+1000, "the writer never halted at the dead slot %d", dead)
 				f, err := w.Submit(context.Background(), payload(i))
 				if err != nil {
 					require.ErrorIs(t, err, chain.ErrFenced)

@@ -2,6 +2,7 @@ package settle_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -40,6 +41,12 @@ func TestFenceEndsLiveWriter(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
+				if i == 100_000 {
+					// A fence that cannot stop a live writer: fail with a
+					// message instead of appending until the test times out.
+					submitErr = fmt.Errorf("the writer never halted: %d appends", i)
+					return
+				}
 				f, err := w.Submit(ctx, record(stream, uint64(i), "x"))
 				if err != nil {
 					submitErr = err
