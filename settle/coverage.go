@@ -157,13 +157,30 @@ func (x *RefIndex) Lookup(ctx context.Context, stream string, offset uint64) (Re
 	if err != nil {
 		return Ref{}, fmt.Errorf("settle ref %s/%d: %w", stream, offset, err)
 	}
-	return decodeRef(kv)
+	return decodeRef(kv, stream, offset)
 }
 
-func decodeRef(kv metastore.KV) (Ref, error) {
+// decodeRef decodes the ref stored at kv, which must be stream's ref at
+// offset: a ref that claims other coordinates than its key, names no valid
+// star or epoch, or covers no offsets (or runs past the offset space) is a
+// *metastore.RecordError, never acted upon.
+func decodeRef(kv metastore.KV, stream string, offset uint64) (Ref, error) {
 	var r Ref
 	if err := metastore.DecodeRecord(kv.Key, kv.Value, refKind, refFormat, &r); err != nil {
 		return Ref{}, err
+	}
+	bad := func(reason string) (Ref, error) {
+		return Ref{}, &metastore.RecordError{Key: kv.Key, Kind: refKind, Reason: reason}
+	}
+	switch {
+	case r.Stream != stream || r.Offset != offset:
+		return bad(fmt.Sprintf("claims stream %q offset %d", r.Stream, r.Offset))
+	case epoch.ValidateName("star", r.Star) != nil:
+		return bad(fmt.Sprintf("names no valid star: %q", r.Star))
+	case r.Epoch == 0:
+		return bad("epoch numbers start at 1")
+	case r.Count == 0 || r.Offset+r.Count < r.Offset:
+		return bad(fmt.Sprintf("covers %d offsets from %d", r.Count, r.Offset))
 	}
 	return r, nil
 }
@@ -181,11 +198,12 @@ func (x *RefIndex) Refs(ctx context.Context, stream string) iter.Seq2[Ref, error
 			return
 		}
 		for _, kv := range kvs {
-			r, err := decodeRef(kv)
-			if err == nil {
-				if n, perr := strconv.ParseUint(strings.TrimPrefix(kv.Key, x.prefix(stream)), 10, 64); perr != nil || n != r.Offset {
-					err = &metastore.RecordError{Key: kv.Key, Kind: refKind, Reason: "key does not match the ref's offset"}
-				}
+			var r Ref
+			n, err := strconv.ParseUint(strings.TrimPrefix(kv.Key, x.prefix(stream)), 10, 64)
+			if err != nil || x.key(stream, n) != kv.Key {
+				err = &metastore.RecordError{Key: kv.Key, Kind: refKind, Reason: "key is not an offset"}
+			} else {
+				r, err = decodeRef(kv, stream, n)
 			}
 			if !yield(r, err) {
 				return
