@@ -79,7 +79,8 @@ type Run struct {
 	// Zones are the zones' buckets, read directly: not through the fault
 	// injection the parties saw.
 	Zones []objstore.Bucket
-	// Locate is the RefIndex's Locator. Nil means Locate.
+	// Locate is the RefIndex's Locator. Nil means Locate. Whatever the
+	// Locator, Bundle payloads are checked record by record.
 	Locate settle.Locator
 }
 
@@ -99,11 +100,14 @@ type Run struct {
 //     verified copies, read from every zone with wire.ObserveObject.
 //  5. Every acknowledged payload is found exactly once through the index
 //     (each ref read with chain.Reader.Read) and exactly once in chain
-//     order; refs cover their streams without gaps, each at the offset its
-//     flight carries; no record id is found twice, except copies of
-//     submissions whose outcome was unknown (at-least-once for what was
-//     never acknowledged); nothing is found that failed definitely or that
-//     no host submitted.
+//     order; a Bundle counts record by record, so every record of an
+//     acknowledged bundle is found exactly once through the refs of its
+//     stream; refs cover their streams without gaps, each at a span its
+//     flight's Locator reads, its bytes holding the records it claims, and
+//     each stream continues (RefIndex.Next) where its refs end; no record
+//     id is found twice, except copies of submissions whose outcome was
+//     unknown (at-least-once for what was never acknowledged); nothing is
+//     found that failed definitely or that no host submitted.
 //  6. Epoch records moved only forward: in the store's history of each
 //     record (while the store keeps it) states never went back, a cut
 //     never changed, cursors never moved back, constants never changed;
@@ -452,13 +456,53 @@ func (c *checker) forward(p, n *epoch.Record, rev int64) {
 	}
 }
 
+// unit is what guarantee 5 counts: one record. A Bundle payload holds one
+// per record, keyed by the record alone; any other payload is one, keyed
+// by its bytes.
+type unit struct {
+	key, id string
+}
+
+// units returns the records payload p holds; id names a payload that is
+// no Bundle.
+func units(p []byte, id string) []unit {
+	if isBundle(p) {
+		if recs, err := ParseBundle(p); err == nil {
+			out := make([]unit, len(recs))
+			for i, r := range recs {
+				out[i] = unit{key: bundledKey(r), id: r.ID}
+			}
+			return out
+		}
+	}
+	return []unit{{key: string(p), id: id}}
+}
+
+// bundledKey names a record of a bundle.
+func bundledKey(r BundleRecord) string {
+	return fmt.Sprintf("%s|%d|%s (bundled)", r.Stream, r.Offset, r.ID)
+}
+
 // checkReads checks guarantee 5: through the index and in chain order.
+// Records inside Bundle payloads are counted one by one, and each ref's
+// bytes must hold the records it claims.
 func (c *checker) checkReads(evs []Event, answers map[int]Event, stars []string) {
 	var streams []string
 	for _, ev := range evs {
-		if ev.Op == Submitted || ev.Op == Refused {
-			if s, _, _, err := c.run.Locate(ev.Payload); err == nil && !slices.Contains(streams, s) {
-				streams = append(streams, s)
+		if ev.Op != Submitted && ev.Op != Refused {
+			continue
+		}
+		spans, _ := c.run.Locate(ev.Payload)
+		for _, sp := range spans {
+			if !slices.Contains(streams, sp.Stream) {
+				streams = append(streams, sp.Stream)
+			}
+		}
+		if recs, err := ParseBundle(ev.Payload); err == nil {
+			for _, r := range recs {
+				if !slices.Contains(streams, r.Stream) {
+					streams = append(streams, r.Stream)
+				}
 			}
 		}
 	}
@@ -483,10 +527,27 @@ func (c *checker) checkReads(evs []Event, answers map[int]Event, stars []string)
 				c.add(5, "the ref at offset %d of stream %s (%s/%v) does not read: %v", r.Offset, stream, r.Star, r.Position(), err)
 				continue
 			}
-			index[string(p)]++
-			if s, off, n, err := c.run.Locate(p); err != nil || s != stream || off != r.Offset || n != r.Count {
-				c.add(5, "the ref at offset %d of stream %s serves %s/%v, which carries %q", r.Offset, stream, r.Star, r.Position(), p)
+			if spans, err := c.run.Locate(p); err != nil || !slices.Contains(spans, r.Span()) {
+				c.add(5, "the ref at offset %d of stream %s serves %v of %s/%v, which carries %q", r.Offset, stream, r.Span(), r.Star, r.Position(), p)
+				continue
 			}
+			if !isBundle(p) {
+				index[string(p)]++
+				continue
+			}
+			recs, err := spanRecords(p, r.Span())
+			if err != nil {
+				c.add(5, "the ref at offset %d of stream %s serves %s/%v: %v", r.Offset, stream, r.Star, r.Position(), err)
+				continue
+			}
+			for _, rec := range recs {
+				index[bundledKey(rec)]++
+			}
+		}
+		if n, err := c.refs.Next(c.ctx, stream); err != nil {
+			c.add(5, "where stream %s continues does not read: %v", stream, err)
+		} else if n != next {
+			c.add(5, "stream %s continues at %d, its refs end at %d", stream, n, next)
 		}
 	}
 	inChain := map[string]int{}
@@ -496,7 +557,9 @@ func (c *checker) checkReads(evs []Event, answers map[int]Event, stars []string)
 				c.add(5, "the chain of %s does not read: %v", star, err)
 				break
 			}
-			inChain[string(f.Payload)]++
+			for _, u := range units(f.Payload, "") {
+				inChain[u.key]++
+			}
 		}
 	}
 	c.exactlyOnce("the index", index, evs, answers)
@@ -518,24 +581,26 @@ func (c *checker) exactlyOnce(how string, found map[string]int, evs []Event, ans
 		if ev.Op != Submitted && ev.Op != Refused {
 			continue
 		}
-		p := string(ev.Payload)
-		g := groups[p]
-		if g == nil {
-			g = &group{id: ev.ID, star: ev.Star}
-			groups[p] = g
-			order = append(order, p)
-		}
-		switch fateOf(evs, i, answers) {
-		case acknowledged:
-			g.acked++
-			g.pos = answers[i].Pos
-		case absent:
-			g.failed = ev.Err
-			if a, ok := answers[i]; ok {
-				g.failed = a.Err
+		fate := fateOf(evs, i, answers)
+		for _, u := range units(ev.Payload, ev.ID) {
+			g := groups[u.key]
+			if g == nil {
+				g = &group{id: u.id, star: ev.Star}
+				groups[u.key] = g
+				order = append(order, u.key)
 			}
-		default:
-			g.open++
+			switch fate {
+			case acknowledged:
+				g.acked++
+				g.pos = answers[i].Pos
+			case absent:
+				g.failed = ev.Err
+				if a, ok := answers[i]; ok {
+					g.failed = a.Err
+				}
+			default:
+				g.open++
+			}
 		}
 	}
 	known := map[string]int{}

@@ -35,6 +35,17 @@
 // is recorded in a History: submitted, acknowledged (where), failed (why),
 // refused. Hosts with a loop of their own record into a History with Add.
 //
+// # Payloads
+//
+// The reference host's payloads are Records, "<stream>|<offset>|<id>": one
+// producer record per flight. A star that leads several streams may bundle
+// records of several streams in one flight: Bundle makes such a transit
+// bundle, each record keeping its stream, offset and id, and ParseBundle
+// reads it back. Locate, the settle.Locator of both formats, reads one span
+// per stream from a bundle (a stream's records follow each other there, at
+// consecutive offsets), so that every stream's refs point at the bytes of
+// its own records.
+//
 // # The checker
 //
 // Check takes a finished run (its History, the store, the zones' buckets)
@@ -46,6 +57,9 @@
 // see twice is spelled out: a record whose append failed with an unknown
 // outcome (an aborted writer, a killed host) and was retried may be found
 // twice, at-least-once; an acknowledged one must be found exactly once.
+// Records inside bundles count one by one: each acknowledged record of an
+// acknowledged bundle must be found exactly once through its stream's
+// refs, and every ref's bytes must hold the records it claims.
 //
 // # A takeover test
 //

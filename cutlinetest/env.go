@@ -33,7 +33,7 @@ type Options struct {
 	// Empty means "chains".
 	Prefix string
 	// Locate is the Locator of every party's RefIndex and of the checker.
-	// Nil means Locate (the Record format).
+	// Nil means Locate (the Record and Bundle formats).
 	Locate settle.Locator
 	// Fault is the fault injection every zone is wrapped in: zone i's
 	// seed is Fault.Seed+i+1, and a nil Fault.Clock means Clock.
@@ -183,10 +183,10 @@ func (p *Party) Writer(rec *epoch.Record, opts chain.WriterOptions) *chain.Write
 }
 
 // StreamIDs reads stream through the party's RefIndex and Reader: the refs
-// must cover [0, next) without holes or overlaps, one Record each, and
-// each ref's flight must be readable and carry the stream and offset the
-// ref claims. It returns the record ids in offset order; anything else
-// fails the test.
+// must cover [0, next) without holes or overlaps, and each ref's flight
+// must be readable and its bytes must hold the records the ref claims (a
+// Record, or that stream's records of a Bundle). It returns the record ids
+// in offset order; anything else fails the test.
 func (p *Party) StreamIDs(stream string) []string {
 	t := p.Env.T
 	t.Helper()
@@ -197,8 +197,8 @@ func (p *Party) StreamIDs(stream string) []string {
 		if err != nil {
 			t.Fatalf("cutlinetest: the refs of stream %s: %v", stream, err)
 		}
-		if r.Offset != next || r.Count != 1 {
-			t.Fatalf("cutlinetest: stream %s: a ref covers [%d, %d), the next is at %d: refs must cover the stream one record each, without holes or overlaps",
+		if r.Offset != next {
+			t.Fatalf("cutlinetest: stream %s: a ref covers [%d, %d), the next is at %d: refs must cover the stream without holes or overlaps",
 				stream, r.Offset, r.Offset+r.Count, next)
 		}
 		next = r.Offset + r.Count
@@ -206,11 +206,13 @@ func (p *Party) StreamIDs(stream string) []string {
 		if err != nil {
 			t.Fatalf("cutlinetest: stream %s: the ref at offset %d (%s/%v) must be readable: %v", stream, r.Offset, r.Star, r.Position(), err)
 		}
-		s, off, id, err := ParseRecord(payload)
-		if err != nil || s != stream || off != r.Offset {
-			t.Fatalf("cutlinetest: stream %s: the flight at %s/%v the ref at offset %d serves carries %q (%v)", stream, r.Star, r.Position(), r.Offset, payload, err)
+		recs, err := spanRecords(payload, r.Span())
+		if err != nil {
+			t.Fatalf("cutlinetest: stream %s: the flight at %s/%v the ref at offset %d serves carries %q: %v", stream, r.Star, r.Position(), r.Offset, payload, err)
 		}
-		ids = append(ids, id)
+		for _, rec := range recs {
+			ids = append(ids, rec.ID)
+		}
 	}
 	if n, err := p.Refs.Next(ctx, stream); err != nil || n != next {
 		t.Fatalf("cutlinetest: stream %s: continues at %d (%v), its refs end at %d", stream, n, err, next)
@@ -219,8 +221,9 @@ func (p *Party) StreamIDs(stream string) []string {
 }
 
 // ChainIDs reads star's whole chain in order through the party's Reader
-// and returns the ids of its Records with their positions; anything else
-// fails the test.
+// and returns the ids of its records with their positions: one for a
+// Record, one per record (at the same position) for a Bundle. Anything
+// else fails the test.
 func (p *Party) ChainIDs(star string) ([]string, []chain.Position) {
 	t := p.Env.T
 	t.Helper()
@@ -229,6 +232,17 @@ func (p *Party) ChainIDs(star string) ([]string, []chain.Position) {
 	for f, err := range p.Reader.Flights(t.Context(), star, chain.Position{}) {
 		if err != nil {
 			t.Fatalf("cutlinetest: the chain of %s: %v", star, err)
+		}
+		if isBundle(f.Payload) {
+			recs, err := ParseBundle(f.Payload)
+			if err != nil {
+				t.Fatalf("cutlinetest: the chain of %s at %v: %v", star, f.Position, err)
+			}
+			for _, r := range recs {
+				ids = append(ids, r.ID)
+				pos = append(pos, f.Position)
+			}
+			continue
 		}
 		_, _, id, err := ParseRecord(f.Payload)
 		if err != nil {

@@ -94,6 +94,7 @@
 //	chains/<star>                 counter: next epoch number, head epoch per class (epoch)
 //	chains/<star>/<epoch>         epoch record: constants, state, cut, cursors (epoch)
 //	refs/<stream>/<offset>        a host's coverage index, when it uses settle.RefIndex
+//	refheads/<stream>             the first offset of a stream that no ref covers (settle.RefIndex)
 //
 // # Versioned records
 //

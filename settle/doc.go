@@ -75,20 +75,37 @@
 //
 // # RefIndex
 //
-// RefIndex is a ready Coverage in the metastore, one key per flight:
+// RefIndex is a ready Coverage in the metastore, one key per span and one
+// head per stream:
 //
-//	<root>refs/<stream>/<offset, 20 digits>  →  star, epoch, slot, count
+//	<root>refs/<stream>/<offset, 20 digits>  →  star, epoch, slot, count, start, end
+//	<root>refheads/<stream>                  →  next: the first offset no ref covers
 //
-// A Locator (the host's payload format) reads from a flight which run of
-// offsets [offset, offset+count) of which stream it carries. Writes are
-// create-only, so Cover is idempotent (the same ref again is nil) and a
-// different position for an offset already covered is refused with a
-// *DoubleCoverError (ErrDoubleCover); the existing ref is never overwritten.
-// The check is by the run's first offset: runs of one stream must start at
-// distinct offsets and must not overlap, which a host that assigns offsets
-// from Next keeps by construction. Lookup reads one ref, Refs yields a
-// stream's refs in offset order, Next returns the offset after the highest
-// ref: where the stream's next append goes, also after a takeover.
+// One flight may bundle records of several streams (a star's chain is
+// shared by every stream it leads). A Locator (the host's payload format)
+// reads from a flight one Span per stream: the run of offsets
+// [offset, offset+count) it carries and the bytes [start, end) of the
+// payload that hold them. CheckSpans checks them before anything is
+// written: at least one span, valid stream names, non-empty runs inside
+// the offset space, byte ranges inside the payload that do not overlap, at
+// most one span per stream (ErrLocate otherwise).
+//
+// A stream's spans tile it: CoverSpan writes a span's ref only where the
+// stream's coverage ends, and moves the head past it in the same
+// transaction. Covering is idempotent (the same ref again is nil); a span
+// starting below the head is refused with a *DoubleCoverError
+// (ErrDoubleCover), one starting above it with a *GapError (ErrGap).
+// Nothing is ever overwritten, so two positions can never cover one
+// offset, and no offset below the head is left uncovered. Racing covers of
+// the same span both succeed; one writes. Cover covers every span of a
+// flight, in the Locator's order. Lookup reads one ref, Refs yields a
+// stream's refs in offset order, Next reads the head: where the stream's
+// next append goes, also after a takeover.
+//
+// A host that assigns offsets from Next, in the order its writer assigns
+// slots, keeps the tiling by construction: settlement covers the flights
+// of [checkpoint, cut) in slot order, so a stream's runs must follow each
+// other in chain order.
 //
 // # Trim
 //
@@ -129,6 +146,17 @@
 // RollerOptions.Backoff apart, until it succeeds or the Roller is closed;
 // a crash anywhere leaves epochs that the next OpenRoller settles.
 //
+// RollerOptions.Republish lets the host decide, in every roll, which of
+// the unratified tail goes into the new epoch, before anything is placed
+// there (appends submitted meanwhile wait for the roll): it sees the new
+// epoch's record and the pooled payloads in order, and answers one error
+// per payload. A dropped append fails with ErrDropped; it was never
+// acknowledged. A failed hook is retried, Backoff apart, and the new
+// epoch stays empty until it succeeds. Payloads are republished as they
+// are, so a host that drops a record keeps its streams tiled only if no
+// later record of the same stream is republished (or it drops those too):
+// their refs would leave the dropped offsets uncovered (ErrGap).
+//
 // Set RollOnHalt only while the host still owns its streams. If another
 // star fenced the epoch to take them over, rolling would keep writing
 // records nobody serves; without RollOnHalt, appends at or past the dead
@@ -163,9 +191,14 @@
 // epoch.ErrCutMismatch) and the Coverage's errors; metastore and context
 // errors pass through, wrapped with the star and epoch. Garbage an
 // unreachable bucket kept through Options.Retries retries (Options.Backoff
-// apart) is not an error (Report.GarbageLeft): nothing reads past the cut. RefIndex returns ErrDoubleCover (*DoubleCoverError),
-// ErrLocate for a payload the Locator cannot read or an empty run, and
-// config.ErrInvalid for an invalid stream name. The Roller returns
-// ErrRollerClosed after Close and the writer's errors otherwise. Invalid
-// options are an *config.Error naming the field.
+// apart) is not an error (Report.GarbageLeft): nothing reads past the
+// cut.
+//
+// RefIndex returns ErrDoubleCover (*DoubleCoverError), ErrGap
+// (*GapError), ErrLocate for a payload the Locator cannot read or spans
+// CheckSpans refuses, config.ErrInvalid for an invalid stream or star
+// name, and a *metastore.RecordError for a ref or head that does not
+// decode. The Roller returns ErrRollerClosed after Close, ErrDropped for
+// an append the Republish hook dropped, and the writer's errors otherwise.
+// Invalid options are an *config.Error naming the field.
 package settle

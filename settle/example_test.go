@@ -17,13 +17,13 @@ import (
 
 // orderLocator reads the example's payloads, "<stream> <offset> <body>":
 // one record per flight.
-func orderLocator(p []byte) (string, uint64, uint64, error) {
+func orderLocator(p []byte) ([]settle.Span, error) {
 	f := strings.SplitN(string(p), " ", 3)
 	if len(f) != 3 {
-		return "", 0, 0, fmt.Errorf("not a record: %q", p)
+		return nil, fmt.Errorf("not a record: %q", p)
 	}
 	off, err := strconv.ParseUint(f[1], 10, 64)
-	return f[0], off, 1, err
+	return []settle.Span{{Stream: f[0], Offset: off, Count: 1, End: uint64(len(p))}}, err
 }
 
 // A takeover: broker-1 writes three records and dies before its index

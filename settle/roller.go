@@ -16,9 +16,16 @@ import (
 	"github.com/cutline/cutline/fence"
 )
 
-// ErrRollerClosed: Append after Close, or an append the roller could not
-// finish before Close gave up.
-var ErrRollerClosed = errors.New("settle: roller closed")
+// Errors of the Roller.
+var (
+	// ErrRollerClosed: Append after Close, or an append the roller could
+	// not finish before Close gave up.
+	ErrRollerClosed = errors.New("settle: roller closed")
+	// ErrDropped: RollerOptions.Republish refused to republish a pooled
+	// append. It was never acknowledged anywhere (it lay at or past the
+	// old epoch's cut) and is not placed in the new one.
+	ErrDropped = errors.New("settle: append dropped instead of republished")
+)
 
 // RollerOptions configures a Roller. The zero value works.
 type RollerOptions struct {
@@ -39,6 +46,27 @@ type RollerOptions struct {
 	Clock clock.Clock
 	// Logger receives rolls at info level. Nil discards.
 	Logger *slog.Logger
+	// Republish, when set, is called in every roll (planned, or after a halt)
+	// once the old epoch is fenced and settled and before anything is placed
+	// in the new epoch next. payloads are the pooled appends about to be
+	// republished into next, in order. It returns one error per payload: nil
+	// republishes that append, an error fails it (its Future's Wait returns an
+	// error wrapping ErrDropped and the returned error; the append is certainly
+	// not acknowledged anywhere: it lay at or past the old cut). A non-nil
+	// second result fails the step, which is retried with Backoff until it
+	// succeeds or the roller ends; next is not written before it succeeds.
+	//
+	// The hook must not modify payloads. It runs on the roller's own
+	// goroutine: appends submitted meanwhile wait for the roll.
+	Republish func(ctx context.Context, next *epoch.Record, payloads [][]byte) ([]error, error)
+	// Admit, when set, is asked by Submit, right before it places payload
+	// in the current writer, whether the payload may still be appended; an
+	// error fails the Submit with it and places nothing. With Republish it
+	// lets a host withdraw a payload's right to the chain at a roll: what
+	// was pooled passes Republish, what is submitted after the roll passes
+	// Admit. It runs with the roller's submission token held: it must be
+	// quick and must not call the roller.
+	Admit func(payload []byte) error
 }
 
 // Roller is a star's writer across epochs. It appends through a
@@ -210,6 +238,16 @@ func (r *Roller) Submit(ctx context.Context, payload []byte) (*Future, error) {
 		case r.sub <- struct{}{}:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+		if r.opts.Admit != nil {
+			// Checked with the token held: a roll that began meanwhile
+			// has run its Republish hook before this writer can be the
+			// new one, and a payload placed in the old one is pooled and
+			// passes that hook.
+			if err := r.opts.Admit(payload); err != nil {
+				<-r.sub
+				return nil, err
+			}
 		}
 		wf, err := w.Submit(ctx, payload)
 		if err == nil {
@@ -459,6 +497,16 @@ func (r *Roller) roll(c epoch.Constants) error {
 			a.wf = nil
 			next = append(next, a)
 		}
+		// The host decides what goes into the new epoch before anything
+		// does: nw is nobody's writer yet, so nothing reaches it meanwhile.
+		next, dropped, err := r.republish(ctx, nw.Record(), next)
+		if err != nil {
+			nw.Abort()
+			r.mu.Lock()
+			r.pend = next
+			r.mu.Unlock()
+			return err
+		}
 		ep := nw.Record().Epoch
 		halted := false
 		for _, a := range next {
@@ -478,9 +526,49 @@ func (r *Roller) roll(c epoch.Constants) error {
 		r.pend = next
 		r.w = nw
 		r.mu.Unlock()
-		r.log.Info("rolled", "star", r.star, "from", oldEp, "cut", cut, "to", ep, "republished", len(next))
+		r.log.Info("rolled", "star", r.star, "from", oldEp, "cut", cut, "to", ep, "republished", len(next), "dropped", dropped)
 		return nil
 	}
+}
+
+// republish asks RollerOptions.Republish which of the pooled appends go
+// into next, retrying the step until the hook answers one error per
+// payload or the roller ends. It fails the dropped appends with ErrDropped
+// and returns the others in order, with how many it dropped. When the
+// roller ends first it returns every append, none decided.
+func (r *Roller) republish(ctx context.Context, next *epoch.Record, pend []*Future) ([]*Future, int, error) {
+	if r.opts.Republish == nil {
+		return pend, 0, nil
+	}
+	payloads := make([][]byte, len(pend))
+	for i, a := range pend {
+		payloads[i] = a.payload
+	}
+	var verdicts []error
+	err := r.retry(ctx, "republish", func() error {
+		errs, err := r.opts.Republish(ctx, next, payloads)
+		if err != nil {
+			return fmt.Errorf("republish into %s/%d: %w", next.Star, next.Epoch, err)
+		}
+		if len(errs) != len(payloads) {
+			return fmt.Errorf("republish into %s/%d: the Republish hook returned %d errors for %d payloads; it must return one per payload",
+				next.Star, next.Epoch, len(errs), len(payloads))
+		}
+		verdicts = errs
+		return nil
+	}, func(error) bool { return false })
+	if err != nil {
+		return pend, 0, err
+	}
+	var keep []*Future
+	for i, a := range pend {
+		if verdicts[i] != nil {
+			a.resolve(chain.Position{}, fmt.Errorf("%w: %w", ErrDropped, verdicts[i]))
+			continue
+		}
+		keep = append(keep, a)
+	}
+	return keep, len(pend) - len(keep), nil
 }
 
 // turnover mints the new epoch, fences and settles the old one, retrying
@@ -488,30 +576,32 @@ func (r *Roller) roll(c epoch.Constants) error {
 // crash after it leaves an open epoch that the next start settles.
 func (r *Roller) turnover(ctx context.Context, old uint64, c epoch.Constants) (*chain.Writer, uint64, error) {
 	var nw *chain.Writer
-	if err := r.retry(ctx, "mint", func() (err error) { nw, err = r.mint(ctx, c); return err }); err != nil {
+	if err := r.retry(ctx, "mint", func() (err error) { nw, err = r.mint(ctx, c); return err }, finalStep); err != nil {
 		return nil, 0, err
 	}
 	var cut uint64
-	if err := r.retry(ctx, "fence", func() (err error) { cut, err = r.fencer.Fence(ctx, r.star, old); return err }); err != nil {
+	if err := r.retry(ctx, "fence", func() (err error) { cut, err = r.fencer.Fence(ctx, r.star, old); return err }, finalStep); err != nil {
 		nw.Abort()
 		return nil, 0, err
 	}
-	if err := r.retry(ctx, "settle", func() error { _, err := r.settler.Settle(ctx, r.star, old); return err }); err != nil {
+	if err := r.retry(ctx, "settle", func() error { _, err := r.settler.Settle(ctx, r.star, old); return err }, finalStep); err != nil {
 		nw.Abort()
 		return nil, 0, err
 	}
 	return nw, cut, nil
 }
 
-func (r *Roller) retry(ctx context.Context, step string, f func() error) error {
+// retry calls f until it succeeds, Backoff apart, and returns the error of
+// an attempt that final says no retry can fix, or the context's error
+// when the roller ends.
+func (r *Roller) retry(ctx context.Context, step string, f func() error, final func(error) bool) error {
 	seed := rand.Uint64()
 	for attempt := 0; ; attempt++ {
 		err := f()
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, epoch.ErrCutMismatch) || errors.Is(err, config.ErrInvalid) ||
-			errors.Is(err, epoch.ErrClaimed) || errors.Is(err, epoch.ErrNotMinted) || errors.Is(err, chain.ErrConflictingFlight) {
+		if final(err) {
 			return err
 		}
 		r.log.Warn("roll step failed, retrying", "star", r.star, "step", step, "err", err)
@@ -519,6 +609,13 @@ func (r *Roller) retry(ctx context.Context, step string, f func() error) error {
 			return err
 		}
 	}
+}
+
+// finalStep tells which errors of minting, fencing and settling no retry
+// can fix.
+func finalStep(err error) bool {
+	return errors.Is(err, epoch.ErrCutMismatch) || errors.Is(err, config.ErrInvalid) ||
+		errors.Is(err, epoch.ErrClaimed) || errors.Is(err, epoch.ErrNotMinted) || errors.Is(err, chain.ErrConflictingFlight)
 }
 
 // Close stops accepting appends, waits until every pending append is

@@ -46,10 +46,10 @@ func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Buc
 	zones := chain.MustZones(bs...)
 	f, err := fence.New(m, zones, fence.Options{})
 	require.NoError(t, err)
-	refs, err := NewRefIndex(store, "", func(p []byte) (string, uint64, uint64, error) {
+	refs, err := NewRefIndex(store, "", func(p []byte) ([]Span, error) {
 		var off uint64
 		_, err := fmt.Sscanf(string(p), "s|%d", &off)
-		return "s", off, 1, err
+		return []Span{{Stream: "s", Offset: off, Count: 1, End: uint64(len(p))}}, err
 	})
 	require.NoError(t, err)
 	s, err := New(m, zones, refs, Options{Fencer: f})

@@ -33,10 +33,10 @@ type producer struct {
 	ids  []string
 }
 
-func (pr *producer) run(t testing.TB, ctx context.Context, r *settle.Roller, n int, offset func() uint64, each func(i int)) {
+func (pr *producer) run(t testing.TB, ctx context.Context, r *settle.Roller, n int, off *offsets, each func(i int)) {
 	for i := range n {
 		id := fmt.Sprintf("%s%d", pr.name, i)
-		a, err := r.Submit(ctx, record(stream, offset(), id))
+		a, err := off.submit(func(o uint64) (*settle.Future, error) { return r.Submit(ctx, record(stream, o, id)) })
 		if err != nil {
 			t.Errorf("submit %s: %v", id, err)
 			return
@@ -67,19 +67,27 @@ func (pr *producer) check(t testing.TB, ctx context.Context) map[string]chain.Po
 	return out
 }
 
-// offsets hands out stream offsets; the roller serializes submissions, so
-// a record's offset order is its chain order only when one producer
-// submits at a time (offsets are checked by checkStream only then).
+// offsets hands out stream offsets in chain order: a record takes the
+// stream's next offset and is submitted in one step, so that the stream's
+// refs tile it in chain order however many producers submit at once. The
+// token is a channel, not a mutex, so that producers waiting for it are
+// durably blocked in a synctest bubble.
 type offsets struct {
-	mu   sync.Mutex
-	next uint64
+	token chan struct{}
+	next  uint64
 }
 
-func (o *offsets) take() uint64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.next++
-	return o.next - 1
+func newOffsets() *offsets { return &offsets{token: make(chan struct{}, 1)} }
+
+// submit calls sub with the next offset, which is used when sub succeeds.
+func (o *offsets) submit(sub func(offset uint64) (*settle.Future, error)) (*settle.Future, error) {
+	o.token <- struct{}{}
+	defer func() { <-o.token }()
+	a, err := sub(o.next)
+	if err == nil {
+		o.next++
+	}
+	return a, err
 }
 
 // verifyChain checks a star's chain after the rolls: every epoch settled
@@ -131,9 +139,9 @@ func plannedRolls(t *testing.T, e *env) {
 	}
 	r, err := settle.OpenRoller(ctx, p.settler, starA, c[0], settle.RollerOptions{})
 	require.NoError(t, err)
-	var off offsets
+	off := newOffsets()
 	pr := &producer{name: "r"}
-	pr.run(t, ctx, r, 150, off.take, func(i int) {
+	pr.run(t, ctx, r, 150, off, func(i int) {
 		if i%25 == 24 && i/25+1 < len(c) {
 			// Up to a window of appends are in flight.
 			require.NoError(t, r.Roll(ctx, c[i/25+1]))
@@ -201,9 +209,9 @@ func rollOnHalt(t *testing.T, e *env) {
 	require.NoError(t, err)
 	prs := []*producer{{name: "x"}, {name: "y"}}
 	var wg sync.WaitGroup
-	var off offsets
+	off := newOffsets()
 	for _, pr := range prs {
-		wg.Go(func() { pr.run(t, ctx, r, 60, off.take, nil) })
+		wg.Go(func() { pr.run(t, ctx, r, 60, off, nil) })
 	}
 	wg.Go(func() {
 		for _, at := range []struct{ ep, slot uint64 }{{2, 20}, {3, 25}} {
@@ -301,10 +309,10 @@ func TestRollerConcurrentSubmitsAndRolls(t *testing.T) {
 		require.NoError(t, err)
 		prs := make([]*producer, 4)
 		var wg sync.WaitGroup
-		var off offsets
+		off := newOffsets()
 		for i := range prs {
 			prs[i] = &producer{name: fmt.Sprintf("p%d-", i)}
-			wg.Go(func() { prs[i].run(t, ctx, r, 40, off.take, nil) })
+			wg.Go(func() { prs[i].run(t, ctx, r, 40, off, nil) })
 		}
 		for i := range 12 {
 			cc := c

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -429,4 +430,78 @@ func TestSettleSingleZone(t *testing.T) {
 	require.Equal(t, 1, reps[0].GarbageDeleted)
 	checkEpochInvariants(t, b, starA, rec.Epoch, acked)
 	require.Len(t, checkStream(t, b, stream), 5)
+}
+
+// A writer abandoned an epoch whose flights bundle three streams, after
+// its host covered the first four flights but moved the checkpoint only to
+// 2. Settlement covers every span of every flight of [checkpoint, cut), in
+// slot order: each stream is tiled, each ref names its flight and the
+// bytes of its run.
+func TestSettleCoversBundledSpans(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	host := e.party("host", partyOpts{})
+	refs, err := settle.NewRefIndex(host.store, "", locateRuns)
+	require.NoError(t, err)
+	rec, err := host.minter.Mint(ctx, starA, e.constants(2, 8))
+	require.NoError(t, err)
+	w := host.writer(rec, chain.WriterOptions{})
+	// Flight i carries i%3+1 records of a, 2 of b, and one of c but
+	// every third flight; the streams come in a different order each
+	// time.
+	next := map[string]uint64{}
+	run := func(s string, n uint64) string {
+		line := fmt.Sprintf("%s %d %d", s, next[s], n)
+		next[s] += n
+		return line
+	}
+	var payloads [][]byte
+	for i := range 9 {
+		lines := []string{run("a", uint64(i%3+1)), run("b", 2)}
+		if i%3 != 2 {
+			lines = append(lines, run("c", 1))
+		}
+		if i%2 == 1 {
+			slices.Reverse(lines)
+		}
+		p := runs(lines...)
+		pos, err := w.Append(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, chain.Position{Epoch: rec.Epoch, Slot: uint64(i)}, pos)
+		payloads = append(payloads, p)
+		if i < 4 {
+			require.NoError(t, refs.Cover(ctx, starA, chain.Flight{Position: pos, Payload: p}))
+		}
+	}
+	_, err = w.Checkpoint(ctx, 2)
+	require.NoError(t, err)
+	w.Abort()
+
+	successor := e.party("successor", partyOpts{})
+	s, err := settle.New(successor.minter, successor.zones, refs, settle.Options{Fencer: successor.fencer})
+	require.NoError(t, err)
+	reps, err := s.SettleAll(ctx, starA)
+	require.NoError(t, err)
+	require.Len(t, reps, 1)
+	require.Equal(t, uint64(9), reps[0].Cut)
+	require.Equal(t, 7, reps[0].Covered, "flights [2, 9), counted as flights")
+
+	for _, stream := range []string{"a", "b", "c"} {
+		var at uint64
+		for _, r := range refsOf(t, refs, stream) {
+			require.Equal(t, at, r.Offset, "stream %s is tiled", stream)
+			at += r.Count
+			require.Equal(t, starA, r.Star)
+			p := payloads[r.Slot]
+			require.Equal(t, fmt.Sprintf("%s %d %d\n", stream, r.Offset, r.Count), string(p[r.Start:r.End]),
+				"the ref's bytes hold its run")
+		}
+		require.Equal(t, next[stream], at, "stream %s is covered to its end", stream)
+		n, err := refs.Next(ctx, stream)
+		require.NoError(t, err)
+		require.Equal(t, next[stream], n)
+	}
+	require.Len(t, refsOf(t, refs, "a"), 9)
+	require.Len(t, refsOf(t, refs, "b"), 9)
+	require.Len(t, refsOf(t, refs, "c"), 6)
 }

@@ -43,9 +43,9 @@ func Example_compose() {
 
 	// A successor fences A's epoch and settles it: the refs now cover
 	// every acknowledged flight. Here each payload is its stream offset.
-	refs := must(settle.NewRefIndex(store, "", func(p []byte) (string, uint64, uint64, error) {
+	refs := must(settle.NewRefIndex(store, "", func(p []byte) ([]settle.Span, error) {
 		off, err := strconv.ParseUint(string(p), 10, 64)
-		return "orders", off, 1, err
+		return []settle.Span{{Stream: "orders", Offset: off, Count: 1, End: uint64(len(p))}}, err
 	}))
 	fencer := must(fence.New(minter, zones, fence.Options{}))
 	settler := must(settle.New(minter, zones, refs, settle.Options{Fencer: fencer}))

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/cutline/cutline/settle"
 )
 
 // record is one stream record as the host stores it: each flight carries
@@ -83,11 +85,11 @@ func decodeRecord(b []byte) (record, error) {
 }
 
 // locate is the host's settle.Locator: every flight covers one offset of
-// its stream.
-func locate(payload []byte) (string, uint64, uint64, error) {
+// its stream, held by the whole payload.
+func locate(payload []byte) ([]settle.Span, error) {
 	r, err := decodeRecord(payload)
 	if err != nil {
-		return "", 0, 0, err
+		return nil, err
 	}
-	return r.Stream, r.Offset, 1, nil
+	return []settle.Span{{Stream: r.Stream, Offset: r.Offset, Count: 1, Start: 0, End: uint64(len(payload))}}, nil
 }

@@ -891,11 +891,11 @@ func configCases() []badCase {
 			return err
 		})),
 		cfg("config", "NewRefIndex/nil-store", "store/locate", func(f *fixture) error {
-			_, err := settle.NewRefIndex(nil, "", func([]byte) (string, uint64, uint64, error) { return "s", 0, 1, nil })
+			_, err := settle.NewRefIndex(nil, "", func([]byte) ([]settle.Span, error) { return []settle.Span{{Stream: "s", Count: 1}}, nil })
 			return err
 		}),
 		cfg("config", "NewRefIndex/root-without-slash", "root", func(f *fixture) error {
-			_, err := settle.NewRefIndex(f.store, "refs", func([]byte) (string, uint64, uint64, error) { return "s", 0, 1, nil })
+			_, err := settle.NewRefIndex(f.store, "refs", func([]byte) ([]settle.Span, error) { return []settle.Span{{Stream: "s", Count: 1}}, nil })
 			return err
 		}),
 	}
@@ -970,13 +970,13 @@ func nameCases() []badCase {
 		cfg("names", "Mint/bucket-control-char", "buckets[0]", mintWith(func(c *epoch.Constants) { c.Buckets[0] = "zone\na" })),
 		badCase{cat: "names", name: "RefIndex.Cover/stream-path-escape", pure: true, want: is(config.ErrInvalid), as: configField("stream"),
 			run: func(f *fixture) error {
-				x, err := settle.NewRefIndex(f.store, "", func([]byte) (string, uint64, uint64, error) { return "../orders", 0, 1, nil })
+				x, err := settle.NewRefIndex(f.store, "", func([]byte) ([]settle.Span, error) { return []settle.Span{{Stream: "../orders", Count: 1}}, nil })
 				require.NoError(f.t, err)
 				return x.Cover(f.ctx, starA, f.acked[0])
 			}},
 		badCase{cat: "names", name: "RefIndex.Lookup/stream-slash", pure: true, want: is(config.ErrInvalid), as: configField("stream"),
 			run: func(f *fixture) error {
-				x, err := settle.NewRefIndex(f.store, "", func([]byte) (string, uint64, uint64, error) { return "orders", 0, 1, nil })
+				x, err := settle.NewRefIndex(f.store, "", func([]byte) ([]settle.Span, error) { return []settle.Span{{Stream: "orders", Count: 1}}, nil })
 				require.NoError(f.t, err)
 				_, err = x.Lookup(f.ctx, "orders/x", 0)
 				return err

@@ -1,0 +1,89 @@
+// Package lease is stream tenure: who may write a stream, and when a
+// takeover is safe. It is built on the core packages (epoch, chain, fence,
+// settle) and on a metastore.Store; a host composes it into its server.
+//
+// # What it keeps
+//
+// Under the metastore root shared with the star's epoch.Minter:
+//
+//	stars/<star>           registry entry, bound to the star's session
+//	streams/<id>/lease     advisory writer lease, bound to the holder's session
+//	streams/<id>/writer    last-writer record: star, epoch, class, tenure
+//	streams/<id>/release   clean-release mark (single-use)
+//	streams/<id>/token     producer fencing token and mode (Any | Fenced)
+//
+// A star is one writer identity with one chain. Every stream it leads
+// rides in that chain: one flight may bundle records of several streams,
+// and the coverage index holds span refs (stream and offset range → star,
+// epoch, slot and byte range; see settle.Span and settle.RefIndex).
+//
+// # The rules
+//
+// The writer lease names the holder and nothing more; the epoch is never
+// derived from it. The last-writer record is written before the first
+// acknowledgement of a tenure can exist, and moved to the star's new epoch
+// by every roll before anything is placed there, so it always names the
+// last epoch that may hold the stream's acknowledged records. The open
+// gate judges it, with precedence over anything the index says.
+//
+// Every departure goes through Finish (ReasonClose, ReasonHandoff,
+// ReasonDrain, ReasonSupersede, ReasonReestablish, ReasonEvict): it waits
+// for the stream's appends in flight, writes the stream's span refs
+// straight from the star's flight index and runs the host's flush (the
+// star's epoch stays open for its other streams), then stamps the
+// clean-release mark as its final write. A Finish that cannot land keeps
+// the lease and retries every Options.RetryEvery (limbo): coverage
+// outranks availability.
+//
+// Open takes the lease and passes the gate:
+//
+//   - no last-writer record: a fresh stream;
+//   - a mark for the recorded tenure: consumed by compare-and-set in the
+//     transaction that admits the new tenure, so it certifies one tenure
+//     only; a mark for any other tenure certifies nothing;
+//   - no mark, the predecessor's epoch below its class head: settled
+//     inline, whatever the registry says;
+//   - no mark, the predecessor's epoch its head and the star alive in the
+//     registry: a retryable *DeferredError until the mark lands, the star
+//     restarts (which supersedes the head) or the registry converges on
+//     its death, after which the open fences and settles the epoch.
+//
+// The registry's word is only ever a reason to wait: a star it calls dead
+// is fenced before anything is trusted, and the fence is safe against a
+// star that is in fact still running. Racing opens are decided by the
+// lease and by compare-and-set on the last-writer record: exactly one is
+// admitted.
+//
+// # Producer fencing tokens are policy
+//
+// Fence installs a producer's fencing token on a stream; exact equality
+// judges it at Open and at a one-shot append (CheckToken), cooperatively
+// on Any streams (a request without a token passes) and mandatorily on
+// Fenced streams. A token is coordination between producers. It never
+// decides what is in a stream: a stale writer is kept out by the epoch
+// fence, because its slots can no longer reach the copy quorum, whatever
+// token it holds.
+//
+// # Wiring a host, step by step
+//
+//  1. Build the core parts over your stores: an epoch.Minter, a
+//     fence.Fencer, a settle.RefIndex with your payload's Locator, and a
+//     settle.Settler with the Fencer that settles into the RefIndex.
+//  2. Create a session (Store.NewSession) and Start the star with them and
+//     its epoch constants. Start registers the star, settles what an
+//     earlier run of it left, and mints its epoch.
+//  3. Open each stream the star is to lead. On a *DeferredError, retry
+//     later (or route the producer elsewhere); on a *TokenError, refuse
+//     the producer. The Tenure says where the stream continues (Next).
+//  4. Submit payloads whose spans continue their streams exactly at Next
+//     (Star.Next tells the current one), and acknowledge a producer when
+//     its Future's Wait returns nil. The star covers acknowledged flights
+//     in the index every Options.AbsorbEvery, and on Absorb.
+//  5. Leave a stream with Finish; leave every stream with Drain (keep
+//     running) or Close (shut down); on SIGTERM, Close before exiting.
+//  6. Watch Lost: when the session ends, the star evicts every stream on
+//     its own; start a new Star on a new session.
+//
+// See the Example for the whole sequence on in-memory backends, and
+// package leasetest for the scenarios every backend passes.
+package lease

@@ -1,0 +1,353 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/settle"
+)
+
+// Decision is how the open gate admitted a tenure.
+type Decision string
+
+const (
+	// Fresh: the stream had no last-writer record.
+	Fresh Decision = "fresh"
+	// MarkConsumed: a clean-release mark certified the predecessor's
+	// tenure; the open consumed it.
+	MarkConsumed Decision = "mark consumed"
+	// SettledInline: the predecessor's epoch lay below its class head
+	// (superseded); the open settled it.
+	SettledInline Decision = "settled inline"
+	// SettledDead: the predecessor's epoch was its head, and the registry
+	// had converged on the star's death; the open fenced and settled it.
+	SettledDead Decision = "settled after death"
+	// AlreadySettled: the predecessor's epoch was settled already.
+	AlreadySettled Decision = "already settled"
+)
+
+// Tenure describes one admitted open of a stream.
+type Tenure struct {
+	Stream string
+	Star   string
+	// Tenure numbers the stream's admitted opens, from 1.
+	Tenure uint64
+	// Epoch is the star's epoch at admission.
+	Epoch uint64
+	// Next is the stream's first offset of this tenure.
+	Next uint64
+	// Decision is how the gate admitted it.
+	Decision Decision
+	// Predecessor is the last-writer record the gate judged (nil for a
+	// fresh stream).
+	Predecessor *Writer
+	// Settled reports the settlement the open ran (SettledInline,
+	// SettledDead, AlreadySettled).
+	Settled *settle.Report
+}
+
+// OpenOptions are the producer-facing parts of an open.
+type OpenOptions struct {
+	// Token is the producer's fencing token, judged by exact equality
+	// with the stream's installed one ("" presents none).
+	Token string
+}
+
+// maxGateRounds bounds how often one open re-reads the stream's records
+// after losing a compare-and-set to a concurrent writer of them.
+const maxGateRounds = 64
+
+// errRegate: a compare failed, read again.
+var errRegate = errors.New("lease: stream changed during the open")
+
+// Open takes the stream's lease and passes the open gate, then admits the
+// star's tenure: from its return on, Submit takes the stream's records,
+// from Tenure.Next on.
+//
+// The gate judges the stream's last-writer record:
+//
+//   - no record: a fresh stream;
+//   - a clean-release mark for the recorded tenure: consumed, in the
+//     transaction that admits this one;
+//   - no mark, the predecessor's epoch below its class head (superseded):
+//     settled inline, whatever the registry says;
+//   - no mark, the predecessor's epoch its head, the star alive: refused
+//     with a *DeferredError (PredecessorAlive) until the mark lands, the
+//     star restarts or the registry converges on its death, which lets
+//     the open fence and settle it.
+//
+// A held lease is a *DeferredError too (LeaseHeld): retry later. A stale
+// token is a *TokenError.
+func (s *Star) Open(ctx context.Context, stream string, opts OpenOptions) (Tenure, error) {
+	if err := epoch.ValidateName("stream", stream); err != nil {
+		return Tenure{}, err
+	}
+	if err := ValidateToken(opts.Token); err != nil {
+		return Tenure{}, err
+	}
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return Tenure{}, err
+	}
+	if t := s.held[stream]; t != nil {
+		s.mu.Unlock()
+		if t.departing {
+			return Tenure{}, &DeferredError{Stream: stream, Reason: InLimbo, Holder: s.cfg.Star}
+		}
+		return Tenure{}, &StreamError{Stream: stream, Err: ErrHeld}
+	}
+	if s.opening[stream] {
+		s.mu.Unlock()
+		return Tenure{}, &StreamError{Stream: stream, Err: ErrHeld}
+	}
+	s.opening[stream] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.opening, stream)
+		s.mu.Unlock()
+	}()
+
+	// A stale token is refused before anything is taken; the gate judges
+	// it again against what it admits on.
+	if err := s.CheckToken(ctx, stream, opts.Token); err != nil {
+		return Tenure{}, err
+	}
+	leaseRev, err := s.acquire(ctx, stream)
+	if err != nil {
+		return Tenure{}, err
+	}
+	admitted := false
+	defer func() {
+		if !admitted {
+			s.release(stream, leaseRev)
+		}
+	}()
+	distrust := false
+	for range maxGateRounds {
+		ten, err := s.gate(ctx, stream, opts, leaseRev, &distrust)
+		if errors.Is(err, errRegate) {
+			if err := ctx.Err(); err != nil {
+				return Tenure{}, err
+			}
+			continue
+		}
+		if err != nil {
+			return Tenure{}, err
+		}
+		admitted = true
+		s.log.Info("stream opened", "stream", stream, "tenure", ten.Tenure, "decision", ten.Decision, "next", ten.Next, "epoch", ten.Epoch)
+		return ten, nil
+	}
+	return Tenure{}, fmt.Errorf("lease: open %s: the stream's records changed %d times during the open", stream, maxGateRounds)
+}
+
+// acquire creates the stream's lease bound to the star's session.
+func (s *Star) acquire(ctx context.Context, stream string) (int64, error) {
+	key := s.keys.lease(stream)
+	v, err := encode(&leaseRecord{Header: hdr(leaseKind), Stream: stream, Star: s.cfg.Star, Session: s.cfg.Session.ID()})
+	if err != nil {
+		return 0, err
+	}
+	rev, err := metastore.PutBound(ctx, s.cfg.Store, s.cfg.Session, key, v, 0)
+	switch {
+	case err == nil:
+		return rev, nil
+	case errors.Is(err, metastore.ErrSessionExpired):
+		return 0, ErrSessionLost
+	case !errors.Is(err, metastore.ErrConflict):
+		return 0, fmt.Errorf("lease: take the lease of %s: %w", stream, err)
+	}
+	kv, ok, gerr := getOptional(ctx, s.cfg.Store, key)
+	if gerr != nil {
+		return 0, fmt.Errorf("lease: read the lease of %s: %w", stream, gerr)
+	}
+	if !ok {
+		return 0, &DeferredError{Stream: stream, Reason: LeaseHeld} // it just went: try again
+	}
+	l, derr := decodeLease(kv, stream)
+	if derr != nil {
+		return 0, derr
+	}
+	if l.Star == s.cfg.Star && kv.Session == s.cfg.Session.ID() {
+		// Left by an open of ours that could not release it: ours.
+		return kv.Revision, nil
+	}
+	return 0, &DeferredError{Stream: stream, Reason: LeaseHeld, Holder: l.Star}
+}
+
+// release deletes the lease after an open that was not admitted.
+func (s *Star) release(stream string, rev int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.opts.RetryEvery)
+	defer cancel()
+	if err := metastore.Delete(ctx, s.cfg.Store, s.keys.lease(stream), rev); err != nil && !errors.Is(err, metastore.ErrConflict) {
+		// It vanishes with the session at the latest.
+		s.log.Warn("could not release the lease of a refused open", "stream", stream, "err", err)
+	}
+}
+
+func hdr(kind string) metastore.Header { return metastore.Header{Kind: kind, Format: recFormat} }
+
+// gate is one round of the open gate: read, decide, settle, admit by
+// compare-and-set. errRegate asks for another round.
+func (s *Star) gate(ctx context.Context, stream string, opts OpenOptions, leaseRev int64, distrust *bool) (Tenure, error) {
+	store := s.cfg.Store
+	var w *Writer
+	var m *Mark
+	tok := &Token{Stream: stream, Mode: Any}
+	if kv, ok, err := getOptional(ctx, store, s.keys.writer(stream)); err != nil {
+		return Tenure{}, fmt.Errorf("lease: read the last writer of %s: %w", stream, err)
+	} else if ok {
+		if w, err = decodeWriter(kv, stream); err != nil {
+			return Tenure{}, err
+		}
+	}
+	markRev := int64(0)
+	if kv, ok, err := getOptional(ctx, store, s.keys.release(stream)); err != nil {
+		return Tenure{}, fmt.Errorf("lease: read the release mark of %s: %w", stream, err)
+	} else if ok {
+		markRev = kv.Revision
+		if m, err = decodeMark(kv, stream); err != nil {
+			// A mark that does not decode certifies nothing; the admit
+			// deletes it with the rest.
+			s.log.Warn("ignoring a bad release mark", "stream", stream, "err", err)
+			m = nil
+		}
+	}
+	if kv, ok, err := getOptional(ctx, store, s.keys.token(stream)); err != nil {
+		return Tenure{}, fmt.Errorf("lease: read the token of %s: %w", stream, err)
+	} else if ok {
+		if tok, err = decodeToken(kv, stream); err != nil {
+			return Tenure{}, err
+		}
+	}
+	if err := tok.judge(opts.Token); err != nil {
+		return Tenure{}, err
+	}
+
+	ten := Tenure{Stream: stream, Star: s.cfg.Star, Tenure: 1, Predecessor: w}
+	switch {
+	case w == nil:
+		ten.Decision = Fresh
+	case !*distrust && m.certifies(w):
+		ten.Decision = MarkConsumed
+	default:
+		if m != nil && !m.certifies(w) {
+			s.log.Warn("a release mark for another tenure certifies nothing", "stream", stream, "mark_tenure", m.Tenure, "mark_star", m.Star, "tenure", w.Tenure, "star", w.Star)
+		}
+		d, rep, err := s.settlePredecessor(ctx, stream, w)
+		if err != nil {
+			return Tenure{}, err
+		}
+		ten.Decision, ten.Settled = d, rep
+	}
+	if w != nil {
+		ten.Tenure = w.Tenure + 1
+	}
+	next, err := s.cfg.Index.Next(ctx, stream)
+	if err != nil {
+		return Tenure{}, fmt.Errorf("lease: where %s continues: %w", stream, err)
+	}
+	if ten.Decision == MarkConsumed && next != m.Next {
+		// The coverage the mark certifies is not what the index says:
+		// trust neither, settle.
+		s.log.Warn("a release mark disagrees with the index; settling instead", "stream", stream, "mark_next", m.Next, "index_next", next)
+		*distrust = true
+		return Tenure{}, errRegate
+	}
+	ten.Next = next
+	return s.admit(ctx, ten, w, markRev, tok, leaseRev)
+}
+
+// settlePredecessor resolves an abandonment: a predecessor tenure without
+// a mark. It settles the recorded epoch when it is superseded or its star
+// dead, refuses while the star is alive, and rolls this star's own epoch
+// when the predecessor is this star's live head.
+func (s *Star) settlePredecessor(ctx context.Context, stream string, w *Writer) (Decision, *settle.Report, error) {
+	rec, err := s.cfg.Minter.Get(ctx, w.Star, w.Epoch)
+	if err != nil {
+		return "", nil, fmt.Errorf("lease: the epoch %s/%d the last writer of %s names: %w", w.Star, w.Epoch, stream, err)
+	}
+	d := AlreadySettled
+	if rec.State != epoch.StateSettled {
+		sup, err := s.cfg.Minter.Superseded(ctx, rec)
+		if err != nil {
+			return "", nil, err
+		}
+		switch {
+		case sup:
+			d = SettledInline
+		case w.Star == s.cfg.Star:
+			// Our own live head, unmarked: a tenure of ours ended
+			// without landing (its lease was lost). Re-establish: roll,
+			// which fences and settles our own epoch, then look again.
+			s.log.Warn("own unmarked head: rolling before the open", "stream", stream, "epoch", w.Epoch)
+			if err := s.roller.Roll(ctx, s.roller.Epoch().Constants); err != nil {
+				return "", nil, fmt.Errorf("lease: roll before reopening %s: %w", stream, err)
+			}
+			return "", nil, errRegate
+		default:
+			alive, err := s.reg.Alive(ctx, w.Star)
+			if err != nil {
+				return "", nil, err
+			}
+			if alive {
+				return "", nil, &DeferredError{Stream: stream, Reason: PredecessorAlive, Holder: w.Star, Epoch: w.Epoch}
+			}
+			d = SettledDead
+		}
+	}
+	rep, err := s.cfg.Settler.Settle(ctx, w.Star, w.Epoch)
+	if err != nil {
+		return "", nil, fmt.Errorf("lease: settle %s/%d before opening %s: %w", w.Star, w.Epoch, stream, err)
+	}
+	return d, &rep, nil
+}
+
+// admit writes this star's last-writer record and consumes any mark, by
+// compare-and-set on everything the gate read, and records the tenure.
+func (s *Star) admit(ctx context.Context, ten Tenure, w *Writer, markRev int64, tok *Token, leaseRev int64) (Tenure, error) {
+	s.tenMu.Lock()
+	defer s.tenMu.Unlock()
+	cur := s.cur
+	ten.Epoch = cur.Epoch
+	nw := &Writer{Header: hdr(writerKind), Stream: ten.Stream, Star: s.cfg.Star, Epoch: cur.Epoch, Class: cur.Constants.Class, Tenure: ten.Tenure}
+	v, err := encode(nw)
+	if err != nil {
+		return Tenure{}, err
+	}
+	wrev := int64(0)
+	if w != nil {
+		wrev = w.Revision
+	}
+	txn := metastore.Txn{
+		If: []metastore.Compare{
+			{Key: s.keys.writer(ten.Stream), Revision: wrev},
+			{Key: s.keys.release(ten.Stream), Revision: markRev},
+			{Key: s.keys.lease(ten.Stream), Revision: leaseRev},
+			{Key: s.keys.token(ten.Stream), Revision: tok.Revision},
+		},
+		Then: []metastore.Op{{Key: s.keys.writer(ten.Stream), Value: v}},
+	}
+	if markRev != 0 {
+		txn.Then = append(txn.Then, metastore.Op{Key: s.keys.release(ten.Stream), Delete: true})
+	}
+	rev, err := s.cfg.Store.Txn(ctx, txn)
+	var ce *metastore.ConflictError
+	switch {
+	case errors.As(err, &ce) && ce.Key == s.keys.lease(ten.Stream):
+		return Tenure{}, &DeferredError{Stream: ten.Stream, Reason: LeaseHeld} // lost with the session
+	case errors.Is(err, metastore.ErrConflict):
+		return Tenure{}, errRegate
+	case err != nil:
+		return Tenure{}, fmt.Errorf("lease: admit %s: %w", ten.Stream, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held[ten.Stream] = &tenure{info: ten, writerRev: rev, epoch: cur.Epoch, leaseRev: leaseRev, next: ten.Next}
+	return ten, nil
+}

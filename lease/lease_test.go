@@ -1,0 +1,29 @@
+package lease_test
+
+import (
+	"testing"
+
+	"github.com/cutline/cutline/lease/leasetest"
+	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/metastore/mem"
+)
+
+// The scenario suite on the in-memory store.
+func TestScenariosMem(t *testing.T) {
+	leasetest.Run(t, leasetest.Backend{
+		NewStore: func(t *testing.T) (metastore.Store, string) { return mem.New(mem.Options{}), "" },
+		Expire: func(t *testing.T, s metastore.Store, sess metastore.Session) {
+			s.(*mem.Store).Expire(sess)
+		},
+	})
+}
+
+// The suite again under a root prefix.
+func TestScenariosMemRoot(t *testing.T) {
+	leasetest.Run(t, leasetest.Backend{
+		NewStore: func(t *testing.T) (metastore.Store, string) { return mem.New(mem.Options{}), "tenant/" },
+		Expire: func(t *testing.T, s metastore.Store, sess metastore.Session) {
+			s.(*mem.Store).Expire(sess)
+		},
+	})
+}

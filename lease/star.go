@@ -1,0 +1,737 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/settle"
+)
+
+// Index is the coverage index a Star keeps current: the span refs of
+// every acknowledged record. *settle.RefIndex implements it; a host with
+// an index of its own implements it with the RefIndex's guarantees
+// (idempotent by position, spans of a stream tile it, never overwritten),
+// and the same index must be the Coverage of the Settler.
+type Index interface {
+	// Locate reads and checks the spans a flight's payload carries.
+	Locate(payload []byte) ([]settle.Span, error)
+	// CoverSpan records the ref of span s of the flight at pos of star.
+	CoverSpan(ctx context.Context, star string, pos chain.Position, s settle.Span) error
+	// Next returns the stream's first offset not covered.
+	Next(ctx context.Context, stream string) (uint64, error)
+}
+
+var _ Index = (*settle.RefIndex)(nil)
+
+// Config is what a Star is built from.
+type Config struct {
+	// Star is the writer identity: one chain, shared by every stream the
+	// star leads.
+	Star string
+	// Store is the metastore of the tenure records; Root their prefix ("",
+	// or ending in '/'), the same root as the Minter's.
+	Store metastore.Store
+	Root  string
+	// Session is the star's liveness: its registry entry and every stream
+	// lease are bound to it. The host creates it (Store.NewSession) and
+	// closes it after Close. When it ends, the star evicts every stream
+	// through Finish and holds nothing more.
+	Session metastore.Session
+	// Minter, Settler and Index are the star's core parts. The Settler
+	// must have a Fencer and settle into Index.
+	Minter  *epoch.Minter
+	Settler *settle.Settler
+	Index   Index
+	// Constants are those of the star's epochs.
+	Constants epoch.Constants
+}
+
+// Options tunes a Star. The zero value works.
+type Options struct {
+	// Roller configures the star's settle.Roller. RollOnHalt is always
+	// on, and Republish and Admit are the star's own: set neither.
+	Roller settle.RollerOptions
+	// AbsorbEvery is how many acknowledged flights the star lets pile up
+	// before it covers them in the Index and advances its epoch's
+	// checkpoint. 0 means 64; at most epoch.MaxWindow. Absorb does it on
+	// demand.
+	AbsorbEvery int
+	// RetryEvery is how often a departure that could not land (limbo) is
+	// retried. 0 means 5 s; between 1 ms and clock.MaxBackoff.
+	RetryEvery time.Duration
+	// Flush, when set, runs in every departure after the stream's span
+	// refs are written and before the clean-release mark: the host's own
+	// release work (a snapshot of producer state, …). An error leaves the
+	// departure in limbo, retried.
+	Flush func(ctx context.Context, stream string) error
+	// Clock drives limbo retries. Nil means the wall clock.
+	Clock clock.Clock
+	// Logger receives gate decisions and departures (info), limbo (warn).
+	// Nil discards.
+	Logger *slog.Logger
+}
+
+// Star leads streams on one chain: it opens them through the gate,
+// appends their records (several streams may share one flight), absorbs
+// the acknowledged ones into the Index, and lets each one go through
+// Finish. Its methods are safe for concurrent use.
+type Star struct {
+	cfg    Config
+	opts   Options
+	keys   keys
+	reg    *Registry
+	roller *settle.Roller
+	clock  clock.Clock
+	log    *slog.Logger
+
+	ctx    context.Context // ends with Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	subMu sync.Mutex // orders submissions: offsets with slots
+
+	// tenMu serializes the writes of last-writer records by this star
+	// (admission and rolls), so that every record names the epoch the
+	// stream's next acknowledgement lands in. cur is guarded by it.
+	tenMu sync.Mutex
+	cur   *epoch.Record
+
+	mu        sync.Mutex
+	held      map[string]*tenure
+	opening   map[string]bool
+	queue     []*Future     // submitted, not yet answered, in order
+	acked     []placed      // acknowledged, not absorbed, in order
+	kick      chan struct{} // wakes the answer loop
+	absorbReq chan struct{} // wakes the absorb loop
+	absorbMu  sync.Mutex    // one absorb at a time
+	closed    bool
+	lost      bool // the session ended
+}
+
+// placed is one acknowledged flight and the spans it carries.
+type placed struct {
+	pos   chain.Position
+	spans []settle.Span
+}
+
+// tenure is the star's state of one held stream.
+type tenure struct {
+	info      Tenure
+	writerRev int64
+	epoch     uint64 // the epoch the writer record names
+	leaseRev  int64
+	next      uint64 // the stream's next offset to submit
+	inflight  int
+	pending   []spanAt // acknowledged, not covered yet, in order
+	unknown   uint64   // highest epoch holding an append of unknown outcome
+	lostErr   error    // why the star can no longer append to it
+	departing bool
+	reason    Reason
+	lastErr   error         // the last failed landing (limbo)
+	changed   chan struct{} // closed and renewed when inflight drops
+	finished  chan struct{} // closed when the departure ended
+	finishErr error
+}
+
+type spanAt struct {
+	pos  chain.Position
+	span settle.Span
+}
+
+// Bounds of Options.
+const (
+	DefaultAbsorbEvery = 64
+	DefaultRetryEvery  = 5 * time.Second
+)
+
+func (o *Options) validate() error {
+	if o.AbsorbEvery < 0 || o.AbsorbEvery > epoch.MaxWindow {
+		return &config.Error{Field: "AbsorbEvery", Value: o.AbsorbEvery, Reason: fmt.Sprintf("must satisfy 0 ≤ AbsorbEvery ≤ %d (0 means %d)", epoch.MaxWindow, DefaultAbsorbEvery)}
+	}
+	if o.AbsorbEvery == 0 {
+		o.AbsorbEvery = DefaultAbsorbEvery
+	}
+	if o.RetryEvery == 0 {
+		o.RetryEvery = DefaultRetryEvery
+	}
+	if o.RetryEvery < time.Millisecond || o.RetryEvery > clock.MaxBackoff {
+		return &config.Error{Field: "RetryEvery", Value: o.RetryEvery, Reason: fmt.Sprintf("must lie in [1ms, %v]", clock.MaxBackoff)}
+	}
+	if o.Roller.Republish != nil || o.Roller.Admit != nil {
+		return &config.Error{Field: "Roller.Republish/Admit", Value: "set", Reason: "the star sets them itself"}
+	}
+	o.Clock = clock.Or(o.Clock)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Start registers the star (its entry bound to cfg.Session), settles its
+// earlier epochs and mints the epoch it appends in. A star whose entry is
+// held by another live session fails with ErrStarRunning.
+func Start(ctx context.Context, cfg Config, opts Options) (*Star, error) {
+	if err := epoch.ValidateName("star", cfg.Star); err != nil {
+		return nil, err
+	}
+	for _, req := range []struct {
+		field string
+		nil   bool
+	}{{"Store", cfg.Store == nil}, {"Session", cfg.Session == nil}, {"Minter", cfg.Minter == nil}, {"Settler", cfg.Settler == nil}, {"Index", cfg.Index == nil}} {
+		if req.nil {
+			return nil, &config.Error{Field: req.field, Value: nil, Reason: "required"}
+		}
+	}
+	if err := cfg.Constants.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	k, err := newKeys(cfg.Root)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := NewRegistry(cfg.Store, cfg.Root, opts.Clock)
+	if err != nil {
+		return nil, err
+	}
+	s := &Star{cfg: cfg, opts: opts, keys: k, reg: reg, clock: opts.Clock, log: opts.Logger.With("star", cfg.Star),
+		held: map[string]*tenure{}, opening: map[string]bool{}, kick: make(chan struct{}, 1), absorbReq: make(chan struct{}, 1)}
+	// Register first: from here on the registry calls the star alive, and
+	// the mint below supersedes the head of its previous run, so a
+	// successor settles that epoch inline instead of waiting.
+	if err := reg.Register(ctx, cfg.Star, cfg.Session); err != nil {
+		return nil, err
+	}
+	ropts := opts.Roller
+	ropts.RollOnHalt = true
+	ropts.Republish = s.republish
+	ropts.Admit = s.admitPayload
+	if ropts.Clock == nil {
+		ropts.Clock = opts.Clock
+	}
+	if ropts.Logger == nil {
+		ropts.Logger = opts.Logger
+	}
+	r, err := settle.OpenRoller(ctx, cfg.Settler, cfg.Star, cfg.Constants, ropts)
+	if err != nil {
+		return nil, err
+	}
+	s.roller = r
+	s.cur = r.Epoch()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(3)
+	go s.answer()
+	go s.absorbLoop()
+	go s.watchSession()
+	s.log.Info("star started", "epoch", s.cur.Epoch)
+	return s, nil
+}
+
+// Name is the star's identity.
+func (s *Star) Name() string { return s.cfg.Star }
+
+// Epoch returns the record of the epoch the star appends in.
+func (s *Star) Epoch() *epoch.Record { return s.roller.Epoch() }
+
+// Lost is closed when the star's session has ended: it evicts every stream
+// and can open none. Start a new Star with a new session.
+func (s *Star) Lost() <-chan struct{} { return s.cfg.Session.Done() }
+
+// Streams returns the streams the star holds (departing ones included),
+// sorted.
+func (s *Star) Streams() []Tenure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Tenure, 0, len(s.held))
+	for _, t := range s.held {
+		out = append(out, t.info)
+	}
+	slices.SortFunc(out, func(a, b Tenure) int {
+		switch {
+		case a.Stream < b.Stream:
+			return -1
+		case a.Stream > b.Stream:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Next returns where the held stream's next record goes: its next offset.
+func (s *Star) Next(stream string) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.held[stream]
+	if t == nil {
+		return 0, &StreamError{Stream: stream, Err: ErrNotHeld}
+	}
+	return t.next, nil
+}
+
+// Future is the pending outcome of one Submit.
+type Future struct {
+	inner *settle.Future
+	spans []settle.Span
+	done  chan struct{}
+	pos   chain.Position
+	err   error
+}
+
+// Done is closed once the append is decided.
+func (f *Future) Done() <-chan struct{} { return f.done }
+
+// Wait blocks until the append is decided or ctx ends (which only stops
+// the wait). A nil error is an acknowledgement: every record of the
+// payload is durable at the position returned.
+func (f *Future) Wait(ctx context.Context) (chain.Position, error) {
+	select {
+	case <-f.done:
+		return f.pos, f.err
+	case <-ctx.Done():
+		return chain.Position{}, ctx.Err()
+	}
+}
+
+// Spans returns the spans the payload carries.
+func (f *Future) Spans() []settle.Span { return f.spans }
+
+// Submit appends payload, a flight that may bundle records of several
+// held streams. Each span must continue its stream exactly where the
+// tenure is (Next): offsets tile a stream. Submit blocks while the window
+// is full or a roll runs (ctx bounds the wait). The star keeps payload
+// until the append is decided: do not modify it.
+func (s *Star) Submit(ctx context.Context, payload []byte) (*Future, error) {
+	spans, err := s.cfg.Index.Locate(payload)
+	if err != nil {
+		return nil, err
+	}
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	ts := make([]*tenure, len(spans))
+	for i, sp := range spans {
+		t, err := s.appendableLocked(sp.Stream)
+		if err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		if sp.Offset != t.next {
+			s.mu.Unlock()
+			return nil, &OffsetError{Stream: sp.Stream, Offset: sp.Offset, Want: t.next}
+		}
+		ts[i] = t
+	}
+	for i, t := range ts {
+		t.next += spans[i].Count
+		t.inflight++
+	}
+	s.mu.Unlock()
+	inner, err := s.roller.Submit(ctx, payload)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		for i, t := range ts {
+			t.next -= spans[i].Count
+			s.doneInflightLocked(t)
+		}
+		return nil, err
+	}
+	f := &Future{inner: inner, spans: spans, done: make(chan struct{})}
+	s.queue = append(s.queue, f)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return f, nil
+}
+
+// usableLocked refuses everything once the star is closed or lost.
+func (s *Star) usableLocked() error {
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.lost:
+		return ErrSessionLost
+	}
+	return nil
+}
+
+// appendableLocked returns the tenure of a stream records may be appended
+// to.
+func (s *Star) appendableLocked(stream string) (*tenure, error) {
+	t := s.held[stream]
+	switch {
+	case t == nil:
+		return nil, &StreamError{Stream: stream, Err: ErrNotHeld}
+	case t.lostErr != nil:
+		return nil, &StreamError{Stream: stream, Err: t.lostErr}
+	case t.departing:
+		return nil, &StreamError{Stream: stream, Err: ErrDeparting}
+	}
+	return t, nil
+}
+
+// admitPayload is the roller's last check before it places a payload in
+// an epoch: every stream of it must still be held by this star, so that
+// nothing of a stream lost in a roll reaches the new epoch.
+func (s *Star) admitPayload(payload []byte) error {
+	spans, err := s.cfg.Index.Locate(payload)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range spans {
+		t := s.held[sp.Stream]
+		switch {
+		case t == nil:
+			return &StreamError{Stream: sp.Stream, Err: ErrNotHeld}
+		case t.lostErr != nil:
+			return &StreamError{Stream: sp.Stream, Err: t.lostErr}
+		}
+	}
+	return nil
+}
+
+func (s *Star) doneInflightLocked(t *tenure) {
+	t.inflight--
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
+}
+
+// answer passes the roller's answers on in submission order, after
+// recording each acknowledged flight in the flight index: a departure that
+// starts after an acknowledgement was seen covers it.
+func (s *Star) answer() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		var head *Future
+		if len(s.queue) > 0 {
+			head = s.queue[0]
+		}
+		s.mu.Unlock()
+		if head == nil {
+			select {
+			case <-s.kick:
+				continue
+			case <-s.ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-head.inner.Done():
+		case <-s.ctx.Done():
+			return
+		}
+		pos, err := head.inner.Wait(s.ctx)
+		s.mu.Lock()
+		s.queue = s.queue[1:]
+		if err == nil {
+			s.acked = append(s.acked, placed{pos: pos, spans: head.spans})
+		}
+		for _, sp := range head.spans {
+			t := s.held[sp.Stream]
+			if t == nil {
+				continue
+			}
+			switch {
+			case err == nil:
+				t.pending = append(t.pending, spanAt{pos: pos, span: sp})
+			case errors.Is(err, settle.ErrDropped):
+				// Certainly not in the chain; the tenure was lost.
+			default:
+				// Unknown: it may land below a later cut. Only a fence
+				// of the epoch decides it.
+				t.unknown = max(t.unknown, s.roller.Epoch().Epoch)
+			}
+			s.doneInflightLocked(t)
+		}
+		due := len(s.acked) >= s.opts.AbsorbEvery
+		s.mu.Unlock()
+		head.pos, head.err = pos, err
+		close(head.done)
+		if due {
+			select {
+			case s.absorbReq <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (s *Star) absorbLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.absorbReq:
+			if err := s.Absorb(s.ctx); err != nil && s.ctx.Err() == nil {
+				s.log.Warn("absorb failed; retried at the next batch", "err", err)
+			}
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// Absorb covers every acknowledged flight not covered yet in the Index, in
+// order, and advances the epoch's checkpoint past them.
+func (s *Star) Absorb(ctx context.Context) error {
+	s.absorbMu.Lock()
+	defer s.absorbMu.Unlock()
+	s.mu.Lock()
+	batch := slices.Clone(s.acked)
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	done := 0
+	var err error
+	for _, p := range batch {
+		for _, sp := range p.spans {
+			if err = s.cfg.Index.CoverSpan(ctx, s.cfg.Star, p.pos, sp); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+		done++
+	}
+	if done > 0 {
+		last := batch[done-1].pos
+		s.mu.Lock()
+		s.acked = s.acked[done:]
+		for _, t := range s.held {
+			i := 0
+			for i < len(t.pending) && t.pending[i].pos.Compare(last) <= 0 {
+				i++
+			}
+			t.pending = t.pending[i:]
+		}
+		s.mu.Unlock()
+		// Only the current epoch's checkpoint moves here: a roll settled
+		// the earlier ones, which put theirs at the cut.
+		if cur := s.roller.Epoch(); cur.Epoch == last.Epoch {
+			if cerr := s.roller.Checkpoint(ctx, chain.Position{Epoch: last.Epoch, Slot: last.Slot + 1}); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("lease: absorb: %w", err)
+	}
+	return nil
+}
+
+// republish runs in every roll, once the old epoch is fenced and settled
+// and before anything is placed in next: it moves each held stream's
+// last-writer record to next, by compare-and-set on the record this star
+// wrote and on its lease. A stream whose record or lease changed was taken
+// over (after a successor settled the old epoch) or left with the session:
+// it is lost, and its pooled appends are dropped, never republished.
+func (s *Star) republish(ctx context.Context, next *epoch.Record, payloads [][]byte) ([]error, error) {
+	s.tenMu.Lock()
+	defer s.tenMu.Unlock()
+	s.mu.Lock()
+	var ts []*tenure
+	for _, t := range s.held {
+		if t.lostErr == nil && t.epoch < next.Epoch {
+			ts = append(ts, t)
+		}
+	}
+	s.mu.Unlock()
+	for _, t := range ts {
+		w := &Writer{Header: metastore.Header{Kind: writerKind, Format: recFormat}, Stream: t.info.Stream, Star: s.cfg.Star, Epoch: next.Epoch, Class: next.Constants.Class, Tenure: t.info.Tenure}
+		v, err := encode(w)
+		if err != nil {
+			return nil, err
+		}
+		rev, err := s.cfg.Store.Txn(ctx, metastore.Txn{
+			If:   []metastore.Compare{{Key: s.keys.writer(w.Stream), Revision: t.writerRev}, {Key: s.keys.lease(w.Stream), Revision: t.leaseRev}},
+			Then: []metastore.Op{{Key: s.keys.writer(w.Stream), Value: v}},
+		})
+		s.mu.Lock()
+		switch {
+		case err == nil:
+			t.writerRev, t.epoch = rev, next.Epoch
+		case errors.Is(err, metastore.ErrConflict):
+			t.lostErr = ErrTenureLost
+			s.log.Warn("tenure lost in a roll", "stream", w.Stream, "err", err)
+		}
+		s.mu.Unlock()
+		if err != nil && !errors.Is(err, metastore.ErrConflict) {
+			return nil, err
+		}
+	}
+	s.cur = next
+	// A dropped payload takes every stream it carries with it: a stream
+	// whose record at offset o is dropped cannot go on at o+1 (offsets
+	// tile a stream), so its later payloads are dropped too and its
+	// tenure ends.
+	errs := make([]error, len(payloads))
+	var lost []string
+	for i, p := range payloads {
+		if errs[i] = s.admitPayload(p); errs[i] == nil {
+			continue
+		}
+		spans, err := s.cfg.Index.Locate(p)
+		if err != nil {
+			continue
+		}
+		s.mu.Lock()
+		for _, sp := range spans {
+			if t := s.held[sp.Stream]; t != nil && t.lostErr == nil {
+				t.lostErr = ErrTenureLost
+				lost = append(lost, sp.Stream)
+			}
+		}
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	for _, t := range s.held {
+		if t.lostErr != nil && !t.departing {
+			lost = append(lost, t.info.Stream)
+		}
+	}
+	s.mu.Unlock()
+	// A lost tenure leaves through Finish on its own: a successor that
+	// took the stream ends it superseded; a stream lost with a dropped
+	// bundle is marked at what was acknowledged.
+	for _, id := range lost {
+		_, _ = s.startDeparture(id, ReasonEvict)
+	}
+	return errs, nil
+}
+
+// watchSession evicts every stream when the session ends.
+func (s *Star) watchSession() {
+	defer s.wg.Done()
+	select {
+	case <-s.cfg.Session.Done():
+	case <-s.ctx.Done():
+		return
+	}
+	s.mu.Lock()
+	s.lost = true
+	var streams []string
+	for id := range s.held {
+		streams = append(streams, id)
+	}
+	s.mu.Unlock()
+	s.log.Warn("session lost: evicting every stream", "streams", len(streams))
+	for _, id := range streams {
+		s.startDeparture(id, ReasonEvict)
+	}
+}
+
+// Close lets every held stream go through Finish (ReasonClose), closes the
+// roller and deletes the star's registry entry. If ctx ends first, the
+// departures that have not landed stay unmarked (an abandonment, which a
+// successor settles) and the roller is aborted. The session is the
+// host's: close it after Close.
+func (s *Star) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	var ids []string
+	for id := range s.held {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		if err := s.Finish(ctx, id, ReasonClose); err != nil && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, err)
+		}
+	}
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	errs = append(errs, s.roller.Close(ctx))
+	s.cancel()
+	s.wg.Wait()
+	s.failQueue()
+	if !s.lostNow() {
+		if kv, ok, err := getOptional(ctx, s.cfg.Store, s.keys.star(s.cfg.Star)); err == nil && ok && kv.Session == s.cfg.Session.ID() {
+			errs = append(errs, metastore.Delete(ctx, s.cfg.Store, kv.Key, kv.Revision))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Star) lostNow() bool {
+	select {
+	case <-s.cfg.Session.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// Abort stops the star at once, as a crash would: no departure, no mark,
+// no absorb; the roller's writer is aborted and every pending append fails
+// with an unknown outcome. The leases stay until the session ends, and a
+// successor settles what the star left.
+func (s *Star) Abort() {
+	s.mu.Lock()
+	already := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if already {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = s.roller.Close(ctx)
+	s.cancel()
+	s.wg.Wait()
+	s.failQueue()
+}
+
+// failQueue answers the appends the answer loop left when it stopped.
+func (s *Star) failQueue() {
+	s.mu.Lock()
+	q := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	for _, f := range q {
+		select {
+		case <-f.inner.Done():
+			f.pos, f.err = f.inner.Wait(context.Background())
+		default:
+			f.err = ErrClosed
+		}
+		close(f.done)
+	}
+}
+
+// Roll turns the star over to a new epoch with constants c (a change of
+// class, quorum, window or zones), in process: the roller fences and
+// settles the old epoch, every held stream's last-writer record moves to
+// the new one, and the appends in flight are acknowledged at their old
+// positions or republished. Appends submitted meanwhile wait for it.
+func (s *Star) Roll(ctx context.Context, c epoch.Constants) error {
+	return s.roller.Roll(ctx, c)
+}
