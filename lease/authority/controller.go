@@ -1,0 +1,452 @@
+package authority
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/epoch"
+)
+
+// ControllerConfig configures a Controller.
+type ControllerConfig struct {
+	// Domain names what the grant is for (a star's set of streams).
+	Domain string
+	// Lease is how long a grant is valid after the holder's last
+	// heartbeat: the deadline every renewal carries. 0 means 10 s.
+	Lease time.Duration
+	// Reconnect is how long an unexpected close of the holder's control
+	// channel reserves its token for the same node to resume. 0 means
+	// 2 s; at most Lease.
+	Reconnect time.Duration
+}
+
+// Default timings.
+const (
+	DefaultLease     = 10 * time.Second
+	DefaultReconnect = 2 * time.Second
+)
+
+func (c *ControllerConfig) validate() error {
+	if err := epoch.ValidateName("domain", c.Domain); err != nil {
+		return err
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Reconnect == 0 {
+		c.Reconnect = DefaultReconnect
+	}
+	if c.Lease < time.Millisecond || c.Lease > time.Hour {
+		return &config.Error{Field: "Lease", Value: c.Lease, Reason: "must lie in [1ms, 1h]"}
+	}
+	if c.Reconnect < 0 || c.Reconnect > c.Lease {
+		return &config.Error{Field: "Reconnect", Value: c.Reconnect, Reason: "must lie in [0, Lease]"}
+	}
+	return nil
+}
+
+// Ready is what the controller's driver does next, in order: persist
+// Persist (when set) by compare-and-set, report it with Persisted, and
+// send Msgs. Messages that depend on a persisted decision (a grant, a
+// recovery placement) are held back until Persisted: nothing is promised
+// that is not durable.
+type Ready struct {
+	Persist *State
+	Msgs    []Msg
+}
+
+// Controller is the deterministic state machine of a domain's authority:
+// the only issuer of grants. It is driven by events (Step) and ticks of
+// the injected clock, and does no I/O: its driver persists its State by
+// compare-and-set under the controller's election and carries its
+// messages. It is not safe for concurrent use; one driver goroutine owns
+// it.
+type Controller struct {
+	cfg   ControllerConfig
+	st    State  // last persisted
+	prop  *State // proposed, not persisted yet
+	after func(st State) []Msg
+	handed bool // prop was handed out by Ready
+	now   time.Time
+
+	peers map[string]*peer
+	// deadline: the holder's grant is valid until then (Granted,
+	// Handoff). fenceUntil: a holder whose grant ended may still admit
+	// writes until then; no new token is issued before.
+	deadline, fenceUntil time.Time
+	reservedUntil        time.Time // the holder's reconnect reservation
+	progress             chain.Position
+	frontier             map[string]Required // candidates' reported frontiers for st.Token
+	msgs                 []Msg
+}
+
+type peer struct {
+	caps Capabilities
+}
+
+// NewController starts the state machine of an elected controller from
+// the durable state it loaded (Election.Load) at time now. It assumes the
+// worst about what its predecessor promised: a holder may have been
+// renewed right before, so its deadline is now + Lease.
+func NewController(cfg ControllerConfig, st State, now time.Time) (*Controller, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if st.Domain != "" && st.Domain != cfg.Domain {
+		return nil, &config.Error{Field: "state", Value: st.Domain, Reason: fmt.Sprintf("belongs to another domain than %q", cfg.Domain)}
+	}
+	st.Domain = cfg.Domain
+	if st.Phase == "" {
+		st.Phase = Vacant
+	}
+	c := &Controller{cfg: cfg, st: st, now: now, peers: map[string]*peer{}, frontier: map[string]Required{}}
+	c.deadline = now.Add(cfg.Lease)
+	c.fenceUntil = now.Add(cfg.Lease)
+	// The holder's channel is not connected to this controller yet: it
+	// has the reservation window to come back.
+	c.reservedUntil = now.Add(cfg.Lease)
+	return c, nil
+}
+
+// State returns the last persisted state.
+func (c *Controller) State() State { return c.st }
+
+// Deadline returns the holder's current deadline (meaningful while
+// Granted or in Handoff).
+func (c *Controller) Deadline() time.Time { return c.deadline }
+
+// Ready returns what to do next. A Persist handed out stays pending until
+// Persisted; Ready does not hand it out twice.
+func (c *Controller) Ready() Ready {
+	rd := Ready{Msgs: c.msgs}
+	c.msgs = nil
+	if c.prop != nil && !c.handed {
+		p := *c.prop
+		rd.Persist = &p
+		c.handed = true
+	}
+	return rd
+}
+
+// Persisted reports that the proposed state was written, at st.Revision;
+// the messages that waited for it are queued.
+func (c *Controller) Persisted(st State) {
+	if c.prop == nil {
+		return
+	}
+	c.st, c.prop, c.handed = st, nil, false
+	if c.after != nil {
+		c.msgs = append(c.msgs, c.after(st)...)
+		c.after = nil
+	}
+	c.maybeGrant()
+}
+
+// propose queues a durable transition; after builds the messages that may
+// only go once it is persisted. One proposal is in flight at a time.
+func (c *Controller) propose(next State, after func(st State) []Msg) {
+	next.Revision, next.TokenRevision = c.st.Revision, c.st.TokenRevision
+	c.prop, c.after, c.handed = &next, after, false
+}
+
+func (c *Controller) busy() bool { return c.prop != nil }
+
+func refused(node string, ev Event, format string, args ...any) error {
+	return &RefusedError{Node: node, Event: ev.event(), Reason: fmt.Sprintf(format, args...)}
+}
+
+// Step applies one event. A refused event changes nothing and returns a
+// *RefusedError.
+func (c *Controller) Step(ev Event) error {
+	switch e := ev.(type) {
+	case Tick:
+		if e.Now.After(c.now) {
+			c.now = e.Now
+		}
+		c.tick()
+		return nil
+	case Connect:
+		return c.connect(e)
+	case Disconnect:
+		return c.disconnect(e)
+	case Heartbeat:
+		return c.heartbeat(e)
+	case Offer:
+		return c.offer(e)
+	case Recovered:
+		return c.recovered(e)
+	case HandoffRequest:
+		return c.handoff(e)
+	case Released:
+		return c.released(e)
+	}
+	return fmt.Errorf("authority: unknown event %T", ev)
+}
+
+func (c *Controller) connect(e Connect) error {
+	if err := epoch.ValidateName("node", e.Node); err != nil {
+		return err
+	}
+	if e.Caps.Zero() {
+		// Invisible to the topology: nothing to record.
+		delete(c.peers, e.Node)
+		return nil
+	}
+	c.peers[e.Node] = &peer{caps: e.Caps}
+	st := c.st
+	switch {
+	case (st.Phase == Granted || st.Phase == Handoff) && e.Node == st.Holder && e.Token == st.Token && c.now.Before(c.deadline):
+		// The holder (or a new process of it) resumes its grant
+		// within the reservation: no new holder is selected.
+		c.reservedUntil = time.Time{}
+		c.msgs = append(c.msgs, c.grantMsg(st))
+		if st.Phase == Handoff {
+			c.msgs = append(c.msgs, Msg{To: st.Holder, Kind: MsgRelease, Token: st.Token})
+		}
+	case e.Token != 0 && e.Token <= st.Token && !(st.Phase == Granted && e.Node == st.Holder && e.Token == st.Token):
+		// A former holder: whatever it believes, its token is over.
+		c.msgs = append(c.msgs, Msg{To: e.Node, Kind: MsgRevoke, Token: e.Token})
+	}
+	if st.Phase == Vacant && e.Caps.Promotable {
+		c.msgs = append(c.msgs, Msg{To: e.Node, Kind: MsgRequired, Token: st.Token, Required: st.Required})
+	}
+	return nil
+}
+
+func (c *Controller) disconnect(e Disconnect) error {
+	if _, ok := c.peers[e.Node]; !ok {
+		return nil
+	}
+	delete(c.peers, e.Node)
+	st := c.st
+	switch {
+	case (st.Phase == Granted || st.Phase == Handoff) && e.Node == st.Holder:
+		if !e.Unexpected {
+			// A goodbye: the holder closed its admission.
+			c.fenceUntil = c.now
+			c.endGrant("the holder left")
+			return nil
+		}
+		if !c.now.Before(c.deadline) {
+			c.endGrant("the holder's deadline passed")
+			return nil
+		}
+		c.reservedUntil = c.now.Add(c.cfg.Reconnect)
+	case st.Phase == Handoff && e.Node == st.Target && !c.busy():
+		// The reserved target left: the holder keeps the grant.
+		next := st
+		next.Phase, next.Target = Granted, ""
+		c.propose(next, func(s State) []Msg { return []Msg{c.grantMsg(s)} })
+	case st.Phase == Recovering && e.Node == st.Candidate && !c.busy():
+		c.vacate(st.Token, st.Required)
+	}
+	return nil
+}
+
+func (c *Controller) heartbeat(e Heartbeat) error {
+	st := c.st
+	if !(st.Phase == Granted || st.Phase == Handoff) || e.Node != st.Holder || e.Token != st.Token {
+		if e.Token != 0 && e.Token <= st.Token {
+			c.msgs = append(c.msgs, Msg{To: e.Node, Kind: MsgRevoke, Token: e.Token})
+		}
+		return refused(e.Node, e, "token %d is not the current grant (%s)", e.Token, st)
+	}
+	if _, ok := c.peers[e.Node]; !ok {
+		return refused(e.Node, e, "not connected")
+	}
+	if !c.now.Before(c.deadline) {
+		// Confirmed expired: a late heartbeat cannot revive the grant.
+		c.endGrant("the holder's deadline passed")
+		return refused(e.Node, e, "the grant's deadline passed")
+	}
+	if c.progress.Less(e.Progress) {
+		c.progress = e.Progress
+	}
+	c.deadline = c.now.Add(c.cfg.Lease)
+	c.msgs = append(c.msgs, c.grantMsg(st))
+	return nil
+}
+
+func (c *Controller) offer(e Offer) error {
+	st := c.st
+	p := c.peers[e.Node]
+	switch {
+	case p == nil:
+		return refused(e.Node, e, "not connected")
+	case !p.caps.Promotable:
+		return refused(e.Node, e, "not promotable")
+	case e.Token != st.Token:
+		return refused(e.Node, e, "for token %d, the last issued is %d", e.Token, st.Token)
+	case st.Phase == Recovering && st.Candidate == e.Node:
+		return nil // a duplicate of the offer that was taken
+	case st.Phase != Vacant:
+		return refused(e.Node, e, "the grant is not vacant (%s)", st)
+	case c.busy():
+		return refused(e.Node, e, "another decision is being made durable")
+	case !e.Usable:
+		return refused(e.Node, e, "not usable")
+	}
+	next := st
+	next.Phase, next.Candidate = Recovering, e.Node
+	c.frontier = map[string]Required{e.Node: {Star: e.Star, Pos: e.Frontier}}
+	covers := st.Required.Covers(e.Star, e.Frontier)
+	c.propose(next, func(s State) []Msg {
+		if covers {
+			return nil
+		}
+		return []Msg{{To: e.Node, Kind: MsgRecover, Token: s.Token, Required: s.Required,
+			Grant: Grant{Domain: s.Domain, Holder: e.Node, Token: s.Token, Revision: s.TokenRevision}}}
+	})
+	return nil
+}
+
+func (c *Controller) recovered(e Recovered) error {
+	st := c.st
+	if st.Phase != Recovering || e.Node != st.Candidate || e.Token != st.Token {
+		return refused(e.Node, e, "not the candidate in recovery after token %d (%s)", e.Token, st)
+	}
+	c.frontier[e.Node] = Required{Star: e.Star, Pos: e.Frontier}
+	c.maybeGrant()
+	return nil
+}
+
+// maybeGrant issues the next token to the candidate once it covers the
+// requirement and every earlier holder's deadline has passed.
+func (c *Controller) maybeGrant() {
+	st := c.st
+	if st.Phase != Recovering || c.busy() || c.now.Before(c.fenceUntil) {
+		return
+	}
+	f, ok := c.frontier[st.Candidate]
+	if !ok || !st.Required.Covers(f.Star, f.Pos) {
+		return
+	}
+	if _, ok := c.peers[st.Candidate]; !ok {
+		return
+	}
+	next := st
+	next.Phase, next.Holder, next.Token, next.Candidate = Granted, st.Candidate, st.Token+1, ""
+	c.propose(next, func(s State) []Msg {
+		c.deadline = c.now.Add(c.cfg.Lease)
+		c.progress = chain.Position{}
+		return []Msg{c.grantMsg(s)}
+	})
+}
+
+func (c *Controller) handoff(e HandoffRequest) error {
+	st := c.st
+	p := c.peers[e.Target]
+	switch {
+	case st.Phase != Granted:
+		return refused(e.Target, e, "no grant to hand off (%s)", st)
+	case c.busy():
+		return refused(e.Target, e, "another decision is being made durable")
+	case p == nil || !p.caps.Promotable:
+		return refused(e.Target, e, "the target is not a connected promotable node")
+	case e.Target == st.Holder:
+		return refused(e.Target, e, "the target holds the grant already")
+	}
+	next := st
+	next.Phase, next.Target = Handoff, e.Target
+	c.propose(next, func(s State) []Msg {
+		return []Msg{{To: s.Holder, Kind: MsgRelease, Token: s.Token}}
+	})
+	return nil
+}
+
+func (c *Controller) released(e Released) error {
+	st := c.st
+	if st.Phase != Handoff || e.Node != st.Holder || e.Token != st.Token {
+		return refused(e.Node, e, "no handoff of token %d by this node (%s)", e.Token, st)
+	}
+	if c.busy() {
+		return refused(e.Node, e, "another decision is being made durable")
+	}
+	old := st.Holder
+	next := st
+	if _, ok := c.peers[st.Target]; !ok {
+		// The target left: the holder keeps its grant and reopens.
+		next.Phase, next.Target = Granted, ""
+		c.propose(next, func(s State) []Msg { return []Msg{c.grantMsg(s)} })
+		return nil
+	}
+	// One durable transition: holder and token change together; no state
+	// without a holder is ever published.
+	next.Phase, next.Holder, next.Token, next.Target = Granted, st.Target, st.Token+1, ""
+	next.Required = Required{Star: old, Pos: e.Progress}
+	c.propose(next, func(s State) []Msg {
+		c.deadline = c.now.Add(c.cfg.Lease)
+		c.progress = chain.Position{}
+		return []Msg{c.grantMsg(s), {To: old, Kind: MsgRevoke, Token: st.Token}}
+	})
+	return nil
+}
+
+func (c *Controller) tick() {
+	st := c.st
+	if c.busy() {
+		return
+	}
+	switch st.Phase {
+	case Granted, Handoff:
+		_, connected := c.peers[st.Holder]
+		switch {
+		case !c.now.Before(c.deadline):
+			c.endGrant("the holder's deadline passed")
+		case !connected && !c.reservedUntil.IsZero() && !c.now.Before(c.reservedUntil):
+			c.endGrant("the holder did not reconnect in time")
+		}
+	case Recovering:
+		c.maybeGrant()
+	}
+}
+
+// endGrant ends the current grant: the state becomes vacant with what the
+// next holder must recover, the former holder is told, and the promotable
+// nodes are asked for offers. The former holder may admit writes until
+// its deadline: no next token is issued before.
+func (c *Controller) endGrant(why string) {
+	st := c.st
+	if c.fenceUntil.Before(c.deadline) {
+		c.fenceUntil = c.deadline
+	}
+	req := Required{Star: st.Holder, Pos: c.progress}
+	if st.Required.Star == st.Holder && c.progress.Less(st.Required.Pos) {
+		req.Pos = st.Required.Pos
+	}
+	holder, token := st.Holder, st.Token
+	c.vacate(token, req, Msg{To: holder, Kind: MsgRevoke, Token: token})
+	_ = why
+}
+
+func (c *Controller) vacate(token Token, req Required, extra ...Msg) {
+	next := c.st
+	next.Phase, next.Holder, next.Candidate, next.Target, next.Token, next.Required = Vacant, "", "", "", token, req
+	c.frontier = map[string]Required{}
+	c.propose(next, func(s State) []Msg {
+		out := append([]Msg(nil), extra...)
+		for _, n := range c.sortedPeers() {
+			if c.peers[n].caps.Promotable {
+				out = append(out, Msg{To: n, Kind: MsgRequired, Token: s.Token, Required: s.Required})
+			}
+		}
+		return out
+	})
+}
+
+func (c *Controller) grantMsg(s State) Msg {
+	return Msg{To: s.Holder, Kind: MsgGrant, Token: s.Token,
+		Grant: Grant{Domain: s.Domain, Holder: s.Holder, Token: s.Token, Deadline: c.deadline, Revision: s.TokenRevision}}
+}
+
+func (c *Controller) sortedPeers() []string {
+	out := make([]string, 0, len(c.peers))
+	for n := range c.peers {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}

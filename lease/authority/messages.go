@@ -1,0 +1,112 @@
+package authority
+
+import (
+	"time"
+
+	"github.com/cutline/cutline/chain"
+)
+
+// Event is an input of the controller's state machine: what a node said
+// (Node is the identity the transport authenticated, never a name taken
+// from the message) or a tick of the clock.
+type Event interface{ event() string }
+
+// Connect: a node opened its control channel, declaring its capabilities
+// and the token of the grant it holds (0 for none).
+type Connect struct {
+	Node  string
+	Caps  Capabilities
+	Token Token
+}
+
+// Disconnect: a node's control channel closed. Unexpected is a close
+// without a goodbye (a crash, a partition).
+type Disconnect struct {
+	Node       string
+	Unexpected bool
+}
+
+// Heartbeat: the holder is alive under Token and has acknowledged up to
+// Progress on its chain.
+type Heartbeat struct {
+	Node     string
+	Token    Token
+	Progress chain.Position
+}
+
+// Offer: a promotable node offers to take the grant after Token, having
+// recovered Star's chain up to Frontier; Usable says its storage and
+// state can serve.
+type Offer struct {
+	Node     string
+	Token    Token
+	Star     string
+	Frontier chain.Position
+	Usable   bool
+}
+
+// Recovered: the candidate in recovery after Token has restored a
+// continuous frontier up to Frontier on Star's chain.
+type Recovered struct {
+	Node     string
+	Token    Token
+	Star     string
+	Frontier chain.Position
+}
+
+// HandoffRequest asks the controller to move the grant to Target, a
+// connected promotable node, through the holder's drain and release.
+type HandoffRequest struct {
+	Target string
+}
+
+// Released: the holder drained (every stream through Finish) and closed
+// its admission under Token; Progress is where its chain ends.
+type Released struct {
+	Node     string
+	Token    Token
+	Progress chain.Position
+}
+
+// Tick advances the controller's clock.
+type Tick struct {
+	Now time.Time
+}
+
+func (Connect) event() string        { return "connect" }
+func (Disconnect) event() string     { return "disconnect" }
+func (Heartbeat) event() string      { return "heartbeat" }
+func (Offer) event() string          { return "offer" }
+func (Recovered) event() string      { return "recovered" }
+func (HandoffRequest) event() string { return "handoff request" }
+func (Released) event() string       { return "released" }
+func (Tick) event() string           { return "tick" }
+
+// MsgKind is what a controller message says.
+type MsgKind string
+
+const (
+	// MsgGrant carries a grant to its holder: a new one, or a renewal of
+	// the deadline.
+	MsgGrant MsgKind = "grant"
+	// MsgRevoke tells a former holder its grant under Token has ended.
+	MsgRevoke MsgKind = "revoke"
+	// MsgRequired tells a promotable node the grant after Token has ended
+	// and what the next holder must recover.
+	MsgRequired MsgKind = "required"
+	// MsgRecover places a candidate in recovery: recover to Required,
+	// guarding the writes with Grant.Revision, and report Recovered.
+	MsgRecover MsgKind = "recover"
+	// MsgRelease asks the holder to drain and release (a handoff).
+	MsgRelease MsgKind = "release"
+)
+
+// Msg is an output of the controller: a message to one node, bound to a
+// token.
+type Msg struct {
+	To       string
+	Kind     MsgKind
+	Token    Token
+	Grant    Grant
+	Required Required
+}
