@@ -245,6 +245,10 @@ func (s *Star) Name() string { return s.cfg.Star }
 // Epoch returns the record of the epoch the star appends in.
 func (s *Star) Epoch() *epoch.Record { return s.roller.Epoch() }
 
+// Stats returns a snapshot of the counters of the writer of the star's
+// current epoch (settle.Roller.Stats).
+func (s *Star) Stats() chain.WriterStats { return s.roller.Stats() }
+
 // Lost is closed when the star's session has ended: it evicts every stream
 // and can open none. Start a new Star with a new session.
 func (s *Star) Lost() <-chan struct{} { return s.cfg.Session.Done() }

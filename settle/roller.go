@@ -211,6 +211,16 @@ func (r *Roller) Epoch() *epoch.Record {
 	return r.w.Record()
 }
 
+// Stats returns a snapshot of the counters of the current epoch's writer
+// (chain.Writer.Stats); a roll starts a new writer, whose counters start
+// at zero.
+func (r *Roller) Stats() chain.WriterStats {
+	r.mu.Lock()
+	w := r.w
+	r.mu.Unlock()
+	return w.Stats()
+}
+
 // Submit appends payload and returns its pending outcome. It blocks while
 // the writer's window is full or a roll is in progress (ctx bounds the
 // wait). The roller keeps payload until the append is decided: do not

@@ -65,12 +65,12 @@ type Ready struct {
 // messages. It is not safe for concurrent use; one driver goroutine owns
 // it.
 type Controller struct {
-	cfg   ControllerConfig
-	st    State  // last persisted
-	prop  *State // proposed, not persisted yet
-	after func(st State) []Msg
+	cfg    ControllerConfig
+	st     State  // last persisted
+	prop   *State // proposed, not persisted yet
+	after  func(st State) []Msg
 	handed bool // prop was handed out by Ready
-	now   time.Time
+	now    time.Time
 
 	peers map[string]*peer
 	// deadline: the holder's grant is valid until then (Granted,
