@@ -1,0 +1,186 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
+)
+
+// Conn is a node's control channel to the controller, as a transport
+// provides it.
+type Conn interface {
+	// Send delivers an event to the controller and returns its answer (a
+	// *RefusedError for a refused one).
+	Send(ctx context.Context, ev Event) error
+	// Msgs yields the controller's messages to this node; it is closed
+	// when the channel closes.
+	Msgs() <-chan Msg
+	// Close says goodbye and closes the channel.
+	Close() error
+}
+
+// Host is what an Agent asks of the node's host.
+type Host interface {
+	// Progress is where the node's chain is acknowledged up to, for
+	// heartbeats and releases.
+	Progress() chain.Position
+	// Recover recovers the last holder's chain up to order.Required,
+	// writing through Guard with order.Grant.Revision, and returns the
+	// frontier reached. The node admits nothing meanwhile.
+	Recover(ctx context.Context, order Msg) (chain.Position, error)
+	// Release drains every stream the node holds (through Finish) for a
+	// handoff and returns where its chain ends.
+	Release(ctx context.Context) (chain.Position, error)
+	// Frontier says how far the node has recovered star's chain, and
+	// whether its storage can serve.
+	Frontier(star string) (chain.Position, bool)
+}
+
+// AgentOptions configures an Agent.
+type AgentOptions struct {
+	// HeartbeatEvery is how often the holder heartbeats. 0 means 1 s;
+	// between 1 ms and 1 min.
+	HeartbeatEvery time.Duration
+	// Clock drives heartbeats and the decision delay. Nil means the wall
+	// clock.
+	Clock clock.Clock
+	// Logger receives grants and recoveries. Nil discards.
+	Logger *slog.Logger
+}
+
+// Agent runs a node's Runtime over a Conn: it connects, applies the
+// controller's messages, heartbeats while holding a grant, offers when a
+// grant ends, recovers and releases through the Host. Admit is the gate a
+// host puts in front of every write.
+type Agent struct {
+	conn Conn
+	host Host
+	opts AgentOptions
+	mu   sync.Mutex
+	rt   *Runtime
+}
+
+// NewAgent returns an agent of rt.
+func NewAgent(rt *Runtime, conn Conn, host Host, opts AgentOptions) (*Agent, error) {
+	if rt == nil || conn == nil || host == nil {
+		return nil, &config.Error{Field: "Runtime/Conn/Host", Value: nil, Reason: "required"}
+	}
+	if opts.HeartbeatEvery == 0 {
+		opts.HeartbeatEvery = time.Second
+	}
+	if opts.HeartbeatEvery < time.Millisecond || opts.HeartbeatEvery > time.Minute {
+		return nil, &config.Error{Field: "HeartbeatEvery", Value: opts.HeartbeatEvery, Reason: "must lie in [1ms, 1m]"}
+	}
+	opts.Clock = clock.Or(opts.Clock)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{conn: conn, host: host, opts: opts, rt: rt}, nil
+}
+
+// Admit is nil when the node may admit a write now.
+func (a *Agent) Admit() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rt.Admit(a.opts.Clock.Now())
+}
+
+// Grant returns the grant held.
+func (a *Agent) Grant() Grant {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rt.Grant()
+}
+
+// Run connects and serves the control channel until ctx ends or the
+// channel closes.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	ev := Connect{Node: a.rt.cfg.Node, Caps: a.rt.cfg.Caps, Token: a.rt.Grant().Token}
+	a.mu.Unlock()
+	if err := a.conn.Send(ctx, ev); err != nil {
+		return err
+	}
+	for {
+		t := a.opts.Clock.NewTimer(a.opts.HeartbeatEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case m, ok := <-a.conn.Msgs():
+			t.Stop()
+			if !ok {
+				return errors.New("authority: the control channel closed")
+			}
+			a.mu.Lock()
+			if err := a.rt.Step(m); err != nil {
+				a.opts.Logger.Warn("authority: message refused", "kind", m.Kind, "err", err)
+			}
+			a.mu.Unlock()
+		case <-t.C():
+			a.mu.Lock()
+			hb, ok := a.rt.Heartbeat(a.host.Progress())
+			a.mu.Unlock()
+			if ok {
+				if err := a.conn.Send(ctx, hb); err != nil && ctx.Err() == nil {
+					a.opts.Logger.Warn("authority: heartbeat", "err", err)
+				}
+			}
+		}
+		if err := a.flush(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// flush ticks the runtime and does what it asks.
+func (a *Agent) flush(ctx context.Context) error {
+	a.mu.Lock()
+	a.rt.Tick(a.opts.Clock.Now())
+	if q := a.rt.required; q != nil {
+		pos, usable := a.host.Frontier(q.Required.Star)
+		a.rt.frontier, a.rt.usable = Required{Star: q.Required.Star, Pos: pos}, usable
+		a.rt.Tick(a.opts.Clock.Now())
+	}
+	rd := a.rt.Ready()
+	a.mu.Unlock()
+	for _, ev := range rd.Events {
+		if err := a.conn.Send(ctx, ev); err != nil && !errors.Is(err, ErrRefused) {
+			return err
+		}
+	}
+	progressed := false
+	if rd.Recover != nil {
+		// A failure is retried at the next heartbeat period.
+		pos, err := a.host.Recover(ctx, *rd.Recover)
+		if err != nil {
+			a.opts.Logger.Warn("authority: recovery", "err", err)
+		} else {
+			a.mu.Lock()
+			a.rt.SetFrontier(rd.Recover.Required.Star, pos, true)
+			a.mu.Unlock()
+			progressed = true
+		}
+	}
+	if rd.Release {
+		pos, err := a.host.Release(ctx)
+		if err != nil {
+			a.opts.Logger.Warn("authority: release", "err", err)
+		} else {
+			a.mu.Lock()
+			a.rt.Released(pos)
+			a.mu.Unlock()
+			progressed = true
+		}
+	}
+	if progressed {
+		return a.flush(ctx)
+	}
+	return nil
+}

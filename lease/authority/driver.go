@@ -1,0 +1,152 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
+)
+
+// DriverOptions configures a Driver.
+type DriverOptions struct {
+	// Send delivers a message to its node. Delivery is best effort: a
+	// node that misses one learns the state on its next event. Required.
+	Send func(Msg)
+	// TickEvery is how often the controller's clock ticks. 0 means
+	// 100 ms; between 1 ms and 1 s.
+	TickEvery time.Duration
+	// Clock drives the ticks. Nil means the wall clock.
+	Clock clock.Clock
+	// Logger receives durable transitions (info). Nil discards.
+	Logger *slog.Logger
+}
+
+// Driver runs a Controller for an elected controller: it steps it with
+// the events nodes send and the ticks of its clock, persists what it
+// proposes through the Election before any message that depends on it is
+// sent, and stops when the election is lost. Its methods are safe for
+// concurrent use.
+type Driver struct {
+	el   *Election
+	opts DriverOptions
+	mu    sync.Mutex // guards ctl and conns
+	ctl   *Controller
+	conns map[string]Connect // the connections the controller knows of
+}
+
+// NewDriver returns a driver of ctl under el.
+func NewDriver(el *Election, ctl *Controller, opts DriverOptions) (*Driver, error) {
+	if el == nil || ctl == nil || opts.Send == nil {
+		return nil, &config.Error{Field: "Election/Controller/Send", Value: nil, Reason: "required"}
+	}
+	if opts.TickEvery == 0 {
+		opts.TickEvery = 100 * time.Millisecond
+	}
+	if opts.TickEvery < time.Millisecond || opts.TickEvery > time.Second {
+		return nil, &config.Error{Field: "TickEvery", Value: opts.TickEvery, Reason: "must lie in [1ms, 1s]"}
+	}
+	opts.Clock = clock.Or(opts.Clock)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{el: el, ctl: ctl, opts: opts, conns: map[string]Connect{}}, nil
+}
+
+// Step applies an event now and returns the controller's answer (a
+// *RefusedError for a refused one). What the event decided is persisted
+// and sent before Step returns.
+func (d *Driver) Step(ctx context.Context, ev Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch e := ev.(type) {
+	case Connect:
+		d.conns[e.Node] = e
+	case Disconnect:
+		delete(d.conns, e.Node)
+	}
+	err := d.ctl.Step(ev)
+	if perr := d.flushLocked(ctx); perr != nil {
+		return perr
+	}
+	return err
+}
+
+// State returns the last persisted state.
+func (d *Driver) State() State {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ctl.State()
+}
+
+// Run ticks the controller until ctx ends (nil) or the election is lost
+// (an error matching ErrDeposed).
+func (d *Driver) Run(ctx context.Context) error {
+	for {
+		t := d.opts.Clock.NewTimer(d.opts.TickEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-d.el.Done():
+			t.Stop()
+			return fmt.Errorf("%w: the controller's session ended", ErrDeposed)
+		case <-t.C():
+		}
+		if err := d.Step(ctx, Tick{Now: d.opts.Clock.Now()}); err != nil {
+			if errors.Is(err, ErrDeposed) {
+				return err
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			d.opts.Logger.Warn("controller tick", "err", err)
+		}
+	}
+}
+
+// flushLocked persists and sends what the controller has ready, until
+// nothing is left.
+func (d *Driver) flushLocked(ctx context.Context) error {
+	for range 16 {
+		rd := d.ctl.Ready()
+		if rd.Persist == nil && len(rd.Msgs) == 0 {
+			return nil
+		}
+		if rd.Persist != nil {
+			st, err := d.el.Save(ctx, d.ctl.State(), *rd.Persist)
+			if errors.Is(err, ErrDeposed) {
+				return err
+			}
+			if err != nil {
+				// The outcome is unknown: go on only from what the store
+				// says now, with a fresh state machine that assumes the
+				// worst about deadlines.
+				d.opts.Logger.Warn("authority: persist failed; reloading", "err", err)
+				loaded, lerr := d.el.Load(ctx)
+				if lerr != nil {
+					return fmt.Errorf("authority: persist %s: %w (reload: %w)", rd.Persist, err, lerr)
+				}
+				ctl, cerr := NewController(d.ctl.cfg, loaded, d.opts.Clock.Now())
+				if cerr != nil {
+					return cerr
+				}
+				d.ctl = ctl
+				for _, c := range d.conns {
+					_ = d.ctl.Step(c)
+				}
+				continue
+			}
+			d.opts.Logger.Info("authority", "state", st.String(), "term", st.Term)
+			d.ctl.Persisted(st)
+		}
+		for _, m := range rd.Msgs {
+			d.opts.Send(m)
+		}
+	}
+	return nil
+}
