@@ -1,9 +1,7 @@
-package authority_test
+package authoritytest
 
 import (
 	"context"
-	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
 )
 
 const domain = "orders"
@@ -25,6 +22,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 type cluster struct {
 	t     *testing.T
 	ctx   context.Context
+	b     Backend
 	store metastore.Store
 	now   time.Time
 	cfg   authority.ControllerConfig
@@ -43,16 +41,17 @@ type node struct {
 	connected bool
 }
 
-func newCluster(t *testing.T, store metastore.Store) *cluster {
+func newCluster(t *testing.T, b Backend) *cluster {
 	t.Helper()
-	c := &cluster{t: t, ctx: t.Context(), store: store, now: t0,
+	c := &cluster{t: t, ctx: t.Context(), b: b, store: b.NewStore(t), now: t0,
 		cfg:   authority.ControllerConfig{Domain: domain, Lease: 10 * time.Second, Reconnect: 2 * time.Second},
 		nodes: map[string]*node{}, recover: map[string]*authority.Msg{}, release: map[string]bool{}}
 	c.elect("ctl-1")
 	return c
 }
 
-func newMemCluster(t *testing.T) *cluster { return newCluster(t, mem.New(mem.Options{})) }
+// expire ends the controller's session, as its TTL running out would.
+func (c *cluster) expire() { c.b.Expire(c.t, c.store, c.sess) }
 
 // elect makes name the controller: a session, the election, the durable
 // state loaded with the next term, a fresh state machine.
@@ -191,42 +190,3 @@ func (c *cluster) grantTo(name string) authority.Grant {
 	return authority.Grant{}
 }
 
-// recordingStore is a mem store that records every state the controller
-// writes for a watched domain.
-type recordingStore struct {
-	*mem.Store
-	mu      sync.Mutex
-	key     string
-	written []authority.State
-}
-
-func newRecordingStore() *recordingStore { return &recordingStore{Store: mem.New(mem.Options{})} }
-
-func (s *recordingStore) watch(domain string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.key = "authority/" + domain + "/state"
-}
-
-func (s *recordingStore) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
-	rev, err := s.Store.Txn(ctx, t)
-	if err == nil {
-		s.mu.Lock()
-		for _, op := range t.Then {
-			if op.Key == s.key && !op.Delete {
-				var st authority.State
-				if json.Unmarshal(op.Value, &st) == nil {
-					s.written = append(s.written, st)
-				}
-			}
-		}
-		s.mu.Unlock()
-	}
-	return rev, err
-}
-
-func (s *recordingStore) states() []authority.State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]authority.State(nil), s.written...)
-}

@@ -1,4 +1,4 @@
-package authority_test
+package authoritytest
 
 import (
 	"testing"
@@ -11,7 +11,6 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -19,10 +18,10 @@ import (
 // write coverage or publish a cut, through the guard its host wires into
 // its store; admission refuses it; the new holder's writes pass. Each
 // refusal applies nothing and is not a conflict writers would retry.
-func TestStaleTokenOnEveryWritePath(t *testing.T) {
-	c := newMemCluster(t)
+func staleTokenOnEveryWritePath(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	a := c.join("node-a", promotable)
-	b := c.join("node-b", promotable)
+	nb := c.join("node-b", promotable)
 	ga := c.grantTo("node-a")
 	storeA, err := authority.Guard(c.store, "", domain, ga.Revision)
 	require.NoError(t, err)
@@ -43,7 +42,7 @@ func TestStaleTokenOnEveryWritePath(t *testing.T) {
 	c.advance(3 * time.Second)
 	recov := c.state()
 	require.Equal(t, authority.Vacant, recov.Phase)
-	b.SetFrontier("node-a", chain.Position{}, true)
+	nb.SetFrontier("node-a", chain.Position{}, true)
 	c.advance(time.Second)
 	order := c.recover["node-b"]
 	require.NotNil(t, order)
@@ -83,11 +82,11 @@ func TestStaleTokenOnEveryWritePath(t *testing.T) {
 
 	// node-b recovers and gets token 2; its recovery guard is now stale
 	// too, and its new grant's guard passes.
-	b.SetFrontier("node-a", chain.Position{Epoch: rec.Epoch, Slot: 1}, true)
+	nb.SetFrontier("node-a", chain.Position{Epoch: rec.Epoch, Slot: 1}, true)
 	for range 12 {
 		c.advance(time.Second)
 	}
-	gb := b.Grant()
+	gb := nb.Grant()
 	require.Equal(t, authority.Token(2), gb.Token)
 	require.ErrorIs(t, a.Admit(c.now), authority.ErrNotAdmitted, "admission: the former holder's deadline passed before token 2")
 	c.connect("node-a")
@@ -113,5 +112,3 @@ func revisions(t *testing.T, s metastore.Store) map[string]int64 {
 	}
 	return out
 }
-
-var _ = mem.New

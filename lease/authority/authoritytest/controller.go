@@ -1,6 +1,7 @@
-package authority_test
+package authoritytest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -8,7 +9,6 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/lease/authority"
-	"github.com/cutline/cutline/metastore/mem"
 )
 
 var (
@@ -18,8 +18,8 @@ var (
 
 // The first grant, then a renewal by heartbeat; admission follows the
 // deadline on the runtime's own clock.
-func TestFirstGrantAndRenewal(t *testing.T) {
-	c := newMemCluster(t)
+func firstGrantAndRenewal(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	a := c.join("node-a", promotable)
 	require.ErrorIs(t, a.Admit(c.now), authority.ErrNotAdmitted, "no grant yet")
 	g := c.grantTo("node-a")
@@ -38,16 +38,16 @@ func TestFirstGrantAndRenewal(t *testing.T) {
 
 // Tokens grow strictly, across grants and across controllers; a deposed
 // controller writes nothing, and a racing write from a stale read loses.
-func TestTokenMonotonicAcrossControllers(t *testing.T) {
-	c := newMemCluster(t)
+func tokenMonotonicAcrossControllers(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	a := c.join("node-a", promotable)
-	b := c.join("node-b", promotable)
+	nb := c.join("node-b", promotable)
 	g1 := c.grantTo("node-a")
 	require.Equal(t, authority.Token(1), g1.Token)
 	oldEl, oldCtl := c.el, c.ctl
 	// ctl-1's session ends: ctl-2 is elected and loads the state with the
 	// next term.
-	c.store.(*mem.Store).Expire(c.sess)
+	c.expire()
 	c.elect("ctl-2")
 	st := c.state()
 	require.Equal(t, uint64(2), st.Term)
@@ -71,7 +71,7 @@ func TestTokenMonotonicAcrossControllers(t *testing.T) {
 	require.Equal(t, authority.Vacant, c.state().Phase)
 	g2 := c.grantTo("node-b")
 	require.Equal(t, authority.Token(2), g2.Token)
-	require.NoError(t, b.Admit(c.now))
+	require.NoError(t, nb.Admit(c.now))
 	// node-a's late grant message from ctl-1 cannot bring it back.
 	c.connect("node-a")
 	require.Error(t, a.Step(authority.Msg{To: "node-a", Kind: authority.MsgGrant, Token: 1,
@@ -81,28 +81,20 @@ func TestTokenMonotonicAcrossControllers(t *testing.T) {
 
 // Two controllers campaign at once: one is elected; the other waits until
 // the first resigns.
-func TestRacingCampaigns(t *testing.T) {
-	c := newMemCluster(t)
+func racingCampaigns(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	sess, err := c.store.NewSession(c.ctx, time.Minute)
 	require.NoError(t, err)
 	defer sess.Close(c.ctx)
-	done := make(chan *authority.Election, 1)
-	go func() {
-		el, err := authority.Campaign(c.ctx, c.store, "", domain, "ctl-2", sess)
-		if err != nil {
-			done <- nil
-			return
-		}
-		done <- el
-	}()
-	select {
-	case <-done:
-		t.Fatal("a second controller was elected while the first leads")
-	case <-time.After(50 * time.Millisecond):
-	}
+	// While ctl-1 leads, a campaign waits: bounded here, it ends with its
+	// context, unelected.
+	ctx, cancel := context.WithTimeout(c.ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = authority.Campaign(ctx, c.store, "", domain, "ctl-2", sess)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a second controller was elected while the first leads")
 	require.NoError(t, c.el.Resign(c.ctx))
-	el := <-done
-	require.NotNil(t, el)
+	el, err := authority.Campaign(c.ctx, c.store, "", domain, "ctl-2", sess)
+	require.NoError(t, err)
 	st, err := el.Load(c.ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), st.Term)
@@ -110,7 +102,7 @@ func TestRacingCampaigns(t *testing.T) {
 	require.ErrorIs(t, err, authority.ErrDeposed, "the resigned controller writes nothing")
 }
 
-func TestReconnectReservation(t *testing.T) {
+func reconnectReservation(t *testing.T, b Backend) {
 	for _, tc := range []struct {
 		name    string
 		away    time.Duration
@@ -120,7 +112,7 @@ func TestReconnectReservation(t *testing.T) {
 		{"past the window", 2500 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newMemCluster(t)
+			c := newCluster(t, b)
 			a := c.join("node-a", promotable)
 			c.join("node-b", promotable)
 			g := c.grantTo("node-a")
@@ -145,8 +137,8 @@ func TestReconnectReservation(t *testing.T) {
 
 // A holder whose deadline passed is confirmed unhealthy: the grant ends at
 // once, without a reservation, and a later heartbeat cannot revive it.
-func TestDeadlineEndsGrantAtOnce(t *testing.T) {
-	c := newMemCluster(t)
+func deadlineEndsGrantAtOnce(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	a := c.join("node-a", promotable)
 	c.grantTo("node-a")
 	c.advance(10 * time.Second)
@@ -158,8 +150,8 @@ func TestDeadlineEndsGrantAtOnce(t *testing.T) {
 // Offers: only from connected promotable nodes, for the ended token, when
 // usable; the first one taken is durable, racing and duplicate ones
 // cannot bypass it.
-func TestOffers(t *testing.T) {
-	c := newMemCluster(t)
+func offers(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	a := c.join("node-a", promotable)
 	c.join("node-b", promotable)
 	c.join("node-c", promotable)
@@ -202,17 +194,17 @@ func TestOffers(t *testing.T) {
 
 // A candidate behind the requirement is placed in recovery: read-only
 // until it has recovered and the controller durably issued the next token.
-func TestRecoveryReadOnlyUntilGrant(t *testing.T) {
-	c := newMemCluster(t)
+func recoveryReadOnlyUntilGrant(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	c.join("node-a", promotable)
-	b := c.join("node-b", promotable)
+	nb := c.join("node-b", promotable)
 	c.grantTo("node-a")
 	require.NoError(t, c.heartbeat("node-a", chain.Position{Epoch: 2, Slot: 7}))
 	c.disconnect("node-a", true)
 	c.advance(11 * time.Second)
 	st := c.state()
 	require.Equal(t, authority.Vacant, st.Phase)
-	b.SetFrontier("node-a", chain.Position{Epoch: 1, Slot: 3}, true) // behind
+	nb.SetFrontier("node-a", chain.Position{Epoch: 1, Slot: 3}, true) // behind
 	c.advance(time.Second)
 	st = c.state()
 	require.Equal(t, authority.Recovering, st.Phase)
@@ -220,46 +212,47 @@ func TestRecoveryReadOnlyUntilGrant(t *testing.T) {
 	require.NotNil(t, order, "placed in recovery")
 	require.Equal(t, st.Required, order.Required)
 	require.Equal(t, st.TokenRevision, order.Grant.Revision, "recovery writes are guarded by the recovery transition")
-	require.ErrorIs(t, b.Admit(c.now), authority.ErrNotAdmitted, "read-only in recovery")
+	require.ErrorIs(t, nb.Admit(c.now), authority.ErrNotAdmitted, "read-only in recovery")
 	c.advance(10 * time.Second)
-	require.ErrorIs(t, b.Admit(c.now), authority.ErrNotAdmitted, "still read-only: nothing recovered")
+	require.ErrorIs(t, nb.Admit(c.now), authority.ErrNotAdmitted, "still read-only: nothing recovered")
 	require.Equal(t, authority.Recovering, c.state().Phase)
-	b.SetFrontier("node-a", chain.Position{Epoch: 2, Slot: 9}, true) // recovered past the requirement
+	nb.SetFrontier("node-a", chain.Position{Epoch: 2, Slot: 9}, true) // recovered past the requirement
 	c.run()
 	st = c.state()
 	require.Equal(t, authority.Granted, st.Phase)
 	require.Equal(t, "node-b", st.Holder)
 	require.Equal(t, authority.Token(2), st.Token)
-	require.NoError(t, b.Admit(c.now))
+	require.NoError(t, nb.Admit(c.now))
 	require.ErrorIs(t, c.event(authority.Recovered{Node: "node-b", Token: 1, Star: "node-a"}), authority.ErrRefused, "a late recovery report changes nothing")
 }
 
 // Planned handoff: one durable transition changes holder and token; no
 // state without a holder is ever written; the old holder stays fenced.
-func TestPlannedHandoff(t *testing.T) {
-	store := newRecordingStore()
-	c := newCluster(t, store)
+func plannedHandoff(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	a := c.join("node-a", promotable)
-	b := c.join("node-b", promotable)
+	nb := c.join("node-b", promotable)
 	c.join("voter-v", voter)
 	c.grantTo("node-a")
-	store.watch(domain)
+	written := c.watchStates()
 	require.ErrorIs(t, c.event(authority.HandoffRequest{Target: "voter-v"}), authority.ErrRefused, "not promotable")
 	require.ErrorIs(t, c.event(authority.HandoffRequest{Target: "node-a"}), authority.ErrRefused, "already the holder")
 	require.NoError(t, c.event(authority.HandoffRequest{Target: "node-b"}))
 	require.Equal(t, authority.Handoff, c.state().Phase)
 	require.True(t, c.release["node-a"], "the holder is asked to drain and release")
 	require.ErrorIs(t, a.Admit(c.now), authority.ErrNotAdmitted, "draining: admission closed")
-	require.ErrorIs(t, b.Admit(c.now), authority.ErrNotAdmitted, "the target waits for its grant")
+	require.ErrorIs(t, nb.Admit(c.now), authority.ErrNotAdmitted, "the target waits for its grant")
 	a.Released(chain.Position{Epoch: 1, Slot: 12})
 	c.run()
 	st := c.state()
 	require.Equal(t, authority.Granted, st.Phase)
 	require.Equal(t, "node-b", st.Holder)
 	require.Equal(t, authority.Token(2), st.Token)
-	require.NoError(t, b.Admit(c.now))
+	require.NoError(t, nb.Admit(c.now))
 	require.ErrorIs(t, a.Admit(c.now), authority.ErrNotAdmitted)
-	for _, s := range store.states() {
+	states := written()
+	require.GreaterOrEqual(t, len(states), 2, "the reservation and the transition were written")
+	for _, s := range states {
 		require.NotEqual(t, authority.Vacant, s.Phase, "a state without a holder was written during the handoff: %s", s)
 	}
 }
@@ -267,17 +260,17 @@ func TestPlannedHandoff(t *testing.T) {
 // A handoff whose controller dies between the holder's drain and the
 // durable transition: the next controller finds the handoff, asks again,
 // and completes it.
-func TestHandoffCrashBeforeTransition(t *testing.T) {
-	c := newMemCluster(t)
+func handoffCrashBeforeTransition(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	a := c.join("node-a", promotable)
-	b := c.join("node-b", promotable)
+	nb := c.join("node-b", promotable)
 	c.grantTo("node-a")
 	require.NoError(t, c.event(authority.HandoffRequest{Target: "node-b"}))
 	// The holder drained and released; the controller dies before it
 	// persisted the transition.
 	a.Released(chain.Position{Epoch: 1, Slot: 4})
 	_ = a.Ready() // the report was lost with the controller
-	c.store.(*mem.Store).Expire(c.sess)
+	c.expire()
 	c.release = map[string]bool{}
 	c.elect("ctl-2")
 	st := c.state()
@@ -288,14 +281,14 @@ func TestHandoffCrashBeforeTransition(t *testing.T) {
 	st = c.state()
 	require.Equal(t, "node-b", st.Holder)
 	require.Equal(t, authority.Token(2), st.Token)
-	require.NoError(t, b.Admit(c.now))
+	require.NoError(t, nb.Admit(c.now))
 	require.ErrorIs(t, a.Admit(c.now), authority.ErrNotAdmitted)
 }
 
 // Process takeover keeps the grant only while identity, token and the
 // absolute deadline validate.
-func TestProcessTakeover(t *testing.T) {
-	c := newMemCluster(t)
+func processTakeover(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	a := c.join("node-a", promotable)
 	g := c.grantTo("node-a")
 	cfg := authority.RuntimeConfig{Node: "node-a", Domain: domain, Caps: promotable}
@@ -336,8 +329,8 @@ func TestProcessTakeover(t *testing.T) {
 
 // Zero-capability sessions are invisible; a message meant for another
 // node, or a grant naming another holder, is refused by a runtime.
-func TestCapabilitiesAndMisaddressed(t *testing.T) {
-	c := newMemCluster(t)
+func capabilitiesAndMisaddressed(t *testing.T, b Backend) {
+	c := newCluster(t, b)
 	c.join("node-a", promotable)
 	ghost := c.join("ghost", authority.Capabilities{})
 	c.grantTo("node-a")
