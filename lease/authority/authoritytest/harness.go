@@ -189,4 +189,3 @@ func (c *cluster) grantTo(name string) authority.Grant {
 	c.t.Fatalf("%s got no grant: %s", name, c.state())
 	return authority.Grant{}
 }
-

@@ -56,6 +56,7 @@ func Run(t *testing.T, b Backend) {
 		{"ProcessTakeover", processTakeover},
 		{"CapabilitiesAndMisaddressed", capabilitiesAndMisaddressed},
 		{"StaleTokenOnEveryWritePath", staleTokenOnEveryWritePath},
+		{"RecoveryWithTheLibrary", recoveryWithTheLibrary},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, b) })
 	}
