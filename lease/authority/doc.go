@@ -1,0 +1,78 @@
+// Package authority separates evidence of failure from the authority to
+// replace a writer. A holder (a star leading a domain: a set of streams)
+// writes only under a grant issued by the domain's controller: holder,
+// fencing token and absolute deadline. Tokens grow strictly; a former
+// holder's token reopens nothing.
+//
+// # Shape
+//
+// Like etcd's raft, the controller (Controller) and a node's admission
+// state (Runtime) are deterministic state machines without I/O, driven by
+// events (connect, close, heartbeat, offer, recovered, handoff request,
+// release) and ticks of an injected clock. A Controller's durable state
+// lives in the metastore (authority/<domain>/state, and the token record
+// authority/<domain>/token) and is written only by compare-and-set under
+// the controller's election (authority/<domain>/controller, bound to its
+// session): one controller acts at a time, and a deposed one's writes
+// fail (ErrDeposed). Driver runs an elected controller (persist before
+// send: nothing is promised that is not durable); Agent runs a node's
+// runtime over a Conn; package authhttp is the reference transport
+// (HTTP over mutual TLS). The host owns the network.
+//
+// In this library the "primary" is the star that holds a domain, the
+// "required transaction" a position on the last holder's chain (Required),
+// and a candidate's "frontier" how far it has recovered that chain
+// (RecoverChain: fence and settle every epoch).
+//
+// # Rules and where they are enforced
+//
+//	rule (seed "Primary authority and failover")        code                                      test (authoritytest unless named)
+//	only the controller issues grants and tokens        Controller, Election.Save                 TokenMonotonicAcrossControllers
+//	each token is newer than every earlier one          Controller (token+1), Election.Save CAS    TokenMonotonicAcrossControllers, RacingCampaigns
+//	one controller at a time; a deposed one writes      Campaign, Election.Save (compares the      RacingCampaigns, TokenMonotonicAcrossControllers
+//	  nothing                                             election key and the state)
+//	admit only while the local grant matches and its    Runtime.Admit, Agent.Admit                FirstGrantAndRenewal, DeadlineEndsGrantAtOnce
+//	  deadline is valid
+//	a former holder's token cannot reopen admission     Runtime.Step (ended tokens)               TokenMonotonicAcrossControllers, ReconnectReservation
+//	... nor advance cursors, coverage, publication      Guard (the token record's revision in     StaleTokenOnEveryWritePath
+//	  (the progress fence)                                every transaction)
+//	no roles: capabilities declared independently;      Capabilities, Controller.connect          CapabilitiesAndMisaddressed, Offers
+//	  a zero-capability session is invisible
+//	an unexpected close reserves the token for the      Controller.disconnect, Connect with the   ReconnectReservation, ProcessTakeover
+//	  same node to resume                                 held token, ControllerConfig.Reconnect
+//	a holder timeout ends the grant at once; a later    Controller.tick, Controller.heartbeat     DeadlineEndsGrantAtOnce
+//	  heartbeat cannot revive it
+//	no next token before the former holder's deadline   Controller (fenceUntil), NewController     RecoveryReadOnlyUntilGrant, TokenMonotonicAcrossControllers
+//	  has passed                                          (assumes a fresh deadline at election)
+//	the controller publishes the minimum required       State.Required, MsgRequired               Offers, RecoveryReadOnlyUntilGrant
+//	offers only for the matching token, after the       Runtime.Tick (DecisionDelay), Controller  Offers
+//	  decision delay, when usable                         .offer
+//	duplicate or racing offers cannot bypass the        Controller.offer (one durable candidate,  Offers
+//	  durable state                                       one proposal in flight)
+//	a candidate that must recover is placed in          MsgRecover, RecoverChain, Guard with the  RecoveryReadOnlyUntilGrant, RecoveryWithTheLibrary
+//	  recovery, read-only until the next token            placement's revision
+//	process takeover keeps the grant only while         Resume                                    ProcessTakeover
+//	  identity, token and deadline validate
+//	planned handoff: reserve a target, drain and        Phase Handoff, MsgRelease, Released       PlannedHandoff, HandoffCrashBeforeTransition,
+//	  release, holder and token change in one durable                                               TestEtcdLeaderRestartDuringHandoff (integration)
+//	  transition; never a state without a holder
+//	the new holder admits only after its grant; the     Runtime                                   PlannedHandoff
+//	  old one stays fenced
+//	an impostor cannot speak for another node           authhttp (the authenticated identity is   authhttp tests
+//	                                                      the node; events naming another are
+//	                                                      refused)
+//
+// Peer health, concerns, the controller's fast fence and the holder's
+// self-fence (the seed's "Direct peer streams detect loss first", "The
+// controller challenges the primary", "The primary fences itself") build
+// on this package and are not part of it yet.
+//
+// # Limits
+//
+// Deadlines are absolute times: the controller's and the runtimes' clocks
+// must agree to well within a Lease. The controller never issues a next
+// token before the former holder's deadline has passed on its own clock,
+// and a runtime stops admitting at the deadline on its clock; skew larger
+// than the margin breaks the exclusivity of admission (never the data:
+// the epoch fence keeps a stale writer's records out regardless).
+package authority
