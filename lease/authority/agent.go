@@ -52,6 +52,11 @@ type AgentOptions struct {
 	Clock clock.Clock
 	// Logger receives grants and recoveries. Nil discards.
 	Logger *slog.Logger
+	// Guard, when set, follows the node's authority: its writes are
+	// guarded with the grant's (or the recovery placement's) revision,
+	// and refused while the node holds neither. Build the host's minter,
+	// index and star over it.
+	Guard *Guarded
 }
 
 // Agent runs a node's Runtime over a Conn: it connects, applies the
@@ -122,6 +127,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			if err := a.rt.Step(m); err != nil {
 				a.opts.Logger.Warn("authority: message refused", "kind", m.Kind, "err", err)
 			}
+			a.guardLocked()
 			a.mu.Unlock()
 		case <-t.C():
 			a.mu.Lock()
@@ -136,6 +142,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err := a.flush(ctx); err != nil {
 			return err
 		}
+	}
+}
+
+// guardLocked points the guard at what the node may write under now.
+func (a *Agent) guardLocked() {
+	if a.opts.Guard == nil {
+		return
+	}
+	switch {
+	case a.rt.Grant().Token != 0:
+		a.opts.Guard.Set(a.rt.Grant().Revision)
+	case a.rt.recovery != nil:
+		a.opts.Guard.Set(a.rt.recovery.Grant.Revision)
+	default:
+		a.opts.Guard.Set(0)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cutline/cutline/config"
@@ -238,21 +239,45 @@ func (e *Election) Save(ctx context.Context, cur, next State) (State, error) {
 // metastore.ErrConflict, which writers retry) and apply nothing. Reads
 // pass through.
 func Guard(store metastore.Store, root, domain string, rev int64) (metastore.Store, error) {
+	if rev <= 0 {
+		return nil, &config.Error{Field: "rev", Value: rev, Reason: "a grant's token revision is positive"}
+	}
+	g, err := NewGuarded(store, root, domain)
+	if err != nil {
+		return nil, err
+	}
+	g.Set(rev)
+	return g, nil
+}
+
+// Guarded is a store behind the progress fence whose guard follows the
+// node's authority: the Agent sets it to each grant's (or recovery
+// placement's) revision and clears it when the node holds nothing, so a
+// host builds its minter, index and star once over it. While cleared,
+// every write fails with ErrStaleToken.
+type Guarded struct {
+	metastore.Store
+	key string
+	rev atomic.Int64
+}
+
+// NewGuarded returns a cleared Guarded view of store for domain.
+func NewGuarded(store metastore.Store, root, domain string) (*Guarded, error) {
 	k, err := newKeys(root, domain)
 	if err != nil {
 		return nil, err
 	}
-	if rev <= 0 {
-		return nil, &config.Error{Field: "rev", Value: rev, Reason: "a grant's token revision is positive"}
+	if store == nil {
+		return nil, &config.Error{Field: "store", Value: nil, Reason: "required"}
 	}
-	return &guarded{Store: store, key: k.token(), rev: rev}, nil
+	return &Guarded{Store: store, key: k.token()}, nil
 }
 
-type guarded struct {
-	metastore.Store
-	key string
-	rev int64
-}
+// Set makes writes require the token record at rev (0 refuses them all).
+func (g *Guarded) Set(rev int64) { g.rev.Store(max(rev, 0)) }
+
+// Revision returns the revision writes are guarded with.
+func (g *Guarded) Revision() int64 { return g.rev.Load() }
 
 // StaleTokenError is a write refused by Guard.
 type StaleTokenError struct {
@@ -262,31 +287,41 @@ type StaleTokenError struct {
 }
 
 func (e *StaleTokenError) Error() string {
+	if e.Guard == 0 {
+		return "authority: write refused: this node holds no grant"
+	}
 	return fmt.Sprintf("authority: write refused: the token record %q moved from revision %d to %d", e.Key, e.Guard, e.Revision)
 }
 
 func (e *StaleTokenError) Unwrap() error { return ErrStaleToken }
 
-func (g *guarded) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
-	t.If = append(append([]metastore.Compare(nil), t.If...), metastore.Compare{Key: g.key, Revision: g.rev})
+// Txn implements metastore.Store, with the guard's compare added.
+func (g *Guarded) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
+	guard := g.rev.Load()
+	if guard == 0 {
+		return 0, &StaleTokenError{Key: g.key}
+	}
+	t.If = append(append([]metastore.Compare(nil), t.If...), metastore.Compare{Key: g.key, Revision: guard})
 	rev, err := g.Store.Txn(ctx, t)
 	var ce *metastore.ConflictError
 	if errors.As(err, &ce) && ce.Key == g.key {
-		return 0, &StaleTokenError{Key: g.key, Guard: g.rev, Revision: ce.Revision}
+		return 0, &StaleTokenError{Key: g.key, Guard: guard, Revision: ce.Revision}
 	}
 	if errors.As(err, &ce) {
 		// Another compare failed; the guard may have too. Say which.
-		if kv, gerr := g.Store.Get(ctx, g.key); gerr == nil && kv.Revision != g.rev {
-			return 0, &StaleTokenError{Key: g.key, Guard: g.rev, Revision: kv.Revision}
+		if kv, gerr := g.Store.Get(ctx, g.key); gerr == nil && kv.Revision != guard {
+			return 0, &StaleTokenError{Key: g.key, Guard: guard, Revision: kv.Revision}
 		}
 	}
 	return rev, err
 }
 
-func (g *guarded) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
+// Watch implements metastore.Store.
+func (g *Guarded) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
 	return g.Store.Watch(ctx, prefix, from)
 }
 
-func (g *guarded) NewSession(ctx context.Context, ttl time.Duration) (metastore.Session, error) {
+// NewSession implements metastore.Store.
+func (g *Guarded) NewSession(ctx context.Context, ttl time.Duration) (metastore.Session, error) {
 	return g.Store.NewSession(ctx, ttl)
 }
