@@ -69,6 +69,9 @@ type Agent struct {
 	opts AgentOptions
 	mu   sync.Mutex
 	rt   *Runtime
+	// retry holds events a failed send left, sent again each heartbeat
+	// period.
+	retry []Event
 }
 
 // NewAgent returns an agent of rt.
@@ -124,10 +127,16 @@ func (a *Agent) Run(ctx context.Context) error {
 				return errors.New("authority: the control channel closed")
 			}
 			a.mu.Lock()
+			// The runtime's clock first: a message is stamped with the
+			// time it arrived.
+			a.rt.Tick(a.opts.Clock.Now())
 			if err := a.rt.Step(m); err != nil {
 				a.opts.Logger.Warn("authority: message refused", "kind", m.Kind, "err", err)
 			}
 			a.guardLocked()
+			if m.Kind == MsgGrant && a.rt.Grant().Token == m.Token {
+				a.opts.Logger.Info("authority: grant", "token", m.Token, "deadline", m.Grant.Deadline)
+			}
 			a.mu.Unlock()
 		case <-t.C():
 			a.mu.Lock()
@@ -170,10 +179,23 @@ func (a *Agent) flush(ctx context.Context) error {
 		a.rt.Tick(a.opts.Clock.Now())
 	}
 	rd := a.rt.Ready()
+	pending := append(a.retry, rd.Events...)
+	a.retry = nil
 	a.mu.Unlock()
-	for _, ev := range rd.Events {
-		if err := a.conn.Send(ctx, ev); err != nil && !errors.Is(err, ErrRefused) {
-			return err
+	for i, ev := range pending {
+		err := a.conn.Send(ctx, ev)
+		switch {
+		case err == nil, errors.Is(err, ErrRefused):
+		case ctx.Err() != nil:
+			return nil
+		default:
+			// Transient (the controller is being re-elected, the network
+			// dropped): keep it and the rest for the next period.
+			a.opts.Logger.Warn("authority: send failed; retrying", "event", ev.event(), "err", err)
+			a.mu.Lock()
+			a.retry = append(a.retry, pending[i:]...)
+			a.mu.Unlock()
+			return nil
 		}
 	}
 	progressed := false
@@ -186,6 +208,7 @@ func (a *Agent) flush(ctx context.Context) error {
 			a.mu.Lock()
 			a.rt.SetFrontier(rd.Recover.Required.Star, pos, true)
 			a.mu.Unlock()
+			a.opts.Logger.Info("authority: recovered", "star", rd.Recover.Required.Star, "frontier", pos)
 			progressed = true
 		}
 	}

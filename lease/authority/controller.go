@@ -241,7 +241,7 @@ func (c *Controller) disconnect(e Disconnect) error {
 		next.Phase, next.Target = Granted, ""
 		c.propose(next, func(s State) []Msg { return []Msg{c.grantMsg(s)} })
 	case st.Phase == Recovering && e.Node == st.Candidate && !c.busy():
-		c.vacate(st.Token, st.Required)
+		c.vacate(st.Token, st.Required, "the candidate left during its recovery")
 	}
 	return nil
 }
@@ -418,13 +418,13 @@ func (c *Controller) endGrant(why string) {
 		req.Pos = st.Required.Pos
 	}
 	holder, token := st.Holder, st.Token
-	c.vacate(token, req, Msg{To: holder, Kind: MsgRevoke, Token: token})
-	_ = why
+	c.vacate(token, req, why, Msg{To: holder, Kind: MsgRevoke, Token: token})
 }
 
-func (c *Controller) vacate(token Token, req Required, extra ...Msg) {
+func (c *Controller) vacate(token Token, req Required, why string, extra ...Msg) {
 	next := c.st
 	next.Phase, next.Holder, next.Candidate, next.Target, next.Token, next.Required = Vacant, "", "", "", token, req
+	next.Ended = why
 	c.frontier = map[string]Required{}
 	c.propose(next, func(s State) []Msg {
 		out := append([]Msg(nil), extra...)

@@ -15,7 +15,9 @@ import (
 // DriverOptions configures a Driver.
 type DriverOptions struct {
 	// Send delivers a message to its node. Delivery is best effort: a
-	// node that misses one learns the state on its next event. Required.
+	// node that misses one learns the state on its next event. It is
+	// called with the driver's lock held: it must not block and must not
+	// call the driver. Required.
 	Send func(Msg)
 	// TickEvery is how often the controller's clock ticks. 0 means
 	// 100 ms; between 1 ms and 1 s.
@@ -32,11 +34,14 @@ type DriverOptions struct {
 // sent, and stops when the election is lost. Its methods are safe for
 // concurrent use.
 type Driver struct {
-	el   *Election
-	opts DriverOptions
-	mu    sync.Mutex // guards ctl and conns
+	el    *Election
+	opts  DriverOptions
+	mu    sync.Mutex // guards ctl, conns and stale
 	ctl   *Controller
 	conns map[string]Connect // the connections the controller knows of
+	// stale: a write's outcome is unknown and the state could not be read
+	// back yet; nothing is decided until it is.
+	stale bool
 }
 
 // NewDriver returns a driver of ctl under el.
@@ -109,44 +114,61 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 }
 
-// flushLocked persists and sends what the controller has ready, until
-// nothing is left.
+// flushLocked sends and persists what the controller has ready, until
+// nothing is left. Messages in a Ready never depend on its Persist (those
+// wait in the controller until Persisted).
 func (d *Driver) flushLocked(ctx context.Context) error {
+	if d.stale {
+		if err := d.reloadLocked(ctx); err != nil {
+			return err
+		}
+	}
 	for range 16 {
 		rd := d.ctl.Ready()
-		if rd.Persist == nil && len(rd.Msgs) == 0 {
-			return nil
-		}
-		if rd.Persist != nil {
-			st, err := d.el.Save(ctx, d.ctl.State(), *rd.Persist)
-			if errors.Is(err, ErrDeposed) {
-				return err
-			}
-			if err != nil {
-				// The outcome is unknown: go on only from what the store
-				// says now, with a fresh state machine that assumes the
-				// worst about deadlines.
-				d.opts.Logger.Warn("authority: persist failed; reloading", "err", err)
-				loaded, lerr := d.el.Load(ctx)
-				if lerr != nil {
-					return fmt.Errorf("authority: persist %s: %w (reload: %w)", rd.Persist, err, lerr)
-				}
-				ctl, cerr := NewController(d.ctl.cfg, loaded, d.opts.Clock.Now())
-				if cerr != nil {
-					return cerr
-				}
-				d.ctl = ctl
-				for _, c := range d.conns {
-					_ = d.ctl.Step(c)
-				}
-				continue
-			}
-			d.opts.Logger.Info("authority", "state", st.String(), "term", st.Term)
-			d.ctl.Persisted(st)
-		}
 		for _, m := range rd.Msgs {
 			d.opts.Send(m)
 		}
+		if rd.Persist == nil {
+			if len(rd.Msgs) == 0 {
+				return nil
+			}
+			continue
+		}
+		st, err := d.el.Save(ctx, d.ctl.State(), *rd.Persist)
+		if errors.Is(err, ErrDeposed) {
+			return err
+		}
+		if err != nil {
+			// The outcome is unknown: go on only from what the store
+			// says now, with a fresh state machine that assumes the
+			// worst about deadlines.
+			d.opts.Logger.Warn("authority: persist failed; reloading", "err", err)
+			d.stale = true
+			if rerr := d.reloadLocked(ctx); rerr != nil {
+				return fmt.Errorf("authority: persist %s: %w (reload: %w)", rd.Persist, err, rerr)
+			}
+			continue
+		}
+		d.opts.Logger.Info("authority", "state", st.String(), "term", st.Term)
+		d.ctl.Persisted(st)
+	}
+	return nil
+}
+
+// reloadLocked replaces the controller with one started from the stored
+// state, and replays the connections it knew.
+func (d *Driver) reloadLocked(ctx context.Context) error {
+	loaded, err := d.el.Load(ctx)
+	if err != nil {
+		return err
+	}
+	ctl, err := NewController(d.ctl.cfg, loaded, d.opts.Clock.Now())
+	if err != nil {
+		return err
+	}
+	d.ctl, d.stale = ctl, false
+	for _, c := range d.conns {
+		_ = d.ctl.Step(c)
 	}
 	return nil
 }

@@ -93,6 +93,8 @@ type State struct {
 	Required  Required `json:"required"`
 	Candidate string   `json:"candidate,omitempty"`
 	Target    string   `json:"target,omitempty"`
+	// Ended says why the last grant ended (Vacant), for operators.
+	Ended string `json:"ended,omitempty"`
 	// Revision is the metastore revision the state was read or written
 	// at; TokenRevision that of the token record, which changes only when
 	// the writer changes (a new token, a candidate placed in recovery, a

@@ -1,0 +1,93 @@
+package authhttp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Errors of the package. A refused event is not among them: the client
+// returns the controller's *authority.RefusedError, matching
+// authority.ErrRefused.
+var (
+	// ErrForbidden: the server refused the caller's identity or what it
+	// asked (an event naming another node, a handoff from a node, an
+	// operator speaking as a node). The error is a *StatusError.
+	ErrForbidden = errors.New("authhttp: forbidden")
+	// ErrBadRequest: the server could not read the request (malformed
+	// JSON, an unknown kind or parameter, a body too large, an unknown
+	// route). The error is a *StatusError.
+	ErrBadRequest = errors.New("authhttp: bad request")
+	// ErrUnavailable: the controller could not be reached or could not
+	// decide (its driver failed, it has no driver yet, it is shutting
+	// down). The error is a *StatusError or a *RequestError.
+	ErrUnavailable = errors.New("authhttp: controller unavailable")
+	// ErrClosed: the connection was closed by Close.
+	ErrClosed = errors.New("authhttp: connection closed")
+	// ErrIdentity: a certificate does not name an acceptable identity.
+	// The error is an *IdentityError.
+	ErrIdentity = errors.New("authhttp: no acceptable identity")
+)
+
+// StatusError is a request the server answered with an error status. It
+// matches ErrForbidden (401, 403), ErrUnavailable (5xx) or ErrBadRequest
+// (any other status).
+type StatusError struct {
+	// Route is the request's path, such as "/v1/event".
+	Route string
+	// Code is the HTTP status.
+	Code int
+	// Message is the server's explanation.
+	Message string
+}
+
+// Error says which route answered what.
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("authhttp: %s: %d %s: %s", e.Route, e.Code, http.StatusText(e.Code), e.Message)
+}
+
+// Unwrap makes errors.Is match the sentinel of the status's class.
+func (e *StatusError) Unwrap() error {
+	switch {
+	case e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden:
+		return ErrForbidden
+	case e.Code >= 500:
+		return ErrUnavailable
+	}
+	return ErrBadRequest
+}
+
+// RequestError is a request that got no answer: the connection, the TLS
+// handshake (a certificate the server refused, or one the client did not
+// trust) or the context failed. It matches ErrUnavailable and reaches its
+// cause (a *tls.AlertError, a *url.Error, context.Canceled) through Err.
+type RequestError struct {
+	// Route is the request's path.
+	Route string
+	// Err is the cause.
+	Err error
+}
+
+// Error says which route failed, and how.
+func (e *RequestError) Error() string {
+	return fmt.Sprintf("authhttp: %s: %v", e.Route, e.Err)
+}
+
+// Unwrap makes errors.Is match ErrUnavailable and the cause.
+func (e *RequestError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
+
+// IdentityError says why a certificate names no acceptable identity.
+type IdentityError struct {
+	// Subject is the certificate's subject, for the logs; it is public.
+	Subject string
+	// Reason says why it was refused.
+	Reason string
+}
+
+// Error says which certificate was refused, and why.
+func (e *IdentityError) Error() string {
+	return fmt.Sprintf("authhttp: certificate %q: %s", e.Subject, e.Reason)
+}
+
+// Unwrap makes errors.Is match ErrIdentity.
+func (e *IdentityError) Unwrap() error { return ErrIdentity }
