@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
@@ -88,6 +89,11 @@ func (s *Star) Open(ctx context.Context, stream string, opts OpenOptions) (Tenur
 	if err := ValidateToken(opts.Token); err != nil {
 		return Tenure{}, err
 	}
+	if s.opts.Admit != nil {
+		if err := s.opts.Admit(); err != nil {
+			return Tenure{}, err
+		}
+	}
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
 		s.mu.Unlock()
@@ -144,6 +150,29 @@ func (s *Star) Open(ctx context.Context, stream string, opts OpenOptions) (Tenur
 		return ten, nil
 	}
 	return Tenure{}, fmt.Errorf("lease: open %s: the stream's records changed %d times during the open", stream, maxGateRounds)
+}
+
+// OpenWait is Open retried while it is deferred: every interval on the
+// star's clock (0 means 500 ms), until it is admitted, refused otherwise,
+// or ctx ends (the last deferral is returned then, wrapped with ctx's
+// error).
+func (s *Star) OpenWait(ctx context.Context, stream string, opts OpenOptions, interval time.Duration) (Tenure, error) {
+	if interval <= 0 {
+		interval = 500 * time.Millisecond
+	}
+	for {
+		ten, err := s.Open(ctx, stream, opts)
+		if !errors.Is(err, ErrDeferred) {
+			return ten, err
+		}
+		t := s.clock.NewTimer(interval)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return Tenure{}, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		}
+	}
 }
 
 // acquire creates the stream's lease bound to the star's session.

@@ -74,6 +74,13 @@ type Options struct {
 	// release work (a snapshot of producer state, …). An error leaves the
 	// departure in limbo, retried.
 	Flush func(ctx context.Context, stream string) error
+	// Admit, when set, is asked before every Open and Submit whether this
+	// star may write now; an error refuses the call with it. A host under
+	// the authority layer passes its authority.Agent's Admit: the star
+	// then writes only while its grant is current (and builds its parts
+	// over an authority.Guarded store, so that a stale grant's progress
+	// writes fail too).
+	Admit func() error
 	// Clock drives limbo retries. Nil means the wall clock.
 	Clock clock.Clock
 	// Logger receives gate decisions and departures (info), limbo (warn).
@@ -321,6 +328,11 @@ func (s *Star) Submit(ctx context.Context, payload []byte) (*Future, error) {
 	spans, err := s.cfg.Index.Locate(payload)
 	if err != nil {
 		return nil, err
+	}
+	if s.opts.Admit != nil {
+		if err := s.opts.Admit(); err != nil {
+			return nil, err
+		}
 	}
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
@@ -665,6 +677,11 @@ func (s *Star) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	var errs []error
+	// Cover everything acknowledged first: the checkpoint then moves past
+	// it, and each stream's release flush has nothing left to write.
+	if err := s.Absorb(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	for _, id := range ids {
 		if err := s.Finish(ctx, id, ReasonClose); err != nil && !errors.Is(err, ErrNotHeld) {
 			errs = append(errs, err)

@@ -30,6 +30,15 @@ type backends struct {
 	zones     []objstore.Bucket // zone order; names zone-a, zone-b, …
 	zonesDesc string
 	closers   []func() // run in reverse order by close
+
+	// abandon is what a process's death does to its session: no
+	// keep-alive and no revocation is sent any more, and the store expires
+	// it one TTL later.
+	abandon func(metastore.Session)
+	// expire, when set, ends an abandoned session at once, as its TTL
+	// running out would (the in-memory store does it on demand). Without
+	// it, the TTL runs out on its own.
+	expire func(metastore.Session)
 }
 
 func (b *backends) close() {
@@ -52,8 +61,10 @@ func openBackends(ctx context.Context, cfg *config) (_ *backends, err error) {
 	}()
 
 	if cfg.etcd == "" {
-		be.store = memstore.New(memstore.Options{})
+		st := memstore.New(memstore.Options{})
+		be.store = st
 		be.storeDesc = "in-memory metastore (metastore/mem)"
+		be.abandon, be.expire = st.Suspend, st.Expire
 	} else {
 		endpoints := strings.Split(cfg.etcd, ",")
 		cli, err := clientv3.New(clientv3.Config{
@@ -76,6 +87,14 @@ func openBackends(ctx context.Context, cfg *config) (_ *backends, err error) {
 		}
 		be.store = st
 		be.storeDesc = fmt.Sprintf("etcd at %s (metastore/etcd), keys under %s", cfg.etcd, root)
+		be.abandon = func(sess metastore.Session) {
+			// Close with an ended context stops the keep-alives and sends
+			// no revocation: etcd expires the lease one TTL after the last
+			// keep-alive it answered, as after a crash.
+			ended, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = sess.Close(ended)
+		}
 	}
 
 	if len(cfg.s3Endpoints) == 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
 	"github.com/cutline/cutline/settle"
@@ -93,8 +94,42 @@ func (d *demo) brokerConfig(star string, buckets []objstore.Bucket) (brokerConfi
 	return brokerConfig{
 		Star: star, Stream: stream, Store: d.be.store, Minter: minter, Refs: refs,
 		Buckets: buckets, Keys: d.keys, Class: "standard", W: d.cfg.w, Window: d.cfg.window,
-		AbsorbEvery: d.cfg.absorbEvery,
+		AbsorbEvery: d.cfg.absorbEvery, SessionTTL: d.cfg.sessionTTL, Abandon: d.be.abandon,
 	}, nil
+}
+
+// openRetryEvery is how often star-b tries the open again while the gate
+// defers it.
+const openRetryEvery = 100 * time.Millisecond
+
+// openWhenAdmitted opens the stream through b's gate, trying again every
+// openRetryEvery while the gate defers it (a *lease.DeferredError), until
+// it is admitted, another error ends it, or ctx ends. It returns how many
+// tries the gate deferred.
+func openWhenAdmitted(ctx context.Context, b *broker) (openReport, int, error) {
+	tick := time.NewTicker(openRetryEvery)
+	defer tick.Stop()
+	for deferred := 0; ; deferred++ {
+		rep, err := b.open(ctx)
+		var de *lease.DeferredError
+		if !errors.As(err, &de) {
+			return rep, deferred, err
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return rep, deferred, fmt.Errorf("%w; the gate still defers: %w", ctx.Err(), err)
+		}
+	}
+}
+
+// deferral describes a refusal of the gate: "lease held by star-a".
+func deferral(de *lease.DeferredError) string {
+	s := string(de.Reason)
+	if de.Holder != "" {
+		s += " by " + de.Holder
+	}
+	return s
 }
 
 func (d *demo) run(ctx context.Context) error {
@@ -135,45 +170,65 @@ func (d *demo) run(ctx context.Context) error {
 		d.metersV = append(d.metersV, newMeter(z))
 	}
 
-	// Star-a opens the stream and serves it.
+	// Star-a starts and opens the stream, and serves it.
 	cfgA, err := d.brokerConfig(starA, viewA)
 	if err != nil {
 		return err
 	}
-	a, repA, err := openBroker(ctx, cfgA)
+	a, err := startBroker(ctx, cfgA)
+	if err != nil {
+		return fmt.Errorf("star-a starts: %w", err)
+	}
+	defer a.discard() // no-op once it died
+	epA := a.rec.Epoch
+	tl.at(starA, "starts (lease.Start): registered in the star registry, bound to its metastore session (TTL %v)", a.sess.TTL())
+	tl.at(starA, "minted epoch %s", a.rec)
+	repA, err := a.open(ctx)
 	if err != nil {
 		return fmt.Errorf("star-a opens the stream: %w", err)
 	}
-	defer a.crash() // no-op once it died
-	if repA.Previous != "" || repA.Next != 0 {
-		return fmt.Errorf("the stream is not new: writer %q, next offset %d", repA.Previous, repA.Next)
+	if tA := repA.Tenure; tA.Decision != lease.Fresh || tA.Next != 0 {
+		return fmt.Errorf("the stream is not new: the gate decided %q, next offset %d", tA.Decision, tA.Next)
 	}
-	epA := repA.Epoch.Epoch
-	tl.at(starA, "opens stream %q: a new stream, first offset 0", stream)
-	tl.at(starA, "minted epoch %s", repA.Epoch)
+	tl.at(starA, "opens stream %q through the gate (Star.Open): %s, a new stream, first offset 0", stream, repA.Tenure.Decision)
+	tl.more("it holds the stream's lease; the last-writer record names %s/%d, tenure %d", starA, repA.Tenure.Epoch, repA.Tenure.Tenure)
 
+	// The producer sends one absorb batch at a time, pipelined, and the
+	// next once the Star has absorbed it: the Star absorbs on its own every
+	// AbsorbEvery acknowledgements, and what it has absorbed when star-a
+	// dies must follow from the flags, not from how many acknowledgements
+	// of the next batch came in before its absorb ran.
 	p := newProducer("producer-1")
 	start := time.Now()
-	sent, refused := p.submit(ctx, a, seqRange(0, uint64(cfg.crashAfter)))
-	o, err := p.collect(ctx, sent, refused)
-	if err != nil {
-		return err
+	var o outcome
+	for from, every := uint64(0), uint64(cfg.absorbEvery); from < uint64(cfg.crashAfter); from += every {
+		sent, refused := p.submit(ctx, a, seqRange(from, min(from+every, uint64(cfg.crashAfter))))
+		ob, err := p.collect(ctx, sent, refused)
+		if err != nil {
+			return err
+		}
+		if len(ob.failed) > 0 {
+			return fmt.Errorf("star-a failed %d appends before it was meant to die", len(ob.failed))
+		}
+		o.merge(ob)
+		if err := a.waitAbsorbed(ctx); err != nil {
+			return err
+		}
 	}
-	if len(o.failed) > 0 {
-		return fmt.Errorf("star-a failed %d appends before it was meant to die", len(o.failed))
-	}
-	a.waitAbsorbed()
 	// The zones get every copy of the acknowledged slots, the ones past
 	// the first W included, before star-a loses them.
 	if err := a.waitSent(ctx); err != nil {
 		return err
 	}
-	st := a.state()
+	st, err := a.state(ctx)
+	if err != nil {
+		return err
+	}
 	if st.err != nil {
 		return st.err
 	}
 	if cfg.crashAfter > 0 {
-		tl.at(starA, "acknowledged %d records, offsets %s, pipelined through a chain.Writer (%v)",
+		tl.at(starA, "acknowledged %d records, offsets %s, pipelined through Star.Submit (%v)",
 			o.acked, span(o.firstOff, o.lastOff), time.Since(start).Round(time.Millisecond))
 	}
 	tl.more("the host absorbed %d of them (refs written, checkpoint %d); %d acknowledged records are not absorbed yet",
@@ -253,45 +308,71 @@ func (d *demo) run(ctx context.Context) error {
 	unacked := oA.failed
 	tl.at(starA, "DIES mid-flight: writer aborted (no close, no release, no absorb); %d appends never acknowledged",
 		len(unacked))
+	tl.more("Star.Abort: no Finish, no clean-release mark, no keep-alive: its lease and registry entry stay until its session ends")
 	tl.more("%d of its PUTs are still in the network: a zombie", heldUp)
 
-	// Star-b takes the stream over.
-	tl.at(starB, "starts and opens stream %q: settle the last writer's epochs first, they may hold acknowledged records no ref covers", stream)
+	// Star-b starts and opens the stream: the gate refuses while star-a's
+	// lease lives, and admits once star-a's session has ended.
 	cfgB, err := d.brokerConfig(starB, viewB)
 	if err != nil {
 		return err
 	}
-	b, repB, err := openBroker(ctx, cfgB)
+	b, err := startBroker(ctx, cfgB)
+	if err != nil {
+		return fmt.Errorf("star-b starts: %w", err)
+	}
+	defer b.discard()
+	tl.at(starB, "starts (lease.Start): registered in the star registry, bound to its metastore session (TTL %v)", b.sess.TTL())
+	tl.at(starB, "minted epoch %s", b.rec)
+	repB, err := b.open(ctx)
+	var de *lease.DeferredError
+	if errors.As(err, &de) {
+		tl.at(starB, "opens stream %q: deferred: %s (a *lease.DeferredError: retry later)", stream, deferral(de))
+		if d.be.expire != nil {
+			d.be.expire(a.sess)
+			tl.at(starA, "its session expires (TTL): its lease and registry entry go with it")
+		} else {
+			tl.at(starA, "its session gets no keep-alive: it expires when its TTL (%v) runs out, and its lease and registry entry with it", a.sess.TTL())
+			tl.more("%s tries the open again every %v meanwhile", starB, openRetryEvery)
+		}
+		var deferred int
+		repB, deferred, err = openWhenAdmitted(ctx, b)
+		if err == nil && deferred > 0 {
+			tl.at(starB, "the gate deferred %d more tries: %s's session was still alive", deferred, starA)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("star-b takes the stream over: %w", err)
 	}
-	defer b.crash()
-	if repB.Previous != starA {
-		return fmt.Errorf("star-b found %q as the stream's writer, want %s", repB.Previous, starA)
+	tenB := repB.Tenure
+	if prev := tenB.Predecessor; prev == nil || prev.Star != starA || prev.Epoch != epA {
+		return fmt.Errorf("star-b's gate judged the last-writer record %+v, want %s/%d", prev, starA, epA)
 	}
-	tl.at(starB, "the stream's writer record names %s", starA)
-	var cut uint64
-	found := false
-	for _, sr := range repB.Settled {
-		if fr := sr.Fence; fr != nil {
-			tl.at(starB, "fenced %s/%d: cut %d (fence.Fencer, %v)", fr.Star, fr.Epoch, fr.Cut, fr.Duration.Round(time.Millisecond))
-			tl.more("end estimate slot %d, walk from slot %d; %d rounds, %d object reads, %d creates",
-				fr.Estimate, fr.WalkStart, fr.Rounds, fr.Reads, fr.Creates)
-			tl.more("flight copies repaired: %d (slots holding fewer than W copies, completed); poison objects written: %d",
-				fr.Repaired, fr.Poisoned)
-		}
-		tl.at(starB, "settled %s/%d (settle.Settler): deleted %d garbage flight copies in [%d, %d], covered %d flights in [%d, %d)",
-			sr.Star, sr.Epoch, sr.GarbageDeleted, sr.Cut, sr.Cut+uint64(cfg.window), sr.Covered, sr.Cut-uint64(sr.Covered), sr.Cut)
-		if sr.GarbageLeft > 0 {
-			tl.more("%d garbage copies left in unreachable zones (harmless: nothing reads past the cut)", sr.GarbageLeft)
-		}
-		if sr.Star == starA && sr.Epoch == epA {
-			cut, found = sr.Cut, true
-		}
+	if tenB.Decision != lease.SettledDead || tenB.Settled == nil {
+		return fmt.Errorf("star-b's gate decided %q, want %q with a settlement", tenB.Decision, lease.SettledDead)
 	}
-	if !found {
-		return fmt.Errorf("star-b did not settle %s/%d", starA, epA)
+	prev := tenB.Predecessor
+	tl.at(starB, "opens stream %q through the gate: admitted, %s", stream, tenB.Decision)
+	tl.more("the gate judged the last-writer record (%s, epoch %d, tenure %d): no clean-release mark, %s/%d its class head, %s gone from the registry",
+		prev.Star, prev.Epoch, prev.Tenure, prev.Star, prev.Epoch, prev.Star)
+	tl.more("so it fenced and settled %s/%d before admitting %s", prev.Star, prev.Epoch, starB)
+	sr := *tenB.Settled
+	if fr := sr.Fence; fr != nil {
+		tl.at(starB, "fenced %s/%d: cut %d (fence.Fencer, %v)", fr.Star, fr.Epoch, fr.Cut, fr.Duration.Round(time.Millisecond))
+		tl.more("end estimate slot %d, walk from slot %d; %d rounds, %d object reads, %d creates",
+			fr.Estimate, fr.WalkStart, fr.Rounds, fr.Reads, fr.Creates)
+		tl.more("flight copies repaired: %d (slots holding fewer than W copies, completed); poison objects written: %d",
+			fr.Repaired, fr.Poisoned)
 	}
+	tl.at(starB, "settled %s/%d (settle.Settler): deleted %d garbage flight copies in [%d, %d], covered %d flights in [%d, %d)",
+		sr.Star, sr.Epoch, sr.GarbageDeleted, sr.Cut, sr.Cut+uint64(cfg.window), sr.Covered, sr.Cut-uint64(sr.Covered), sr.Cut)
+	if sr.GarbageLeft > 0 {
+		tl.more("%d garbage copies left in unreachable zones (harmless: nothing reads past the cut)", sr.GarbageLeft)
+	}
+	if sr.Star != starA || sr.Epoch != epA {
+		return fmt.Errorf("star-b settled %s/%d, want %s/%d", sr.Star, sr.Epoch, starA, epA)
+	}
+	cut := sr.Cut
 	// Invariant 1: no acknowledged flight is cut.
 	if cut < a.slotOf(first) {
 		return fmt.Errorf("cut %d is below the %d slots star-a acknowledged", cut, a.slotOf(first))
@@ -299,12 +380,12 @@ func (d *demo) run(ctx context.Context) error {
 	tl.more("of the covered flights, %d were acknowledged but not absorbed by star-a, %d were never acknowledged (the fence completed them)",
 		a.slotOf(first)-st.checkpoint, cut-a.slotOf(first))
 	tl.at(starB, "stream %q continues at offset %d (RefIndex.Next); producer state rebuilt from %d covered records",
-		stream, repB.Next, repB.Producers)
-	tl.at(starB, "minted epoch %s", repB.Epoch)
-	tl.more("recorded itself as the stream's writer; the takeover took %v", repB.Duration.Round(time.Millisecond))
+		stream, tenB.Next, repB.Producers)
+	tl.more("the last-writer record now names %s/%d, tenure %d, written by compare-and-set before any acknowledgement; the open took %v",
+		starB, tenB.Epoch, tenB.Tenure, repB.Duration.Round(time.Millisecond))
 
 	// The producer retries what was never acknowledged, then goes on.
-	sent, refused = p.submit(ctx, b, unacked)
+	sent, refused := p.submit(ctx, b, unacked)
 	o, err = p.collect(ctx, sent, refused)
 	if err != nil {
 		return err
@@ -340,8 +421,22 @@ func (d *demo) run(ctx context.Context) error {
 	if err := b.shutdown(ctx); err != nil {
 		return fmt.Errorf("star-b shutdown: %w", err)
 	}
-	st = b.state()
+	if st, err = b.state(ctx); err != nil {
+		return err
+	}
+	if st.absorbed != st.acked {
+		return fmt.Errorf("star-b shut down with %d of %d acknowledgements absorbed", st.absorbed, st.acked)
+	}
 	tl.at(starB, "shuts down cleanly: %d acknowledgements, all absorbed (checkpoint %d), writer closed", st.acked, st.checkpoint)
+	ls, err := lease.Inspect(ctx, d.be.store, "", stream)
+	if err != nil {
+		return err
+	}
+	if m := ls.Mark; m == nil || m.Star != starB || m.Tenure != tenB.Tenure || ls.Holder != "" {
+		return fmt.Errorf("after Star.Close, stream %q holds the mark %+v and the lease of %q; want star-b's mark for tenure %d and no lease", stream, ls.Mark, ls.Holder, tenB.Tenure)
+	}
+	tl.more("Star.Close let %q go through Finish: clean-release mark stamped for tenure %d, next offset %d (%s), lease released (lease.Inspect)",
+		stream, ls.Mark.Tenure, ls.Mark.Next, ls.Mark.Reason)
 
 	verdict, err := d.verify(ctx, p, epA, cut)
 	d.requests()

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/cutline/cutline/epoch"
 )
 
 // config is what the flags say.
@@ -19,6 +21,7 @@ type config struct {
 	crashAfter   int
 	inflight     int
 	absorbEvery  int
+	sessionTTL   time.Duration
 	latency      time.Duration
 	seed         uint64
 	timeout      time.Duration
@@ -42,13 +45,17 @@ const (
 	maxZones = 26 // zone-a to zone-z
 	// maxWindow is the library's bound on an epoch's window: a writer keeps
 	// up to a window of flights in memory, and settlement probes window+1
-	// slots in every bucket. epoch.MaxWindow is about to define it; use
-	// that once it exists.
-	maxWindow = 1 << 16
-	// maxRecords bounds -records, -crash-after and -absorb-every: the
-	// producer, the broker's deduplication, the meters and the final
-	// verification each keep something of every record.
+	// slots in every bucket. It bounds -absorb-every too: a lease.Star
+	// absorbs at least every epoch.MaxWindow acknowledgements.
+	maxWindow = epoch.MaxWindow
+	// maxRecords bounds -records and -crash-after: the producer, the
+	// broker's deduplication, the meters and the final verification each
+	// keep something of every record.
 	maxRecords = 1_000_000
+	// The bounds of -session-ttl. etcd grants whole seconds and raises a
+	// TTL below its minimum (about 2 s).
+	minSessionTTL = time.Second
+	maxSessionTTL = time.Minute
 	// maxLatency is far beyond any zone: a request to one takes
 	// milliseconds.
 	maxLatency = time.Second
@@ -78,7 +85,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.records, "records", 400, fmt.Sprintf("records the producer sends in all, at least -crash-after + -inflight, at most %d", maxRecords))
 	fs.IntVar(&c.crashAfter, "crash-after", 200, "records star-a acknowledges before it loses zones and dies, 0 or more")
 	fs.IntVar(&c.inflight, "inflight", 24, "appends in flight when star-a dies, 1 to -window")
-	fs.IntVar(&c.absorbEvery, "absorb-every", 64, fmt.Sprintf("the host covers acknowledged records in batches of this many, 1 to %d", maxRecords))
+	fs.IntVar(&c.absorbEvery, "absorb-every", 64, fmt.Sprintf("the host's Star covers acknowledged records in batches of this many (lease.Options.AbsorbEvery), 1 to %d", maxWindow))
+	fs.DurationVar(&c.sessionTTL, "session-ttl", 2*time.Second, fmt.Sprintf("TTL of each star's metastore session, %v to %v: a dead star's lease and registry entry outlive it by this much (the in-memory metastore expires star-a's at once)", minSessionTTL, maxSessionTTL))
 	fs.DurationVar(&c.latency, "latency", 3*time.Millisecond, fmt.Sprintf("mean latency injected into every object request (objstore/latency), 0 to %v; 0 with -s3-endpoint unless given", maxLatency))
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the injected latency, and of nothing else: it fixes the sequence of delays each zone's wrapper draws, not which request gets which (arrival order decides), so times vary from run to run; the counts printed follow from the other flags alone")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, fmt.Sprintf("give up after this long, at most %v", maxTimeout))
@@ -145,8 +153,10 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, refuse("records", c.records, "1 to %d", maxRecords)
 	case c.crashAfter < 0 || c.crashAfter > maxRecords:
 		return nil, refuse("crash-after", c.crashAfter, "0 to %d", maxRecords)
-	case c.absorbEvery < 1 || c.absorbEvery > maxRecords:
-		return nil, refuse("absorb-every", c.absorbEvery, "1 to %d", maxRecords)
+	case c.absorbEvery < 1 || c.absorbEvery > maxWindow:
+		return nil, refuse("absorb-every", c.absorbEvery, "1 to %d", maxWindow)
+	case c.sessionTTL < minSessionTTL || c.sessionTTL > maxSessionTTL:
+		return nil, refuse("session-ttl", c.sessionTTL, "%v to %v", minSessionTTL, maxSessionTTL)
 	case c.latency < 0 || c.latency > maxLatency:
 		return nil, refuse("latency", c.latency, "0 to %v", maxLatency)
 	case c.timeout <= 0 || c.timeout > maxTimeout:

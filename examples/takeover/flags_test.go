@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -33,8 +34,10 @@ func TestFlags(t *testing.T) {
 		{[]string{"-records", "10"}, "-records 10: want at least -crash-after + -inflight = 224"},
 		{[]string{"-crash-after", "-1"}, "-crash-after -1: want 0 to 1000000"},
 		{[]string{"-crash-after", "5000000"}, "-crash-after 5000000: want 0 to 1000000"},
-		{[]string{"-absorb-every", "0"}, "-absorb-every 0: want 1 to 1000000"},
-		{[]string{"-absorb-every", "1000001"}, "-absorb-every 1000001: want 1 to 1000000"},
+		{[]string{"-absorb-every", "0"}, "-absorb-every 0: want 1 to 65536"},
+		{[]string{"-absorb-every", "65537"}, "-absorb-every 65537: want 1 to 65536"},
+		{[]string{"-session-ttl", "500ms"}, "-session-ttl 500ms: want 1s to 1m0s"},
+		{[]string{"-session-ttl", "2m"}, "-session-ttl 2m0s: want 1s to 1m0s"},
 		{[]string{"-latency", "-1ms"}, "-latency -1ms: want 0 to 1s"},
 		{[]string{"-latency", "1h"}, "-latency 1h0m0s: want 0 to 1s"},
 		{[]string{"-timeout", "0"}, "-timeout 0s: want more than 0, at most 24h0m0s"},
@@ -81,9 +84,13 @@ func TestFlagsAccepted(t *testing.T) {
 			require.Equal(t, 65536, c.window)
 			require.Equal(t, 65536, c.inflight)
 		}},
-		{[]string{"-crash-after", "0", "-inflight", "1", "-records", "1", "-absorb-every", "1000000", "-latency", "0", "-timeout", "24h"}, func(t *testing.T, c *config) {
+		{[]string{"-crash-after", "0", "-inflight", "1", "-records", "1", "-absorb-every", "65536", "-latency", "0", "-timeout", "24h"}, func(t *testing.T, c *config) {
 			require.Equal(t, 1, c.records)
+			require.Equal(t, 65536, c.absorbEvery)
 		}},
+		{[]string{"-session-ttl", "1s"}, func(t *testing.T, c *config) { require.Equal(t, time.Second, c.sessionTTL) }},
+		{[]string{"-session-ttl", "1m"}, func(t *testing.T, c *config) { require.Equal(t, time.Minute, c.sessionTTL) }},
+		{nil, func(t *testing.T, c *config) { require.Equal(t, 2*time.Second, c.sessionTTL) }},
 		// One bucket name on distinct servers is distinct stores.
 		{[]string{"-s3-endpoint", "http://h1:1,http://h2:1,http://h3:1", "-s3-buckets", "b,b,b"}, func(t *testing.T, c *config) {
 			require.Equal(t, 3, c.k)

@@ -3,17 +3,22 @@
 //
 //	go run ./examples/takeover
 //
-// A tiny broker (the host) serves the stream "orders" from star-a's chain:
-// three zones (filesystem buckets in a temporary directory, a few
-// milliseconds of injected latency), K=3, W=2, window 64, metadata in an
-// in-memory metastore. A producer sends records with its own sequence
-// numbers. Star-a acknowledges a few hundred, loses two zones, and dies with
-// appends in flight; its PUTs that were held up in the network land later,
-// like a zombie's. Star-b fences and settles star-a's epoch, continues the
-// stream where settlement says it continues, and serves the producer's
-// retries without duplicating anything. The program prints the timeline and
-// ends by reading the stream back: every acknowledged record must be
-// readable exactly once. It exits with status 1 if anything did not hold.
+// A tiny broker (the host) serves the stream "orders" from star-a's chain
+// through a lease.Star: three zones (filesystem buckets in a temporary
+// directory, a few milliseconds of injected latency), K=3, W=2, window 64,
+// metadata in an in-memory metastore. A producer sends records with its own
+// sequence numbers. Star-a acknowledges a few hundred, loses two zones, and
+// dies with appends in flight (Star.Abort: no Finish, no clean-release
+// mark); its PUTs that were held up in the network land later, like a
+// zombie's. Star-b's open passes the gate only once star-a's session has
+// ended (before that it is deferred: star-a's lease is held); the gate
+// finds star-a's epoch unmarked, fences and settles it, and star-b
+// continues the stream where settlement says it continues, and serves the
+// producer's retries without duplicating anything. Star-b shuts down
+// through Star.Close, which stamps the clean-release mark. The program
+// prints the timeline and ends by reading the stream back: every
+// acknowledged record must be readable exactly once. It exits with status
+// 1 if anything did not hold.
 //
 // Flags point it at real services instead of the embedded defaults:
 //
@@ -22,11 +27,14 @@
 //	    -s3-access-key KEY -s3-secret-key SECRET
 //
 // -s3-endpoint takes one URL for all buckets or one per bucket (a server
-// per zone). The S3 client uses path-style addressing. Other flags change
-// the shape (-k, -w, -window, -records, -crash-after, -inflight,
-// -absorb-every, -latency); -h lists them with their ranges. A value out
-// of range, -inflight above -window, or a bucket named twice in
-// -s3-buckets is refused before anything starts.
+// per zone). The S3 client uses path-style addressing. On the in-memory
+// metastore, star-a's session is expired on demand once the gate has
+// deferred star-b; on etcd it runs out its TTL (-session-ttl, 2s by
+// default) and star-b tries the open again every 100ms until the gate
+// admits it. Other flags change the shape (-k, -w, -window, -records,
+// -crash-after, -inflight, -absorb-every, -latency); -h lists them with
+// their ranges. A value out of range, -inflight above -window, or a bucket
+// named twice in -s3-buckets is refused before anything starts.
 //
 // A run is reproducible: the same flags print the same lines with the same
 // counts every time; only the times, the run ID and the directory differ.
@@ -38,8 +46,11 @@
 //     appends. A held-up PUT gets no answer before star-a dies, so star-a
 //     sends exactly one per zone and slot and never retries it.
 //   - Before star-a loses zones, every zone has its copy of each
-//     acknowledged slot and the host's absorb batches have finished. A
-//     PUT that passed is not recalled when star-a dies.
+//     acknowledged slot and the Star's absorbs have finished. The producer
+//     sends star-a one absorb batch (-absorb-every records) at a time, and
+//     the next once the Star has absorbed it, so that every absorb covers
+//     exactly one batch. A PUT that passed is not recalled when star-a
+//     dies.
 //   - The final verification reads one slot at a time, so it sends no
 //     read-ahead requests past the end of star-b's open epoch.
 //

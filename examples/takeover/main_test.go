@@ -55,12 +55,19 @@ func TestTakeoverEmbedded(t *testing.T) {
 	require.Contains(t, s, "in-memory metastore (metastore/mem)")
 	require.Contains(t, s, "3 filesystem buckets (objstore/fs)")
 	require.Contains(t, s, "star-a    minted epoch star-a/1 (standard, K=3 W=2 window=64) open")
+	require.Contains(t, s, `star-a    opens stream "orders" through the gate (Star.Open): fresh, a new stream, first offset 0`)
 	require.Contains(t, s, "acknowledged 200 records, offsets 0–199")
 	require.Contains(t, s, "the host absorbed 192 of them (refs written, checkpoint 192); 8 acknowledged records are not absorbed yet")
 	require.Contains(t, s, "loses zone-a, zone-b")
 	require.Contains(t, s, "24 appends in flight (sequences 200–223, slots 200–223)")
 	require.Contains(t, s, "each reached zone-c only: 1 of W=2 copies, not enough to acknowledge; slot 209 reached no zone at all")
 	require.Contains(t, s, "DIES mid-flight: writer aborted (no close, no release, no absorb); 24 appends never acknowledged")
+	// The gate: refused while star-a's lease lives, admitted once its
+	// session has ended, settling star-a's epoch.
+	require.Contains(t, s, `star-b    opens stream "orders": deferred: lease held by star-a`)
+	require.Contains(t, s, "star-a    its session expires (TTL)")
+	require.Contains(t, s, `star-b    opens stream "orders" through the gate: admitted, settled after death`)
+	require.Contains(t, s, "the gate judged the last-writer record (star-a, epoch 1, tenure 1): no clean-release mark")
 	// Every slot below the hole reached zone-c and was repaired; the hole
 	// is the cut.
 	require.Contains(t, s, "fenced star-a/1: cut 209")
@@ -69,7 +76,11 @@ func TestTakeoverEmbedded(t *testing.T) {
 	require.Contains(t, s, "deleted 14 garbage flight copies in [209, 273], covered 17 flights in [192, 209)")
 	require.Contains(t, s, "8 were acknowledged but not absorbed by star-a, 9 were never acknowledged")
 	require.Contains(t, s, `stream "orders" continues at offset 209 (RefIndex.Next); producer state rebuilt from 209 covered records`)
-	require.Contains(t, s, "minted epoch star-b/1")
+	require.Contains(t, s, "star-b    minted epoch star-b/1")
+	require.Contains(t, s, "the last-writer record now names star-b/1, tenure 2")
+	require.Less(t, strings.Index(s, "deferred: lease held by star-a"), strings.Index(s, "its session expires (TTL)"))
+	require.Less(t, strings.Index(s, "its session expires (TTL)"), strings.Index(s, "admitted, settled after death"))
+	require.Less(t, strings.Index(s, "admitted, settled after death"), strings.Index(s, "fenced star-a/1: cut 209"))
 	require.Contains(t, s, "9 were in the stream already (settlement covered them): acknowledged at their offsets 200–208, not appended again")
 	require.Contains(t, s, "15 appended at offsets 209–223")
 	require.Contains(t, s, "acknowledged 176 new records, offsets 224–399")
@@ -78,6 +89,7 @@ func TestTakeoverEmbedded(t *testing.T) {
 	require.Contains(t, s, "fences star-a/1 again: cut 209, already published, nothing walked")
 	require.Contains(t, s, "chain.Reader serves star-a/1 slots [0, 209) and nothing else")
 	require.Contains(t, s, "shuts down cleanly: 191 acknowledgements, all absorbed (checkpoint 191), writer closed")
+	require.Contains(t, s, `Star.Close let "orders" go through Finish: clean-release mark stamped for tenure 2, next offset 400 (close), lease released`)
 	require.Contains(t, s, "the chains of star-a and star-b serve 400 flights; records in more than one flight: 0")
 	// The zombie: one held-up PUT per lost zone and in-flight slot (2 × 24)
 	// and the hole slot's PUT to zone-c. They land as copies of the slots

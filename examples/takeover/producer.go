@@ -51,6 +51,25 @@ type outcome struct {
 	haveOffs, haveDupOf bool
 }
 
+// merge adds the outcome of a later batch to o.
+func (o *outcome) merge(b outcome) {
+	o.acked += b.acked
+	o.failed = append(o.failed, b.failed...)
+	switch {
+	case b.haveOffs && !o.haveOffs:
+		o.firstOff, o.lastOff, o.haveOffs = b.firstOff, b.lastOff, true
+	case b.haveOffs:
+		o.firstOff, o.lastOff = min(o.firstOff, b.firstOff), max(o.lastOff, b.lastOff)
+	}
+	o.dups += b.dups
+	switch {
+	case b.haveDupOf && !o.haveDupOf:
+		o.dupFirst, o.dupLast, o.haveDupOf = b.dupFirst, b.dupLast, true
+	case b.haveDupOf:
+		o.dupFirst, o.dupLast = min(o.dupFirst, b.dupFirst), max(o.dupLast, b.dupLast)
+	}
+}
+
 // collect waits for every acknowledgement of sent; refused are sequences
 // that were never sent.
 func (p *producer) collect(ctx context.Context, sent []sent, refused []uint64) (outcome, error) {

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +55,8 @@ func Run(t *testing.T, b Backend) {
 		{"RacingOpens", racingOpens},
 		{"Limbo", limbo},
 		{"Tokens", tokens},
+		{"AdmissionGate", admissionGate},
+		{"OpenWait", openWait},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(newFixture(t, b)) })
 	}
@@ -675,6 +678,60 @@ func rollThenCrash(f *fixture) {
 	if ten.Predecessor.Epoch != ep || ten.Next != 7 {
 		f.t.Fatalf("tenure %+v", ten)
 	}
+	must(f.t, b.star.Close(f.ctx), "close b")
+	f.verify(b, "s")
+}
+
+// admissionGate: a star whose host withdraws admission (its authority
+// grant lapsed) opens nothing and appends nothing until it is restored.
+func admissionGate(f *fixture) {
+	var denied atomic.Bool
+	errNoGrant := errors.New("no grant")
+	a := f.start("star-a", nodeOpts{admit: func() error {
+		if denied.Load() {
+			return errNoGrant
+		}
+		return nil
+	}})
+	a.open("s", lease.OpenOptions{})
+	a.appendN("s", "a", 2)
+	denied.Store(true)
+	if _, err := a.star.Open(f.ctx, "t", lease.OpenOptions{}); !errors.Is(err, errNoGrant) {
+		f.t.Fatalf("open without admission: %v", err)
+	}
+	if _, err := a.append("s", "refused"); !errors.Is(err, errNoGrant) {
+		f.t.Fatalf("append without admission: %v", err)
+	}
+	denied.Store(false)
+	a.appendN("s", "a2", 2)
+	must(f.t, a.star.Close(f.ctx), "close")
+	f.verify(a, "s")
+}
+
+// openWait: an open retried while deferred is admitted once the holder's
+// mark lands.
+func openWait(f *fixture) {
+	a := f.start("star-a", nodeOpts{})
+	a.open("s", lease.OpenOptions{})
+	a.appendN("s", "a", 3)
+	b := f.start("star-b", nodeOpts{})
+	type result struct {
+		ten lease.Tenure
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ten, err := b.star.OpenWait(f.ctx, "s", lease.OpenOptions{}, time.Second)
+		done <- result{ten, err}
+	}()
+	f.clk.BlockUntil(1) // deferred, waiting to retry
+	must(f.t, a.star.Finish(f.ctx, "s", lease.ReasonHandoff), "finish a")
+	f.clk.Advance(time.Second)
+	r := <-done
+	must(f.t, r.err, "open wait")
+	wantDecision(f.t, r.ten, lease.MarkConsumed)
+	b.appendN("s", "b", 1)
+	must(f.t, a.star.Close(f.ctx), "close a")
 	must(f.t, b.star.Close(f.ctx), "close b")
 	f.verify(b, "s")
 }

@@ -108,7 +108,13 @@ func TestDemoOnEtcdAndS3(t *testing.T) {
 	require.Contains(t, out, "\nok: every acknowledged record is readable exactly once")
 	require.Contains(t, out, "etcd at "+cluster.Endpoints()[0]+" (metastore/etcd)")
 	require.Contains(t, out, "3 S3 buckets (objstore/s3): zone-a="+endpoints[0]+"/"+buckets[0])
+	// The gate on etcd: star-b's first open is deferred while star-a's
+	// lease lives, and admitted once star-a's session has run out its TTL.
+	require.Contains(t, out, `star-b    opens stream "orders": deferred: lease held by star-a`)
+	require.Contains(t, out, "star-a    its session gets no keep-alive: it expires when its TTL")
+	require.Contains(t, out, `star-b    opens stream "orders" through the gate: admitted, settled after death`)
 	require.Contains(t, out, "fenced star-a/1: cut ")
+	require.Contains(t, out, `Star.Close let "orders" go through Finish: clean-release mark stamped for tenure 2, next offset 160 (close)`)
 	require.NotContains(t, out, secret, "the secret key is never printed")
 	require.NotContains(t, stderr.String(), secret, "the secret key is never printed")
 
