@@ -106,6 +106,10 @@ func TestImpostors(t *testing.T) {
 		authority.Offer{Node: "node-a", Token: 1, Star: "node-a", Usable: true},
 		authority.Recovered{Node: "node-a", Token: 1, Star: "node-a"},
 		authority.Released{Node: "node-a", Token: 1, Progress: chain.Position{Epoch: 9, Slot: 9}},
+		authority.Concern{Node: "node-a", Token: 1, Topology: 1, RoundTrip: true},
+		authority.ConcernCleared{Node: "node-a", Token: 1},
+		authority.Advisory{Node: "node-a", Token: 1},
+		authority.Challenge{Node: "node-a", Token: 1, Topology: 1},
 		authority.Heartbeat{Token: 1}, // no node at all
 	}
 	for _, ev := range claims {

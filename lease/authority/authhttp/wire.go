@@ -50,6 +50,14 @@ const (
 	KindReleased = "released"
 	// KindHandoff carries an authority.HandoffRequest (operators only).
 	KindHandoff = "handoff"
+	// KindConcern carries an authority.Concern.
+	KindConcern = "concern"
+	// KindConcernCleared carries an authority.ConcernCleared.
+	KindConcernCleared = "concern-cleared"
+	// KindAdvisory carries an authority.Advisory.
+	KindAdvisory = "advisory"
+	// KindChallenge carries an authority.Challenge.
+	KindChallenge = "challenge"
 )
 
 // Capability names of the stream's caps parameter.
@@ -144,25 +152,34 @@ type wireGrant struct {
 
 // wireMsg is one line of a stream.
 type wireMsg struct {
-	To       string       `json:"to"`
-	Kind     string       `json:"kind"`
-	Token    uint64       `json:"token"`
-	Grant    wireGrant    `json:"grant,omitzero"`
-	Required wireRequired `json:"required,omitzero"`
+	To         string       `json:"to"`
+	Kind       string       `json:"kind"`
+	Token      uint64       `json:"token"`
+	Grant      wireGrant    `json:"grant,omitzero"`
+	Required   wireRequired `json:"required,omitzero"`
+	Topology   uint64       `json:"topology,omitempty"`
+	Voters     []string     `json:"voters,omitempty"`
+	Holder     string       `json:"holder,omitempty"`
+	RetryAfter int64        `json:"retry_after_ms,omitempty"`
+	Window     int64        `json:"window_ms,omitempty"`
 }
 
 func toWireMsg(m authority.Msg) wireMsg {
 	g := m.Grant
 	return wireMsg{To: m.To, Kind: string(m.Kind), Token: uint64(m.Token),
 		Grant:    wireGrant{Domain: g.Domain, Holder: g.Holder, Token: uint64(g.Token), Deadline: g.Deadline, Revision: g.Revision},
-		Required: wireRequired{Star: m.Required.Star, Pos: toPos(m.Required.Pos)}}
+		Required: wireRequired{Star: m.Required.Star, Pos: toPos(m.Required.Pos)},
+		Topology: m.Topology, Voters: m.Voters, Holder: m.Holder,
+		RetryAfter: m.RetryAfter.Milliseconds(), Window: m.Window.Milliseconds()}
 }
 
 func (w wireMsg) msg() authority.Msg {
 	g := w.Grant
 	return authority.Msg{To: w.To, Kind: authority.MsgKind(w.Kind), Token: authority.Token(w.Token),
 		Grant:    authority.Grant{Domain: g.Domain, Holder: g.Holder, Token: authority.Token(g.Token), Deadline: g.Deadline, Revision: g.Revision},
-		Required: authority.Required{Star: w.Required.Star, Pos: w.Required.Pos.pos()}}
+		Required: authority.Required{Star: w.Required.Star, Pos: w.Required.Pos.pos()},
+		Topology: w.Topology, Voters: w.Voters, Holder: w.Holder,
+		RetryAfter: time.Duration(w.RetryAfter) * time.Millisecond, Window: time.Duration(w.Window) * time.Millisecond}
 }
 
 // envelope is RouteEvent's body.
@@ -202,6 +219,24 @@ type wireHandoff struct {
 	Target string `json:"target"`
 }
 
+type wireConcern struct {
+	Node      string `json:"node"`
+	Token     uint64 `json:"token"`
+	Topology  uint64 `json:"topology"`
+	RoundTrip bool   `json:"round_trip"`
+}
+
+type wireNodeToken struct {
+	Node  string `json:"node"`
+	Token uint64 `json:"token"`
+}
+
+type wireChallenge struct {
+	Node     string `json:"node"`
+	Token    uint64 `json:"token"`
+	Topology uint64 `json:"topology"`
+}
+
 // encodeEvent returns ev's envelope. Connect, Disconnect and Tick are not
 // posted: the stream and the goodbye carry the first two, the
 // controller's own clock the last.
@@ -219,6 +254,14 @@ func encodeEvent(ev authority.Event) ([]byte, error) {
 		kind, body = KindReleased, wireReleased{Node: e.Node, Token: uint64(e.Token), Progress: toPos(e.Progress)}
 	case authority.HandoffRequest:
 		kind, body = KindHandoff, wireHandoff{Target: e.Target}
+	case authority.Concern:
+		kind, body = KindConcern, wireConcern{Node: e.Node, Token: uint64(e.Token), Topology: e.Topology, RoundTrip: e.RoundTrip}
+	case authority.ConcernCleared:
+		kind, body = KindConcernCleared, wireNodeToken{Node: e.Node, Token: uint64(e.Token)}
+	case authority.Advisory:
+		kind, body = KindAdvisory, wireNodeToken{Node: e.Node, Token: uint64(e.Token)}
+	case authority.Challenge:
+		kind, body = KindChallenge, wireChallenge{Node: e.Node, Token: uint64(e.Token), Topology: e.Topology}
 	default:
 		return nil, &config.Error{Field: "event", Value: fmt.Sprintf("%T", ev), Reason: "not posted: Dial carries Connect, Close the goodbye, and the controller ticks itself"}
 	}
@@ -275,8 +318,25 @@ func decodeEvent(r io.Reader) (authority.Event, string, string, error) {
 		var w wireHandoff
 		err := decodeStrict(body, &w)
 		return authority.HandoffRequest{Target: w.Target}, "", env.Kind, err
+	case KindConcern:
+		var w wireConcern
+		err := decodeStrict(body, &w)
+		return authority.Concern{Node: w.Node, Token: authority.Token(w.Token), Topology: w.Topology, RoundTrip: w.RoundTrip}, w.Node, env.Kind, err
+	case KindConcernCleared:
+		var w wireNodeToken
+		err := decodeStrict(body, &w)
+		return authority.ConcernCleared{Node: w.Node, Token: authority.Token(w.Token)}, w.Node, env.Kind, err
+	case KindAdvisory:
+		var w wireNodeToken
+		err := decodeStrict(body, &w)
+		return authority.Advisory{Node: w.Node, Token: authority.Token(w.Token)}, w.Node, env.Kind, err
+	case KindChallenge:
+		var w wireChallenge
+		err := decodeStrict(body, &w)
+		return authority.Challenge{Node: w.Node, Token: authority.Token(w.Token), Topology: w.Topology}, w.Node, env.Kind, err
 	}
-	return nil, "", env.Kind, fmt.Errorf("unknown kind %.40q (want %s, %s, %s, %s or %s)", env.Kind, KindHeartbeat, KindOffer, KindRecovered, KindReleased, KindHandoff)
+	return nil, "", env.Kind, fmt.Errorf("unknown kind %.40q (want %s)", env.Kind,
+		strings.Join([]string{KindHeartbeat, KindOffer, KindRecovered, KindReleased, KindHandoff, KindConcern, KindConcernCleared, KindAdvisory, KindChallenge}, ", "))
 }
 
 // errorBody is every error answer's body; Refused is set on a 409.
