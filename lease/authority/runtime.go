@@ -49,6 +49,28 @@ type Runtime struct {
 
 	out     []Event
 	release bool // the host is to drain and call Released
+
+	// Direct peer health: the topology the controller last described,
+	// and each link's last successful round trip under its token.
+	topo  *Msg
+	links map[string]*link
+	// A peer's concern about the holder.
+	concerned bool
+	retryAt   time.Time
+	advised   bool
+	// The holder's self-fence decision, for one token and topology.
+	challenging bool
+	challenged  time.Time
+	decision    [2]uint64 // token, topology
+	fenced      bool
+}
+
+// link is one direct health link: to the holder (from a peer) or to a
+// peer (from the holder), bound to a token.
+type link struct {
+	token  Token
+	lastOK time.Time
+	ok     bool // completed a round trip under token
 }
 
 // NewRuntime returns a runtime holding nothing.
@@ -65,7 +87,7 @@ func NewRuntime(cfg RuntimeConfig, now time.Time) (*Runtime, error) {
 	if cfg.DecisionDelay < 0 || cfg.DecisionDelay > time.Minute {
 		return nil, &config.Error{Field: "DecisionDelay", Value: cfg.DecisionDelay, Reason: "must lie in [0, 1m]"}
 	}
-	return &Runtime{cfg: cfg, now: now}, nil
+	return &Runtime{cfg: cfg, now: now, links: map[string]*link{}}, nil
 }
 
 // Resume is process takeover: a new local process of the holder takes the
@@ -106,8 +128,100 @@ func (r *Runtime) Admit(now time.Time) error {
 		return &NotAdmittedError{Node: r.cfg.Node, Reason: "the grant's deadline has passed"}
 	case r.draining:
 		return &NotAdmittedError{Node: r.cfg.Node, Reason: "draining for a handoff"}
+	case r.fenced:
+		return &NotAdmittedError{Node: r.cfg.Node, Reason: "self-fenced: a majority of the voters is unreachable and the controller did not confirm in time"}
 	}
 	return nil
+}
+
+// Ping records one round trip on the health link with peer under token:
+// ok when it completed, not ok when it failed or timed out. Both ends of a
+// holder–peer link ping every PingEvery; a link without a successful round
+// trip for HealthWindow is unhealthy.
+func (r *Runtime) Ping(peer string, token Token, ok bool, now time.Time) {
+	if now.After(r.now) {
+		r.now = now
+	}
+	l := r.links[peer]
+	if l == nil || l.token != token {
+		l = &link{token: token}
+		r.links[peer] = l
+	}
+	if ok {
+		l.lastOK, l.ok = r.now, true
+	}
+}
+
+// healthy reports whether the link with peer under token had a round trip
+// within the health window.
+func (r *Runtime) healthy(peer string, token Token) (healthy, everOK bool) {
+	l := r.links[peer]
+	if l == nil || l.token != token || !l.ok {
+		return false, false
+	}
+	return r.now.Before(l.lastOK.Add(HealthWindow)), true
+}
+
+// Fenced reports whether the holder closed its own admission.
+func (r *Runtime) Fenced() bool { return r.fenced }
+
+// health evaluates direct health at every tick: a peer reports its
+// concern about the holder (or an advisory, without vote) and clears it
+// when health recovers; the holder challenges the controller when the
+// voters it cannot reach, with itself, are a strict majority, and fences
+// itself when no confirmation came within SelfFenceWait.
+func (r *Runtime) health() {
+	tp := r.topo
+	if tp == nil || tp.Holder == "" {
+		return
+	}
+	if tp.Holder != r.cfg.Node {
+		healthy, everOK := r.healthy(tp.Holder, tp.Token)
+		switch {
+		case healthy:
+			if r.concerned {
+				r.out = append(r.out, ConcernCleared{Node: r.cfg.Node, Token: tp.Token})
+			}
+			r.concerned, r.advised = false, false
+		case !r.cfg.Caps.Vote:
+			if everOK && !r.advised {
+				r.advised = true
+				r.out = append(r.out, Advisory{Node: r.cfg.Node, Token: tp.Token})
+			}
+		case everOK && !r.now.Before(r.retryAt):
+			r.concerned = true
+			r.retryAt = r.now.Add(ChallengeWait)
+			r.out = append(r.out, Concern{Node: r.cfg.Node, Token: tp.Token, Topology: tp.Topology, RoundTrip: true})
+		}
+		return
+	}
+	if r.grant.Token == 0 || r.grant.Token != tp.Token {
+		return
+	}
+	voters := map[string]bool{r.cfg.Node: true}
+	for _, v := range tp.Voters {
+		voters[v] = true
+	}
+	missing := 0
+	for v := range voters {
+		if v == r.cfg.Node {
+			continue
+		}
+		if ok, _ := r.healthy(v, tp.Token); !ok {
+			missing++
+		}
+	}
+	suspect := missing > 0 && 2*(missing+1) > len(voters)
+	key := [2]uint64{uint64(tp.Token), tp.Topology}
+	switch {
+	case !suspect:
+		r.challenging = false
+	case !r.challenging || r.decision != key:
+		r.challenging, r.challenged, r.decision = true, r.now, key
+		r.out = append(r.out, Challenge{Node: r.cfg.Node, Token: tp.Token, Topology: tp.Topology})
+	case !r.now.Before(r.challenged.Add(SelfFenceWait)):
+		r.fenced = true
+	}
 }
 
 // Step applies one message from the controller. A message for another
@@ -128,6 +242,14 @@ func (r *Runtime) Step(m Msg) error {
 		}
 		if g.Token > r.grant.Token {
 			r.draining = false
+		}
+		if g.Token == r.grant.Token && r.challenging && m.Topology == r.decision[1] && !r.now.Before(r.challenged) {
+			// The controller confirmed: writes resume without a new
+			// token.
+			r.challenging, r.fenced = false, false
+		}
+		if g.Token != r.grant.Token {
+			r.challenging, r.fenced = false, false
 		}
 		r.grant, r.maxToken = g, g.Token
 		r.required, r.recovery, r.offered = nil, nil, false
@@ -159,6 +281,27 @@ func (r *Runtime) Step(m Msg) error {
 			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "not the grant held"}
 		}
 		r.draining, r.release = true, true
+	case MsgTopology:
+		if r.topo != nil && m.Topology < r.topo.Topology {
+			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "an older topology"}
+		}
+		if r.topo == nil || r.topo.Topology != m.Topology || r.topo.Token != m.Token {
+			// A topology or authority change starts a new decision.
+			r.challenging, r.fenced, r.concerned, r.advised, r.retryAt = false, false, false, false, time.Time{}
+		}
+		mm := m
+		r.topo = &mm
+	case MsgHeartbeatNow:
+		if r.grant.Token == 0 || m.Token != r.grant.Token {
+			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "not the grant held"}
+		}
+		r.out = append(r.out, Heartbeat{Node: r.cfg.Node, Token: r.grant.Token})
+	case MsgConcernAnswer:
+		if m.RetryAfter > 0 {
+			r.retryAt = r.now.Add(m.RetryAfter)
+		} else {
+			r.retryAt = r.now.Add(min(m.Window, HealthWindow))
+		}
 	default:
 		return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "unknown message"}
 	}
@@ -172,6 +315,7 @@ func (r *Runtime) Tick(now time.Time) {
 	if now.After(r.now) {
 		r.now = now
 	}
+	r.health()
 	if q := r.required; q != nil && !r.offered && r.usable && !r.now.Before(r.requiredAt.Add(r.cfg.DecisionDelay)) {
 		r.offered = true
 		r.out = append(r.out, Offer{Node: r.cfg.Node, Token: q.Token, Star: r.frontier.Star, Frontier: r.frontier.Pos, Usable: true})
@@ -226,4 +370,13 @@ func (r *Runtime) Ready() RuntimeReady {
 	}
 	r.out, r.release = nil, false
 	return rd
+}
+
+// Topology returns the version of the last topology the controller
+// described to this node (0 before any).
+func (r *Runtime) Topology() uint64 {
+	if r.topo == nil {
+		return 0
+	}
+	return r.topo.Topology
 }

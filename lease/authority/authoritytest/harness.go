@@ -39,6 +39,9 @@ type node struct {
 	rt        *authority.Runtime
 	caps      authority.Capabilities
 	connected bool
+	// partitioned: the node's channel looks open to the controller, but
+	// nothing gets through either way.
+	partitioned bool
 }
 
 func newCluster(t *testing.T, b Backend) *cluster {
@@ -128,7 +131,7 @@ func (c *cluster) run() {
 		for _, m := range rd.Msgs {
 			moved = true
 			nd := c.nodes[m.To]
-			if nd == nil || !nd.connected {
+			if nd == nil || !nd.connected || nd.partitioned {
 				continue
 			}
 			_ = nd.rt.Step(m)
@@ -138,6 +141,9 @@ func (c *cluster) run() {
 				continue
 			}
 			rr := nd.rt.Ready()
+			if nd.partitioned {
+				continue // lost on the way
+			}
 			if rr.Recover != nil {
 				c.recover[name] = rr.Recover
 			}

@@ -57,6 +57,10 @@ func Run(t *testing.T, b Backend) {
 		{"CapabilitiesAndMisaddressed", capabilitiesAndMisaddressed},
 		{"StaleTokenOnEveryWritePath", staleTokenOnEveryWritePath},
 		{"RecoveryWithTheLibrary", recoveryWithTheLibrary},
+		{"FastFenceArithmetic", fastFenceArithmetic},
+		{"FastFenceGuards", fastFenceGuards},
+		{"SelfFence", selfFence},
+		{"PartitionedHolder", partitionedHolder},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, b) })
 	}
