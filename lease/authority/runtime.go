@@ -61,8 +61,10 @@ type Runtime struct {
 	// The holder's self-fence decision, for one token and topology.
 	challenging bool
 	challenged  time.Time
+	confirmed   time.Time // the controller's last confirmation of the decision
 	decision    [2]uint64 // token, topology
 	fenced      bool
+	granted     time.Time // when the current token's grant was accepted
 }
 
 // link is one direct health link: to the holder (from a peer) or to a
@@ -202,12 +204,16 @@ func (r *Runtime) health() {
 	for _, v := range tp.Voters {
 		voters[v] = true
 	}
+	// A link that never completed a round trip is missing only once the
+	// grant is older than the health window: a new holder's links need
+	// that long to come up.
+	settled := !r.now.Before(r.granted.Add(HealthWindow))
 	missing := 0
 	for v := range voters {
 		if v == r.cfg.Node {
 			continue
 		}
-		if ok, _ := r.healthy(v, tp.Token); !ok {
+		if ok, everOK := r.healthy(v, tp.Token); !ok && (everOK || settled) {
 			missing++
 		}
 	}
@@ -216,6 +222,8 @@ func (r *Runtime) health() {
 	switch {
 	case !suspect:
 		r.challenging = false
+	case !r.challenging && r.decision == key && r.now.Before(r.confirmed.Add(PingEvery)):
+		// Confirmed a moment ago: ask again at the heartbeat's pace.
 	case !r.challenging || r.decision != key:
 		r.challenging, r.challenged, r.decision = true, r.now, key
 		r.out = append(r.out, Challenge{Node: r.cfg.Node, Token: tp.Token, Topology: tp.Topology})
@@ -246,10 +254,10 @@ func (r *Runtime) Step(m Msg) error {
 		if g.Token == r.grant.Token && r.challenging && m.Topology == r.decision[1] && !r.now.Before(r.challenged) {
 			// The controller confirmed: writes resume without a new
 			// token.
-			r.challenging, r.fenced = false, false
+			r.challenging, r.fenced, r.confirmed = false, false, r.now
 		}
 		if g.Token != r.grant.Token {
-			r.challenging, r.fenced = false, false
+			r.challenging, r.fenced, r.granted = false, false, r.now
 		}
 		r.grant, r.maxToken = g, g.Token
 		r.required, r.recovery, r.offered = nil, nil, false
