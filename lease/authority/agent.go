@@ -52,6 +52,12 @@ type AgentOptions struct {
 	Clock clock.Clock
 	// Logger receives grants and recoveries. Nil discards.
 	Logger *slog.Logger
+	// Pinger, when set, runs the node's direct health links: every
+	// PingEvery it is called for each peer of the current topology
+	// (Runtime.HealthPeers) with the token the link is bound to, and its
+	// answer (nil: a completed round trip) feeds the runtime's health.
+	// It must honour ctx, which ends at the next ping period.
+	Pinger func(ctx context.Context, peer string, token Token) error
 	// Guard, when set, follows the node's authority: its writes are
 	// guarded with the grant's (or the recovery placement's) revision,
 	// and refused while the node holds neither. Build the host's minter,
@@ -118,6 +124,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Heartbeats keep their own beat: messages in between do not delay
 	// them.
 	next := a.opts.Clock.Now().Add(a.opts.HeartbeatEvery)
+	if a.opts.Pinger != nil {
+		var pw sync.WaitGroup
+		defer pw.Wait()
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel() // runs before the Wait
+		pw.Go(func() { a.pingLoop(pctx) })
+	}
 	for {
 		t := a.opts.Clock.NewTimer(max(next.Sub(a.opts.Clock.Now()), 0))
 		select {
@@ -155,6 +168,36 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err := a.flush(ctx); err != nil {
 			return err
 		}
+	}
+}
+
+// pingLoop pings the node's health peers every PingEvery until ctx ends.
+func (a *Agent) pingLoop(ctx context.Context) {
+	for {
+		t := a.opts.Clock.NewTimer(PingEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		a.mu.Lock()
+		peers, token := a.rt.HealthPeers()
+		a.mu.Unlock()
+		pctx, cancel := context.WithCancel(ctx)
+		stop := a.opts.Clock.AfterFunc(PingEvery, cancel)
+		var wg sync.WaitGroup
+		for _, p := range peers {
+			wg.Go(func() {
+				err := a.opts.Pinger(pctx, p, token)
+				a.mu.Lock()
+				a.rt.Ping(p, token, err == nil, a.opts.Clock.Now())
+				a.mu.Unlock()
+			})
+		}
+		wg.Wait()
+		stop.Stop()
+		cancel()
 	}
 }
 

@@ -388,3 +388,23 @@ func (r *Runtime) Topology() uint64 {
 	}
 	return r.topo.Topology
 }
+
+// HealthPeers returns the nodes this node keeps a direct health link with
+// under the current topology, and the token the links are bound to: the
+// holder pings every other voter; every other node pings the holder.
+func (r *Runtime) HealthPeers() ([]string, Token) {
+	tp := r.topo
+	if tp == nil || tp.Holder == "" {
+		return nil, 0
+	}
+	if tp.Holder != r.cfg.Node {
+		return []string{tp.Holder}, tp.Token
+	}
+	var out []string
+	for _, v := range tp.Voters {
+		if v != r.cfg.Node {
+			out = append(out, v)
+		}
+	}
+	return out, tp.Token
+}
