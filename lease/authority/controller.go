@@ -568,7 +568,16 @@ func (c *Controller) concern(e Concern) error {
 	C, R, H := c.counts(inc)
 	if 2*(R+H) > C {
 		c.incident = nil
+		// A majority cannot reach the holder, so it cannot reach a
+		// majority either: it closes its own admission within
+		// SelfFenceWait of its suspicion. The next token waits that long,
+		// not for its lease deadline. (Its suspicion may trail the
+		// reporters' by up to a ping period; a write it admits meanwhile
+		// can never be acknowledged once the successor has fenced its
+		// epoch, which the successor does before its first write.)
+		until := c.now.Add(SelfFenceWait)
 		c.endGrant(fmt.Sprintf("the fast fence confirmed the holder unhealthy (C=%d, R=%d, H=%d)", C, R, H))
+		c.fenceUntil = until
 		return nil
 	}
 	ans := Msg{To: e.Node, Kind: MsgConcernAnswer, Token: st.Token, Topology: c.topo}

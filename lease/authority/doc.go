@@ -62,10 +62,41 @@
 //	                                                      the node; events naming another are
 //	                                                      refused)
 //
-// Peer health, concerns, the controller's fast fence and the holder's
-// self-fence (the seed's "Direct peer streams detect loss first", "The
-// controller challenges the primary", "The primary fences itself") build
-// on this package and are not part of it yet.
+//	direct health: one link per holder–peer pair,     Runtime.Ping, Runtime.HealthPeers, Agent      TestAgentPingsAndConcerns, authhttp TestHealthLinks
+//	  bound to both identities and the token; pings     (AgentOptions.Pinger), authhttp.Pinger and
+//	  every PingEvery, unhealthy after HealthWindow      NewHealthHandler
+//	a voter reports a concern for the exact token and  Runtime.health, Concern, ConcernCleared        FastFenceGuards, TestAgentPingsAndConcerns
+//	  topology it saw; cleared if health recovers
+//	a concern counts only from a voter whose link      Controller.concern (RoundTrip, Vote)          FastFenceGuards, FastFenceArithmetic
+//	  completed a round trip; a nonvoter's report is   Advisory, Controller.advisory
+//	  advisory (a heartbeat prompt, never an incident)
+//	the first concern opens an incident: the holder's  Controller.concern, MsgHeartbeatNow,          FastFenceArithmetic
+//	  heartbeat is recorded, it is asked for one, the   MsgConcernAnswer (RetryAfter)
+//	  reporter retries after ChallengeWait
+//	the grant ends only when 2(R+H) > C, counted from   Controller.counts                              FastFenceArithmetic (C, R, H edge cases, nonvoters,
+//	  current connections; otherwise the remaining                                                      zero-capability sessions)
+//	  window is returned
+//	a topology change discards the incident            Controller.topologyChanged                    FastFenceGuards
+//	once confirmed unhealthy, a later ping cannot       Controller.endGrant (the token is no longer   FastFenceArithmetic
+//	  revive the grant                                   current)
+//	the holder challenges when the unreachable voters   Runtime.health, Challenge                     SelfFence, PartitionedHolder
+//	  and itself are a strict majority; no             
+//	  confirmation within SelfFenceWait closes its
+//	  admission; the grant stays allocated
+//	a confirmation for the same token and topology      Runtime.Step (MsgGrant with the decision's    SelfFence
+//	  restores writes; a topology or authority change   topology), MsgTopology
+//	  starts a new decision
+//	after a fast-fence confirmation the next token      Controller.concern (fenceUntil)               PartitionedHolder
+//	  waits for the holder's self-fence, not its lease
+//	  deadline
+//
+// Failover on the fake clock (PartitionedHolder): the holder's links go
+// down; 5 s later (HealthWindow) the voters report; 250 ms later
+// (ChallengeWait) the challenged holder has not answered and the grant
+// ends; the holder has closed its own admission 300 ms after its own
+// suspicion (SelfFenceWait); the candidate offers after its decision
+// delay and gets the next token, then fences and settles the holder's
+// epoch (RecoverChain) before its first write.
 //
 // # Limits
 //

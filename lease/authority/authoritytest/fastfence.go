@@ -235,18 +235,21 @@ func partitionedHolder(t *testing.T, b Backend) {
 	require.False(t, endedAt.IsZero(), "the fast fence never ended the grant")
 	require.True(t, fencedAt.Before(deadline), "fenced at %v, before its deadline %v", fencedAt, deadline)
 	require.True(t, endedAt.Before(deadline), "the fast fence ended the grant before the heartbeat timeout")
-	t.Logf("holder partitioned at 0: self-fenced at %v, grant ended at %v, its deadline at %v",
-		fencedAt.Sub(start), endedAt.Sub(start), deadline.Sub(start))
-	// voter-0 offers and is granted once the old deadline has passed.
+	// voter-0 offers; the next token waits for the holder's self-fence,
+	// not for its lease deadline.
 	nb.SetFrontier("holder", chain.Position{Epoch: 1, Slot: 4}, true)
-	for i := 0; nb.Grant().Token == 0 && i < 30; i++ {
-		require.ErrorIs(t, nb.Admit(c.now), authority.ErrNotAdmitted)
-		c.advance(time.Second)
+	for i := 0; nb.Grant().Token == 0 && i < 200; i++ {
+		require.ErrorIs(t, nb.Admit(c.now), authority.ErrNotAdmitted, "the successor admits nothing before its grant")
+		c.advance(50 * time.Millisecond)
 	}
+	grantedAt := c.now
 	require.Equal(t, g.Token+1, nb.Grant().Token)
-	require.False(t, c.now.Before(deadline), "the next token waited for the old deadline")
+	require.False(t, grantedAt.Before(fencedAt), "the next token (at %v) came before the holder fenced itself (at %v)", grantedAt.Sub(start), fencedAt.Sub(start))
+	require.True(t, grantedAt.Before(deadline), "the fast fence, not the lease deadline, decided the failover")
 	require.NoError(t, nb.Admit(c.now))
 	require.ErrorIs(t, h.Admit(c.now), authority.ErrNotAdmitted)
+	t.Logf("failover on the fake clock: partitioned at 0, holder self-fenced at %v, grant ended at %v, next token at %v (the old deadline was at %v)",
+		fencedAt.Sub(start), endedAt.Sub(start), grantedAt.Sub(start), deadline.Sub(start))
 }
 
 // runPartition advances the clock in 50 ms steps for up to d, pinging
