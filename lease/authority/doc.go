@@ -80,7 +80,7 @@
 //	once confirmed unhealthy, a later ping cannot       Controller.endGrant (the token is no longer   FastFenceArithmetic
 //	  revive the grant                                   current)
 //	the holder challenges when the unreachable voters   Runtime.health, Challenge                     SelfFence, PartitionedHolder
-//	  and itself are a strict majority; no             
+//	  and itself are a strict majority; no
 //	  confirmation within SelfFenceWait closes its
 //	  admission; the grant stays allocated
 //	a confirmation for the same token and topology      Runtime.Step (MsgGrant with the decision's    SelfFence
