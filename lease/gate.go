@@ -55,6 +55,13 @@ type OpenOptions struct {
 	// Token is the producer's fencing token, judged by exact equality
 	// with the stream's installed one ("" presents none).
 	Token string
+	// BreakLease takes the stream's lease even when another star's
+	// session still holds it: the lease is advisory, and a host under the
+	// authority layer that holds a newer grant (the controller has ended
+	// the other star's) breaks it instead of waiting for that session to
+	// expire. The gate still judges the last-writer record: a predecessor
+	// whose epoch is not settled or superseded still defers the open.
+	BreakLease bool
 }
 
 // maxGateRounds bounds how often one open re-reads the stream's records
@@ -123,7 +130,7 @@ func (s *Star) Open(ctx context.Context, stream string, opts OpenOptions) (Tenur
 	if err := s.CheckToken(ctx, stream, opts.Token); err != nil {
 		return Tenure{}, err
 	}
-	leaseRev, err := s.acquire(ctx, stream)
+	leaseRev, err := s.acquire(ctx, stream, opts.BreakLease)
 	if err != nil {
 		return Tenure{}, err
 	}
@@ -176,7 +183,7 @@ func (s *Star) OpenWait(ctx context.Context, stream string, opts OpenOptions, in
 }
 
 // acquire creates the stream's lease bound to the star's session.
-func (s *Star) acquire(ctx context.Context, stream string) (int64, error) {
+func (s *Star) acquire(ctx context.Context, stream string, breakLease bool) (int64, error) {
 	key := s.keys.lease(stream)
 	v, err := encode(&leaseRecord{Header: hdr(leaseKind), Stream: stream, Star: s.cfg.Star, Session: s.cfg.Session.ID()})
 	if err != nil {
@@ -205,6 +212,16 @@ func (s *Star) acquire(ctx context.Context, stream string) (int64, error) {
 	if l.Star == s.cfg.Star && kv.Session == s.cfg.Session.ID() {
 		// Left by an open of ours that could not release it: ours.
 		return kv.Revision, nil
+	}
+	if breakLease {
+		if err := metastore.Delete(ctx, s.cfg.Store, key, kv.Revision); err != nil && !errors.Is(err, metastore.ErrConflict) {
+			return 0, fmt.Errorf("lease: break the lease of %s held by %s: %w", stream, l.Star, err)
+		}
+		s.log.Warn("broke a lease held by another star", "stream", stream, "holder", l.Star)
+		rev, err := metastore.PutBound(ctx, s.cfg.Store, s.cfg.Session, key, v, 0)
+		if err == nil {
+			return rev, nil
+		}
 	}
 	return 0, &DeferredError{Stream: stream, Reason: LeaseHeld, Holder: l.Star}
 }

@@ -45,6 +45,25 @@ type hostNode struct {
 	star  *lease.Star
 	refs  *settle.RefIndex
 	queue []authority.Msg
+	// parts over the guarded store, for recovery
+	minter  *epoch.Minter
+	settler *settle.Settler
+	dead    bool // crashed and cut off: it receives and sends nothing
+}
+
+// parts builds the node's minter and settler over its guarded store
+// without starting a star (a candidate in recovery).
+func (w *world) parts(n *hostNode) {
+	minter, err := epoch.NewMinter(n.guard, epoch.Options{Identity: n.name})
+	require.NoError(w.t, err)
+	p := w.env.Party(n.name)
+	fencer, err := fence.New(minter, p.Zones, fence.Options{Identity: n.name})
+	require.NoError(w.t, err)
+	n.refs, err = settle.NewRefIndex(n.guard, "", cutlinetest.Locate)
+	require.NoError(w.t, err)
+	n.settler, err = settle.New(minter, p.Zones, n.refs, settle.Options{Fencer: fencer})
+	require.NoError(w.t, err)
+	n.minter = minter
 }
 
 func newWorld(t *testing.T) *world {
@@ -89,6 +108,10 @@ func (w *world) deliver() {
 	for range 100 {
 		moved := false
 		for _, n := range w.nodes {
+			if n.dead {
+				n.queue = nil
+				continue
+			}
 			q := n.queue
 			n.queue = nil
 			for _, m := range q {
@@ -127,6 +150,7 @@ func (w *world) startStar(n *hostNode) {
 	require.NoError(w.t, err)
 	settler, err := settle.New(minter, p.Zones, n.refs, settle.Options{Fencer: fencer})
 	require.NoError(w.t, err)
+	n.minter, n.settler = minter, settler
 	n.sess, err = w.store.NewSession(w.ctx, time.Minute)
 	require.NoError(w.t, err)
 	w.t.Cleanup(func() { _ = n.sess.Close(context.Background()) })
@@ -205,4 +229,84 @@ func TestPlannedHandoffThroughFinish(t *testing.T) {
 	w.env.Verify(w.hist)
 	ids := w.env.Party("check").StreamIDs("orders")
 	require.Len(t, ids, 8, "acknowledged 8, lost 0, duplicated 0: %v", ids)
+}
+
+// The failover timeline, measured: the holder dies with acknowledged,
+// unabsorbed records; detection (the health window and the challenge)
+// and the grant run on the fake clock, the recovery (fence and settle
+// with this library) and the successor's first append in real time on
+// in-memory zones. The test logs the split; it asserts the order of
+// events, never wall-clock times.
+func TestFailoverTimeline(t *testing.T) {
+	w := newWorld(t)
+	a := w.join("node-a")
+	b := w.join("node-b")
+	c := w.join("node-c")
+	require.NoError(t, w.d.Step(w.ctx, authority.Offer{Node: "node-a", Usable: true}))
+	w.advance(authority.DefaultLease)
+	w.startStar(a)
+	_, err := a.star.Open(w.ctx, "orders", lease.OpenOptions{})
+	require.NoError(t, err)
+	w.appendN(a, "a", 10) // acknowledged, not absorbed (AbsorbEvery 64)
+	ping := func(up bool) {
+		tok := a.rt.Grant().Token
+		for _, n := range []*hostNode{b, c} {
+			n.rt.Ping("node-a", tok, up, w.clk.Now())
+			a.rt.Ping(n.name, tok, up, w.clk.Now())
+		}
+	}
+	for range 3 {
+		ping(true)
+		hb, _ := a.rt.Heartbeat(chain.Position{Epoch: a.star.Epoch().Epoch, Slot: 10})
+		require.NoError(t, w.d.Step(w.ctx, hb))
+		w.advance(authority.PingEvery)
+	}
+	// node-a dies.
+	died := w.clk.Now()
+	a.star.Abort()
+	a.dead = true
+	var ended time.Time
+	for i := 0; ended.IsZero() && i < 400; i++ {
+		if i%20 == 0 {
+			ping(false)
+		}
+		w.advance(50 * time.Millisecond)
+		if w.d.State().Phase != authority.Granted {
+			ended = w.clk.Now()
+		}
+	}
+	require.False(t, ended.IsZero(), "the grant never ended")
+	// node-b offers, is placed in recovery, recovers with the library.
+	w.parts(b)
+	b.rt.SetFrontier("node-a", chain.Position{}, true)
+	for i := 0; w.d.State().Phase != authority.Recovering && i < 40; i++ {
+		w.advance(50 * time.Millisecond)
+	}
+	require.Equal(t, authority.Recovering, w.d.State().Phase)
+	b.guard.Set(w.d.State().TokenRevision)
+	recStart := time.Now()
+	frontier, err := authority.RecoverChain(w.ctx, b.minter, b.settler, "node-a")
+	require.NoError(t, err)
+	recovery := time.Since(recStart)
+	b.rt.SetFrontier("node-a", frontier, true)
+	for i := 0; b.rt.Grant().Token == 0 && i < 40; i++ {
+		w.advance(50 * time.Millisecond)
+	}
+	granted := w.clk.Now()
+	require.Equal(t, authority.Token(2), b.rt.Grant().Token)
+	appendStart := time.Now()
+	w.startStar(b)
+	// node-a's session (and its lease) may outlive it: node-b holds the
+	// newer grant and breaks the advisory lease; the gate still judges
+	// node-a's epoch, which the recovery settled.
+	ten, err := b.star.Open(w.ctx, "orders", lease.OpenOptions{BreakLease: true})
+	require.NoError(t, err)
+	require.Equal(t, lease.AlreadySettled, ten.Decision)
+	require.Equal(t, uint64(10), ten.Next, "every acknowledged record was recovered")
+	w.appendN(b, "b", 1)
+	first := time.Since(appendStart)
+	t.Logf("failover: detection and challenge %v (fake clock, from the last successful round trip %v before the death), grant %v later (fake clock), fence+settle %v, first append %v (real time, in-memory zones)",
+		ended.Sub(died), authority.PingEvery, granted.Sub(ended), recovery.Round(time.Millisecond), first.Round(time.Millisecond))
+	require.NoError(t, b.star.Close(w.ctx))
+	w.env.Verify(w.hist)
 }

@@ -57,6 +57,7 @@ func Run(t *testing.T, b Backend) {
 		{"Tokens", tokens},
 		{"AdmissionGate", admissionGate},
 		{"OpenWait", openWait},
+		{"BreakLease", breakLease},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(newFixture(t, b)) })
 	}
@@ -732,6 +733,37 @@ func openWait(f *fixture) {
 	wantDecision(f.t, r.ten, lease.MarkConsumed)
 	b.appendN("s", "b", 1)
 	must(f.t, a.star.Close(f.ctx), "close a")
+	must(f.t, b.star.Close(f.ctx), "close b")
+	f.verify(b, "s")
+}
+
+// breakLease: a host holding a newer authority grant breaks a dead star's
+// advisory lease instead of waiting for its session; the gate still
+// defers while the dead star's epoch is its live head, and admits once
+// that epoch is settled (the authority layer's recovery does it).
+func breakLease(f *fixture) {
+	a := f.start("star-a", nodeOpts{absorbEvery: 1000})
+	a.open("s", lease.OpenOptions{})
+	a.appendN("s", "a", 3)
+	a.crash() // its session, lease and registry entry live on
+	b := f.start("star-b", nodeOpts{})
+	_, err := b.star.Open(f.ctx, "s", lease.OpenOptions{})
+	wantDeferred(f.t, err, lease.LeaseHeld)
+	_, err = b.star.Open(f.ctx, "s", lease.OpenOptions{BreakLease: true})
+	wantDeferred(f.t, err, lease.PredecessorAlive)
+	// The recovery settles star-a's epochs.
+	p := f.env.Party("recovery")
+	_, err = p.Settler.SettleAll(f.ctx, "star-a")
+	must(f.t, err, "settle star-a")
+	ten := b.open("s", lease.OpenOptions{BreakLease: true})
+	wantDecision(f.t, ten, lease.AlreadySettled)
+	if ten.Next != 3 {
+		f.t.Fatalf("continues at %d, want 3", ten.Next)
+	}
+	if st := f.state("s"); st.Holder != "star-b" {
+		f.t.Fatalf("the lease names %q", st.Holder)
+	}
+	b.appendN("s", "b", 2)
 	must(f.t, b.star.Close(f.ctx), "close b")
 	f.verify(b, "s")
 }
