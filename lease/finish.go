@@ -183,9 +183,13 @@ func (s *Star) land(ctx context.Context, t *tenure) error {
 		return err
 	}
 	s.mu.Lock()
-	want, wrev, ep, lrev := t.next, t.writerRev, t.epoch, t.leaseRev
+	want, wrev, ep, lrev, lost := t.next, t.writerRev, t.epoch, t.leaseRev, t.lostErr
 	s.mu.Unlock()
-	if t.lostErr == nil && next != want {
+	// Every acknowledged append is covered now. With no append of unknown
+	// outcome, that is every append the tenure placed: the index must
+	// agree. (After a roll decided unknown outcomes, the settlement's
+	// coverage is the truth, whatever was placed.)
+	if lost == nil && unknown == 0 && next != want {
 		return fmt.Errorf("the index covers %s up to %d, the tenure appended up to %d", stream, next, want)
 	}
 	mark := &Mark{Header: hdr(releaseKind), Stream: stream, Star: s.cfg.Star, Epoch: ep, Tenure: t.info.Tenure, Next: next, Reason: t.reason, At: s.clock.Now().UTC()}
