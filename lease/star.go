@@ -116,11 +116,12 @@ type Star struct {
 	mu        sync.Mutex
 	held      map[string]*tenure
 	opening   map[string]bool
-	queue     []*Future     // submitted, not yet answered, in order
-	acked     []placed      // acknowledged, not absorbed, in order
-	kick      chan struct{} // wakes the answer loop
-	absorbReq chan struct{} // wakes the absorb loop
-	absorbMu  sync.Mutex    // one absorb at a time
+	queue     []*Future      // submitted, not yet answered, in order
+	acked     []placed       // acknowledged, not absorbed, in order
+	kick      chan struct{}  // wakes the answer loop
+	absorbReq chan struct{}  // wakes the absorb loop
+	absorbMu  sync.Mutex     // one absorb at a time
+	absorbed  chain.Position // the last flight absorbed; guarded by mu
 	closed    bool
 	lost      bool // the session ended
 }
@@ -509,6 +510,15 @@ func (s *Star) absorbLoop() {
 	}
 }
 
+// Absorbed returns the position of the last flight the star covered in
+// the Index (absorbs run every Options.AbsorbEvery acknowledgements, and
+// on Absorb), and how many acknowledged flights wait for the next absorb.
+func (s *Star) Absorbed() (last chain.Position, pending int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.absorbed, len(s.acked)
+}
+
 // Absorb covers every acknowledged flight not covered yet in the Index, in
 // order, and advances the epoch's checkpoint past them.
 func (s *Star) Absorb(ctx context.Context) error {
@@ -537,6 +547,7 @@ func (s *Star) Absorb(ctx context.Context) error {
 		last := batch[done-1].pos
 		s.mu.Lock()
 		s.acked = s.acked[done:]
+		s.absorbed = last
 		for _, t := range s.held {
 			i := 0
 			for i < len(t.pending) && t.pending[i].pos.Compare(last) <= 0 {

@@ -640,7 +640,13 @@ func handoffBundled(f *fixture) {
 	if got := a.star.Epoch().Epoch; got != ep {
 		f.t.Fatalf("star-a's epoch moved from %d to %d", ep, got)
 	}
+	if _, pending := a.star.Absorbed(); pending != 9 {
+		f.t.Fatalf("star-a has %d flights waiting for an absorb, want 9", pending)
+	}
 	must(f.t, a.star.Absorb(f.ctx), "absorb a")
+	if last, pending := a.star.Absorbed(); pending != 0 || last.Slot != 8 {
+		f.t.Fatalf("after the absorb: last %v, %d pending; want slot 8, none", last, pending)
+	}
 	must(f.t, b.star.Absorb(f.ctx), "absorb b")
 	for s, want := range map[string]uint64{"x": 9, "y": 8, "z": 9} {
 		if next, err := p.Refs.Next(f.ctx, s); err != nil || next != want {
