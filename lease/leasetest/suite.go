@@ -271,7 +271,9 @@ func evictSuccessorFirst(f *fixture) {
 	a.store.SetDown(false)
 	f.clk.BlockUntil(1) // the evicted star's departure waits to retry
 	f.clk.Advance(f.retries)
-	if err := a.star.Finish(f.ctx, "s", lease.ReasonEvict); !errors.Is(err, lease.ErrSuperseded) {
+	// The departure lands on that retry, superseded; it may have ended
+	// before this Finish joins it (then the stream is no longer held).
+	if err := a.star.Finish(f.ctx, "s", lease.ReasonEvict); !errors.Is(err, lease.ErrSuperseded) && !errors.Is(err, lease.ErrNotHeld) {
 		f.t.Fatalf("the evicted star's departure: %v, want ErrSuperseded", err)
 	}
 	if f.mark("s") != nil {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/cutline/cutline/metastore"
+	etcdstore "github.com/cutline/cutline/metastore/etcd"
+	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fs"
+	"github.com/cutline/cutline/objstore/s3"
+)
+
+// backends are the metastore and the zones a process runs on.
+type backends struct {
+	store metastore.Store
+	zones []objstore.Bucket // zone order; named zone-a, zone-b, …
+	// dir is the directory of the filesystem zones ("" on S3).
+	dir     string
+	closers []func() // run in reverse order by close
+}
+
+func (b *backends) close() {
+	if b == nil {
+		return
+	}
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
+	b.closers = nil
+}
+
+func zoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
+
+// openBackends opens the store and the zones the flags name: by default
+// an in-memory metastore and K filesystem zones in a temporary directory;
+// etcd and S3 when their flags are given. The zones are verified
+// (create-only, K distinct stores) before anything is written to them.
+func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *backends, err error) {
+	be := &backends{}
+	defer func() {
+		if err != nil {
+			be.close()
+		}
+	}()
+	if cfg.etcd == "" {
+		be.store = memstore.New(memstore.Options{})
+		log.Warn("in-memory metastore: everything is gone at exit (-etcd keeps it)")
+	} else {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(cfg.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, fmt.Errorf("etcd client: %w", err)
+		}
+		be.closers = append(be.closers, func() { _ = cli.Close() })
+		st, err := etcdstore.New(cli, etcdstore.Options{Root: cfg.etcdRoot, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		// Fail early and clearly when nobody answers.
+		if _, err := st.Get(ctx, "ping"); err != nil && !errors.Is(err, metastore.ErrNotFound) {
+			return nil, fmt.Errorf("etcd at %s: %w", cfg.etcd, err)
+		}
+		be.store = st
+		log.Info("metastore: etcd", "endpoints", cfg.etcd, "root", cfg.etcdRoot)
+	}
+	if cfg.role == roleController {
+		return be, nil // the controller keeps nothing in the zones
+	}
+	if len(cfg.s3Endpoints) == 0 {
+		dir := cfg.dir
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "cutline-broker-"); err != nil {
+				return nil, err
+			}
+			be.closers = append(be.closers, func() { _ = os.RemoveAll(dir) })
+		}
+		be.dir = dir
+		for i := range cfg.k {
+			b, err := fs.New(filepath.Join(dir, zoneName(i)), fs.Options{Name: zoneName(i), CreateRoot: true})
+			if err != nil {
+				return nil, err
+			}
+			be.closers = append(be.closers, func() { _ = b.Close() })
+			be.zones = append(be.zones, b)
+		}
+		log.Info("zones: filesystem", "k", cfg.k, "dir", dir)
+	} else {
+		hc := s3.NewHTTPClient(cfg.window)
+		be.closers = append(be.closers, hc.CloseIdleConnections)
+		clients := map[string]*awss3.Client{}
+		for i, name := range cfg.s3Buckets {
+			endpoint := cfg.s3Endpoints[0]
+			if len(cfg.s3Endpoints) > 1 {
+				endpoint = cfg.s3Endpoints[i]
+			}
+			client := clients[endpoint]
+			if client == nil {
+				client, err = s3.NewClient(ctx, s3.ClientConfig{Endpoint: endpoint, Region: cfg.s3Region,
+					AccessKey: cfg.s3AccessKey, SecretKey: cfg.s3SecretKey, PathStyle: true, HTTPClient: hc})
+				if err != nil {
+					return nil, err
+				}
+				clients[endpoint] = client
+			}
+			b, err := s3.New(client, name, s3.Options{Name: zoneName(i)})
+			if err != nil {
+				return nil, err
+			}
+			be.zones = append(be.zones, b)
+			log.Info("zone: S3", "zone", zoneName(i), "endpoint", endpoint, "bucket", name)
+		}
+	}
+	if err := verifyZones(ctx, be.zones); err != nil {
+		return nil, fmt.Errorf("zones: %w", err)
+	}
+	return be, nil
+}

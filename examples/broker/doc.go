@@ -1,0 +1,201 @@
+// Command broker is the model host: a small log broker with an HTTP API,
+// built on package lease (stream tenure) under the authority layer
+// (package lease/authority), the way a team would build its own. It is
+// meant to be copied and changed; every part of it is in this directory,
+// in five files worth reading in order: format.go (the payload), node.go
+// (leadership: the grant, the star, produce and read), server.go (the
+// HTTP API), metrics.go (Prometheus) and main.go (flags and wiring; with
+// backends.go, security.go and controller.go).
+//
+// It is its own Go module, so that its dependency on the Prometheus
+// client never reaches the library's module.
+//
+// # Trying it
+//
+// With no flags it runs everything in one process: an in-memory
+// metastore, three filesystem zones in a temporary directory (K=3, W=2),
+// the authority controller, and one broker node connected to it in
+// process (authority.Local). It makes itself a TLS certificate for
+// localhost and a bearer token, writes them to ca.pem and token in that
+// directory (readable by the owner only), and logs their paths, never the
+// token:
+//
+//	cd examples/broker && go run .
+//	# ... msg="made credentials for this run ..." ca=/tmp/cutline-broker-123/ca.pem token_file=/tmp/cutline-broker-123/token
+//	D=/tmp/cutline-broker-123
+//	alias c='curl -s --cacert $D/ca.pem -H "Authorization: Bearer $(cat $D/token)"'
+//	c -X POST --data-binary 'hello' https://localhost:8080/v1/streams/orders/records
+//	# {"offset":0,"epoch":1,"slot":0}
+//	c -X POST --data-binary 'again' -H 'Cutline-Producer: p1' -H 'Cutline-Sequence: 1' https://localhost:8080/v1/streams/orders/records
+//	c 'https://localhost:8080/v1/streams/orders/records?offset=0&limit=10'
+//	# [{"offset":0,"data":"aGVsbG8="},{"offset":1,"data":"YWdhaW4="}]
+//	c https://localhost:8080/v1/streams
+//	c https://localhost:8080/metrics
+//
+// SIGTERM or SIGINT shuts it down cleanly (exit status 0); everything is
+// gone with the process, since the metastore was in memory.
+//
+// # The API
+//
+// Every route under /v1 requires the header "Authorization: Bearer
+// <token>" (401 otherwise; the token is compared in constant time). Errors
+// are {"error": "..."}.
+//
+//	POST /v1/streams/{stream}/records
+//
+// appends the body, one record of at most -max-record bytes (1 MiB; 413
+// above), to the stream, whose name is 1 to 64 bytes of [A-Za-z0-9._-].
+// It answers 200 {"offset": N, "epoch": E, "slot": S} only once the
+// record is durable: its flight holds W copies and every earlier slot is
+// committed (the lease.Future acknowledged it). Optional headers:
+//
+//   - Cutline-Producer and Cutline-Sequence (together): the record is
+//     producer's record number seq. A retry of a record the stream holds
+//     already is not appended again: it gets the first answer, with
+//     "duplicate": true. Retrying with the same pair is always safe, also
+//     after a takeover: a new holder rebuilds its producers from the
+//     stream when it opens it.
+//   - Cutline-Fencing-Token: the producer's fencing token, judged with
+//     lease.Star.CheckToken: 409 when it is not the stream's installed
+//     one (or missing on a Fenced stream).
+//
+// 503 when this broker cannot take the record now, with Retry-After: 1
+// and, when known, {"holder": "<node>"}, the broker holding the grant,
+// which a client sends the record to instead. A 503 after the record was
+// submitted means its outcome is unknown: retry with the same producer
+// sequence.
+//
+//	GET /v1/streams/{stream}/records?offset=N&limit=M
+//
+// reads up to M (1 to 1000, default 100) records from offset N (default
+// 0) through the coverage index (settle.RefIndex) and a chain.Reader:
+// [{"offset": N, "data": "<base64>"}, ...]; the header Cutline-Next-Offset
+// says where the stream's coverage ends. Any broker serves reads; the
+// holder covers what it acknowledged before it reads (Star.Absorb), so
+// that it reads its own writes, while another broker sees what the
+// holder has covered so far.
+//
+//	GET /v1/streams
+//
+// lists every stream: {"holder": "<node holding the grant>", "streams":
+// [{"stream", "holder" (the star holding its lease), "writer", "epoch",
+// "tenure", "epoch_state", "cut" (once fenced), "next", "released" (the
+// reason of a standing clean-release mark)}]}, from lease.Inspect and
+// RefIndex.Next.
+//
+//	GET /metrics
+//
+// is the Prometheus page (no token). The registry is the node's own:
+//
+//	cutline_broker_append_seconds              histogram: Submit to acknowledgement
+//	cutline_broker_slots_in_flight             gauge: slots the current writer has in flight
+//	cutline_broker_fence_seconds               histogram: fences run by the open gate and by recoveries
+//	cutline_broker_fence_rounds                histogram: their sequential round trips
+//	cutline_broker_undecided_slot_age_seconds  gauge: age of the oldest slot the fencer is blocked on (fence.Fencer.Undecided); alert on it
+//	cutline_broker_settles_total               counter by source (gate, recovery) and result (settled, already_settled)
+//	cutline_broker_gate_decisions_total        counter by decision (fresh, mark_consumed, settled_inline, settled_after_death, already_settled)
+//	cutline_broker_grant_changes_total         counter by change (gained, lost)
+//	cutline_broker_object_requests_total       counter by zone, op (create, get, get_range, delete, list) and result (ok, not_found, exists, canceled, error)
+//
+// # The payload
+//
+// Each flight carries one record of one stream, in the broker's own
+// binary-safe format (format.go): a magic "cbr1", the stream's name and
+// the record's offset (what the Locator hands the index), the producer
+// and its sequence number (what a new holder rebuilds deduplication
+// from), then the data, opaque.
+//
+// # Leadership
+//
+// The whole broker cluster is one authority domain (-domain): one grant,
+// one holder, every stream. Each broker runs an authority.Agent over its
+// control channel to the controller, with the node as its Host:
+//
+//   - on a grant, it starts a lease.Star (a new metastore session) whose
+//     minter, index and settler write through an authority.Guarded store
+//     that follows the grant, and whose Options.Admit is the agent's
+//     Admit: it writes only while its grant is current, and a stale
+//     grant's progress writes fail;
+//   - it opens a stream on its first produce, with OpenWait (a deferred
+//     open, a predecessor that may still be alive, is retried for up to
+//     10 s, then answered 503);
+//   - Progress is its chain's last acknowledged position, sent with every
+//     heartbeat: what the next holder must recover;
+//   - Release (a planned handoff) drains every stream through Finish, so
+//     that each gets its clean-release mark and the new holder's open
+//     consumes it;
+//   - Recover (an unplanned takeover) fences and settles the last
+//     holder's chain with authority.RecoverChain over the Guarded store;
+//     the node admits nothing until the controller's next token;
+//   - when its grant ends (revoked, expired, handed off) it aborts its
+//     star (Star.Abort): it writes nothing more, and its successor settles
+//     what it left;
+//   - on SIGTERM it closes its star (Star.Close: every held stream leaves
+//     through Finish and gets its mark), then says goodbye to the
+//     controller, which ends the grant at once, and exits 0.
+//
+// A broken control channel is dialed again with a fresh runtime that
+// resumes the grant (authority.Resume) while it validates. The brokers
+// declare the storage and promotable capabilities and not the vote: the
+// controller's fast fence counts votes from direct health links between
+// the nodes, which this example does not run, so a holder that fails
+// loses its grant at its deadline (-lease after its last heartbeat).
+//
+// A handoff is an operator's request to the controller: an identity named
+// in -operators posts it with authhttp.Post (a HandoffRequest naming the
+// target broker); a process embedding the controller steps it on its
+// driver.
+//
+// # Running a cluster
+//
+// Roles (-role):
+//
+//	all         the controller and one broker in this process (the default);
+//	            with -controller-listen, other brokers can join it
+//	controller  only the controller, serving its nodes on -controller-listen
+//	broker      a broker of the controller at -controller
+//
+// Anything but the embedded default needs -etcd (every process of the
+// cluster shares one metastore), and the control plane is mutual TLS:
+// -tls-cert and -tls-key are the process's certificate, whose single URI
+// SAN cutline://node/<name> names the node (authhttp.NodeIdentity; it
+// must be -node), and -tls-ca verifies the peers. The API uses the same
+// certificate as its server certificate, and -auth-token-file the bearer
+// token. Without -insecure the API needs both TLS and a token; -insecure
+// serves it with whatever of the two is given, and logs a warning.
+//
+//	broker -role controller -node ctl -etcd 10.0.0.5:2379 \
+//	    -tls-cert ctl.pem -tls-key ctl.key -tls-ca ca.pem -controller-listen :8443 -operators ops
+//	broker -role broker -node broker-1 -etcd 10.0.0.5:2379 -controller https://ctl:8443 \
+//	    -tls-cert broker-1.pem -tls-key broker-1.key -tls-ca ca.pem -auth-token-file token \
+//	    -s3-endpoint http://s3:7070 -s3-buckets zone-a,zone-b,zone-c -s3-access-key KEY
+//
+// The zones are filesystem directories under -dir (K of them, -k), or S3
+// buckets (-s3-endpoint, one URL or one per bucket, -s3-buckets,
+// -s3-region, -s3-access-key, -s3-secret-key), verified at start-up
+// (create-only, K distinct stores). GCS zones are not supported by this
+// example (package objstore/gcs is a module of its own). -w is the copy
+// quorum, -window the pipeline window.
+//
+// Every flag can be given as an environment variable instead, CUTLINE_
+// and its name in upper case with '_' for '-': CUTLINE_ETCD,
+// CUTLINE_S3_SECRET_KEY (better there than on a command line),
+// CUTLINE_AUTH_TOKEN_FILE. A flag given beats its variable. -log-json
+// logs JSON lines; no log line, metric label or error answer ever holds a
+// token or a secret.
+//
+// # Limits
+//
+//   - One record per flight: simple, and one round of PUTs per record.
+//     A host that batches puts several records (and streams) in one
+//     flight; settle.Span supports it.
+//   - A broker opening a stream reads it whole to rebuild its producers'
+//     sequences: fine for a model, slow for long streams; a real host
+//     snapshots that state in its release flush (lease.Options.Flush).
+//   - Reads are one record at a time (a Lookup and a chain read each).
+//   - The controller's requirement is as recent as the holder's last
+//     heartbeat; a successor that recovered less is still safe, since its
+//     open gate settles the rest.
+//   - etcd is reached without TLS, and the in-memory metastore loses
+//     everything at exit.
+package main

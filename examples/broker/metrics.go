@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/lease"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/settle"
+)
+
+// metrics are one broker node's Prometheus metrics, in a registry of its
+// own (never the global default one). Labels carry names of zones,
+// operations, decisions and outcomes only: never a token, a producer or a
+// credential.
+type metrics struct {
+	reg            *prometheus.Registry
+	appendSeconds  prometheus.Histogram
+	fenceSeconds   prometheus.Histogram
+	fenceRounds    prometheus.Histogram
+	settles        *prometheus.CounterVec
+	gateDecisions  *prometheus.CounterVec
+	grantChanges   *prometheus.CounterVec
+	objectRequests *prometheus.CounterVec
+}
+
+// newMetrics registers the node's metrics. inflight reports the slots in
+// flight of the node's current writer, undecidedAge the age in seconds of
+// the oldest slot its fencer waits on (0 when none).
+func newMetrics(inflight, undecidedAge func() float64) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		appendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "cutline_broker_append_seconds", Help: "Time from Submit to the acknowledgement of a produced record.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		fenceSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "cutline_broker_fence_seconds", Help: "Duration of the fences the open gate and recoveries ran.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		fenceRounds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "cutline_broker_fence_rounds", Help: "Sequential round trips to the zones of each fence.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}),
+		settles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cutline_broker_settles_total", Help: "Epoch settlements, by where they ran (gate, recovery) and whether the epoch was settled already.",
+		}, []string{"source", "result"}),
+		gateDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cutline_broker_gate_decisions_total", Help: "Streams admitted by the open gate, by decision.",
+		}, []string{"decision"}),
+		grantChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cutline_broker_grant_changes_total", Help: "Authority grants this node gained or lost.",
+		}, []string{"change"}),
+		objectRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cutline_broker_object_requests_total", Help: "Object store requests, by zone, kind and outcome.",
+		}, []string{"zone", "op", "result"}),
+	}
+	m.reg.MustRegister(m.appendSeconds, m.fenceSeconds, m.fenceRounds, m.settles, m.gateDecisions, m.grantChanges, m.objectRequests,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cutline_broker_slots_in_flight", Help: "Slots the node's current writer has submitted and not acknowledged.",
+		}, inflight),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cutline_broker_undecided_slot_age_seconds", Help: "Age of the oldest slot the node's fencer is blocked on (fence.Fencer.Undecided); 0 when none. Alert on it.",
+		}, undecidedAge))
+	return m
+}
+
+// gate records what the open gate decided, and the settlement it ran.
+func (m *metrics) gate(t lease.Tenure) {
+	m.gateDecisions.WithLabelValues(strings.ReplaceAll(string(t.Decision), " ", "_")).Inc()
+	if t.Settled != nil {
+		m.settle("gate", *t.Settled)
+	}
+}
+
+// settle records one settlement and the fence it ran.
+func (m *metrics) settle(source string, r settle.Report) {
+	result := "settled"
+	if r.AlreadySettled {
+		result = "already_settled"
+	}
+	m.settles.WithLabelValues(source, result).Inc()
+	if f := r.Fence; f != nil && !f.AlreadyFenced {
+		m.fence(f)
+	}
+}
+
+func (m *metrics) fence(f *fence.Report) {
+	m.fenceSeconds.Observe(f.Duration.Seconds())
+	m.fenceRounds.Observe(float64(f.Rounds))
+}
+
+// countingBucket is an objstore.Bucket decorator that counts every request
+// by zone, kind and outcome.
+type countingBucket struct {
+	inner objstore.Bucket
+	reqs  *prometheus.CounterVec
+}
+
+var _ objstore.Bucket = (*countingBucket)(nil)
+
+// counting wraps every bucket of a zone set.
+func (m *metrics) counting(buckets []objstore.Bucket) []objstore.Bucket {
+	out := make([]objstore.Bucket, len(buckets))
+	for i, b := range buckets {
+		out[i] = &countingBucket{inner: b, reqs: m.objectRequests}
+	}
+	return out
+}
+
+func (c *countingBucket) count(op string, err error) {
+	result := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, objstore.ErrNotFound):
+		result = "not_found"
+	case errors.Is(err, objstore.ErrExists):
+		result = "exists"
+	case errors.Is(err, context.Canceled):
+		// A request the caller no longer needed: the reader reads every
+		// zone and drops the slower ones once W copies agree.
+		result = "canceled"
+	default:
+		result = "error"
+	}
+	c.reqs.WithLabelValues(c.inner.Name(), op, result).Inc()
+}
+
+func (c *countingBucket) Name() string { return c.inner.Name() }
+
+func (c *countingBucket) Create(ctx context.Context, key string, data []byte) error {
+	err := c.inner.Create(ctx, key, data)
+	c.count("create", err)
+	return err
+}
+
+func (c *countingBucket) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := c.inner.Get(ctx, key)
+	c.count("get", err)
+	return b, err
+}
+
+func (c *countingBucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	b, err := c.inner.GetRange(ctx, key, offset, length)
+	c.count("get_range", err)
+	return b, err
+}
+
+func (c *countingBucket) Delete(ctx context.Context, key string) error {
+	err := c.inner.Delete(ctx, key)
+	c.count("delete", err)
+	return err
+}
+
+func (c *countingBucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
+	out, err := c.inner.List(ctx, prefix, startAfter, limit)
+	c.count("list", err)
+	return out, err
+}

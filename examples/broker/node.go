@@ -1,0 +1,894 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/lease"
+	"github.com/cutline/cutline/lease/authority"
+	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/settle"
+)
+
+// nodeConfig is what a broker node is built from.
+type nodeConfig struct {
+	// Name is the node's identity: its name to the controller, and the
+	// star it writes as.
+	Name string
+	// Domain is the authority domain of the whole broker cluster; Root
+	// the metastore root of everything the node keeps ("" or ending in
+	// '/').
+	Domain, Root string
+	// Store is the shared metastore. The node writes through an
+	// authority.Guarded view of it that follows its grant.
+	Store metastore.Store
+	// Buckets are the zones, in zone order.
+	Buckets []objstore.Bucket
+	// Constants are those of the node's epochs; Buckets is filled in.
+	Constants epoch.Constants
+	// Dial opens the node's control channel to the controller.
+	Dial dialFunc
+	// SessionTTL is the TTL of the metastore session of each star.
+	SessionTTL time.Duration
+	// HeartbeatEvery and DecisionDelay time the node's agent and runtime.
+	HeartbeatEvery, DecisionDelay time.Duration
+	// OpenWait bounds how long a produce waits while its stream's open is
+	// deferred (a predecessor that may still be alive).
+	OpenWait time.Duration
+	// Poll is how often the node compares its star with its grant.
+	Poll   time.Duration
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Timings that are not configurable: OpenWait's interval, the wait
+// before a star that failed to start is started again, and the bounds of
+// the backoff between dials of the control channel.
+const (
+	openRetry            = 100 * time.Millisecond
+	restartAfter         = time.Second
+	redialMin, redialMax = 50 * time.Millisecond, 2 * time.Second
+)
+
+// Errors of a node that the server answers with 503.
+var (
+	errStarting     = errors.New("broker: this node holds the grant; its star is starting")
+	errShuttingDown = errors.New("broker: this node is shutting down")
+)
+
+// node is one broker: an authority.Agent that follows the grant of the
+// cluster's domain, and, while it holds the grant, a lease.Star that
+// leads the streams produced to it. It is the agent's authority.Host.
+type node struct {
+	cfg    nodeConfig
+	log    *slog.Logger
+	clk    clock.Clock
+	met    *metrics
+	caps   authority.Capabilities
+	consts epoch.Constants
+
+	guard   *authority.Guarded
+	minter  *epoch.Minter
+	fencer  *fence.Fencer
+	refs    *settle.RefIndex
+	settler *settle.Settler
+	reader  *chain.Reader
+
+	// agent is the agent of the current control channel; a new channel
+	// gets a new agent (and runtime), which replaces it.
+	agent atomic.Pointer[authority.Agent]
+
+	agentStop, pollStop context.CancelFunc
+	agentDone, pollDone chan struct{}
+
+	mu        sync.Mutex
+	hold      *holding // the star of the grant held; nil when none runs
+	progress  chain.Position
+	recovered map[string]chain.Position // frontiers reached by Recover
+	granted   authority.Token           // the grant last seen held, for the metrics
+	retryAt   time.Time                 // no star starts before, after one failed to
+	closing   bool
+}
+
+// newNode builds a node's parts over a Guarded view of the store; start
+// runs it.
+func newNode(cfg nodeConfig) (*node, error) {
+	n := &node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), clk: clock.Or(cfg.Clock), recovered: map[string]chain.Position{},
+		// The fast fence's votes need direct health links between the
+		// nodes, which this broker does not run: its nodes declare no
+		// vote, and a holder that fails loses its grant at its deadline.
+		caps: authority.Capabilities{Storage: true, Promotable: true}}
+	if _, err := authority.NewRuntime(n.runtimeConfig(), n.clk.Now()); err != nil {
+		return nil, err
+	}
+	n.met = newMetrics(n.inflight, n.undecidedAge)
+	var err error
+	if n.guard, err = authority.NewGuarded(cfg.Store, cfg.Root, cfg.Domain); err != nil {
+		return nil, err
+	}
+	buckets := n.met.counting(cfg.Buckets)
+	zones, err := chain.NewZones(buckets...)
+	if err != nil {
+		return nil, err
+	}
+	n.consts = cfg.Constants
+	n.consts.Buckets = chain.Names(buckets...)
+	if err := n.consts.Validate(); err != nil {
+		return nil, err
+	}
+	if n.minter, err = epoch.NewMinter(n.guard, epoch.Options{Root: cfg.Root, Identity: cfg.Name, Clock: n.clk, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	if n.fencer, err = fence.New(n.minter, zones, fence.Options{Identity: cfg.Name, Clock: n.clk, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	if n.refs, err = settle.NewRefIndex(n.guard, cfg.Root, locate); err != nil {
+		return nil, err
+	}
+	if n.settler, err = settle.New(n.minter, zones, n.refs, settle.Options{Fencer: n.fencer, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	if n.reader, err = chain.NewReader(n.minter, zones, chain.ReaderOptions{Clock: n.clk, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *node) runtimeConfig() authority.RuntimeConfig {
+	return authority.RuntimeConfig{Node: n.cfg.Name, Domain: n.cfg.Domain, Caps: n.caps, DecisionDelay: n.cfg.DecisionDelay}
+}
+
+// start runs the node's control channel and the loop that keeps its star
+// in step with its grant.
+func (n *node) start() {
+	var actx, pctx context.Context
+	actx, n.agentStop = context.WithCancel(context.Background())
+	pctx, n.pollStop = context.WithCancel(context.Background())
+	n.agentDone, n.pollDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(n.agentDone)
+		n.connect(actx)
+	}()
+	go func() {
+		defer close(n.pollDone)
+		for {
+			n.reconcile(pctx)
+			if clock.Sleep(pctx, n.clk, n.cfg.Poll) != nil {
+				return
+			}
+		}
+	}()
+}
+
+// connect keeps the control channel up: it dials, runs an agent over the
+// channel until it closes, and dials again. Each channel gets a fresh
+// runtime that resumes the grant held (authority.Resume) while identity,
+// token and deadline still validate. When ctx ends it says goodbye: the
+// controller ends the node's grant at once.
+func (n *node) connect(ctx context.Context) {
+	var g authority.Grant
+	redial := clock.Backoff{Min: redialMin, Max: redialMax}
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && redial.Sleep(ctx, n.clk, attempt-1, clock.Seed(uint64(attempt))) != nil {
+			return
+		}
+		rt, err := authority.Resume(n.runtimeConfig(), g, n.clk.Now())
+		if err != nil {
+			rt, _ = authority.NewRuntime(n.runtimeConfig(), n.clk.Now()) // validated by newNode
+		}
+		conn, err := n.cfg.Dial(ctx, n.cfg.Name, n.caps, rt.Grant().Token)
+		switch {
+		case ctx.Err() != nil:
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		case errors.Is(err, authority.ErrNoDriver):
+			if attempt%30 == 0 {
+				n.log.Info("authority: this process's controller is not elected yet; dialing again")
+			}
+			continue
+		case err != nil:
+			n.log.Warn("authority: dial failed; dialing again", "err", err)
+			continue
+		}
+		// The agent logs every renewal at info: the node logs the
+		// changes of its grant itself, and takes the agent's warnings.
+		agentLog := slog.New(warnOnly{n.log.Handler()})
+		a, err := authority.NewAgent(rt, conn, n, authority.AgentOptions{HeartbeatEvery: n.cfg.HeartbeatEvery, Clock: n.clk, Logger: agentLog, Guard: n.guard})
+		if err != nil {
+			n.log.Error("authority: agent", "err", err)
+			_ = conn.Close()
+			return
+		}
+		n.agent.Store(a)
+		attempt = 0
+		err = a.Run(ctx)
+		g = a.Grant()
+		if ctx.Err() != nil {
+			if err := conn.Close(); err != nil {
+				n.log.Warn("authority: goodbye", "err", err)
+			}
+			return
+		}
+		n.log.Warn("authority: control channel closed; dialing again", "err", err)
+		_ = conn.Close()
+	}
+}
+
+// warnOnly passes on warnings and errors only.
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
+func (h warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{h.Handler.WithGroup(g)} }
+
+// admit is the star's Options.Admit: the current agent's.
+func (n *node) admit() error {
+	a := n.agent.Load()
+	if a == nil {
+		return &authority.NotAdmittedError{Node: n.cfg.Name, Reason: "not connected to the controller yet"}
+	}
+	return a.Admit()
+}
+
+// reconcile keeps one star running exactly while the node holds a grant:
+// it aborts the star of a grant that ended (the star writes nothing
+// more; its successor settles what it left), and starts a star on a
+// fresh session under a new grant.
+func (n *node) reconcile(ctx context.Context) {
+	a := n.agent.Load()
+	if a == nil {
+		return
+	}
+	g := a.Grant()
+	held := g.Token != 0 && g.Holder == n.cfg.Name
+	n.mu.Lock()
+	switch {
+	case held && g.Token != n.granted:
+		n.met.grantChanges.WithLabelValues("gained").Inc()
+		n.log.Info("grant gained", "token", g.Token, "deadline", g.Deadline)
+		n.granted = g.Token
+	case !held && n.granted != 0:
+		n.met.grantChanges.WithLabelValues("lost").Inc()
+		n.log.Warn("grant lost", "token", n.granted)
+		n.granted = 0
+	}
+	h, closing, retryAt := n.hold, n.closing, n.retryAt
+	n.mu.Unlock()
+	if h != nil && (!held || h.token != g.Token || h.lost()) {
+		n.drop(h, "its grant ended or its session was lost")
+		h = nil
+	}
+	if h != nil || !held || closing || n.clk.Now().Before(retryAt) || a.Admit() != nil {
+		return
+	}
+	h, err := n.startHolding(ctx, g.Token)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			// ErrStarRunning, say: the session of a crashed run of this
+			// node has not expired yet.
+			n.log.Warn("star did not start; trying again", "in", restartAfter, "err", err)
+		}
+		n.retryAt = n.clk.Now().Add(restartAfter)
+		return
+	}
+	n.hold = h
+}
+
+// drop aborts a holding's star, as a crash would: no departure and no
+// mark. Its session is closed, so that the streams' leases go at once.
+func (n *node) drop(h *holding, why string) {
+	n.mu.Lock()
+	if n.hold == h {
+		n.hold = nil
+	}
+	n.mu.Unlock()
+	if h.abort() {
+		n.log.Warn("star aborted", "token", h.token, "why", why)
+	}
+}
+
+// current returns the holding of the star running now (nil when none).
+func (n *node) current() *holding {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.hold
+}
+
+// holder returns the holding that may take a produce now.
+func (n *node) holder() (*holding, error) {
+	if err := n.admit(); err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.closing:
+		return nil, errShuttingDown
+	case n.hold == nil:
+		return nil, errStarting
+	}
+	return n.hold, nil
+}
+
+// shutdown is the node's SIGTERM: it closes its star (every held stream
+// leaves through Finish and gets its clean-release mark) while its grant
+// still guards the writes, then says goodbye to the controller.
+func (n *node) shutdown(ctx context.Context) error {
+	n.pollStop()
+	<-n.pollDone
+	n.mu.Lock()
+	n.closing = true
+	h := n.hold
+	n.hold = nil
+	n.mu.Unlock()
+	var err error
+	if h != nil {
+		err = h.close(ctx)
+	}
+	n.agentStop()
+	<-n.agentDone
+	return err
+}
+
+// startHolding starts the node's star under the grant with token: a new
+// session, and lease.Start, which settles what an earlier star of the
+// node left and mints the epoch it appends in.
+func (n *node) startHolding(ctx context.Context, token authority.Token) (*holding, error) {
+	sess, err := n.cfg.Store.NewSession(ctx, n.cfg.SessionTTL)
+	if err != nil {
+		return nil, fmt.Errorf("new session: %w", err)
+	}
+	star, err := lease.Start(ctx, lease.Config{
+		Star: n.cfg.Name, Store: n.guard, Root: n.cfg.Root, Session: sess,
+		Minter: n.minter, Settler: n.settler, Index: n.refs, Constants: n.consts,
+	}, lease.Options{Admit: n.admit, Clock: n.clk, Logger: n.log})
+	if err != nil {
+		_ = sess.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return &holding{n: n, token: token, sess: sess, star: star, streams: map[string]*streamState{}, opening: map[string]chan struct{}{}}, nil
+}
+
+// The authority.Host of the node's agent.
+var _ authority.Host = (*node)(nil)
+
+// Progress is where the node's chain is acknowledged up to: the position
+// past its last acknowledged slot.
+func (n *node) Progress() chain.Position {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.progress
+}
+
+// acknowledged records an acknowledgement.
+func (n *node) acknowledged(pos chain.Position, took time.Duration) {
+	n.met.appendSeconds.Observe(took.Seconds())
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p := (chain.Position{Epoch: pos.Epoch, Slot: pos.Slot + 1}); n.progress.Less(p) {
+		n.progress = p
+	}
+}
+
+// Recover recovers the last holder's chain: a star of this node still
+// running is aborted first (it admits nothing any more), then every epoch
+// of the last holder is fenced and settled through the Guarded store,
+// which the agent points at the recovery placement.
+func (n *node) Recover(ctx context.Context, order authority.Msg) (chain.Position, error) {
+	h := n.current()
+	if h != nil {
+		n.drop(h, "recovery")
+	}
+	star := order.Required.Star
+	reps, err := n.settler.SettleAll(ctx, star)
+	for _, r := range reps {
+		n.met.settle("recovery", r)
+	}
+	if err != nil {
+		return chain.Position{}, err
+	}
+	pos, err := authority.RecoverChain(ctx, n.minter, n.settler, star)
+	if err != nil {
+		return chain.Position{}, err
+	}
+	n.mu.Lock()
+	n.recovered[star] = pos
+	n.mu.Unlock()
+	n.log.Info("recovered", "star", star, "frontier", pos, "required", order.Required.Pos)
+	return pos, nil
+}
+
+// Release drains every stream the node holds for a planned handoff: each
+// one leaves through Finish and gets its clean-release mark, which the
+// target's open consumes.
+func (n *node) Release(ctx context.Context) (chain.Position, error) {
+	h := n.current()
+	if h != nil {
+		if err := h.star.Drain(ctx); err != nil {
+			return chain.Position{}, err
+		}
+		h.acks.Wait()
+		h.forgetAll()
+		n.log.Info("released for a handoff", "token", h.token)
+	}
+	return n.Progress(), nil
+}
+
+// Frontier is how far Recover got on star's chain; the node's storage
+// serves whenever the process runs.
+func (n *node) Frontier(star string) (chain.Position, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.recovered[star], true
+}
+
+// inflight is the metric of the slots in flight of the current writer.
+func (n *node) inflight() float64 {
+	h := n.current()
+	if h == nil {
+		return 0
+	}
+	st := h.star.Stats()
+	return float64(st.Submitted - st.Released)
+}
+
+// undecidedAge is the metric of the oldest undecided slot.
+func (n *node) undecidedAge() float64 {
+	var age time.Duration
+	now := n.clk.Now()
+	for _, u := range n.fencer.Undecided() {
+		age = max(age, now.Sub(u.Since))
+	}
+	return age.Seconds()
+}
+
+// holding is the star a node runs under one grant, and what it knows of
+// the streams that star opened.
+type holding struct {
+	n     *node
+	token authority.Token
+	sess  metastore.Session
+	star  *lease.Star
+	once  sync.Once // ends it: abort or close
+
+	submitMu sync.Mutex // orders a stream's Next with its Submit
+
+	mu      sync.Mutex
+	streams map[string]*streamState  // opened, with their producers
+	opening map[string]chan struct{} // opens in progress
+	acks    sync.WaitGroup           // appends not decided yet
+}
+
+// producerSeq names a record of an idempotent producer.
+type producerSeq struct {
+	producer string
+	seq      uint64
+}
+
+// ack is where a record was acknowledged.
+type ack struct {
+	Offset    uint64 `json:"offset"`
+	Epoch     uint64 `json:"epoch"`
+	Slot      uint64 `json:"slot"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+}
+
+// pending is an append not decided yet.
+type pending struct {
+	done chan struct{}
+	ack  ack
+	err  error
+}
+
+// streamState is what a holding knows of one opened stream: the records
+// of its producers in it, and those in flight.
+type streamState struct {
+	seen     map[producerSeq]ack
+	inflight map[producerSeq]*pending
+	// suspect: an append failed with an unknown outcome (it may still be
+	// in the chain). The stream is left and opened again before the next
+	// produce, which decides it and rebuilds seen from the stream.
+	suspect bool
+}
+
+func (h *holding) lost() bool {
+	select {
+	case <-h.star.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// abort ends the holding as a crash would; it reports whether this call
+// ended it.
+func (h *holding) abort() bool {
+	done := false
+	h.once.Do(func() {
+		done = true
+		h.star.Abort()
+		h.acks.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.sess.Close(ctx)
+	})
+	return done
+}
+
+// close ends the holding cleanly: Star.Close lets every held stream
+// leave through Finish (the clean-release mark), then the session goes.
+func (h *holding) close(ctx context.Context) error {
+	var err error
+	h.once.Do(func() {
+		err = h.star.Close(ctx)
+		h.acks.Wait()
+		err = errors.Join(err, h.sess.Close(ctx))
+	})
+	return err
+}
+
+// forgetAll forgets every stream: they were left (a drain).
+func (h *holding) forgetAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.streams)
+}
+
+// forget forgets a stream the star no longer holds, so that the next
+// produce opens it again.
+func (h *holding) forget(stream string, s *streamState, err error) {
+	if !errors.Is(err, lease.ErrNotHeld) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.streams[stream] == s {
+		delete(h.streams, stream)
+	}
+}
+
+// stream returns the opened stream, opening it on its first produce: one
+// open at a time per stream, the others wait for it.
+func (h *holding) stream(ctx context.Context, name, token string) (*streamState, error) {
+	for {
+		h.mu.Lock()
+		s := h.streams[name]
+		if s != nil && !s.suspect {
+			h.mu.Unlock()
+			return s, nil
+		}
+		if ch := h.opening[name]; ch != nil {
+			h.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		h.opening[name] = ch
+		h.mu.Unlock()
+		ns, err := h.open(ctx, name, token, s != nil)
+		h.mu.Lock()
+		delete(h.opening, name)
+		if err == nil {
+			h.streams[name] = ns
+		} else if s != nil {
+			delete(h.streams, name)
+		}
+		h.mu.Unlock()
+		close(ch)
+		return ns, err
+	}
+}
+
+// open opens the stream through the gate, waiting while it is deferred
+// (at most OpenWait), and rebuilds what the stream holds of each
+// producer. To reopen (after an append of unknown outcome), the star
+// first leaves the stream through Finish, which decides that append: it
+// rolls the star's epoch, whose settlement covers the append if it
+// landed.
+func (h *holding) open(ctx context.Context, name, token string, reopen bool) (*streamState, error) {
+	n := h.n
+	if reopen {
+		if err := h.star.Finish(ctx, name, lease.ReasonReestablish); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+			return nil, err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, n.cfg.OpenWait)
+	ten, err := h.star.OpenWait(wctx, name, lease.OpenOptions{Token: token}, openRetry)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	n.met.gate(ten)
+	seen, err := n.producers(ctx, name, ten.Next)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild the producers of %s: %w", name, err)
+	}
+	n.log.Info("stream ready", "stream", name, "decision", ten.Decision, "tenure", ten.Tenure, "next", ten.Next, "producer_records", len(seen))
+	return &streamState{seen: seen, inflight: map[producerSeq]*pending{}}, nil
+}
+
+// produceReq is one record to append.
+type produceReq struct {
+	stream   string
+	data     []byte
+	producer string // "" for none: no deduplication
+	seq      uint64
+	token    string // the producer's fencing token, "" for none
+}
+
+// produce appends one record and returns where it was acknowledged. A
+// record of a producer sequence the stream holds already is not appended
+// again: its first acknowledgement is returned (Duplicate); one in flight
+// is waited for.
+func (n *node) produce(ctx context.Context, p produceReq) (ack, error) {
+	h, err := n.holder()
+	if err != nil {
+		return ack{}, err
+	}
+	if err := h.star.CheckToken(ctx, p.stream, p.token); err != nil {
+		return ack{}, err
+	}
+	s, err := h.stream(ctx, p.stream, p.token)
+	if err != nil {
+		return ack{}, err
+	}
+	pd, err := h.submit(ctx, s, p)
+	if err != nil {
+		return ack{}, err
+	}
+	select {
+	case <-pd.done:
+		return pd.ack, pd.err
+	case <-ctx.Done():
+		return ack{}, ctx.Err()
+	}
+}
+
+func (h *holding) submit(ctx context.Context, s *streamState, p produceReq) (*pending, error) {
+	key := producerSeq{p.producer, p.seq}
+	h.submitMu.Lock()
+	defer h.submitMu.Unlock()
+	if p.producer != "" {
+		h.mu.Lock()
+		a, seen := s.seen[key]
+		pd := s.inflight[key]
+		h.mu.Unlock()
+		switch {
+		case seen:
+			a.Duplicate = true
+			pd = &pending{done: make(chan struct{}), ack: a}
+			close(pd.done)
+			return pd, nil
+		case pd != nil:
+			return pd, nil
+		}
+	}
+	off, err := h.star.Next(p.stream)
+	if err != nil {
+		h.forget(p.stream, s, err)
+		return nil, err
+	}
+	start := h.n.clk.Now()
+	// Counted before it can be decided: a drain or a close that waits
+	// for the appends sees it.
+	h.acks.Add(1)
+	f, err := h.star.Submit(ctx, record{Stream: p.stream, Offset: off, Producer: p.producer, Seq: p.seq, Data: p.data}.encode())
+	if err != nil {
+		h.acks.Done()
+		h.forget(p.stream, s, err)
+		return nil, err
+	}
+	pd := &pending{done: make(chan struct{})}
+	if p.producer != "" {
+		h.mu.Lock()
+		s.inflight[key] = pd
+		h.mu.Unlock()
+	}
+	go h.await(f, s, key, off, pd, start)
+	return pd, nil
+}
+
+// await decides one append: every Future is answered, at the latest when
+// the star closes or aborts.
+func (h *holding) await(f *lease.Future, s *streamState, key producerSeq, off uint64, pd *pending, start time.Time) {
+	defer h.acks.Done()
+	<-f.Done()
+	pos, err := f.Wait(context.Background())
+	if err == nil {
+		pd.ack = ack{Offset: off, Epoch: pos.Epoch, Slot: pos.Slot}
+		h.n.acknowledged(pos, h.n.clk.Now().Sub(start))
+	} else {
+		pd.err = fmt.Errorf("%w: %w", errUnknownOutcome, err)
+	}
+	h.mu.Lock()
+	if key.producer != "" {
+		delete(s.inflight, key)
+		if err == nil {
+			s.seen[key] = pd.ack
+		}
+	}
+	if err != nil && !errors.Is(err, settle.ErrDropped) {
+		s.suspect = true
+	}
+	h.mu.Unlock()
+	close(pd.done)
+}
+
+// errUnknownOutcome is an append that was not acknowledged: it may or may
+// not be in the stream. A retry with the same producer sequence is safe.
+var errUnknownOutcome = errors.New("broker: the append was not acknowledged; retry with the same producer sequence")
+
+// producers reads a stream back through the RefIndex and rebuilds what it
+// holds of each producer. The refs must run from 0 to next.
+func (n *node) producers(ctx context.Context, stream string, next uint64) (map[producerSeq]ack, error) {
+	seen := map[producerSeq]ack{}
+	count := uint64(0)
+	for ref, err := range n.refs.Refs(ctx, stream) {
+		if err != nil {
+			return nil, err
+		}
+		r, err := n.readRef(ctx, stream, ref)
+		if err != nil {
+			return nil, err
+		}
+		if r.Producer != "" {
+			seen[producerSeq{r.Producer, r.Seq}] = ack{Offset: ref.Offset, Epoch: ref.Epoch, Slot: ref.Slot}
+		}
+		count++
+	}
+	if count != next {
+		return nil, fmt.Errorf("the refs cover %d records of %s, the gate says it continues at %d", count, stream, next)
+	}
+	return seen, nil
+}
+
+// readRef reads the record a ref names, and checks it is the one the ref
+// says.
+func (n *node) readRef(ctx context.Context, stream string, ref settle.Ref) (record, error) {
+	if ref.Count != 1 {
+		return record{}, fmt.Errorf("ref %s/%d covers %d records; this broker writes one per flight", stream, ref.Offset, ref.Count)
+	}
+	payload, err := n.reader.Read(ctx, ref.Star, ref.Position())
+	if err != nil {
+		return record{}, err
+	}
+	if ref.End > uint64(len(payload)) || ref.Start > ref.End {
+		return record{}, fmt.Errorf("ref %s/%d: bytes [%d, %d) of a %d-byte flight", stream, ref.Offset, ref.Start, ref.End, len(payload))
+	}
+	r, err := decodeRecord(payload[ref.Start:ref.End])
+	if err != nil {
+		return record{}, err
+	}
+	if r.Stream != stream || r.Offset != ref.Offset {
+		return record{}, fmt.Errorf("the flight at %s/%v holds %s offset %d, not %s offset %d", ref.Star, ref.Position(), r.Stream, r.Offset, stream, ref.Offset)
+	}
+	return r, nil
+}
+
+// consumed is one record read back.
+type consumed struct {
+	Offset uint64 `json:"offset"`
+	Data   []byte `json:"data"`
+}
+
+// read reads up to limit records of stream from offset on, and returns
+// them and where the stream's coverage ends. A node that holds the stream
+// absorbs first, so that what it acknowledged is readable.
+func (n *node) read(ctx context.Context, stream string, from uint64, limit int) ([]consumed, uint64, error) {
+	h := n.current()
+	if h != nil {
+		if _, err := h.star.Next(stream); err == nil {
+			if err := h.star.Absorb(ctx); err != nil {
+				n.log.Warn("absorb before a read", "stream", stream, "err", err)
+			}
+		}
+	}
+	next, err := n.refs.Next(ctx, stream)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := []consumed{}
+	for off := from; off < next && len(out) < limit; off++ {
+		ref, err := n.refs.Lookup(ctx, stream, off)
+		if err != nil {
+			return nil, 0, err
+		}
+		r, err := n.readRef(ctx, stream, ref)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, consumed{Offset: off, Data: r.Data})
+	}
+	return out, next, nil
+}
+
+// streamInfo describes one stream for the listing.
+type streamInfo struct {
+	Stream string `json:"stream"`
+	// Holder is the star holding the stream's lease ("" when none).
+	Holder string `json:"holder,omitempty"`
+	// Writer, Epoch and Tenure are the last-writer record's; EpochState
+	// and Cut (once fenced) that epoch's.
+	Writer     string  `json:"writer,omitempty"`
+	Epoch      uint64  `json:"epoch,omitempty"`
+	Tenure     uint64  `json:"tenure,omitempty"`
+	EpochState string  `json:"epoch_state,omitempty"`
+	Cut        *uint64 `json:"cut,omitempty"`
+	// Next is the stream's first offset not covered.
+	Next uint64 `json:"next"`
+	// Released is the reason of a standing clean-release mark.
+	Released string `json:"released,omitempty"`
+}
+
+// streams lists every stream ever opened under the root.
+func (n *node) streams(ctx context.Context) ([]streamInfo, error) {
+	prefix := n.cfg.Root + "streams/"
+	kvs, _, err := n.cfg.Store.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := []streamInfo{}
+	for _, kv := range kvs {
+		id, leaf, ok := strings.Cut(kv.Key[len(prefix):], "/")
+		if !ok || leaf == "" || (len(out) > 0 && out[len(out)-1].Stream == id) {
+			continue
+		}
+		st, err := lease.Inspect(ctx, n.cfg.Store, n.cfg.Root, id)
+		if err != nil {
+			return nil, err
+		}
+		info := streamInfo{Stream: id, Holder: st.Holder}
+		if w := st.Writer; w != nil {
+			info.Writer, info.Epoch, info.Tenure = w.Star, w.Epoch, w.Tenure
+			rec, err := n.minter.Get(ctx, w.Star, w.Epoch)
+			if err != nil {
+				return nil, err
+			}
+			info.EpochState = string(rec.State)
+			if rec.Fenced() {
+				c := rec.Cut
+				info.Cut = &c
+			}
+		}
+		if st.Mark != nil {
+			info.Released = string(st.Mark.Reason)
+		}
+		if info.Next, err = n.refs.Next(ctx, id); err != nil {
+			return nil, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// holderName is the name of the node holding the domain's grant, as the
+// controller's durable state says ("" while none does).
+func (n *node) holderName(ctx context.Context) string {
+	st, err := authority.Read(ctx, n.cfg.Store, n.cfg.Root, n.cfg.Domain)
+	if err != nil || (st.Phase != authority.Granted && st.Phase != authority.Handoff) {
+		return ""
+	}
+	return st.Holder
+}

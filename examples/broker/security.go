@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// security is what protects a process: its certificate (the API's server
+// certificate, and its identity on the control plane), the CA of the
+// control plane, and the API's bearer token. None of it is ever logged.
+type security struct {
+	cert  tls.Certificate // empty: the API is served without TLS (-insecure)
+	ca    *x509.CertPool  // nil: no control plane over the network
+	token []byte          // nil: the API takes requests without a token (-insecure)
+}
+
+// apiTLS is the API's server TLS configuration, nil without a
+// certificate.
+func (s *security) apiTLS() *tls.Config {
+	if len(s.cert.Certificate) == 0 {
+		return nil
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{s.cert}}
+}
+
+// loadSecurity reads the certificate, the CA and the token the flags
+// name. Unless -insecure, the API needs TLS and a token: the embedded
+// default (no flags at all) makes its own, a self-signed certificate for
+// localhost and a random token, in files under dir (mode 0600) whose
+// paths it logs.
+func loadSecurity(cfg *settings, dir string, log *slog.Logger) (*security, error) {
+	s := &security{}
+	if cfg.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-cert/-tls-key: %w", err)
+		}
+		s.cert = cert
+	}
+	if cfg.tlsCA != "" {
+		raw, err := os.ReadFile(cfg.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-ca: %w", err)
+		}
+		s.ca = x509.NewCertPool()
+		if !s.ca.AppendCertsFromPEM(raw) {
+			return nil, fmt.Errorf("-tls-ca %s: no PEM certificate in it", cfg.tlsCA)
+		}
+	}
+	if cfg.authTokenFile != "" {
+		raw, err := os.ReadFile(cfg.authTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("-auth-token-file: %w", err)
+		}
+		if s.token = bytes.TrimSpace(raw); len(s.token) == 0 {
+			return nil, fmt.Errorf("-auth-token-file %s is empty", cfg.authTokenFile)
+		}
+		if fi, err := os.Stat(cfg.authTokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			log.Warn("the token file is readable by others than its owner", "file", cfg.authTokenFile, "mode", fi.Mode().Perm())
+		}
+	}
+	switch {
+	case cfg.role == roleController:
+		return s, nil // it serves no API
+	case cfg.insecure:
+		if s.apiTLS() == nil || s.token == nil {
+			log.Warn("INSECURE: the API is served without TLS or without a bearer token (-insecure)", "tls", s.apiTLS() != nil, "auth", s.token != nil)
+		}
+		return s, nil
+	case cfg.embedded() && cfg.tlsCert == "" && cfg.authTokenFile == "" && dir != "":
+		cert, token, err := devCredentials(dir)
+		if err != nil {
+			return nil, err
+		}
+		s.cert, s.token = cert, token
+		log.Info("made credentials for this run: curl --cacert CA -H \"Authorization: Bearer $(cat TOKEN)\" https://...",
+			"ca", filepath.Join(dir, "ca.pem"), "token_file", filepath.Join(dir, "token"))
+		return s, nil
+	case s.apiTLS() == nil || s.token == nil:
+		return nil, errors.New("the API needs -tls-cert, -tls-key and -auth-token-file (or -insecure, which serves it unprotected)")
+	}
+	return s, nil
+}
+
+// devCredentials makes a self-signed certificate for localhost, 127.0.0.1
+// and ::1, valid for a week, and a random 256-bit token; it writes the
+// certificate to dir/ca.pem (what a client trusts) and the token to
+// dir/token, both readable by the owner only.
+func devCredentials(dir string) (tls.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: "cutline broker (this run)"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	token := []byte(hex.EncodeToString(raw[:]))
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), certPEM, 0o600); err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "token"), token, 0o600); err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	return cert, token, nil
+}
