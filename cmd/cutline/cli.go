@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/objstore"
+)
+
+// Exit codes of the command (see the package documentation).
+const (
+	// ExitOK: the command did what was asked.
+	ExitOK = 0
+	// ExitFailed: the operation failed (an unknown star or epoch, a
+	// refusal by the library, a corrupt record, a bucket that is not
+	// create-only).
+	ExitFailed = 1
+	// ExitUsage: bad flags or arguments; nothing was read or written.
+	ExitUsage = 2
+	// ExitRefused: the operator did not confirm, or the tool refused to
+	// act because acting could lose data; nothing was written by the
+	// refused step.
+	ExitRefused = 3
+	// ExitUnreachable: the metastore or a bucket did not answer (or the
+	// -timeout ran out waiting for one).
+	ExitUnreachable = 4
+)
+
+// Env is what run works with: the standard streams and, for tests and
+// embedding, already-built backends. A nil Store is built from -etcd, nil
+// Buckets from -fs-zones or the S3 flags.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Store          metastore.Store
+	Buckets        []objstore.Bucket
+}
+
+// UsageError is a bad flag or argument (exit 2).
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// RefusedError is an action that was not confirmed or that the tool
+// refuses to take (exit 3). Nothing was written by the refused step.
+type RefusedError struct{ Msg string }
+
+func (e *RefusedError) Error() string { return e.Msg }
+
+// NoChainError reports a star that never minted an epoch (exit 1).
+type NoChainError struct{ Star string }
+
+func (e *NoChainError) Error() string {
+	return fmt.Sprintf("unknown star %q: it has no chain (no epoch was ever minted)", e.Star)
+}
+
+func usagef(format string, args ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// exitCode maps an error to the documented exit codes.
+func exitCode(err error) int {
+	var ue *UsageError
+	var re *RefusedError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ue):
+		return ExitUsage
+	case errors.As(err, &re):
+		return ExitRefused
+	case errors.Is(err, metastore.ErrUnavailable), errors.Is(err, objstore.ErrUnavailable),
+		errors.Is(err, fence.ErrUndecided), errors.Is(err, context.DeadlineExceeded):
+		return ExitUnreachable
+	}
+	return ExitFailed
+}
+
+// globals are the flags every command takes, before or after its name.
+type globals struct {
+	etcd     string
+	etcdRoot string
+	root     string
+	fsZones  string
+	s3       s3Flags
+	prefix   string
+	yes      bool
+	json     bool
+	timeout  time.Duration
+}
+
+type s3Flags struct {
+	endpoint, buckets, region, accessKey, secretKey string
+}
+
+// register adds the global flags to fs. Every subcommand's flag set carries
+// them too, so that `cutline slots -json …` and `cutline -json slots …`
+// mean the same.
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.etcd, "etcd", g.etcd, "etcd endpoints, comma-separated (host:port,…)")
+	fs.StringVar(&g.etcdRoot, "etcd-root", g.etcdRoot, "key root of the etcd store (metastore/etcd Options.Root; empty: its default)")
+	fs.StringVar(&g.root, "root", g.root, "cutline metastore root (\"\" or ending in '/'), as in epoch.Options.Root")
+	fs.StringVar(&g.fsZones, "fs-zones", g.fsZones, "filesystem zones, comma-separated: dir or name=dir (name defaults to the directory's base name)")
+	fs.StringVar(&g.s3.endpoint, "s3-endpoint", g.s3.endpoint, "S3 endpoint URLs, comma-separated: one for every zone, or one per zone")
+	fs.StringVar(&g.s3.buckets, "s3-buckets", g.s3.buckets, "S3 zones, comma-separated: bucket or name=bucket (name defaults to the bucket)")
+	fs.StringVar(&g.s3.region, "s3-region", g.s3.region, "S3 region")
+	fs.StringVar(&g.s3.accessKey, "s3-access-key", g.s3.accessKey, "S3 access key (default $AWS_ACCESS_KEY_ID)")
+	fs.StringVar(&g.s3.secretKey, "s3-secret-key", g.s3.secretKey, "S3 secret key (default $AWS_SECRET_ACCESS_KEY)")
+	fs.StringVar(&g.prefix, "prefix", g.prefix, "object key prefix the credentials reach (verify-zones probes under it; epochs use their own recorded prefix)")
+	fs.BoolVar(&g.yes, "yes", g.yes, "do not ask for confirmation before writing")
+	fs.BoolVar(&g.json, "json", g.json, "print one JSON document on stdout")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up after this long (unreachable zones make a fence wait)")
+}
+
+// cmd is the state of one invocation: the streams, the flags, the
+// backends as far as they are built.
+type cmd struct {
+	env  Env
+	g    globals
+	back *backends
+}
+
+type command struct {
+	name, args, summary string
+	run                 func(ctx context.Context, c *cmd, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"chain", "<star>", "list a star's epochs (read-only)", runChain},
+		{"slots", "<star> <epoch> [-from N] [-to M]", "show the slot map across the zones (read-only)", runSlots},
+		{"stream", "<id>", "show a stream's tenure records (read-only)", runStream},
+		{"grant", "<domain>", "show a domain's authority state (read-only)", runGrant},
+		{"fence", "<star> <epoch>", "fence an epoch and print its cut (writes)", runFence},
+		{"settle", "<star> <epoch> [-locator none]", "fence if open, then settle an epoch (writes)", runSettle},
+		{"trim", "<star> <epoch> <upTo>", "delete an epoch's slots below upTo (writes)", runTrim},
+		{"verify-zones", "", "check every zone is create-only and the zones are distinct (writes probes)", runVerifyZones},
+	}
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: cutline [global flags] <command> [flags] [args]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-13s %-36s %s\n", c.name, c.args, c.summary)
+	}
+	fmt.Fprintln(w, "\nglobal flags (also accepted after the command):")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprintln(w, "\nexit codes: 0 ok, 1 operation failed, 2 usage error, 3 refused or not confirmed, 4 backend unreachable")
+}
+
+// run is the command: it parses args (without the program name), runs one
+// subcommand and returns its exit code. Errors go to env.Stderr, results to
+// env.Stdout.
+func run(ctx context.Context, args []string, env Env) int {
+	if env.Stdin == nil {
+		env.Stdin = strings.NewReader("")
+	}
+	if env.Stdout == nil {
+		env.Stdout = io.Discard
+	}
+	if env.Stderr == nil {
+		env.Stderr = io.Discard
+	}
+	c := &cmd{env: env, g: globals{timeout: 30 * time.Second}}
+	defer c.close()
+	err := c.dispatch(ctx, args)
+	code := exitCode(err)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(env.Stderr, "cutline: %v\n", err)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	return code
+}
+
+func (c *cmd) dispatch(ctx context.Context, args []string) error {
+	top := flag.NewFlagSet("cutline", flag.ContinueOnError)
+	top.SetOutput(io.Discard)
+	c.g.register(top)
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(c.env.Stdout, top)
+			return err
+		}
+		return usagef("%v (cutline -h lists the flags)", err)
+	}
+	rest := top.Args()
+	if len(rest) == 0 {
+		usage(c.env.Stderr, top)
+		return usagef("no command given")
+	}
+	i := slices.IndexFunc(commands(), func(k command) bool { return k.name == rest[0] })
+	if i < 0 {
+		return usagef("unknown command %q (cutline -h lists the commands)", rest[0])
+	}
+	k := commands()[i]
+	if c.g.timeout <= 0 {
+		return usagef("-timeout must be positive, got %v", c.g.timeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.g.timeout)
+	defer cancel()
+	return k.run(ctx, c, rest[1:])
+}
+
+// flags returns a flag set for subcommand name carrying the global flags.
+func (c *cmd) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("cutline "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.g.register(fs)
+	return fs
+}
+
+// parse parses args with flags and positional arguments interleaved and
+// checks the number of positional arguments.
+func (c *cmd) parse(fs *flag.FlagSet, args []string, names ...string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(c.env.Stdout, "usage: %s %s\n", fs.Name(), strings.Join(names, " "))
+				fs.SetOutput(c.env.Stdout)
+				fs.PrintDefaults()
+				return nil, err
+			}
+			return nil, usagef("%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	if len(pos) != len(names) {
+		want := "no arguments"
+		if len(names) > 0 {
+			want = strings.Join(names, " ")
+		}
+		return nil, usagef("%s: want %s, got %d argument(s)", fs.Name(), want, len(pos))
+	}
+	return pos, nil
+}
+
+// parseName checks a star, stream or domain name.
+func parseName(what, s string) (string, error) {
+	if err := epoch.ValidateName(what, s); err != nil {
+		return "", usagef("bad %s %q: %v", what, s, err)
+	}
+	return s, nil
+}
+
+// parseUint parses a slot or epoch number.
+func parseUint(what, s string) (uint64, error) {
+	var n uint64
+	if _, err := fmt.Sscan(s, &n); err != nil || fmt.Sprint(n) != s {
+		return 0, usagef("bad %s %q: want a non-negative integer", what, s)
+	}
+	return n, nil
+}
+
+func (c *cmd) close() {
+	if c.back != nil {
+		c.back.close()
+	}
+}
