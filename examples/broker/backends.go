@@ -19,6 +19,7 @@ import (
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fs"
+	"github.com/cutline/cutline/objstore/latency"
 	"github.com/cutline/cutline/objstore/s3"
 )
 
@@ -123,6 +124,14 @@ func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *back
 	}
 	if err := verifyZones(ctx, be.zones); err != nil {
 		return nil, fmt.Errorf("zones: %w", err)
+	}
+	if cfg.latency > 0 {
+		// After the verification: the model slows the broker's work, not
+		// its start.
+		for i, z := range be.zones {
+			be.zones[i] = latency.Wrap(z, latency.Options{Default: latency.Fixed(cfg.latency), Seed: uint64(i)})
+		}
+		log.Warn("injected latency before every zone request (-latency)", "latency", cfg.latency)
 	}
 	return be, nil
 }

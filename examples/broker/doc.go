@@ -83,6 +83,15 @@
 // reason of a standing clean-release mark)}]}, from lease.Inspect and
 // RefIndex.Next.
 //
+//	POST /v1/health?token=N
+//
+// is a peer's ping on a direct health link (authhttp.NewHealthHandler):
+// no bearer token, but the client certificate of a node (its URI SAN
+// cutline://node/<name>, verified against -tls-ca), and 200 only when N
+// is the token this broker's links are bound to (the holder's grant, as
+// its last topology from the controller says), 409 otherwise, 403
+// without a node certificate.
+//
 //	GET /metrics
 //
 // is the Prometheus page (no token). The registry is the node's own:
@@ -96,6 +105,8 @@
 //	cutline_broker_gate_decisions_total        counter by decision (fresh, mark_consumed, settled_inline, settled_after_death, already_settled)
 //	cutline_broker_grant_changes_total         counter by change (gained, lost)
 //	cutline_broker_object_requests_total       counter by zone, op (create, get, get_range, delete, list) and result (ok, not_found, exists, canceled, error)
+//	cutline_broker_health_pings_total          counter by result (ok, failed): pings of the node's direct health links
+//	cutline_broker_health_links_up             gauge: links of the current topology whose last ping completed
 //
 // # The payload
 //
@@ -136,10 +147,31 @@
 //
 // A broken control channel is dialed again with a fresh runtime that
 // resumes the grant (authority.Resume) while it validates. The brokers
-// declare the storage and promotable capabilities and not the vote: the
-// controller's fast fence counts votes from direct health links between
-// the nodes, which this example does not run, so a holder that fails
-// loses its grant at its deadline (-lease after its last heartbeat).
+// declare the storage and promotable capabilities, and, given -peers,
+// the vote: they then run direct health links (the agent's Pinger,
+// authhttp.Pinger over mutual TLS to each peer's POST /v1/health). Every
+// second the holder pings every other voter and every other broker pings
+// the holder, each ping bound to the holder's token. The controller's
+// fast fence counts the voters' reports:
+//
+//   - a holder that stops answering while its control channel stays
+//     open (a stopped process, a partition) loses its grant once its
+//     links have been down for the health window (5 s) and a majority
+//     agrees; the next token waits only for its self-fence (300 ms),
+//     not for its deadline;
+//   - a holder whose control channel closes (a crashed process) keeps
+//     its grant for its reconnect reservation (2 s), and the next token
+//     waits for its deadline (-lease after its last heartbeat): the
+//     controller cannot tell a dead process from a cut connection;
+//   - a holder that cannot reach a majority of the voters asks the
+//     controller to confirm its heartbeat, and stops admitting writes if
+//     no confirmation comes within 300 ms.
+//
+// Without -peers a broker runs no links and does not vote (a vote is a
+// report on the links), and a holder that stops answering loses its grant
+// at its deadline. Whatever admission says, a former holder's writes
+// fail by the epoch fence: its successor fences its epochs before its
+// first write, so nothing it writes later is acknowledged.
 //
 // A handoff is an operator's request to the controller: an identity named
 // in -operators posts it with authhttp.Post (a HandoffRequest naming the
@@ -164,10 +196,22 @@
 // token. Without -insecure the API needs both TLS and a token; -insecure
 // serves it with whatever of the two is given, and logs a warning.
 //
+// -peers lists every broker of the cluster as name=https://host:port, the
+// base URL of its API (the same list for every broker: a broker skips
+// itself). The health links run on the API's listener, under the same
+// certificate, so a broker's certificate given with -peers or -role
+// broker must carry, besides the names its API is reached by (DNS or IP
+// SANs), exactly one URI SAN, cutline://node/<-node>, and the extended
+// key usages serverAuth and clientAuth (it is presented on both ends of a
+// ping); a broker whose certificate names another node refuses to start.
+// The API then asks its clients for a certificate and verifies one given
+// against -tls-ca; clients without one are served as before.
+//
 //	broker -role controller -node ctl -etcd 10.0.0.5:2379 \
 //	    -tls-cert ctl.pem -tls-key ctl.key -tls-ca ca.pem -controller-listen :8443 -operators ops
-//	broker -role broker -node broker-1 -etcd 10.0.0.5:2379 -controller https://ctl:8443 \
+//	broker -role broker -node broker-1 -listen :8080 -etcd 10.0.0.5:2379 -controller https://ctl:8443 \
 //	    -tls-cert broker-1.pem -tls-key broker-1.key -tls-ca ca.pem -auth-token-file token \
+//	    -peers broker-1=https://b1:8080,broker-2=https://b2:8080,broker-3=https://b3:8080 \
 //	    -s3-endpoint http://s3:7070 -s3-buckets zone-a,zone-b,zone-c -s3-access-key KEY
 //
 // The zones are filesystem directories under -dir (K of them, -k), or S3
@@ -175,12 +219,14 @@
 // -s3-region, -s3-access-key, -s3-secret-key), verified at start-up
 // (create-only, K distinct stores). GCS zones are not supported by this
 // example (package objstore/gcs is a module of its own). -w is the copy
-// quorum, -window the pipeline window.
+// quorum, -window the pipeline window. -latency (20ms, say) delays every
+// zone request by that much (objstore/latency): a model of remote zones on
+// local ones.
 //
 // Every flag can be given as an environment variable instead, CUTLINE_
 // and its name in upper case with '_' for '-': CUTLINE_ETCD,
 // CUTLINE_S3_SECRET_KEY (better there than on a command line),
-// CUTLINE_AUTH_TOKEN_FILE. A flag given beats its variable. -log-json
+// CUTLINE_AUTH_TOKEN_FILE, CUTLINE_PEERS. A flag given beats its variable. -log-json
 // logs JSON lines; no log line, metric label or error answer ever holds a
 // token or a secret.
 //

@@ -72,6 +72,10 @@ type settings struct {
 	controllerURL    string
 	controllerListen string
 	operators        []string
+	// peers maps the name of every broker of the cluster to the base URL
+	// of its API (-peers): the broker runs direct health links with them
+	// and votes. Empty: no links, no vote.
+	peers map[string]string
 
 	etcd, etcdRoot string
 	dir            string
@@ -81,6 +85,7 @@ type settings struct {
 	s3Region       string
 	s3AccessKey    string
 	s3SecretKey    string
+	latency        time.Duration
 
 	tlsCert, tlsKey, tlsCA string
 	authTokenFile          string
@@ -126,6 +131,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	fs.StringVar(&c.controllerURL, "controller", "", "the controller's URL (https://host:port) for -role broker")
 	fs.StringVar(&c.controllerListen, "controller-listen", "", "address the controller serves its nodes on, over mutual TLS (-role controller: default 127.0.0.1:8443; -role all: off unless given)")
 	operators := fs.String("operators", "", "identities (certificate names) allowed to request a handoff from the controller, comma-separated")
+	peers := fs.String("peers", "", "every broker of the cluster as name=https://host:port (the base URL of its API), comma-separated: this broker runs direct health links with them and votes in the controller's fast fence (default: no links, no vote)")
 	fs.StringVar(&c.etcd, "etcd", "", "etcd endpoints, comma-separated (default: an in-memory metastore, for -role all only)")
 	fs.StringVar(&c.etcdRoot, "etcd-root", "/cutline-broker/", "key prefix of everything the cluster keeps in etcd, ending in '/'")
 	fs.StringVar(&c.dir, "dir", "", "directory of the filesystem zones (default: a temporary directory, removed at exit)")
@@ -137,6 +143,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	fs.StringVar(&c.s3Region, "s3-region", "us-east-1", "S3 region")
 	fs.StringVar(&c.s3AccessKey, "s3-access-key", "", "S3 access key")
 	fs.StringVar(&c.s3SecretKey, "s3-secret-key", "", "S3 secret key (prefer CUTLINE_S3_SECRET_KEY; never logged)")
+	fs.DurationVar(&c.latency, "latency", 0, "latency injected before every zone request (objstore/latency), a model of remote zones: 20ms, say (default: none)")
 	gcs := fs.String("gcs-buckets", "", "GCS zones: not supported by this example")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate of this process: the API's server certificate, and its identity to the controller or its nodes")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
@@ -178,6 +185,12 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	if *operators != "" {
 		c.operators = strings.Split(*operators, ",")
 	}
+	if *peers != "" {
+		var err error
+		if c.peers, err = parsePeers(*peers); err != nil {
+			return nil, err
+		}
+	}
 	if *buckets != "" {
 		c.s3Buckets = strings.Split(*buckets, ",")
 	}
@@ -217,6 +230,12 @@ func (c *settings) check(set map[string]bool) error {
 		}
 	default:
 		return refuse("role", c.role, "all, broker or controller")
+	}
+	if len(c.peers) > 0 && c.role == roleController {
+		return refuse("role", c.role, "broker or all with -peers: the health links run between brokers")
+	}
+	if len(c.peers) > 0 && (c.tlsCert == "" || c.tlsCA == "") {
+		return errors.New("-peers needs -tls-cert, -tls-key and -tls-ca: the health links are mutual TLS, on the API's listener")
 	}
 	if c.role != roleAll && c.etcd == "" {
 		return refuse("role", c.role, "-etcd too: the controller and its brokers share one metastore")
@@ -260,8 +279,29 @@ func (c *settings) check(set map[string]bool) error {
 		return refuse("max-record", c.maxRecord, "1 byte to 64 MiB")
 	case c.shutdownTimeout <= 0:
 		return refuse("shutdown-timeout", c.shutdownTimeout, "more than 0")
+	case c.latency < 0 || c.latency > 10*time.Second:
+		return refuse("latency", c.latency, "0 to 10s")
 	}
 	return nil
+}
+
+// parsePeers reads -peers: name=https://host:port, comma-separated.
+func parsePeers(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for item := range strings.SplitSeq(v, ",") {
+		name, raw, ok := strings.Cut(strings.TrimSpace(item), "=")
+		u, err := url.Parse(raw)
+		switch {
+		case !ok || epoch.ValidateName("node", name) != nil:
+			return nil, refuse("peers", item, "name=https://host:port, the name of [A-Za-z0-9._-]")
+		case err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+			return nil, refuse("peers", item, "name=https://host:port, the base URL of that broker's API")
+		case out[name] != "":
+			return nil, refuse("peers", name, "each broker once")
+		}
+		out[name] = raw
+	}
+	return out, nil
 }
 
 // embedded reports whether the process runs on everything it makes
@@ -324,11 +364,18 @@ func start(ctx context.Context, cfg *settings, log *slog.Logger) (_ *process, er
 	if cfg.role == roleController {
 		return p, nil
 	}
+	var pinger func(context.Context, string, authority.Token) error
+	if len(cfg.peers) > 0 {
+		var closeIdle func()
+		pinger, closeIdle = healthPinger(cfg.peers, p.sec)
+		p.be.closers = append(p.be.closers, closeIdle)
+		log.Info("health links: this broker votes", "peers", len(cfg.peers))
+	}
 	p.node, err = newNode(nodeConfig{
 		Name: cfg.node, Domain: cfg.domain, Store: p.be.store, Buckets: p.be.zones,
 		Constants: epoch.Constants{Class: "standard", W: cfg.w, Window: cfg.window, Prefix: "streams"},
 		Dial:      dial, SessionTTL: cfg.sessionTTL, HeartbeatEvery: cfg.heartbeat, DecisionDelay: cfg.decisionDelay,
-		OpenWait: cfg.openWait, Poll: cfg.poll, Logger: log,
+		OpenWait: cfg.openWait, Poll: cfg.poll, Pinger: pinger, Logger: log,
 	})
 	if err != nil {
 		p.ctl.stop()
@@ -357,6 +404,27 @@ func remoteDialer(url string, sec *security) (dialFunc, func()) {
 	return func(ctx context.Context, node string, caps authority.Capabilities, token authority.Token) (authority.Conn, error) {
 		return authhttp.Dial(ctx, url, node, caps, token, hc)
 	}, tr.CloseIdleConnections
+}
+
+// healthPinger returns the node's Pinger (authority.AgentOptions.Pinger)
+// and what closes its idle connections: a ping is one POST to the health
+// route of the peer's API at the URL peers gives, over mutual TLS with
+// the process's certificate (authhttp.Pinger, which checks that the
+// answering certificate names that peer). A ping answers within a ping
+// period, or fails.
+func healthPinger(peers map[string]string, sec *security) (func(context.Context, string, authority.Token) error, func()) {
+	tr := &http.Transport{
+		TLSClientConfig:       authhttp.ClientTLS(sec.ca, sec.cert),
+		DialContext:           (&net.Dialer{Timeout: authority.PingEvery}).DialContext,
+		TLSHandshakeTimeout:   authority.PingEvery,
+		ResponseHeaderTimeout: authority.PingEvery,
+		IdleConnTimeout:       time.Minute,
+	}
+	lookup := func(node string) (string, bool) {
+		u, ok := peers[node]
+		return u, ok
+	}
+	return authhttp.Pinger(lookup, &http.Client{Transport: tr, Timeout: authority.PingEvery}), tr.CloseIdleConnections
 }
 
 // serve listens: the API (over TLS unless -insecure without a

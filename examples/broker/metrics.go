@@ -26,12 +26,14 @@ type metrics struct {
 	gateDecisions  *prometheus.CounterVec
 	grantChanges   *prometheus.CounterVec
 	objectRequests *prometheus.CounterVec
+	pings          *prometheus.CounterVec
 }
 
 // newMetrics registers the node's metrics. inflight reports the slots in
 // flight of the node's current writer, undecidedAge the age in seconds of
-// the oldest slot its fencer waits on (0 when none).
-func newMetrics(inflight, undecidedAge func() float64) *metrics {
+// the oldest slot its fencer waits on (0 when none), linksUp its direct
+// health links that are up.
+func newMetrics(inflight, undecidedAge, linksUp func() float64) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		appendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -58,14 +60,20 @@ func newMetrics(inflight, undecidedAge func() float64) *metrics {
 		objectRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cutline_broker_object_requests_total", Help: "Object store requests, by zone, kind and outcome.",
 		}, []string{"zone", "op", "result"}),
+		pings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cutline_broker_health_pings_total", Help: "Pings of this node's direct health links, by result (ok, failed).",
+		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.appendSeconds, m.fenceSeconds, m.fenceRounds, m.settles, m.gateDecisions, m.grantChanges, m.objectRequests,
+	m.reg.MustRegister(m.appendSeconds, m.fenceSeconds, m.fenceRounds, m.settles, m.gateDecisions, m.grantChanges, m.objectRequests, m.pings,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cutline_broker_slots_in_flight", Help: "Slots the node's current writer has submitted and not acknowledged.",
 		}, inflight),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cutline_broker_undecided_slot_age_seconds", Help: "Age of the oldest slot the node's fencer is blocked on (fence.Fencer.Undecided); 0 when none. Alert on it.",
-		}, undecidedAge))
+		}, undecidedAge),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cutline_broker_health_links_up", Help: "Direct health links of the current topology whose last ping completed under its token (the holder's to every other voter, another node's to the holder).",
+		}, linksUp))
 	return m
 }
 

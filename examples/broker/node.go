@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/authority"
+	"github.com/cutline/cutline/lease/authority/authhttp"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
@@ -47,7 +49,11 @@ type nodeConfig struct {
 	// deferred (a predecessor that may still be alive).
 	OpenWait time.Duration
 	// Poll is how often the node compares its star with its grant.
-	Poll   time.Duration
+	Poll time.Duration
+	// Pinger, when set, runs the node's direct health links (the agent's
+	// AgentOptions.Pinger), and the node declares the vote: its reports
+	// count in the controller's fast fence. Nil: no links and no vote.
+	Pinger func(ctx context.Context, peer string, token authority.Token) error
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
@@ -84,6 +90,8 @@ type node struct {
 	refs    *settle.RefIndex
 	settler *settle.Settler
 	reader  *chain.Reader
+	// health answers the peers' pings (authhttp.RouteHealth).
+	health http.Handler
 
 	// agent is the agent of the current control channel; a new channel
 	// gets a new agent (and runtime), which replaces it.
@@ -99,21 +107,32 @@ type node struct {
 	granted   authority.Token           // the grant last seen held, for the metrics
 	retryAt   time.Time                 // no star starts before, after one failed to
 	closing   bool
+	links     map[string]linkState // the last ping of each peer
+}
+
+// linkState is the outcome of the last ping of a health link.
+type linkState struct {
+	token authority.Token
+	ok    bool
 }
 
 // newNode builds a node's parts over a Guarded view of the store; start
 // runs it.
 func newNode(cfg nodeConfig) (*node, error) {
 	n := &node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), clk: clock.Or(cfg.Clock), recovered: map[string]chain.Position{},
-		// The fast fence's votes need direct health links between the
-		// nodes, which this broker does not run: its nodes declare no
-		// vote, and a holder that fails loses its grant at its deadline.
-		caps: authority.Capabilities{Storage: true, Promotable: true}}
+		links: map[string]linkState{},
+		// A vote is a report on the direct health links: a node that runs
+		// none has nothing to vote with, and the holder would count it
+		// unreachable.
+		caps: authority.Capabilities{Vote: cfg.Pinger != nil, Storage: true, Promotable: true}}
 	if _, err := authority.NewRuntime(n.runtimeConfig(), n.clk.Now()); err != nil {
 		return nil, err
 	}
-	n.met = newMetrics(n.inflight, n.undecidedAge)
+	n.met = newMetrics(n.inflight, n.undecidedAge, n.linksUp)
 	var err error
+	if n.health, err = authhttp.NewHealthHandler(authhttp.HealthOptions{Node: cfg.Name, Token: n.healthToken, Logger: n.log}); err != nil {
+		return nil, err
+	}
 	if n.guard, err = authority.NewGuarded(cfg.Store, cfg.Root, cfg.Domain); err != nil {
 		return nil, err
 	}
@@ -206,7 +225,11 @@ func (n *node) connect(ctx context.Context) {
 		// The agent logs every renewal at info: the node logs the
 		// changes of its grant itself, and takes the agent's warnings.
 		agentLog := slog.New(warnOnly{n.log.Handler()})
-		a, err := authority.NewAgent(rt, conn, n, authority.AgentOptions{HeartbeatEvery: n.cfg.HeartbeatEvery, Clock: n.clk, Logger: agentLog, Guard: n.guard})
+		opts := authority.AgentOptions{HeartbeatEvery: n.cfg.HeartbeatEvery, Clock: n.clk, Logger: agentLog, Guard: n.guard}
+		if n.cfg.Pinger != nil {
+			opts.Pinger = n.ping
+		}
+		a, err := authority.NewAgent(rt, conn, n, opts)
 		if err != nil {
 			n.log.Error("authority: agent", "err", err)
 			_ = conn.Close()
@@ -236,6 +259,60 @@ func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
 func (h warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{h.Handler.WithGroup(g)} }
+
+// healthToken is the token the node's health links are bound to now: the
+// grant of the current holder, as the topology the controller last
+// described to the node says (0 before any, and while none is held).
+func (n *node) healthToken() authority.Token {
+	a := n.agent.Load()
+	if a == nil {
+		return 0
+	}
+	_, token := a.HealthPeers()
+	return token
+}
+
+// ping is the agent's Pinger: the configured one, counted and logged
+// when a link goes up or down.
+func (n *node) ping(ctx context.Context, peer string, token authority.Token) error {
+	err := n.cfg.Pinger(ctx, peer, token)
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	n.met.pings.WithLabelValues(result).Inc()
+	now := linkState{token: token, ok: err == nil}
+	n.mu.Lock()
+	was, known := n.links[peer]
+	n.links[peer] = now
+	n.mu.Unlock()
+	switch {
+	case now.ok && (!was.ok || was.token != token):
+		n.log.Info("health link up", "peer", peer, "token", token)
+	case !now.ok && (was.ok || !known):
+		n.log.Warn("health link down", "peer", peer, "token", token, "err", err)
+	}
+	return err
+}
+
+// linksUp is the metric of the health links up: the peers of the current
+// topology whose last ping under its token completed.
+func (n *node) linksUp() float64 {
+	a := n.agent.Load()
+	if a == nil {
+		return 0
+	}
+	peers, token := a.HealthPeers()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	up := 0
+	for _, p := range peers {
+		if l := n.links[p]; l.ok && l.token == token {
+			up++
+		}
+	}
+	return float64(up)
+}
 
 // admit is the star's Options.Admit: the current agent's.
 func (n *node) admit() error {

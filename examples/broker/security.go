@@ -15,9 +15,12 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
 // security is what protects a process: its certificate (the API's server
@@ -30,12 +33,18 @@ type security struct {
 }
 
 // apiTLS is the API's server TLS configuration, nil without a
-// certificate.
+// certificate. With a CA, a client may present a certificate, verified
+// against it: the health route requires a node's (the peers' pings); the
+// other routes take the bearer token, with or without one.
 func (s *security) apiTLS() *tls.Config {
 	if len(s.cert.Certificate) == 0 {
 		return nil
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{s.cert}}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{s.cert}}
+	if s.ca != nil {
+		cfg.ClientCAs, cfg.ClientAuth = s.ca, tls.VerifyClientCertIfGiven
+	}
+	return cfg
 }
 
 // loadSecurity reads the certificate, the CA and the token the flags
@@ -51,6 +60,23 @@ func loadSecurity(cfg *settings, dir string, log *slog.Logger) (*security, error
 			return nil, fmt.Errorf("-tls-cert/-tls-key: %w", err)
 		}
 		s.cert = cert
+		if cfg.role == roleBroker || len(cfg.peers) > 0 {
+			// The certificate is the node's identity, to the controller
+			// and to the peers' pings (authhttp.Pinger checks that the
+			// answering certificate names the peer it meant).
+			leaf, err := x509.ParseCertificate(cert.Certificate[0])
+			if err != nil {
+				return nil, fmt.Errorf("-tls-cert: %w", err)
+			}
+			want := fmt.Sprintf("%s://%s/%s", authhttp.IdentityScheme, authhttp.IdentityHost, cfg.node)
+			id, err := authhttp.NodeIdentity(leaf)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("-tls-cert %s must carry the single URI SAN %s: %w", cfg.tlsCert, want, err)
+			case id != cfg.node:
+				return nil, fmt.Errorf("-tls-cert %s names the node %q; it must name -node with the URI SAN %s", cfg.tlsCert, id, want)
+			}
+		}
 	}
 	if cfg.tlsCA != "" {
 		raw, err := os.ReadFile(cfg.tlsCA)
@@ -83,7 +109,7 @@ func loadSecurity(cfg *settings, dir string, log *slog.Logger) (*security, error
 		}
 		return s, nil
 	case cfg.embedded() && cfg.tlsCert == "" && cfg.authTokenFile == "" && dir != "":
-		cert, token, err := devCredentials(dir)
+		cert, token, err := devCredentials(dir, cfg.node)
 		if err != nil {
 			return nil, err
 		}
@@ -98,10 +124,11 @@ func loadSecurity(cfg *settings, dir string, log *slog.Logger) (*security, error
 }
 
 // devCredentials makes a self-signed certificate for localhost, 127.0.0.1
-// and ::1, valid for a week, and a random 256-bit token; it writes the
-// certificate to dir/ca.pem (what a client trusts) and the token to
-// dir/token, both readable by the owner only.
-func devCredentials(dir string) (tls.Certificate, []byte, error) {
+// and ::1 that names the node (the URI SAN cutline://node/<node>, as
+// authhttp.NodeIdentity reads it), valid for a week, and a random 256-bit
+// token; it writes the certificate to dir/ca.pem (what a client trusts)
+// and the token to dir/token, both readable by the owner only.
+func devCredentials(dir, node string) (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, err
@@ -117,7 +144,9 @@ func devCredentials(dir string) (tls.Certificate, []byte, error) {
 		IsCA: true, BasicConstraintsValid: true,
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:    []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		URIs:        []*url.URL{{Scheme: authhttp.IdentityScheme, Host: authhttp.IdentityHost, Path: "/" + node}},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

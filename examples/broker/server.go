@@ -21,6 +21,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/authority"
+	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
 // The API's headers.
@@ -71,6 +72,9 @@ func newServer(n *node, opts serverOptions) *server {
 	s.mux.Handle("GET /v1/streams/{stream}/records", s.auth(s.consume))
 	s.mux.Handle("GET /v1/streams", s.auth(s.list))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
+	// The peers' pings: authenticated by their node certificates (mutual
+	// TLS), not by the bearer token.
+	s.mux.Handle("POST "+authhttp.RouteHealth, n.health)
 	return s
 }
 

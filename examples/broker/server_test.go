@@ -13,10 +13,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/lease"
+	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
 // The API on the embedded default, with nothing but test timings: an
@@ -46,6 +48,11 @@ func TestAPI(t *testing.T) {
 	require.NoError(t, err)
 	roots := x509.NewCertPool()
 	require.True(t, roots.AppendCertsFromPEM(caPEM))
+	leaf, err := x509.ParseCertificate(p.sec.cert.Certificate[0])
+	require.NoError(t, err)
+	id, err := authhttp.NodeIdentity(leaf)
+	require.NoError(t, err)
+	require.Equal(t, cfg.node, id, "the certificate made for the run names the node")
 	srv := httptest.NewUnstartedServer(p.api)
 	srv.TLS = p.sec.apiTLS()
 	srv.StartTLS()
@@ -249,6 +256,12 @@ func TestFlags(t *testing.T) {
 	cfg, err = parseFlags([]string{"-node", "broker-8"}, env("CUTLINE_NODE", "broker-7"), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, "broker-8", cfg.node, "a flag beats its variable")
+	require.Empty(t, cfg.peers, "no health links by default")
+	tlsFlags := []string{"-tls-cert", "b.pem", "-tls-key", "b.key", "-tls-ca", "ca.pem"}
+	cfg, err = parseFlags(append([]string{"-latency", "20ms"}, tlsFlags...), env("CUTLINE_PEERS", "broker-1=https://10.0.0.1:8080,broker-2=https://b2.example:8080/"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"broker-1": "https://10.0.0.1:8080", "broker-2": "https://b2.example:8080/"}, cfg.peers)
+	require.Equal(t, 20*time.Millisecond, cfg.latency)
 
 	for _, bad := range [][]string{
 		{"-gcs-buckets", "a,b,c"},
@@ -261,6 +274,14 @@ func TestFlags(t *testing.T) {
 		{"-node", "a/b"},
 		{"-heartbeat", "5s"},
 		{"-tls-cert", "x.pem"},
+		{"-peers", "broker-1=https://10.0.0.1:8080"}, // without TLS
+		append([]string{"-peers", "broker-1=http://10.0.0.1:8080"}, tlsFlags...),
+		append([]string{"-peers", "broker-1=https://10.0.0.1:8080/api"}, tlsFlags...),
+		append([]string{"-peers", "broker-1"}, tlsFlags...),
+		append([]string{"-peers", "a/b=https://10.0.0.1:8080"}, tlsFlags...),
+		append([]string{"-peers", "b=https://h:1,b=https://h:2"}, tlsFlags...),
+		append([]string{"-role", "controller", "-etcd", "127.0.0.1:2379", "-peers", "b=https://h:1"}, tlsFlags...),
+		{"-latency", "-1ms"},
 	} {
 		_, err := parseFlags(bad, env(), io.Discard)
 		require.Error(t, err, "%v", bad)

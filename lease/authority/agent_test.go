@@ -67,6 +67,9 @@ func TestAgentPingsAndConcerns(t *testing.T) {
 	}
 	a, err := authority.NewAgent(rt, conn, nopHost{}, authority.AgentOptions{Clock: clk, Pinger: pinger, HeartbeatEvery: time.Minute})
 	require.NoError(t, err)
+	peers, token := a.HealthPeers()
+	require.Empty(t, peers, "no topology yet")
+	require.Zero(t, token)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -79,6 +82,9 @@ func TestAgentPingsAndConcerns(t *testing.T) {
 	for range 3 {
 		step()
 	}
+	peers, token = a.HealthPeers()
+	require.Equal(t, []string{"holder"}, peers, "a voter's link is to the holder")
+	require.Equal(t, authority.Token(7), token)
 	mu.Lock()
 	require.NotEmpty(t, pinged)
 	require.Equal(t, "holder", pinged[0])

@@ -489,7 +489,7 @@ func (c *Controller) vacate(token Token, req Required, why string, extra ...Msg)
 				out = append(out, Msg{To: n, Kind: MsgRequired, Token: s.Token, Required: s.Required})
 			}
 		}
-		return out
+		return append(out, c.topologyAll()...)
 	})
 }
 
@@ -517,8 +517,14 @@ func (c *Controller) topologyMsg(to string) Msg {
 		}
 	}
 	m := Msg{To: to, Kind: MsgTopology, Topology: c.topo, Voters: voters, Token: c.st.Token}
-	if c.st.Phase == Granted || c.st.Phase == Handoff {
+	switch c.st.Phase {
+	case Granted, Handoff:
 		m.Holder = c.st.Holder
+	default:
+		// The last holder, whose grant ended: peers keep their links to
+		// it, and their concerns can still confirm it unhealthy (see
+		// lateConcern).
+		m.Holder = c.st.Required.Star
 	}
 	return m
 }
@@ -540,6 +546,9 @@ func (c *Controller) current(token Token) bool {
 func (c *Controller) concern(e Concern) error {
 	st := c.st
 	p := c.peers[e.Node]
+	if (st.Phase == Vacant || st.Phase == Recovering) && e.Token == st.Token && e.Token != 0 && p != nil && p.caps.Vote && e.RoundTrip {
+		return c.lateConcern(e)
+	}
 	switch {
 	case !c.current(e.Token):
 		return refused(e.Node, e, "token %d is not the grant in force (%s)", e.Token, st)
@@ -587,6 +596,40 @@ func (c *Controller) concern(e Concern) error {
 		ans.Window = c.deadline.Sub(c.now)
 	}
 	c.msgs = append(c.msgs, ans)
+	return nil
+}
+
+// lateConcern is a concern for a grant that already ended without a
+// confirmation (its holder's channel closed and the reservation ran out),
+// so the next token waits for the holder's lease deadline. Concerns from
+// a majority confirm the holder unhealthy after the fact: it cannot reach
+// that majority either, so it has closed its own admission within
+// SelfFenceWait, and the next token need not wait longer. The holder is
+// gone from the topology: H is 1 and C counts it.
+func (c *Controller) lateConcern(e Concern) error {
+	inc := c.incident
+	if inc == nil || inc.token != e.Token || inc.topo != c.topo {
+		inc = &incident{token: e.Token, topo: c.topo, beat0: c.beats, challenged: c.now, reports: map[string]bool{}}
+		c.incident = inc
+	}
+	inc.reports[e.Node] = true
+	C, R := 1, 0
+	for n, p := range c.peers {
+		if !p.caps.Vote {
+			continue
+		}
+		C++
+		if inc.reports[n] {
+			R++
+		}
+	}
+	if 2*(R+1) > C {
+		if until := c.now.Add(SelfFenceWait); until.Before(c.fenceUntil) {
+			c.fenceUntil = until
+		}
+		c.incident = nil
+		c.maybeGrant()
+	}
 	return nil
 }
 

@@ -64,7 +64,7 @@
 //
 //	direct health: one link per holder–peer pair,     Runtime.Ping, Runtime.HealthPeers, Agent      TestAgentPingsAndConcerns, authhttp TestHealthLinks
 //	  bound to both identities and the token; pings     (AgentOptions.Pinger), authhttp.Pinger and
-//	  every PingEvery, unhealthy after HealthWindow      NewHealthHandler
+//	  every PingEvery, unhealthy after HealthWindow      NewHealthHandler (its token: Agent.HealthPeers)
 //	a voter reports a concern for the exact token and  Runtime.health, Concern, ConcernCleared        FastFenceGuards, TestAgentPingsAndConcerns
 //	  topology it saw; cleared if health recovers
 //	a concern counts only from a voter whose link      Controller.concern (RoundTrip, Vote)          FastFenceGuards, FastFenceArithmetic
@@ -89,6 +89,9 @@
 //	after a fast-fence confirmation the next token      Controller.concern (fenceUntil)               PartitionedHolder
 //	  waits for the holder's self-fence, not its lease
 //	  deadline
+//	a crashed holder (its channel closed, the            Controller.lateConcern, MsgTopology naming    CrashedHolderConfirmedLate
+//	  reservation ran out) confirmed unhealthy by a      the last holder
+//	  majority after the fact: the same shortening
 //
 // Failover on the fake clock (PartitionedHolder): the holder's links go
 // down; 5 s later (HealthWindow) the voters report; 250 ms later

@@ -273,3 +273,43 @@ func (c *cluster) runPartition(holder string, token authority.Token, down func(a
 	}
 	return time.Time{}
 }
+
+// crashedHolderConfirmedLate: the holder crashes (its channel closes);
+// the reservation runs out and the grant ends, but the next token would
+// wait for the holder's lease deadline. The voters' direct health then
+// confirms it unhealthy after the fact: the next token waits only for
+// the self-fence.
+func crashedHolderConfirmedLate(t *testing.T, b Backend) {
+	c := newCluster(t, b)
+	h := c.join("holder", promotable)
+	nb := c.join("voter-0", promotable)
+	c.join("voter-1", voter)
+	g := c.grantTo("holder")
+	for range 3 {
+		c.pingRound("holder", g.Token, nil)
+		require.NoError(t, c.heartbeat("holder", chain.Position{Epoch: 1, Slot: 4}))
+		c.advance(authority.PingEvery)
+	}
+	deadline := h.Grant().Deadline
+	start := c.now
+	c.disconnect("holder", true) // the crash
+	c.nodes["holder"].partitioned = true
+	nb.SetFrontier("holder", chain.Position{Epoch: 1, Slot: 4}, true)
+	var endedAt time.Time
+	nextPing := c.now
+	for i := 0; nb.Grant().Token == 0 && i < 400; i++ {
+		if !c.now.Before(nextPing) {
+			c.pingRound("holder", g.Token, nil)
+			nextPing = c.now.Add(authority.PingEvery)
+		}
+		c.advance(50 * time.Millisecond)
+		if endedAt.IsZero() && c.state().Phase != authority.Granted {
+			endedAt = c.now
+		}
+	}
+	require.Equal(t, g.Token+1, nb.Grant().Token)
+	grantedAt := c.now
+	require.True(t, grantedAt.Before(deadline), "the next token came at %v, not before the old deadline %v", grantedAt.Sub(start), deadline.Sub(start))
+	t.Logf("crash: grant ended at %v (reservation), next token at %v after the voters confirmed, the old deadline was at %v",
+		endedAt.Sub(start), grantedAt.Sub(start), deadline.Sub(start))
+}

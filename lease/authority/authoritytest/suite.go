@@ -61,6 +61,7 @@ func Run(t *testing.T, b Backend) {
 		{"FastFenceGuards", fastFenceGuards},
 		{"SelfFence", selfFence},
 		{"PartitionedHolder", partitionedHolder},
+		{"CrashedHolderConfirmedLate", crashedHolderConfirmedLate},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, b) })
 	}
