@@ -267,7 +267,10 @@ func (a *Agent) flush(ctx context.Context) error {
 			a.rt.SetFrontier(rd.Recover.Required.Star, pos, true)
 			a.mu.Unlock()
 			a.opts.Logger.Info("authority: recovered", "star", rd.Recover.Required.Star, "frontier", pos)
-			progressed = true
+			// Go round again only when the recovery reached the
+			// requirement: a host that keeps stopping short is asked again
+			// at the next period, never in a loop.
+			progressed = rd.Recover.Required.Covers(rd.Recover.Required.Star, pos)
 		}
 	}
 	if rd.Release {

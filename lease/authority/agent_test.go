@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,4 +104,40 @@ func TestAgentPingsAndConcerns(t *testing.T) {
 	require.Equal(t, authority.Concern{Node: "voter", Token: 7, Topology: 4, RoundTrip: true}, *concern)
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// shortHost recovers, but never as far as required.
+type shortHost struct {
+	nopHost
+	calls atomic.Int32
+}
+
+func (h *shortHost) Recover(context.Context, authority.Msg) (chain.Position, error) {
+	h.calls.Add(1)
+	return chain.Position{Epoch: 1, Slot: 1}, nil
+}
+
+// A host whose recovery stops short of the requirement is asked again at
+// the next period: the agent keeps serving its channel, it never loops.
+func TestAgentRecoveryShortOfRequirement(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rt, err := authority.NewRuntime(authority.RuntimeConfig{Node: "cand", Domain: "orders", Caps: authority.Capabilities{Promotable: true}}, clk.Now())
+	require.NoError(t, err)
+	conn := &fakeConn{msgs: make(chan authority.Msg)}
+	h := &shortHost{}
+	a, err := authority.NewAgent(rt, conn, h, authority.AgentOptions{Clock: clk})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	req := authority.Required{Star: "old", Pos: chain.Position{Epoch: 1, Slot: 9}}
+	conn.msgs <- authority.Msg{To: "cand", Kind: authority.MsgRecover, Token: 1, Required: req,
+		Grant: authority.Grant{Domain: "orders", Holder: "cand", Token: 1, Revision: 3}}
+	conn.msgs <- authority.Msg{To: "nobody"} // the agent is back in its loop
+	cancel()
+	require.NoError(t, <-done)
+	// One attempt per pass of the loop (the recovery order's, the
+	// barrier's), never a loop of its own.
+	require.LessOrEqual(t, h.calls.Load(), int32(2))
+	require.GreaterOrEqual(t, h.calls.Load(), int32(1))
 }
