@@ -133,21 +133,33 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	// Heartbeats keep their own beat: messages in between do not delay
-	// them.
+	// them. The loop also wakes when the runtime has something due
+	// (Runtime.NextTick) and after every round of pings, so a health
+	// window running out, a concern's retry, the self-fence and an offer
+	// happen on time, not at the next heartbeat.
 	next := a.opts.Clock.Now().Add(a.opts.HeartbeatEvery)
+	kick := make(chan struct{}, 1)
 	if a.opts.Pinger != nil {
 		var pw sync.WaitGroup
 		defer pw.Wait()
 		pctx, cancel := context.WithCancel(ctx)
 		defer cancel() // runs before the Wait
-		pw.Go(func() { a.pingLoop(pctx) })
+		pw.Go(func() { a.pingLoop(pctx, kick) })
 	}
 	for {
-		t := a.opts.Clock.NewTimer(max(next.Sub(a.opts.Clock.Now()), 0))
+		wake := next
+		a.mu.Lock()
+		if t := a.rt.NextTick(); !t.IsZero() && t.Before(wake) {
+			wake = t
+		}
+		a.mu.Unlock()
+		t := a.opts.Clock.NewTimer(max(wake.Sub(a.opts.Clock.Now()), 0))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
+		case <-kick:
+			t.Stop()
 		case m, ok := <-a.conn.Msgs():
 			t.Stop()
 			if !ok {
@@ -166,13 +178,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			a.mu.Unlock()
 		case <-t.C():
-			next = a.opts.Clock.Now().Add(a.opts.HeartbeatEvery)
-			a.mu.Lock()
-			hb, ok := a.rt.Heartbeat(a.host.Progress())
-			a.mu.Unlock()
-			if ok {
-				if err := a.conn.Send(ctx, hb); err != nil && ctx.Err() == nil {
-					a.opts.Logger.Warn("authority: heartbeat", "err", err)
+			if now := a.opts.Clock.Now(); !now.Before(next) {
+				next = now.Add(a.opts.HeartbeatEvery)
+				a.mu.Lock()
+				hb, ok := a.rt.Heartbeat(a.host.Progress())
+				a.mu.Unlock()
+				if ok {
+					if err := a.conn.Send(ctx, hb); err != nil && ctx.Err() == nil {
+						a.opts.Logger.Warn("authority: heartbeat", "err", err)
+					}
 				}
 			}
 		}
@@ -182,8 +196,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-// pingLoop pings the node's health peers every PingEvery until ctx ends.
-func (a *Agent) pingLoop(ctx context.Context) {
+// pingLoop pings the node's health peers every PingEvery until ctx ends,
+// and kicks the run loop after each round.
+func (a *Agent) pingLoop(ctx context.Context, kick chan<- struct{}) {
 	for {
 		t := a.opts.Clock.NewTimer(PingEvery)
 		select {
@@ -209,6 +224,10 @@ func (a *Agent) pingLoop(ctx context.Context) {
 		wg.Wait()
 		stop.Stop()
 		cancel()
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
 	}
 }
 

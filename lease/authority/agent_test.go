@@ -141,3 +141,112 @@ func TestAgentRecoveryShortOfRequirement(t *testing.T) {
 	require.LessOrEqual(t, h.calls.Load(), int32(2))
 	require.GreaterOrEqual(t, h.calls.Load(), int32(1))
 }
+
+// stampConn records when (on the fake clock) each event was sent.
+type stampConn struct {
+	fakeConn
+	clk *clock.Fake
+	at  []time.Time
+}
+
+func (c *stampConn) Send(ctx context.Context, ev authority.Event) error {
+	c.mu.Lock()
+	c.at = append(c.at, c.clk.Now())
+	c.mu.Unlock()
+	return c.fakeConn.Send(ctx, ev)
+}
+
+// first returns the send time of the first event of type E.
+func first[E authority.Event](c *stampConn) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, ev := range c.sent {
+		if _, ok := ev.(E); ok {
+			return c.at[i], true
+		}
+	}
+	return time.Time{}, false
+}
+
+// runUntil advances the fake clock by step, each time the agent waits on
+// it, until cond holds or limit of fake time has passed.
+func runUntil(t *testing.T, clk *clock.Fake, waiters int, step, limit time.Duration, cond func() bool) {
+	t.Helper()
+	for end := clk.Now().Add(limit); !cond(); {
+		require.True(t, clk.Now().Before(end), "not within %v of fake time", limit)
+		clk.BlockUntil(waiters)
+		clk.Advance(step)
+	}
+}
+
+// A voter reports its concern when the health window runs out, not at the
+// agent's next heartbeat or message: failure detection is the health
+// window, to within the clock's step.
+func TestAgentConcernWhenTheWindowRunsOut(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rt, err := authority.NewRuntime(authority.RuntimeConfig{Node: "voter", Domain: "orders", Caps: authority.Capabilities{Vote: true}}, clk.Now())
+	require.NoError(t, err)
+	conn := &stampConn{fakeConn: fakeConn{msgs: make(chan authority.Msg)}, clk: clk}
+	var mu sync.Mutex
+	var lastOK time.Time
+	up := true
+	pinger := func(ctx context.Context, peer string, token authority.Token) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !up {
+			return errors.New("no answer")
+		}
+		lastOK = clk.Now()
+		return nil
+	}
+	a, err := authority.NewAgent(rt, conn, nopHost{}, authority.AgentOptions{Clock: clk, Pinger: pinger, HeartbeatEvery: time.Minute})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	conn.msgs <- authority.Msg{To: "voter", Kind: authority.MsgTopology, Topology: 1, Voters: []string{"holder", "voter"}, Holder: "holder", Token: 3}
+	const step = 100 * time.Millisecond
+	runUntil(t, clk, 2, step, 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !lastOK.IsZero()
+	})
+	mu.Lock()
+	up = false
+	ok := lastOK
+	mu.Unlock()
+	runUntil(t, clk, 2, step, 10*time.Second, func() bool { _, sent := first[authority.Concern](conn); return sent })
+	at, _ := first[authority.Concern](conn)
+	late := at.Sub(ok.Add(authority.HealthWindow))
+	require.True(t, late >= 0 && late <= 2*step, "the concern went %v after the health window ran out (last round trip %v, concern %v)", late, ok, at)
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// usableHost's storage can serve: its node offers when a grant ends.
+type usableHost struct{ nopHost }
+
+func (usableHost) Frontier(string) (chain.Position, bool) { return chain.Position{}, true }
+
+// A promotable node offers when its decision delay has passed, not at its
+// next heartbeat or message.
+func TestAgentOffersAfterTheDecisionDelay(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rt, err := authority.NewRuntime(authority.RuntimeConfig{Node: "cand", Domain: "orders", Caps: authority.Capabilities{Promotable: true}}, clk.Now())
+	require.NoError(t, err)
+	conn := &stampConn{fakeConn: fakeConn{msgs: make(chan authority.Msg)}, clk: clk}
+	a, err := authority.NewAgent(rt, conn, usableHost{}, authority.AgentOptions{Clock: clk, HeartbeatEvery: time.Minute})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	required := clk.Now()
+	conn.msgs <- authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: authority.Required{Star: "old"}}
+	const step = 10 * time.Millisecond
+	runUntil(t, clk, 1, step, time.Second, func() bool { _, sent := first[authority.Offer](conn); return sent })
+	at, _ := first[authority.Offer](conn)
+	late := at.Sub(required.Add(authority.DefaultDecisionDelay))
+	require.True(t, late >= 0 && late <= 2*step, "the offer went %v after the decision delay (%v)", late, authority.DefaultDecisionDelay)
+	cancel()
+	require.NoError(t, <-done)
+}

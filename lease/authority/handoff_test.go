@@ -19,6 +19,7 @@ import (
 	"github.com/cutline/cutline/metastore"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/latency"
 	"github.com/cutline/cutline/objstore/mem"
 	"github.com/cutline/cutline/settle"
 )
@@ -27,7 +28,7 @@ import (
 // three zones: each node writes through a Guarded store that follows its
 // grant, and its lease.Star admits only while its runtime does.
 type world struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	store metastore.Store
 	env   *cutlinetest.Env
@@ -66,11 +67,21 @@ func (w *world) parts(n *hostNode) {
 	n.minter = minter
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world { return newWorldLatency(t, 0) }
+
+// newWorldLatency is newWorld with every zone request delayed by latency,
+// in real time.
+func newWorldLatency(t testing.TB, objectLatency time.Duration) *world {
 	store := memstore.New(memstore.Options{})
 	w := &world{t: t, ctx: t.Context(), store: store, clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 		nodes: map[string]*hostNode{}, hist: &cutlinetest.History{}}
-	w.env = cutlinetest.New(t, store, []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}, cutlinetest.Options{})
+	var opts cutlinetest.Options
+	if objectLatency > 0 {
+		opts.Wrap = func(i int, zone objstore.Bucket) objstore.Bucket {
+			return latency.Wrap(zone, latency.Options{Seed: uint64(i), Default: latency.Fixed(objectLatency)})
+		}
+	}
+	w.env = cutlinetest.New(t, store, []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}, opts)
 	sess, err := store.NewSession(w.ctx, time.Minute)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sess.Close(context.Background()) })
@@ -238,7 +249,59 @@ func TestPlannedHandoffThroughFinish(t *testing.T) {
 // in-memory zones. The test logs the split; it asserts the order of
 // events, never wall-clock times.
 func TestFailoverTimeline(t *testing.T) {
-	w := newWorld(t)
+	tl := failoverTimeline(t, 0)
+	t.Logf("failover: detection and challenge %v (fake clock, from the last successful round trip %v before the death), grant %v later (fake clock), fence+settle %v, first append %v (real time, in-memory zones)",
+		tl.detection, authority.PingEvery, tl.grant, tl.recovery.Round(time.Millisecond), tl.firstAppend.Round(time.Microsecond))
+	// Detection is the health window from the last round trip (one ping
+	// period before the death), plus at most the challenge, to within a
+	// tick of the test's clock.
+	window := authority.HealthWindow - authority.PingEvery
+	require.GreaterOrEqual(t, tl.detection, window, "detection and challenge")
+	require.LessOrEqual(t, tl.detection, window+authority.ChallengeWait+100*time.Millisecond, "detection and challenge")
+	require.LessOrEqual(t, tl.grant, authority.SelfFenceWait+authority.DefaultDecisionDelay+100*time.Millisecond, "the grant")
+}
+
+// BenchmarkFailover measures a holder's death to its successor's first
+// acknowledged append, split as in the README's failover table:
+// detection and the grant on the fake clock (the seed's timings), the
+// fence and settle of the dead holder's epoch and the first append in
+// real time, with each zone request delayed by the latency in the name.
+//
+//	go test -run '^$' -bench Failover -benchtime 5x ./lease/authority/
+func BenchmarkFailover(b *testing.B) {
+	for _, lat := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond} {
+		b.Run(fmt.Sprintf("latency=%v", lat), func(b *testing.B) {
+			var sum timeline
+			for b.Loop() {
+				tl := failoverTimeline(b, lat)
+				sum.detection += tl.detection
+				sum.grant += tl.grant
+				sum.recovery += tl.recovery
+				sum.firstAppend += tl.firstAppend
+			}
+			n := float64(b.N)
+			b.ReportMetric(sum.detection.Seconds()/n, "detect-s")
+			b.ReportMetric(sum.grant.Seconds()/n, "grant-s")
+			b.ReportMetric(sum.recovery.Seconds()/n, "fence+settle-s")
+			b.ReportMetric(sum.firstAppend.Seconds()/n, "first-append-s")
+			b.ReportMetric((sum.detection+sum.grant+sum.recovery+sum.firstAppend).Seconds()/n, "total-s")
+		})
+	}
+}
+
+// timeline is one failover, from the holder's death: detection and
+// challenge until the grant ends, the grant (fake clock); the recovery
+// and the first append (real time).
+type timeline struct {
+	detection, grant, recovery, firstAppend time.Duration
+}
+
+// failoverTimeline kills node-a, holding the grant with 10 acknowledged
+// records it never absorbed, one ping period after its last successful
+// round trip, and lets node-b take over with the library: it returns the
+// timeline, after checking that every acknowledged record was recovered.
+func failoverTimeline(t testing.TB, objectLatency time.Duration) timeline {
+	w := newWorldLatency(t, objectLatency)
 	a := w.join("node-a")
 	b := w.join("node-b")
 	c := w.join("node-c")
@@ -305,8 +368,7 @@ func TestFailoverTimeline(t *testing.T) {
 	require.Equal(t, uint64(10), ten.Next, "every acknowledged record was recovered")
 	w.appendN(b, "b", 1)
 	first := time.Since(appendStart)
-	t.Logf("failover: detection and challenge %v (fake clock, from the last successful round trip %v before the death), grant %v later (fake clock), fence+settle %v, first append %v (real time, in-memory zones)",
-		ended.Sub(died), authority.PingEvery, granted.Sub(ended), recovery.Round(time.Millisecond), first.Round(time.Millisecond))
 	require.NoError(t, b.star.Close(w.ctx))
 	w.env.Verify(w.hist)
+	return timeline{detection: ended.Sub(died), grant: granted.Sub(ended), recovery: recovery, firstAppend: first}
 }

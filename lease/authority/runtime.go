@@ -17,12 +17,17 @@ type RuntimeConfig struct {
 	// Caps are the node's capabilities.
 	Caps Capabilities
 	// DecisionDelay is how long a promotable node waits after learning
-	// that the grant ended before it offers. 0 means 500 ms.
+	// that the grant ended before it offers. 0 means
+	// DefaultDecisionDelay.
 	DecisionDelay time.Duration
 }
 
-// DefaultDecisionDelay is RuntimeConfig.DecisionDelay's default.
-const DefaultDecisionDelay = 500 * time.Millisecond
+// DefaultDecisionDelay is RuntimeConfig.DecisionDelay's default. Every
+// promotable node recovers from the same object storage, so no node's
+// frontier is better than another's for long: the delay only lets the
+// news of the ended grant reach every node before the first offer. It is
+// on the failover's critical path when a grant ends by the fast fence.
+const DefaultDecisionDelay = 100 * time.Millisecond
 
 // Runtime is a node's deterministic admission state: it admits writes only
 // while its local grant names it, is the newest token it has seen, and its
@@ -328,6 +333,50 @@ func (r *Runtime) Tick(now time.Time) {
 		r.offered = true
 		r.out = append(r.out, Offer{Node: r.cfg.Node, Token: q.Token, Star: r.frontier.Star, Frontier: r.frontier.Pos, Usable: true})
 	}
+}
+
+// NextTick returns the earliest time after the runtime's clock at which
+// Tick could act: a health link's window running out, a concern's retry,
+// the self-fence's wait, a new holder's links settling, or the decision
+// delay before an offer. It is the zero time when only a message or a
+// ping result can change anything. A host that ticks at NextTick (and
+// after every message and ping) acts on each of these without delay.
+func (r *Runtime) NextTick() time.Time {
+	var next time.Time
+	at := func(t time.Time) {
+		if t.After(r.now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if q := r.required; q != nil && !r.offered {
+		at(r.requiredAt.Add(r.cfg.DecisionDelay))
+	}
+	tp := r.topo
+	if tp == nil || tp.Holder == "" {
+		return next
+	}
+	if tp.Holder != r.cfg.Node {
+		if l := r.links[tp.Holder]; l != nil && l.token == tp.Token && l.ok {
+			at(l.lastOK.Add(HealthWindow))
+		}
+		at(r.retryAt)
+		return next
+	}
+	if r.grant.Token == 0 || r.grant.Token != tp.Token {
+		return next
+	}
+	at(r.granted.Add(HealthWindow))
+	for _, v := range tp.Voters {
+		if l := r.links[v]; v != r.cfg.Node && l != nil && l.token == tp.Token && l.ok {
+			at(l.lastOK.Add(HealthWindow))
+		}
+	}
+	if r.challenging {
+		at(r.challenged.Add(SelfFenceWait))
+	} else if !r.confirmed.IsZero() {
+		at(r.confirmed.Add(PingEvery))
+	}
+	return next
 }
 
 // SetFrontier is the host's report of how far it has recovered the last
