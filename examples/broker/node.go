@@ -21,6 +21,7 @@ import (
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
+	"golang.org/x/sync/errgroup"
 )
 
 // nodeConfig is what a broker node is built from.
@@ -58,11 +59,13 @@ type nodeConfig struct {
 	Logger *slog.Logger
 }
 
-// Timings that are not configurable: OpenWait's interval, the wait
+// Settings that are not configurable: OpenWait's interval, how many
+// records a new holder reads at once to rebuild its producers, the wait
 // before a star that failed to start is started again, and the bounds of
 // the backoff between dials of the control channel.
 const (
 	openRetry            = 100 * time.Millisecond
+	readAhead            = 16
 	restartAfter         = time.Second
 	redialMin, redialMax = 50 * time.Millisecond, 2 * time.Second
 )
@@ -818,22 +821,36 @@ func (h *holding) await(f *lease.Future, s *streamState, key producerSeq, off ui
 var errUnknownOutcome = errors.New("broker: the append was not acknowledged; retry with the same producer sequence")
 
 // producers reads a stream back through the RefIndex and rebuilds what it
-// holds of each producer. The refs must run from 0 to next.
+// holds of each producer. The refs must run from 0 to next. The records
+// are read readAhead at a time: a new holder's first append waits for
+// this.
 func (n *node) producers(ctx context.Context, stream string, next uint64) (map[producerSeq]ack, error) {
+	var mu sync.Mutex
 	seen := map[producerSeq]ack{}
 	count := uint64(0)
-	for ref, err := range n.refs.Refs(ctx, stream) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readAhead)
+	for ref, err := range n.refs.Refs(gctx, stream) {
 		if err != nil {
-			return nil, err
-		}
-		r, err := n.readRef(ctx, stream, ref)
-		if err != nil {
-			return nil, err
-		}
-		if r.Producer != "" {
-			seen[producerSeq{r.Producer, r.Seq}] = ack{Offset: ref.Offset, Epoch: ref.Epoch, Slot: ref.Slot}
+			g.Go(func() error { return err })
+			break
 		}
 		count++
+		g.Go(func() error {
+			r, err := n.readRef(gctx, stream, ref)
+			if err != nil {
+				return err
+			}
+			if r.Producer != "" {
+				mu.Lock()
+				seen[producerSeq{r.Producer, r.Seq}] = ack{Offset: ref.Offset, Epoch: ref.Epoch, Slot: ref.Slot}
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	if count != next {
 		return nil, fmt.Errorf("the refs cover %d records of %s, the gate says it continues at %d", count, stream, next)

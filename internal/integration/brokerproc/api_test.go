@@ -31,7 +31,7 @@ type api struct {
 	token string
 }
 
-func newAPI(t *testing.T, roots *x509.CertPool, cert tls.Certificate, token string) *api {
+func newAPI(t testing.TB, roots *x509.CertPool, cert tls.Certificate, token string) *api {
 	tr := &http.Transport{
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: []tls.Certificate{cert}},
 		TLSHandshakeTimeout: 5 * time.Second,

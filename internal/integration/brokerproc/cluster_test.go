@@ -54,7 +54,7 @@ type broker struct {
 // cluster is the controller and the brokers as processes, on an embedded
 // etcd and versitygw zones, and the test's client of their API.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	api     *api
 	ca      *pki
 	ctl     *proc
@@ -64,7 +64,7 @@ type cluster struct {
 
 // startCluster starts etcd, the zones, the controller and the brokers,
 // and waits until every broker serves its API.
-func startCluster(ctx context.Context, t *testing.T, bin string) *cluster {
+func startCluster(ctx context.Context, t testing.TB, bin string) *cluster {
 	t.Helper()
 	etcd := etcdtest.StartCluster(t, 1)
 	access, secret := "bp-"+randomID(), "secret-"+randomID()+randomID()
@@ -152,7 +152,7 @@ func (c *cluster) others(name string) []*broker {
 
 // poll calls cond every pollEvery until it is true, failing the test
 // when ctx ends or limit passes first.
-func poll(ctx context.Context, t *testing.T, limit time.Duration, what string, cond func(context.Context) bool) {
+func poll(ctx context.Context, t testing.TB, limit time.Duration, what string, cond func(context.Context) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()

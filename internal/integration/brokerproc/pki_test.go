@@ -25,7 +25,7 @@ import (
 // pki is a CA made for one test, and the certificates it signs, written
 // as PEM files (mode 0600) to a directory of the test.
 type pki struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	ca     *x509.Certificate
 	key    *ecdsa.PrivateKey
@@ -33,7 +33,7 @@ type pki struct {
 	serial int64
 }
 
-func newPKI(t *testing.T) *pki {
+func newPKI(t testing.TB) *pki {
 	p := &pki{t: t, dir: t.TempDir(), pool: x509.NewCertPool()}
 	p.ca, p.key, _ = p.issue("ca", &x509.Certificate{Subject: pkix.Name{CommonName: "brokerproc test CA"}, IsCA: true,
 		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature})

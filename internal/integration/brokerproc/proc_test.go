@@ -29,7 +29,7 @@ const (
 
 // brokerDir is the directory of the examples/broker module: three levels
 // up from this package, then examples/broker, checked by its go.mod.
-func brokerDir(t *testing.T) string {
+func brokerDir(t testing.TB) string {
 	t.Helper()
 	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "examples", "broker"))
 	require.NoError(t, err)
@@ -41,7 +41,7 @@ func brokerDir(t *testing.T) string {
 
 // buildBroker builds the broker command into a temporary directory, with
 // the race detector when this test runs with it.
-func buildBroker(t *testing.T) string {
+func buildBroker(t testing.TB) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	require.NoError(t, err, "the go command builds the broker")
@@ -61,7 +61,7 @@ func buildBroker(t *testing.T) string {
 }
 
 // freeAddr returns a 127.0.0.1 address whose port was free a moment ago.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -72,7 +72,7 @@ func freeAddr(t *testing.T) string {
 // proc is one process of the cluster: its command line, the file its
 // output goes to (across restarts), and the running command.
 type proc struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	bin  string
 	args []string
@@ -85,12 +85,21 @@ type proc struct {
 }
 
 // newProc describes a process; start runs it. Its output is printed when
-// the test fails (or always, with BROKERPROC_LOGS set), and it is killed
-// when the test ends.
-func newProc(t *testing.T, dir, name, bin string, env []string, args ...string) *proc {
+// the test fails (or always, with BROKERPROC_LOGS set; when that names a
+// directory, the output is copied there instead), and it is killed when
+// the test ends.
+func newProc(t testing.TB, dir, name, bin string, env []string, args ...string) *proc {
 	p := &proc{t: t, name: name, bin: bin, args: args, env: env, out: filepath.Join(dir, name+".log")}
 	t.Cleanup(func() {
 		p.kill()
+		if keep := os.Getenv("BROKERPROC_LOGS"); keep != "" {
+			if st, err := os.Stat(keep); err == nil && st.IsDir() {
+				if b, err := os.ReadFile(p.out); err == nil {
+					_ = os.WriteFile(filepath.Join(keep, p.name+".log"), b, 0o600)
+				}
+				return
+			}
+		}
 		if t.Failed() || os.Getenv("BROKERPROC_LOGS") != "" {
 			t.Logf("=== %s output (%s):\n%s", p.name, p.out, tail(p.out, 256<<10))
 		}
