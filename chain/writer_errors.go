@@ -30,12 +30,14 @@ var (
 	// ErrConflictingFlight: a bucket holds a well-formed flight for the
 	// slot whose bytes differ from the writer's (or from another bucket's).
 	// One writer per epoch makes this impossible unless two writers share
-	// an epoch, which compromises it: a writer that meets one halts with a
-	// *ConflictError, and a fence that meets one stops with it and
-	// publishes nothing. A reader counts only identical copies toward W,
-	// so it never serves a flight without W of them; it reports the
-	// conflict when it meets the other flight before W identical copies
-	// answered. It is also the Err of the *ObjectError naming the object.
+	// an epoch, which compromises it: a writer that meets one before its
+	// slot is decided halts with a *ConflictError, and a fence that meets
+	// one stops with it and publishes nothing. A reader of an open epoch
+	// counts only identical copies toward W, so it never serves a flight
+	// without W of them; it reports the conflict when it meets the other
+	// flight before W identical copies answered. Below a published cut it
+	// serves any one copy that verifies (see Reading in the package doc).
+	// It is also the Err of the *ObjectError naming the object.
 	ErrConflictingFlight = errors.New("chain: conflicting flight")
 
 	// ErrDataUnavailable: a committed slot could not be read from any

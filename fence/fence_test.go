@@ -508,10 +508,16 @@ func (b *gateBucket) Get(ctx context.Context, key string) ([]byte, error) {
 // settled and trimmed the epoch finds the trimmed slots empty. It must not
 // poison them into a lower cut and fail with ErrCutMismatch: the record is
 // fenced by someone else, so it returns the published cut and writes
-// nothing.
+// nothing. TestFSLateFencerAdoptsThePublishedCut and
+// TestS3LateFencerAdoptsThePublishedCut run it on fs and versitygw.
 func TestLateFencerAdoptsThePublishedCut(t *testing.T) {
+	lateFencerAdopts(t, newEnv(t, 3, 2, 4))
+}
+
+// lateFencerAdopts runs TestLateFencerAdoptsThePublishedCut on e, a fresh
+// epoch with K=3, W=2 and window 4.
+func lateFencerAdopts(t *testing.T, e *env) {
 	ctx := context.Background()
-	e := newEnv(t, 3, 2, 4)
 	e.layout(repeatRow("F F F", 6)...)
 	held, open := make(chan struct{}), make(chan struct{})
 	var once sync.Once

@@ -39,6 +39,13 @@ func TestFSScenarios(t *testing.T) {
 	}
 }
 
+// TestFSLateFencerAdoptsThePublishedCut is
+// TestLateFencerAdoptsThePublishedCut on the filesystem backend: the
+// trimmed slots are really deleted files.
+func TestFSLateFencerAdoptsThePublishedCut(t *testing.T) {
+	lateFencerAdopts(t, newEnvOn(t, fsZones(t, 3, false), 2, 4))
+}
+
 // TestFSWriterRace races a live writer and a fencer on the filesystem
 // backend, where creates are link(2) calls that really contend.
 func TestFSWriterRace(t *testing.T) {

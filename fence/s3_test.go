@@ -59,8 +59,9 @@ func (z *s3Zones) buckets(t *testing.T, k int) []objstore.Bucket {
 
 // TestS3Scenarios fences hand-laid epochs on three real S3 zones: the
 // empty epoch, a committed prefix, the pipelined tail's repair, a crashed
-// fencer's poison resumed, the one-short-of-quorum repair, and the
-// frontier slot left undecided by an unreachable zone.
+// fencer's poison resumed, the one-short-of-quorum repair, the frontier
+// slot left undecided by an unreachable zone, foreign and corrupt copies,
+// and conflicting flights.
 func TestS3Scenarios(t *testing.T) {
 	zones := startS3Zones(t, 3)
 	want := map[string]bool{
@@ -79,6 +80,8 @@ func TestS3Scenarios(t *testing.T) {
 		"corrupt copies in two zones at the frontier stop the fence":          true,
 		"an intact copy beside a corrupt one is repaired from the intact one": true,
 		"two different flights with a quorum of one are a conflict":           true,
+		"two different flights without a quorum are a conflict":               true,
+		"a corrupt copy past the end does not move the walk's start":          true,
 	}
 	ran := 0
 	for _, c := range scenarios() {
@@ -91,6 +94,13 @@ func TestS3Scenarios(t *testing.T) {
 		})
 	}
 	require.Equal(t, len(want), ran, "every chosen scenario exists")
+}
+
+// TestS3LateFencerAdoptsThePublishedCut is
+// TestLateFencerAdoptsThePublishedCut on three real S3 zones.
+func TestS3LateFencerAdoptsThePublishedCut(t *testing.T) {
+	zones := startS3Zones(t, 3)
+	lateFencerAdopts(t, newEnvOn(t, zones.buckets(t, 3), 2, 4))
 }
 
 // TestS3WriterRace races a live pipelined writer and a fencer on three
