@@ -3,10 +3,12 @@
 // tenure records and a domain's authority state, and, when asked, fences,
 // settles and trims epochs and verifies zones.
 //
-// It is its own module, built against the library of the same checkout;
-// install it from the repository with
+// It is part of the library's module, with no dependency beyond the
+// library's own; install it with
 //
-//	cd cmd/cutline && go install .
+//	go install github.com/cutline/cutline/cmd/cutline@latest
+//
+// or, from a checkout, with go install ./cmd/cutline.
 //
 // # Backends
 //
