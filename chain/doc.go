@@ -87,7 +87,7 @@
 //
 // If every bucket has answered for a slot and the answers reach neither W
 // copies nor B poisons (foreign objects take part), the writer halts the
-// same way with an *BlockedError (ErrBlocked) that names the objects
+// same way with a *BlockedError (ErrBlocked) that names the objects
 // (*wire.ObjectError: bucket, key, reason). It never guesses; an operator must
 // look at those objects.
 //
@@ -120,7 +120,7 @@
 // context ends first it returns the context's error and the writer keeps
 // working (with a quorum of buckets down, slots cannot be decided); call
 // Abort then. Abort stops at once: it cancels retries and requests in
-// flight, fails every unresolved future with an *AbortedError (ErrAborted;
+// flight, fails every unresolved future with a *AbortedError (ErrAborted;
 // the slot may or may not end up in the chain, only a fence decides), and
 // waits for the goroutines to exit. Both are idempotent; every Writer must
 // end with one of them.
@@ -150,6 +150,6 @@
 // ErrTrimmed from the Reader; wire.ErrCorrupt, wire.ErrUnknownFormat,
 // wire.ErrMisplaced and ErrConflictingFlight are the reasons of a
 // *wire.ObjectError. Invalid options
-// are an *config.Error naming the field; a record that is not open is
-// an *epoch.StateError.
+// are a *config.Error naming the field; a record that is not open is
+// a *epoch.StateError.
 package chain

@@ -157,8 +157,8 @@ const notHalted = ^uint64(0)
 // epoch.ErrNotMinted, a second writer on one minted record with
 // epoch.ErrClaimed. zones must serve every bucket the record names; the
 // writer writes them in the record's order, at the record's key prefix. An
-// epoch that is not open is an *epoch.StateError; a zone missing or bad
-// options are an *config.Error naming the field. The claim is taken
+// epoch that is not open is a *epoch.StateError; a zone missing or bad
+// options are a *config.Error naming the field. The claim is taken
 // only once everything else was accepted.
 func NewWriter(rec *epoch.Record, zones Zones, opts WriterOptions) (*Writer, error) {
 	if rec == nil {
@@ -285,7 +285,7 @@ func (w *Writer) Halted() <-chan struct{} { return w.life.haltedCh }
 
 // Err returns nil until the writer halts, then the halt error: a
 // *FencedError naming the lowest dead slot known (errors.Is ErrFenced), or
-// an *BlockedError. While slots below the halt point are still being
+// a *BlockedError. While slots below the halt point are still being
 // decided, a lower dead slot can still be found and the error moves down to
 // it; once Close returns nil, Err is final.
 func (w *Writer) Err() error {
@@ -512,7 +512,7 @@ func (w *Writer) Close(ctx context.Context) error {
 }
 
 // Abort stops the writer now: it cancels retries and requests in flight,
-// fails every unresolved future with an *AbortedError (errors.Is
+// fails every unresolved future with a *AbortedError (errors.Is
 // ErrAborted), and waits for every goroutine to exit. An aborted slot may or
 // may not end up in the chain; only a fence of the epoch decides. Abort is
 // idempotent and may follow Close.

@@ -14,13 +14,13 @@ var (
 	// ErrBlocked: the writer halted because every bucket answered for a
 	// slot and the answers reach neither W copies nor B poisons (objects
 	// that are neither a valid flight nor poison take part). The writer
-	// never guesses. The error is an *BlockedError naming the objects.
+	// never guesses. The error is a *BlockedError naming the objects.
 	ErrBlocked = errors.New("chain: slot cannot be decided")
 	// ErrClosed: Submit was called after Close or Abort.
 	ErrClosed = errors.New("chain: writer closed")
 	// ErrAborted: Abort stopped the writer before the slot was decided and
 	// acknowledged. The slot may or may not end up in the chain; a fence of
-	// the epoch decides. The error is an *AbortedError.
+	// the epoch decides. The error is a *AbortedError.
 	ErrAborted = errors.New("chain: writer aborted")
 	// ErrPayloadTooLarge: a payload exceeds MaxPayload. Nothing was
 	// assigned. The error is a *PayloadError.

@@ -11,7 +11,7 @@ import (
 type Zones map[string]objstore.Bucket
 
 // NewZones indexes buckets by Name. A nil bucket, or two buckets with one
-// name, is an *config.Error: one name would stand for two stores, or
+// name, is a *config.Error: one name would stand for two stores, or
 // one store would be counted as two zones. (Two names on one physical store
 // are found by objstore.VerifyDistinct.)
 func NewZones(buckets ...objstore.Bucket) (Zones, error) {

@@ -257,7 +257,7 @@ func checkReportsEveryViolation(t *testing.T) {
 	}
 }
 
-// fakeTB records a Fatalf instead of failing the test.
+// fakeTB records each Fatalf instead of failing the test, and goes on.
 type fakeTB struct {
 	testing.TB
 	failed bool
@@ -267,7 +267,8 @@ type fakeTB struct {
 func (f *fakeTB) Helper() {}
 
 func (f *fakeTB) Fatalf(format string, args ...any) {
-	f.failed, f.msg = true, fmt.Sprintf(format, args...)
+	f.failed = true
+	f.msg += fmt.Sprintf(format, args...) + "\n"
 }
 
 // A check that cannot read the store reports that, and passes nothing.
@@ -275,4 +276,76 @@ func TestCheckCannotLook(t *testing.T) {
 	vs := cutlinetest.Check(context.Background(), cutlinetest.Run{History: &cutlinetest.History{}})
 	require.Len(t, vs, 1)
 	require.Equal(t, 0, vs[0].Guarantee)
+}
+
+// The per-epoch check: clean on the settled epoch of a takeover, and each
+// planted violation reported under its guarantee.
+func TestCheckEpochCatchesPlantedViolations(t *testing.T) {
+	acked := make([]uint64, 20) // what host A acknowledged: slots 0–19
+	for i := range acked {
+		acked[i] = uint64(i)
+	}
+	for _, p := range []struct {
+		name      string
+		guarantee int
+		plant     func(t *testing.T, s *scenario) (star string, ep uint64, acked []uint64)
+	}{
+		{"acknowledged at the cut", 2, func(t *testing.T, s *scenario) (string, uint64, []uint64) {
+			return starA, s.recA.Epoch, append(acked, s.cut)
+		}},
+		{"published cut differs from the zones' dead slot", 3, func(t *testing.T, s *scenario) (string, uint64, []uint64) {
+			rewrite(t, s.env, starA, s.recA.Epoch, func(r *epoch.Record) { r.Cut++ })
+			return starA, s.recA.Epoch, acked
+		}},
+		{"cut slot without poison", 3, func(t *testing.T, s *scenario) (string, uint64, []uint64) {
+			for i := range 3 {
+				if s.env.State(s.recA, s.cut)[2*i] == cutlinetest.Poison {
+					s.env.Delete(i, s.recA, s.cut)
+				}
+			}
+			return starA, s.recA.Epoch, acked
+		}},
+		{"hole below the cut", 4, func(t *testing.T, s *scenario) (string, uint64, []uint64) {
+			for i := range 2 { // leave one copy of slot 5; W is 2
+				s.env.Delete(i, s.recA, 5)
+			}
+			return starA, s.recA.Epoch, acked
+		}},
+		{"open epoch", 0, func(t *testing.T, s *scenario) (string, uint64, []uint64) {
+			return starB, 1, nil
+		}},
+		{"no such epoch", 0, func(t *testing.T, s *scenario) (string, uint64, []uint64) {
+			return starA, s.recA.Epoch + 1, nil
+		}},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := takeover(t, false)
+				require.Empty(t, s.env.CheckEpoch(starA, s.recA.Epoch, acked), "the epoch is clean before the plant")
+				require.Equal(t, s.cut, s.env.VerifyEpoch(starA, s.recA.Epoch, acked).Cut)
+				star, ep, acked := p.plant(t, s)
+				vs := s.env.CheckEpoch(star, ep, acked)
+				require.NotEmpty(t, vs.Of(p.guarantee), "guarantee %d must be reported; got:\n%v", p.guarantee, vs.Err())
+				t.Logf("planted %q:\n%v", p.name, vs.Err())
+				// VerifyEpoch fails the test with them.
+				ft := &fakeTB{TB: t}
+				e := *s.env
+				e.T = ft
+				e.VerifyEpoch(star, ep, acked)
+				require.True(t, ft.failed)
+				for _, v := range vs {
+					require.Contains(t, ft.msg, v.Error())
+				}
+			})
+		})
+	}
+}
+
+// States lists every slot some zone holds an object at.
+func TestStates(t *testing.T) {
+	e := cutlinetest.NewMem(t, 3)
+	rec := e.Party("setup").Mint(starA, e.Constants(2, 8))
+	e.Layout(rec, "F F E", "E E E", "P E X")
+	e.Put(0, rec, 7, cutlinetest.Flight)
+	require.Equal(t, map[uint64]string{0: "F F E", 2: "P E X", 7: "F E E"}, e.States(rec))
 }

@@ -12,8 +12,9 @@
 // adds fault rules there (Options.Wrap wraps each zone once more, in a
 // request interceptor or latency of the test's own). Put, Layout and Delete place objects (a flight,
 // poison, a corrupt, misplaced or conflicting object) directly in a zone's
-// backend, behind every party's back, and State reads a slot in every zone
-// as a row like "F P E".
+// backend, behind every party's back, State reads a slot in every zone
+// as a row like "F P E", and States reads every slot of an epoch that
+// some zone holds an object at.
 //
 // A Party is one process's view of the Env, with its own minter, fencer,
 // RefIndex, settler and reader; a writer that one party made is what
@@ -60,6 +61,12 @@
 // Records inside bundles count one by one: each acknowledged record of an
 // acknowledged bundle must be found exactly once through its stream's
 // refs, and every ref's bytes must hold the records it claims.
+//
+// CheckEpoch checks one fenced epoch as it lies in storage, for a test
+// that keeps no History but knows which slots were acknowledged: none at
+// or past the cut, the cut dead and stable, every slot of [trimmed, cut)
+// committed and served by a reader, nothing served at the cut. VerifyEpoch
+// fails the test with every violation it finds.
 //
 // # A takeover test
 //

@@ -112,7 +112,7 @@
 // down), neither repair nor poison can act without the missing answer. The
 // fencer never guesses: it retries with jittered backoff (Options.Backoff,
 // on Options.Clock) until the buckets answer. If the context
-// ends first, Fence returns an *UndecidedError (errors.Is ErrUndecided)
+// ends first, Fence returns a *UndecidedError (errors.Is ErrUndecided)
 // naming the slot, the buckets it waits for and when it first found the
 // slot undecided; nothing is published. Retry once the zone is back.
 //
@@ -166,14 +166,15 @@
 //   - MaxParallel (default 64) bounds the requests in flight.
 //
 // Each has a maximum (MaxFanout, MaxSpan, MaxParallelLimit), and a value
-// out of range is refused with an *config.Error naming the field, never
+// out of range is refused with a *config.Error naming the field, never
 // corrected. With the defaults, an epoch of a million slots (K=3, W=2,
 // window 64) is fenced in about 20 round trips and about 600 reads; the
 // literal algorithm takes over 100 round trips (see BenchmarkFence). Keys
 // come from the epoch record's prefix (wire.KeysOf), as the writer's do;
 // Identity (at most MaxIdentity bytes) is written
-// into the poison for forensics; Logger receives the walk at debug level
-// and undecided slots at warn level.
+// into the poison for forensics; Logger receives the walk at debug level,
+// and undecided slots and an estimate resting on a copy that does not
+// verify at warn level (see Options.Logger).
 //
 // A create whose outcome is unknown (a timeout, an unavailable zone) is
 // never trusted: the slot is read again. A bucket whose poison create

@@ -24,6 +24,11 @@ import (
 // (raw) wrapped by fault injection (zones), so a test can take a zone down
 // (SetDown) or inject errors while state() still reads the backend
 // directly.
+//
+// It is not cutlinetest's Env, whose letters it shares, because it cannot
+// be: cutlinetest imports fence, and these tests are internal (package
+// fence: they call the walk, classify and lateCut), so importing cutlinetest
+// here would be an import cycle. What else they share is internal/testctx.
 type env struct {
 	t      testing.TB
 	minter *epoch.Minter

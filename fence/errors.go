@@ -11,7 +11,7 @@ var (
 	// ErrUndecided: the context ended while unreachable buckets held the
 	// deciding vote on a slot (for example a flight in one bucket, poison in
 	// another, the third zone down). The fencer never guesses; retry when the
-	// zone is back. The error is an *UndecidedError.
+	// zone is back. The error is a *UndecidedError.
 	ErrUndecided = errors.New("fence: slot undecided")
 	// ErrBlocked: a slot cannot be decided without an object that is neither
 	// a valid flight nor poison for it (corrupt, misplaced, or of an unknown

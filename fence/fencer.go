@@ -40,8 +40,9 @@ type Options struct {
 	// Clock drives backoff and the undecided age. Nil means the wall clock.
 	Clock clock.Clock
 	// Logger receives each fence's outcome and barriers at info level, the
-	// walk's progress at debug level, and undecided
-	// slots at warn level. Nil discards.
+	// walk's progress at debug level, and two warnings: an undecided slot,
+	// and an estimate that rests on a copy that does not verify (the walk
+	// then starts at the checkpoint). Nil discards.
 	Logger *slog.Logger
 }
 

@@ -32,7 +32,7 @@
 // straight from the star's flight index and runs the host's flush (the
 // star's epoch stays open for its other streams), then stamps the
 // clean-release mark as its final write. A Finish that cannot land keeps
-// the lease and retries every Options.RetryEvery (limbo): coverage
+// the lease and retries, Options.Backoff apart (limbo): coverage
 // outranks availability.
 //
 // Open takes the lease and passes the gate:

@@ -30,13 +30,13 @@ var (
 	ErrSuperseded = errors.New("lease: tenure superseded")
 	// ErrLimbo: Finish could not land (the metastore did not answer, or
 	// the outcome of an append is not known yet) before its context
-	// ended. The star keeps the lease and retries every
-	// Options.RetryEvery; opens by others bounce with ErrDeferred until
+	// ended. The star keeps the lease and retries, Options.Backoff apart;
+	// opens by others bounce with ErrDeferred until
 	// it lands. The error is a *LimboError.
 	ErrLimbo = errors.New("lease: departure in limbo")
 	// ErrOffset: a payload's span does not continue its stream where the
 	// tenure is (a host bug: offsets must tile each stream). The error is
-	// an *OffsetError.
+	// a *OffsetError.
 	ErrOffset = errors.New("lease: span does not continue its stream")
 	// ErrStaleToken: a producer presented a fencing token that is not the
 	// stream's installed one (or none on a Fenced stream). The error is a

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -43,8 +45,8 @@ const (
 //     in the same transaction).
 //
 // A step that cannot land (the metastore does not answer) parks the
-// departure in limbo: the star keeps the lease and retries every
-// Options.RetryEvery, on its own, until it lands; opens by others bounce
+// departure in limbo: the star keeps the lease and retries, Options.Backoff
+// apart, on its own, until it lands; opens by others bounce
 // with ErrDeferred meanwhile. If ctx ends first, Finish returns a
 // *LimboError and the retries go on. A tenure that a successor took over
 // already (after settling it) ends with ErrSuperseded: nothing to mark.
@@ -86,7 +88,7 @@ func (s *Star) startDeparture(stream string, reason Reason) (*tenure, error) {
 }
 
 // depart runs one departure to its end: waits for the stream's appends,
-// then lands it, retrying every RetryEvery while it cannot.
+// then lands it, retrying Backoff apart while it cannot.
 func (s *Star) depart(t *tenure) {
 	defer s.wg.Done()
 	stream := t.info.Stream
@@ -118,7 +120,8 @@ func (s *Star) depart(t *tenure) {
 			return
 		}
 	}
-	for {
+	seed := rand.Uint64()
+	for attempt := 0; ; attempt++ {
 		err := s.land(s.ctx, t)
 		if err == nil || errors.Is(err, ErrSuperseded) {
 			end(err)
@@ -131,12 +134,9 @@ func (s *Star) depart(t *tenure) {
 		s.mu.Lock()
 		t.lastErr = err
 		s.mu.Unlock()
-		s.log.Warn("departure in limbo: the lease is kept, retrying", "stream", stream, "reason", t.reason, "every", s.opts.RetryEvery, "err", err)
-		timer := s.clock.NewTimer(s.opts.RetryEvery)
-		select {
-		case <-timer.C():
-		case <-s.ctx.Done():
-			timer.Stop()
+		delay := s.opts.Backoff.Delay(attempt, seed)
+		s.log.Warn("departure in limbo: the lease is kept, retrying", "stream", stream, "reason", t.reason, "in", delay, "err", err)
+		if clock.Sleep(s.ctx, s.clock, delay) != nil {
 			end(&LimboError{Stream: stream, Err: ErrClosed})
 			return
 		}

@@ -226,9 +226,13 @@ func (s *Star) acquire(ctx context.Context, stream string, breakLease bool) (int
 	return 0, &DeferredError{Stream: stream, Reason: LeaseHeld, Holder: l.Star}
 }
 
+// releaseWait bounds the delete of the lease an open that was not admitted
+// leaves: the lease vanishes with the session at the latest.
+const releaseWait = 5 * time.Second
+
 // release deletes the lease after an open that was not admitted.
 func (s *Star) release(stream string, rev int64) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.opts.RetryEvery)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), releaseWait)
 	defer cancel()
 	if err := metastore.Delete(ctx, s.cfg.Store, s.keys.lease(stream), rev); err != nil && !errors.Is(err, metastore.ErrConflict) {
 		// It vanishes with the session at the latest.

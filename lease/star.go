@@ -66,9 +66,10 @@ type Options struct {
 	// checkpoint. 0 means 64; at most epoch.MaxWindow. Absorb does it on
 	// demand.
 	AbsorbEvery int
-	// RetryEvery is how often a departure that could not land (limbo) is
-	// retried. 0 means 5 s; between 1 ms and clock.MaxBackoff.
-	RetryEvery time.Duration
+	// Backoff spaces the retries of a departure that could not land
+	// (limbo), on Clock. Zero fields mean a fixed DefaultRetryDelay (a
+	// zero Max becomes at least Min); each is at most clock.MaxBackoff.
+	Backoff clock.Backoff
 	// Flush, when set, runs in every departure after the stream's span
 	// refs are written and before the clean-release mark: the host's own
 	// release work (a snapshot of producer state, …). An error leaves the
@@ -159,7 +160,9 @@ type spanAt struct {
 // Bounds of Options.
 const (
 	DefaultAbsorbEvery = 64
-	DefaultRetryEvery  = 5 * time.Second
+	// DefaultRetryDelay is what zero Backoff fields mean: limbo is retried
+	// every 5 s.
+	DefaultRetryDelay = 5 * time.Second
 )
 
 func (o *Options) validate() error {
@@ -169,14 +172,15 @@ func (o *Options) validate() error {
 	if o.AbsorbEvery == 0 {
 		o.AbsorbEvery = DefaultAbsorbEvery
 	}
-	if o.RetryEvery == 0 {
-		o.RetryEvery = DefaultRetryEvery
+	if err := o.Backoff.Validate("Backoff"); err != nil {
+		return err
 	}
-	if o.RetryEvery < time.Millisecond || o.RetryEvery > clock.MaxBackoff {
-		return &config.Error{Field: "RetryEvery", Value: o.RetryEvery, Reason: fmt.Sprintf("must lie in [1ms, %v]", clock.MaxBackoff)}
+	o.Backoff = o.Backoff.Or(clock.Backoff{Min: DefaultRetryDelay, Max: DefaultRetryDelay})
+	if o.Roller.Republish != nil {
+		return &config.Error{Field: "Roller.Republish", Value: "set", Reason: "the star sets it itself"}
 	}
-	if o.Roller.Republish != nil || o.Roller.Admit != nil {
-		return &config.Error{Field: "Roller.Republish/Admit", Value: "set", Reason: "the star sets them itself"}
+	if o.Roller.Admit != nil {
+		return &config.Error{Field: "Roller.Admit", Value: "set", Reason: "the star sets it itself"}
 	}
 	o.Clock = clock.Or(o.Clock)
 	if o.Logger == nil {

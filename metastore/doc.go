@@ -27,8 +27,20 @@
 // Store.Txn applies a Txn atomically: when every Compare holds, every Op is
 // applied at one new revision; otherwise nothing is applied and the
 // *ConflictError names the first compare that failed. A Txn may not hold two
-// ops on one key (ErrInvalidKey). Minting an epoch, a handoff and a transfer
-// of a mark are such transactions.
+// ops on one key (ErrInvalidKey). The packages' transactions:
+//
+//   - minting an epoch writes the star's counter and the new epoch record
+//     (epoch);
+//   - covering a span writes its ref and moves its stream's head (settle);
+//   - admitting a stream's tenure writes its last-writer record and
+//     deletes the clean-release mark it consumes, compared with the lease
+//     and the token (lease);
+//   - a departure's final write stamps the clean-release mark and deletes
+//     the lease, compared with the last-writer record (lease);
+//   - a roll moves each held stream's last-writer record to the new epoch,
+//     compared with that record and the stream's lease (lease);
+//   - a controller saves the domain's state, with the token record when
+//     the writer changes, compared with its election (lease/authority).
 //
 // # Sessions
 //
@@ -88,13 +100,23 @@
 //
 // Keys are opaque strings (ValidateKey: non-empty, at most 1024 bytes, no
 // control characters); the backends keep them under a configurable root
-// (for etcd, Options.Root, "/cutline/" by default). The packages of cutline
-// write these keys:
+// (for etcd, Options.Root, "/cutline/" by default), and each package may
+// put its own below a root of its own (epoch.Options.Root, the root of
+// settle.NewRefIndex, lease.Config.Root, the root of an authority
+// Election). The packages of cutline write these keys:
 //
-//	chains/<star>                 counter: next epoch number, head epoch per class (epoch)
-//	chains/<star>/<epoch>         epoch record: constants, state, cut, cursors (epoch)
-//	refs/<stream>/<offset>        a host's coverage index, when it uses settle.RefIndex
-//	refheads/<stream>             the first offset of a stream that no ref covers (settle.RefIndex)
+//	chains/<star>                  counter: next epoch number, head epoch per class (epoch)
+//	chains/<star>/<epoch>          epoch record: constants, state, cut, cursors (epoch)
+//	refs/<stream>/<offset>         span ref: where a run of the stream's offsets lies (settle.RefIndex)
+//	refheads/<stream>              the first offset of a stream that no ref covers (settle.RefIndex)
+//	stars/<star>                   registry entry, bound to the star's session (lease)
+//	streams/<id>/writer            last-writer record: star, epoch, class, tenure (lease)
+//	streams/<id>/release           clean-release mark, the final write of a departure (lease)
+//	streams/<id>/lease             advisory writer lease, bound to the holder's session (lease)
+//	streams/<id>/token             producer fencing token and mode (lease)
+//	authority/<domain>/state       the domain's state: term, phase, holder, token (lease/authority)
+//	authority/<domain>/token       who may write the domain's progress; its revision guards it (lease/authority)
+//	authority/<domain>/controller  the elected controller, bound to its session (lease/authority)
 //
 // # Versioned records
 //

@@ -5,10 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"time"
-
-	"github.com/cutline/cutline/clock"
 )
 
 // This file is for backend implementers: the pieces every Bucket over a
@@ -81,20 +77,6 @@ func ReadBack(ctx context.Context, b Bucket, key string, data []byte, cause erro
 		return ContextEnded(ctx.Err(), err)
 	}
 	return Unavailable(fmt.Errorf("reading back after an ambiguous create: %w", errors.Join(cause, err)))
-}
-
-// Backoff returns how long to wait before retry number retry (0 for the
-// first) of a backend's own retry loop: clock.Backoff{Min: base, Max:
-// limit}.Delay with a random seed, so that racing clients spread out. It is
-// 0 when base or limit is not positive or retry is negative.
-//
-// Deprecated: use clock.Backoff, the retry policy every cutline package
-// shares, and sleep it on an injected clock (Backoff.Sleep).
-func Backoff(retry int, base, limit time.Duration) time.Duration {
-	if base <= 0 || limit <= 0 || retry < 0 {
-		return 0
-	}
-	return clock.Backoff{Min: min(base, limit), Max: limit}.Delay(retry, rand.Uint64())
 }
 
 // Precheck is the check a Bucket method makes before it sends a request:

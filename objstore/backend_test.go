@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -169,7 +168,7 @@ func TestReadBack(t *testing.T) {
 			require.Error(t, err)
 			var op *objstore.OpError
 			if errors.As(err, &op) {
-				require.Equal(t, "get", op.Op, "only the read's own error may be an *OpError")
+				require.Equal(t, "get", op.Op, "only the read's own error may be a *OpError")
 			}
 			for _, w := range tc.want {
 				require.ErrorIs(t, err, w)
@@ -188,41 +187,6 @@ func TestReadBackLeavesTheObject(t *testing.T) {
 	got, err := b.Get(t.Context(), "k")
 	require.NoError(t, err)
 	require.Equal(t, "theirs", string(got))
-}
-
-func TestBackoff(t *testing.T) {
-	const base, limit = 25 * time.Millisecond, time.Second
-	cases := []struct {
-		retry int
-		ceil  time.Duration // the delay before jitter
-	}{
-		{0, 25 * time.Millisecond},
-		{1, 50 * time.Millisecond},
-		{2, 100 * time.Millisecond},
-		{5, 800 * time.Millisecond},
-		{6, time.Second},
-		{63, time.Second},
-		{1 << 40, time.Second},
-	}
-	for _, tc := range cases {
-		t.Run(fmt.Sprint(tc.retry), func(t *testing.T) {
-			lo, hi := tc.ceil, time.Duration(0)
-			for range 200 {
-				d := objstore.Backoff(tc.retry, base, limit)
-				require.GreaterOrEqual(t, d, tc.ceil/2)
-				require.LessOrEqual(t, d, tc.ceil)
-				lo, hi = min(lo, d), max(hi, d)
-			}
-			require.Less(t, lo, hi, "the delay is jittered")
-		})
-	}
-	require.Equal(t, time.Duration(0), objstore.Backoff(-1, base, limit))
-	require.Equal(t, time.Duration(0), objstore.Backoff(1, 0, limit))
-	require.Equal(t, time.Duration(0), objstore.Backoff(1, base, 0))
-	d := objstore.Backoff(3, time.Hour, time.Minute)
-	require.LessOrEqual(t, d, time.Minute, "a base above the limit is capped")
-	d = objstore.Backoff(100, time.Duration(1<<62), time.Duration(1<<62)+1)
-	require.Positive(t, d, "no overflow near the largest durations")
 }
 
 func TestPrecheck(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // ErrAliased: VerifyDistinct found two Bucket handles that reach one
-// physical store, or two that share a name. The error is an *AliasError.
+// physical store, or two that share a name. The error is a *AliasError.
 var ErrAliased = errors.New("objstore: buckets are not distinct stores")
 
 // AliasError names the two buckets VerifyDistinct refused. It matches

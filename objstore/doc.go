@@ -140,6 +140,6 @@
 //   - clock.Backoff for the backend's own retry loops, slept on an
 //     injected clock.
 //
-// The backend wraps what they return in an *OpError, and runs the
+// The backend wraps what they return in a *OpError, and runs the
 // conformance suite in objstore/objstoretest.
 package objstore

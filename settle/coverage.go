@@ -242,8 +242,11 @@ var _ Coverage = (*RefIndex)(nil)
 
 // NewRefIndex returns a RefIndex under root ("" or ending in '/').
 func NewRefIndex(store metastore.Store, root string, locate Locator) (*RefIndex, error) {
-	if store == nil || locate == nil {
-		return nil, &config.Error{Field: "store/locate", Value: nil, Reason: "required"}
+	if store == nil {
+		return nil, &config.Error{Field: "store", Value: nil, Reason: "required"}
+	}
+	if locate == nil {
+		return nil, &config.Error{Field: "locate", Value: nil, Reason: "required"}
 	}
 	if root != "" && !strings.HasSuffix(root, "/") {
 		return nil, &config.Error{Field: "root", Value: fmt.Sprintf("%q", root), Reason: "must end with '/'"}

@@ -55,9 +55,9 @@
 // coverage invariant is that refs cover every acknowledged byte. The host
 // has two duties while it writes:
 //
-//   - cover on acknowledgement: when a Future (or a Roller Append) is
-//     acknowledged, record the refs for its flight before it answers the
-//     producer;
+//   - cover on acknowledgement: when a chain.Future (or the Roller's
+//     Future) is acknowledged, record the refs for its flight before it
+//     answers the producer;
 //   - advance the checkpoint: move the epoch's checkpoint past the flights
 //     it has covered, through its writer (chain.Writer.Checkpoint, or
 //     Roller.Checkpoint), which refuses a checkpoint past what was
@@ -185,7 +185,7 @@
 //
 // # Errors
 //
-// Settle returns an *epoch.StateError (epoch.ErrState) for an open epoch
+// Settle returns a *epoch.StateError (epoch.ErrState) for an open epoch
 // without a Fencer, epoch.ErrNoRecord for an epoch never minted, the
 // fencer's errors (fence.ErrUndecided, fence.ErrBlocked,
 // epoch.ErrCutMismatch) and the Coverage's errors; metastore and context
@@ -200,5 +200,5 @@
 // name, and a *metastore.RecordError for a ref or head that does not
 // decode. The Roller returns ErrRollerClosed after Close, ErrDropped for
 // an append the Republish hook dropped, and the writer's errors otherwise.
-// Invalid options are an *config.Error naming the field.
+// Invalid options are a *config.Error naming the field.
 package settle

@@ -91,6 +91,15 @@ var backends = []struct {
 
 func (e *env) constants(w, window int) epoch.Constants { return e.Constants(w, window) }
 
+// on is the cutlinetest.Env failing t (a subtest's or a bubble's): its
+// VerifyEpoch checks an epoch as it lies in storage (the README's
+// guarantees 2–4), its State and States read the zones directly.
+func (e *env) on(t testing.TB) *cutlinetest.Env {
+	c := *e.Env
+	c.T = t
+	return &c
+}
+
 // party is one process's view of the storage, with its own minter, fencer,
 // index and settler. With a kill switch, every request passes through it.
 type party struct {
@@ -158,9 +167,7 @@ func (p *party) harness(name string) *cutlinetest.Party {
 // harnessOn is the party as cutlinetest sees it, failing t.
 func (p *party) harnessOn(t testing.TB) *cutlinetest.Party {
 	h := p.harness("checker")
-	e := *h.Env
-	e.T = t
-	h.Env = &e
+	h.Env = p.e.on(t)
 	return h
 }
 
@@ -200,41 +207,6 @@ func (e *env) putPoison(zone int, star string, ep, slot uint64) {
 
 // --- observing the end state ---
 
-// objects maps every object of an epoch, per zone, to what it is
-// ("flight", "poison", "foreign" or "other" for a key that is not a slot).
-type objects []map[string]string
-
-func (e *env) objects(star string, ep uint64) objects {
-	e.t.Helper()
-	ctx := context.Background()
-	out := make(objects, len(e.raw))
-	for i, b := range e.raw {
-		out[i] = map[string]string{}
-		for o, err := range objstore.All(ctx, b, e.keys.Epoch(star, ep)) {
-			require.NoError(e.t, err)
-			n, ok := e.keys.ParseSlot(star, ep, o.Key)
-			if !ok {
-				out[i][o.Key] = "other"
-				continue
-			}
-			obs := wire.ObserveHeader(ctx, b, wire.Addr{Keys: e.keys, Star: star, Epoch: ep, Slot: n})
-			out[i][o.Key] = obs.State.String()
-		}
-	}
-	return out
-}
-
-// count returns how many zones hold state at slot.
-func (o objects) count(e *env, star string, ep, slot uint64, state string) int {
-	n := 0
-	for _, z := range o {
-		if z[e.key(star, ep, slot)] == state {
-			n++
-		}
-	}
-	return n
-}
-
 // refsOf lists a stream's refs.
 func refsOf(t testing.TB, x *settle.RefIndex, stream string) []settle.Ref {
 	t.Helper()
@@ -255,50 +227,6 @@ func collect[T any](t testing.TB, seq iter.Seq2[T, error]) []T {
 		out = append(out, v)
 	}
 	return out
-}
-
-// checkEpochInvariants checks DESIGN.md invariants 1–4 on a settled or
-// fenced epoch as it lies in storage: acked (slots acknowledged to
-// producers) all lie below the cut; the cut slot is dead (≥ B poison), so
-// nothing there or past it can be acknowledged; every slot in
-// [trimmed, cut) is committed (no holes); the reader serves exactly
-// [trimmed, cut); and a fresh fence re-derives the same cut.
-func checkEpochInvariants(t testing.TB, p *party, star string, ep uint64, acked []uint64) *epoch.Record {
-	t.Helper()
-	ctx := context.Background()
-	rec, err := p.minter.Get(ctx, star, ep)
-	require.NoError(t, err)
-	require.True(t, rec.Fenced(), "epoch %s/%d is %s", star, ep, rec.State)
-	for _, s := range acked {
-		require.Less(t, s, rec.Cut, "invariant 1: acknowledged slot %d is not below the cut %d", s, rec.Cut)
-	}
-	objs := p.e.objects(star, ep)
-	require.GreaterOrEqual(t, objs.count(p.e, star, ep, rec.Cut, "poison"), rec.Constants.B(),
-		"invariant 2: the cut slot %d must hold the blocking set of poison: %v", rec.Cut, objs)
-	for s := rec.Cursors.Trimmed; s < rec.Cut; s++ {
-		require.GreaterOrEqual(t, objs.count(p.e, star, ep, s, "flight"), rec.Constants.W, "invariant 4: slot %d below the cut is not committed", s)
-	}
-	var got []uint64
-	for f, err := range p.reader().Flights(ctx, star, chain.Position{Epoch: ep}) {
-		require.NoError(t, err)
-		if f.Epoch != ep {
-			break
-		}
-		got = append(got, f.Slot)
-	}
-	want := []uint64{}
-	for s := rec.Cursors.Trimmed; s < rec.Cut; s++ {
-		want = append(want, s)
-	}
-	require.Equal(t, want, append([]uint64{}, got...), "the reader must serve exactly [trimmed, cut)")
-	_, err = p.reader().Read(ctx, star, chain.Position{Epoch: ep, Slot: rec.Cut})
-	require.ErrorIs(t, err, chain.ErrNotCommitted)
-	f, err := fence.New(p.minter, p.zones, fence.Options{Identity: "checker"})
-	require.NoError(t, err)
-	cut, err := f.Fence(ctx, star, ep)
-	require.NoError(t, err)
-	require.Equal(t, rec.Cut, cut, "invariant 3: a later fence reads the published cut")
-	return rec
 }
 
 // checkStream checks the host's index of stream after any takeover or

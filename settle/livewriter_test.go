@@ -78,6 +78,6 @@ func TestFenceEndsLiveWriter(t *testing.T) {
 		for _, s := range acked {
 			require.Less(t, s, rep.Cut, "acknowledged slot %d at or past the cut", s)
 		}
-		checkEpochInvariants(t, b, starA, rec.Epoch, acked)
+		b.e.on(t).VerifyEpoch(starA, rec.Epoch, acked)
 	})
 }

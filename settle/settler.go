@@ -24,7 +24,7 @@ import (
 // epoch can only be settled when Fencer is set.
 type Options struct {
 	// Fencer, when set, fences an open epoch before settling it. Without
-	// it, settling an open epoch is an *epoch.StateError.
+	// it, settling an open epoch is a *epoch.StateError.
 	Fencer *fence.Fencer
 	// Retries is how many times an unreachable bucket is asked again
 	// while deleting garbage before the garbage is left standing (it is

@@ -115,17 +115,16 @@ func TestSettleOpenEpochFencesThenSettles(t *testing.T) {
 	require.Zero(t, rep.GarbageLeft)
 	require.Equal(t, 11, rep.Covered, "slots [0, 11) with the checkpoint at 0")
 
-	rec := checkEpochInvariants(t, p, starA, l.ep, l.acked)
+	rec := p.e.on(t).VerifyEpoch(starA, l.ep, l.acked)
 	require.Equal(t, epoch.StateSettled, rec.State)
 	require.Equal(t, l.cut, rec.Cursors.Checkpoint)
-	objs := e.objects(starA, l.ep)
-	require.Equal(t, "poison", objs[0][e.key(starA, l.ep, 11)])
-	require.Equal(t, "poison", objs[1][e.key(starA, l.ep, 11)])
+	require.Equal(t, "P P E", e.State(rec, 11))
 	for s := uint64(12); s <= l.cut+8; s++ {
-		require.Zero(t, objs.count(e, starA, l.ep, s, "flight"), "slot %d past the cut keeps a flight", s)
+		require.NotContains(t, e.State(rec, s), "F", "slot %d past the cut keeps a flight", s)
 	}
-	require.Equal(t, "foreign", objs[0][e.key(starA, l.ep, 14)], "a foreign object past the cut is left untouched")
-	require.Equal(t, "other", objs[1][e.keys.Epoch(starA, l.ep)+"notes"], "a non-slot object is left untouched")
+	require.Equal(t, "X E E", e.State(rec, 14), "a foreign object past the cut is left untouched")
+	_, err = e.raw[1].Get(ctx, e.keys.Epoch(starA, l.ep)+"notes")
+	require.NoError(t, err, "a non-slot object is left untouched")
 	require.Len(t, refsOf(t, p.refs, stream), 11)
 	require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10"}, checkStream(t, p, stream))
 }
@@ -149,10 +148,8 @@ func TestSettleFencedEpochDeletesStrayCopyAtCut(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, rep.Fence, "a fenced epoch is not fenced again")
 	require.Equal(t, 4, rep.GarbageDeleted, "slot 11 in c, 12 in b and c, 13 in c")
-	objs := e.objects(starA, l.ep)
-	require.Equal(t, 0, objs.count(e, starA, l.ep, 11, "flight"))
-	require.Equal(t, 2, objs.count(e, starA, l.ep, 11, "poison"))
-	checkEpochInvariants(t, p, starA, l.ep, l.acked)
+	rec := p.e.on(t).VerifyEpoch(starA, l.ep, l.acked)
+	require.Equal(t, "P P E", e.State(rec, 11), "the stray copy is deleted, the poison stands")
 }
 
 func TestSettleCoversExactlyCheckpointToCutInOrder(t *testing.T) {
@@ -200,13 +197,13 @@ func TestSettleRequiresFence(t *testing.T) {
 	e := newEnv(t, 3)
 	p := e.party("successor", partyOpts{noFencer: true})
 	l := layDeadEpoch(t, e, p)
-	before := e.objects(starA, l.ep)
+	before := e.States(e.Record(starA, l.ep))
 	_, err := p.settler.Settle(ctx, starA, l.ep)
 	require.ErrorIs(t, err, epoch.ErrState)
 	var se *epoch.StateError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, epoch.StateOpen, se.Have)
-	require.Equal(t, before, e.objects(starA, l.ep), "nothing touched")
+	require.Equal(t, before, e.States(e.Record(starA, l.ep)), "nothing touched")
 	rec, err := p.minter.Get(ctx, starA, l.ep)
 	require.NoError(t, err)
 	require.Equal(t, epoch.StateOpen, rec.State)
@@ -265,10 +262,9 @@ func TestSettleUnreachableBucketLeavesGarbage(t *testing.T) {
 		require.Equal(t, 9, rep.GarbageLeft)
 		require.Equal(t, 1, rep.GarbageDeleted)
 		e.zones[2].SetDown(false)
-		objs := e.objects(starA, l.ep)
-		require.Equal(t, "flight", objs[2][e.key(starA, l.ep, 12)], "c keeps its copies")
-		require.Equal(t, "flight", objs[2][e.key(starA, l.ep, 13)])
-		rec := checkEpochInvariants(t, p, starA, l.ep, l.acked)
+		rec := p.e.on(t).VerifyEpoch(starA, l.ep, l.acked)
+		require.Equal(t, "E E F", e.State(rec, 12), "c keeps its copies")
+		require.Equal(t, "E E F", e.State(rec, 13))
 		require.Equal(t, epoch.StateSettled, rec.State)
 	})
 }
@@ -286,8 +282,9 @@ func TestSettleRetriesFailedDeletes(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, rep.GarbageLeft)
 		require.Equal(t, 2, rep.GarbageDeleted, "one delete failed before landing and was repeated; one landed with its answer lost and found nothing to delete")
+		rec := e.Record(starA, l.ep)
 		for s := l.cut; s <= l.cut+8; s++ {
-			require.Zero(t, e.objects(starA, l.ep).count(e, starA, l.ep, s, "flight"))
+			require.NotContains(t, e.State(rec, s), "F", "slot %d", s)
 		}
 	})
 }
@@ -321,7 +318,7 @@ func TestSettleAllSettlesEveryUnsettledEpochOldestFirst(t *testing.T) {
 	require.Equal(t, eps[2], reps[1].Epoch)
 	require.NotNil(t, reps[1].Fence)
 	for _, ep := range eps {
-		rec := checkEpochInvariants(t, p, starA, ep, []uint64{0, 1, 2})
+		rec := p.e.on(t).VerifyEpoch(starA, ep, []uint64{0, 1, 2})
 		require.Equal(t, epoch.StateSettled, rec.State)
 		require.Equal(t, uint64(3), rec.Cut)
 	}
@@ -401,7 +398,7 @@ func TestSettleRacingSettlers(t *testing.T) {
 			require.Equal(t, l.cut, reps[i].Cut)
 		}
 		p := e.party("checker", partyOpts{})
-		checkEpochInvariants(t, p, starA, l.ep, l.acked)
+		p.e.on(t).VerifyEpoch(starA, l.ep, l.acked)
 		require.Len(t, checkStream(t, p, stream), int(l.cut))
 	})
 }
@@ -428,7 +425,7 @@ func TestSettleSingleZone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), reps[0].Cut)
 	require.Equal(t, 1, reps[0].GarbageDeleted)
-	checkEpochInvariants(t, b, starA, rec.Epoch, acked)
+	b.e.on(t).VerifyEpoch(starA, rec.Epoch, acked)
 	require.Len(t, checkStream(t, b, stream), 5)
 }
 

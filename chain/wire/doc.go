@@ -17,7 +17,7 @@
 // EncodeFlight, EncodePoison, Decode). An object found at a key other than
 // the one it names, of a newer format, or failing its checksum is foreign:
 // it is never overwritten, never copied, and counts as neither flight nor
-// poison (an *ObjectError wrapping ErrMisplaced, ErrUnknownFormat or
+// poison (a *ObjectError wrapping ErrMisplaced, ErrUnknownFormat or
 // ErrCorrupt).
 //
 // # Reading a slot

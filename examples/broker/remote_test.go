@@ -1,79 +1,39 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	stdlog "log"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/testpki"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
-// pki makes a CA and certificates it signs, as PEM files in a directory.
+// pki is the test's CA (testpki) with the broker's flags that name the
+// certificates it issues, written as PEM files.
 type pki struct {
-	t    *testing.T
-	dir  string
-	ca   *x509.Certificate
-	key  *ecdsa.PrivateKey
-	next int64
+	*testpki.CA
+	dir string // where the PEM files are, the CA's ca.pem among them
 }
 
 func newPKI(t *testing.T) *pki {
-	p := &pki{t: t, dir: t.TempDir()}
-	p.ca, p.key = p.issue("ca.pem", "ca.key", &x509.Certificate{Subject: pkix.Name{CommonName: "test CA"}, IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign})
-	return p
-}
-
-// issue signs tmpl (self-signed when there is no CA yet) and writes the
-// certificate and its key.
-func (p *pki) issue(certFile, keyFile string, tmpl *x509.Certificate) (*x509.Certificate, *ecdsa.PrivateKey) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(p.t, err)
-	p.next++
-	tmpl.SerialNumber = big.NewInt(p.next)
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-	parent, signer := tmpl, key
-	if p.ca != nil {
-		parent, signer = p.ca, p.key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
-	require.NoError(p.t, err)
-	kder, err := x509.MarshalECPrivateKey(key)
-	require.NoError(p.t, err)
-	require.NoError(p.t, os.WriteFile(filepath.Join(p.dir, certFile), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(p.t, os.WriteFile(filepath.Join(p.dir, keyFile), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(p.t, err)
-	return cert, key
+	ca := testpki.New(t, "test CA")
+	return &pki{CA: ca, dir: ca.Dir}
 }
 
 // node issues the certificate of a node (its identity URI SAN) that also
 // serves on 127.0.0.1, and returns the flags naming it.
 func (p *pki) node(name string) []string {
-	p.issue(name+".pem", name+".key", &x509.Certificate{Subject: pkix.Name{CommonName: name},
-		URIs:        []*url.URL{{Scheme: authhttp.IdentityScheme, Host: authhttp.IdentityHost, Path: "/" + name}},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}})
-	return []string{"-tls-cert", filepath.Join(p.dir, name+".pem"), "-tls-key", filepath.Join(p.dir, name+".key"), "-tls-ca", filepath.Join(p.dir, "ca.pem")}
+	certFile, keyFile := p.Files(name, p.Node(name))
+	return []string{"-tls-cert", certFile, "-tls-key", keyFile, "-tls-ca", p.CAFile()}
 }
 
 // A broker of another process joins the embedded controller over mutual

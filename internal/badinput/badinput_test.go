@@ -890,8 +890,12 @@ func configCases() []badCase {
 			}
 			return err
 		})),
-		cfg("config", "NewRefIndex/nil-store", "store/locate", func(f *fixture) error {
+		cfg("config", "NewRefIndex/nil-store", "store", func(f *fixture) error {
 			_, err := settle.NewRefIndex(nil, "", func([]byte) ([]settle.Span, error) { return []settle.Span{{Stream: "s", Count: 1}}, nil })
+			return err
+		}),
+		cfg("config", "NewRefIndex/nil-locate", "locate", func(f *fixture) error {
+			_, err := settle.NewRefIndex(f.store, "", nil)
 			return err
 		}),
 		cfg("config", "NewRefIndex/root-without-slash", "root", func(f *fixture) error {
@@ -987,7 +991,7 @@ func nameCases() []badCase {
 
 func keyCases() []badCase {
 	// Bad keys sent straight to a zone's bucket: each is refused before
-	// storage is touched, with an *objstore.KeyError.
+	// storage is touched, with a *objstore.KeyError.
 	bad := []struct{ name, key string }{
 		{"empty", ""},
 		{"leading-slash", "/chains/x"},

@@ -1,7 +1,6 @@
 package testservers
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -21,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/cutline/cutline/internal/testlog"
 )
 
 // VersityGWBinary is the executable StartVersityGW looks for.
@@ -61,7 +62,7 @@ type S3Server struct {
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{}
-	out     *lockedBuffer
+	out     *testlog.Buffer
 	buckets int
 }
 
@@ -117,7 +118,7 @@ func StartVersityGW(t testing.TB, opts S3Options) *S3Server {
 		Dir:       t.TempDir(),
 		t:         t,
 		bin:       bin,
-		out:       &lockedBuffer{},
+		out:       &testlog.Buffer{Limit: 1 << 20}, // the last MiB at most
 	}
 	if s.Region == "" {
 		s.Region = "us-east-1"
@@ -315,28 +316,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// lockedBuffer collects a process's output; it is written by os/exec's
-// copying goroutine and read by the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	// Keep the last 1 MiB at most.
-	if b.buf.Len() > 1<<20 {
-		rest := b.buf.Bytes()[b.buf.Len()-512<<10:]
-		b.buf = *bytes.NewBuffer(append([]byte(nil), rest...))
-	}
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

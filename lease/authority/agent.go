@@ -82,8 +82,8 @@ type Agent struct {
 
 // NewAgent returns an agent of rt.
 func NewAgent(rt *Runtime, conn Conn, host Host, opts AgentOptions) (*Agent, error) {
-	if rt == nil || conn == nil || host == nil {
-		return nil, &config.Error{Field: "Runtime/Conn/Host", Value: nil, Reason: "required"}
+	if err := required(arg{"rt", rt == nil}, arg{"conn", conn == nil}, arg{"host", host == nil}); err != nil {
+		return nil, err
 	}
 	if opts.HeartbeatEvery == 0 {
 		opts.HeartbeatEvery = time.Second

@@ -46,8 +46,8 @@ type Driver struct {
 
 // NewDriver returns a driver of ctl under el.
 func NewDriver(el *Election, ctl *Controller, opts DriverOptions) (*Driver, error) {
-	if el == nil || ctl == nil || opts.Send == nil {
-		return nil, &config.Error{Field: "Election/Controller/Send", Value: nil, Reason: "required"}
+	if err := required(arg{"el", el == nil}, arg{"ctl", ctl == nil}, arg{"Send", opts.Send == nil}); err != nil {
+		return nil, err
 	}
 	if opts.TickEvery == 0 {
 		opts.TickEvery = 100 * time.Millisecond

@@ -263,9 +263,11 @@ func TestFailoverTimeline(t *testing.T) {
 
 // BenchmarkFailover measures a holder's death to its successor's first
 // acknowledged append, split as in the README's failover table:
-// detection and the grant on the fake clock (the seed's timings), the
-// fence and settle of the dead holder's epoch and the first append in
-// real time, with each zone request delayed by the latency in the name.
+// detection and the grant on the fake clock with the package's defaults
+// (HealthWindow, PingEvery, ChallengeWait, SelfFenceWait,
+// DefaultDecisionDelay), the fence and settle of the dead holder's epoch
+// and the first append in real time, with each zone request delayed by the
+// latency in the name.
 //
 //	go test -run '^$' -bench Failover -benchtime 5x ./lease/authority/
 func BenchmarkFailover(b *testing.B) {

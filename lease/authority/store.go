@@ -40,6 +40,24 @@ func (k keys) state() string      { return k.base() + "state" }
 func (k keys) token() string      { return k.base() + "token" }
 func (k keys) controller() string { return k.base() + "controller" }
 
+// arg is an argument or option a constructor requires, and whether it is
+// missing.
+type arg struct {
+	name    string
+	missing bool
+}
+
+// required returns a *config.Error naming the first missing argument, in
+// the order given, or nil: one field per error.
+func required(args ...arg) error {
+	for _, a := range args {
+		if a.missing {
+			return &config.Error{Field: a.name, Value: nil, Reason: "required"}
+		}
+	}
+	return nil
+}
+
 // tokenRecord is the token record: who may write the domain's progress.
 // It changes only when that changes, so its revision guards progress
 // writes (Guard).
@@ -78,8 +96,8 @@ func Campaign(ctx context.Context, store metastore.Store, root, domain, node str
 	if err := epoch.ValidateName("node", node); err != nil {
 		return nil, err
 	}
-	if store == nil || sess == nil {
-		return nil, &config.Error{Field: "store/session", Value: nil, Reason: "required"}
+	if err := required(arg{"store", store == nil}, arg{"sess", sess == nil}); err != nil {
+		return nil, err
 	}
 	v, err := metastore.EncodeRecord(&electionRecord{Header: metastore.Header{Kind: electionKind, Format: recFormat}, Domain: domain, Node: node, Session: sess.ID()})
 	if err != nil {

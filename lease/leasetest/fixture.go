@@ -123,7 +123,7 @@ func (f *fixture) tryStart(name string, o nodeOpts) (*node, error) {
 	n.star, err = lease.Start(f.ctx, lease.Config{
 		Star: name, Store: n.store, Root: f.root, Session: sess,
 		Minter: n.minter, Settler: settler, Index: n.refs, Constants: f.env.Constants(2, 16),
-	}, lease.Options{AbsorbEvery: o.absorbEvery, RetryEvery: f.retries, Flush: o.flush, Admit: o.admit, Clock: f.clk,
+	}, lease.Options{AbsorbEvery: o.absorbEvery, Backoff: clock.Backoff{Min: f.retries, Max: f.retries}, Flush: o.flush, Admit: o.admit, Clock: f.clk,
 		Roller: settle.RollerOptions{Clock: clock.Real()}})
 	if err != nil {
 		return nil, err

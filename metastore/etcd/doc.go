@@ -53,7 +53,7 @@
 // host:port, without credentials in it (the client takes those from
 // clientv3.Config.Username and Password). A refused setting is a
 // *config.Error matching config.ErrInvalid that names the field (such as
-// "Options.ListPageSize" or "clientv3.Config.Endpoints[1]"); an endpoint is
+// "ListPageSize" or "clientv3.Config.Endpoints[1]"); an endpoint is
 // shown with any user information cut out. A client made by
 // clientv3.NewCtxClient (in-process, without endpoints) is accepted.
 //

@@ -87,10 +87,10 @@ func TestOptions(t *testing.T) {
 		{"zero value", Options{}, ""},
 		{"custom root", Options{Root: "/apps/x/"}, ""},
 		{"small pages", Options{ListPageSize: 2}, ""},
-		{"root without slash", Options{Root: "/cutline"}, "Options.Root"},
-		{"root with control character", Options{Root: "/a\x01/"}, "Options.Root"},
-		{"negative timeout", Options{RequestTimeout: -time.Second}, "Options.RequestTimeout"},
-		{"negative page size", Options{ListPageSize: -1}, "Options.ListPageSize"},
+		{"root without slash", Options{Root: "/cutline"}, "Root"},
+		{"root with control character", Options{Root: "/a\x01/"}, "Root"},
+		{"negative timeout", Options{RequestTimeout: -time.Second}, "RequestTimeout"},
+		{"negative page size", Options{ListPageSize: -1}, "ListPageSize"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

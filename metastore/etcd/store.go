@@ -59,23 +59,23 @@ func (o *Options) validate() error {
 		o.Root = DefaultRoot
 	}
 	if err := metastore.ValidateKey(o.Root); err != nil {
-		return &config.Error{Field: "Options.Root", Value: fmt.Sprintf("%.40q", o.Root), Reason: "not a valid key", Err: err}
+		return &config.Error{Field: "Root", Value: fmt.Sprintf("%.40q", o.Root), Reason: "not a valid key", Err: err}
 	}
 	if !strings.HasSuffix(o.Root, "/") {
-		return &config.Error{Field: "Options.Root", Value: fmt.Sprintf("%q", o.Root), Reason: `must end with "/"`}
+		return &config.Error{Field: "Root", Value: fmt.Sprintf("%q", o.Root), Reason: `must end with "/"`}
 	}
 	if len(o.Root) > 256 {
-		return &config.Error{Field: "Options.Root", Value: fmt.Sprintf("%.40q", o.Root), Reason: "longer than 256 bytes"}
+		return &config.Error{Field: "Root", Value: fmt.Sprintf("%.40q", o.Root), Reason: "longer than 256 bytes"}
 	}
 	switch {
 	case o.RequestTimeout < 0:
-		return &config.Error{Field: "Options.RequestTimeout", Value: o.RequestTimeout.String(), Reason: "negative"}
+		return &config.Error{Field: "RequestTimeout", Value: o.RequestTimeout.String(), Reason: "negative"}
 	case o.RequestTimeout == 0:
 		o.RequestTimeout = DefaultRequestTimeout
 	}
 	switch {
 	case o.ListPageSize < 0:
-		return &config.Error{Field: "Options.ListPageSize", Value: fmt.Sprint(o.ListPageSize), Reason: "negative"}
+		return &config.Error{Field: "ListPageSize", Value: fmt.Sprint(o.ListPageSize), Reason: "negative"}
 	case o.ListPageSize == 0:
 		o.ListPageSize = DefaultListPageSize
 	}

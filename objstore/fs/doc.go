@@ -49,7 +49,7 @@
 // ENOENT reads as objstore.ErrNotFound, EEXIST on link as
 // objstore.ErrExists; every other failure (ENOSPC, EIO, EROFS, EACCES, a
 // failed fsync...) is wrapped with objstore.Unavailable, because the outcome
-// is unknown to the caller. Every error is an *objstore.OpError naming the
+// is unknown to the caller. Every error is a *objstore.OpError naming the
 // bucket, operation and key.
 //
 // # Use

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fs"
 	"github.com/cutline/cutline/objstore/objstoretest"
@@ -197,7 +198,9 @@ func TestSymlinksAreNotFollowed(t *testing.T) {
 	require.Empty(t, page)
 }
 
-func TestForeignFilesAreNotListed(t *testing.T) {
+// Files whose names are not valid keys (written by something other than the
+// bucket) are never listed.
+func TestInvalidKeyFilesAreNotListed(t *testing.T) {
 	ctx := t.Context()
 	b := newBucket(t, fs.Options{})
 	require.NoError(t, b.Create(ctx, "ok", []byte("1")))
@@ -255,7 +258,10 @@ func TestReopenAndName(t *testing.T) {
 
 func TestNewRefusesBadRoots(t *testing.T) {
 	_, err := fs.New("", fs.Options{})
-	require.Error(t, err)
+	require.ErrorIs(t, err, config.ErrInvalid)
+	var ce *config.Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "root", ce.Field)
 	file := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	_, err = fs.New(file, fs.Options{})

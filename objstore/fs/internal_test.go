@@ -20,11 +20,11 @@ func TestClassifyRead(t *testing.T) {
 		errno       error
 		notFound    bool
 		unavailable bool
-		foreign     bool
+		notRegular  bool
 	}{
 		{errno: unix.ENOENT, notFound: true},
 		{errno: unix.ENOTDIR, notFound: true},
-		{errno: unix.ELOOP, unavailable: true, foreign: true},
+		{errno: unix.ELOOP, unavailable: true, notRegular: true},
 		{errno: unix.ENOSPC, unavailable: true},
 		{errno: unix.EIO, unavailable: true},
 		{errno: unix.EACCES, unavailable: true},
@@ -35,8 +35,8 @@ func TestClassifyRead(t *testing.T) {
 		err := classifyRead(tc.errno)
 		require.Equal(t, tc.notFound, errors.Is(err, objstore.ErrNotFound), "%v", tc.errno)
 		require.Equal(t, tc.unavailable, errors.Is(err, objstore.ErrUnavailable), "%v", tc.errno)
-		require.Equal(t, tc.foreign, errors.Is(err, ErrNotRegular), "%v", tc.errno)
-		if tc.unavailable && !tc.foreign {
+		require.Equal(t, tc.notRegular, errors.Is(err, ErrNotRegular), "%v", tc.errno)
+		if tc.unavailable && !tc.notRegular {
 			require.ErrorIs(t, err, tc.errno, "the cause is kept")
 		}
 	}

@@ -50,7 +50,8 @@ func conflict(key, why string) error {
 // is set. fds[0] is the root (owned by b, never closed by closeAll) and
 // fds[i] the directory dirs[:i]. Errors are for the caller to classify:
 // ENOENT (missing), ENOTDIR (an object file on the path), ErrNotRegular (a
-// symbolic link or another foreign entry on the path), or another errno.
+// symbolic link or another entry that is neither a directory nor a regular
+// file on the path), or another errno.
 func (b *Bucket) walk(dirs []string, create bool) ([]int, error) {
 	fds := make([]int, 1, len(dirs)+1)
 	fds[0] = b.rootFD

@@ -39,7 +39,7 @@ type ClientConfig struct {
 	MaxAttempts int
 }
 
-// NewClient builds an *s3.Client from cfg. It reads no environment
+// NewClient builds a *s3.Client from cfg. It reads no environment
 // variable or shared config file. Checksums are computed and validated only
 // when an operation requires them, which S3-compatible stores accept most
 // widely.

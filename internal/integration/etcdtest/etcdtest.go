@@ -1,7 +1,6 @@
 package etcdtest
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/url"
@@ -16,6 +15,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/cutline/cutline/internal/testlog"
 )
 
 // ReadyTimeout bounds how long a member may take to become ready.
@@ -37,7 +38,7 @@ type Member struct {
 	t       testing.TB
 	dir     string
 	initial string
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 
 	mu sync.Mutex
 	e  *embed.Etcd
@@ -65,7 +66,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			PeerURL:   "http://" + freeAddr(t),
 			t:         t,
 			dir:       t.TempDir(),
-			logs:      &syncBuffer{},
+			logs:      &testlog.Buffer{},
 		}
 		initial = append(initial, m.Name+"="+m.PeerURL)
 		c.members = append(c.members, m)
@@ -300,22 +301,4 @@ func agreedLeader(running []*Member) *Member {
 		}
 	}
 	return leader
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -28,7 +28,7 @@ import (
 //  2. star B's store reads Lists in pages of 2 keys; between the first
 //     and the second page of the List of A's epoch records (3 keys) in
 //     SettleAll, etcd is compacted past the revision of the first page;
-//  3. B's SettleAll succeeds and settles epoch 3 (invariants 1–4 hold);
+//  3. B's SettleAll succeeds and settles epoch 3 (guarantees 1–4 hold);
 //  4. B reads the stream's refs (a List in many pages) with another
 //     compaction between two pages: every acknowledged record is served
 //     once, and the refs cover the stream without holes.
@@ -103,7 +103,7 @@ func TestTakeoverAcrossCompaction(t *testing.T) {
 	t.Logf("compacted at revision %d during SettleAll; epoch %d fenced at cut %d", revs[0], rec3.Epoch, rep.Cut)
 
 	ackedSlots := []uint64{0, 1, 2, 3, 4, 5, 6, 7}
-	got := b.checkEpoch(t, starA, rec3.Epoch, ackedSlots)
+	got := b.env(t).VerifyEpoch(starA, rec3.Epoch, ackedSlots)
 	require.Equal(t, epoch.StateSettled, got.State)
 
 	compactBetweenPages()

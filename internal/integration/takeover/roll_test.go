@@ -46,7 +46,7 @@ func rollerOpts(rollOnHalt bool) settle.RollerOptions {
 //	epoch 5  W=2 window 8    records 160–199
 //
 // The producer sees only acknowledgements, each at exactly that position;
-// every epoch settles with invariants 1–4, and the chain serves the 200
+// every epoch settles with guarantees 1–4, and the chain serves the 200
 // records once each, in submission order.
 func TestRollEtcdS3(t *testing.T) {
 	s := newStack(t)
@@ -93,7 +93,7 @@ func TestRollEtcdS3(t *testing.T) {
 	require.NoError(t, r.Close(ctx))
 	require.Equal(t, uint64(5), r.Epoch().Epoch)
 
-	// The chain: every epoch settled with invariants 1–4 and the expected
+	// The chain: every epoch settled with guarantees 1–4 and the expected
 	// constants and cut; the records in order, once each.
 	_, err = p.settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestRollEtcdS3(t *testing.T) {
 		require.Equal(t, epoch.StateSettled, rec.State, "epoch %d", rec.Epoch)
 		require.Equal(t, wantConst[rec.Epoch-1], rec.Constants, "epoch %d", rec.Epoch)
 		require.Equal(t, wantCut[rec.Epoch-1], rec.Cut, "epoch %d", rec.Epoch)
-		p.checkEpoch(t, starA, rec.Epoch, perEpoch[rec.Epoch])
+		p.env(t).VerifyEpoch(starA, rec.Epoch, perEpoch[rec.Epoch])
 		eps++
 	}
 	require.Equal(t, 5, eps)

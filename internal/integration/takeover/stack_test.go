@@ -216,101 +216,26 @@ var (
 	locate      = cutlinetest.Locate // the hosts' settle.Locator: one record per flight
 )
 
-// verify checks cutline's six guarantees over the run recorded in hist, on
+// verifyRun checks cutline's six guarantees over the run recorded in hist, on
 // the stack's etcd and every zone read directly (cutlinetest.Check).
 func (p *party) verifyRun(t *testing.T, hist *cutlinetest.History) {
 	t.Helper()
 	cutlinetest.Require(t, cutlinetest.Check(t.Context(), cutlinetest.Run{History: hist, Store: p.store, Zones: p.buckets, Locate: locate}))
 }
 
-// --- reading the zones directly ---
-
-// slotCounts is, per slot of one epoch, how many zones hold a flight and
-// how many hold poison, read from every zone's server.
-type slotCounts struct {
-	flights, poisons map[uint64]int
-}
-
-// zoneCounts lists every object of star's epoch ep in every zone and
-// classifies it with a header read. Every zone must be up.
-func (p *party) zoneCounts(t *testing.T, star string, ep uint64) slotCounts {
+// env is the stack as cutlinetest sees it through p's store and S3
+// clients, failing t. Its VerifyEpoch checks a fenced epoch as it lies in
+// the zones, read from every zone's server directly (the README's
+// guarantees 2–4); its State reads one slot there.
+func (p *party) env(t *testing.T) *cutlinetest.Env {
 	t.Helper()
-	ctx := t.Context()
-	c := slotCounts{flights: map[uint64]int{}, poisons: map[uint64]int{}}
-	for _, b := range p.buckets {
-		for o, err := range objstore.All(ctx, b, p.s.keys.Epoch(star, ep)) {
-			require.NoError(t, err, "list zone %s", b.Name())
-			n, ok := p.s.keys.ParseSlot(star, ep, o.Key)
-			require.True(t, ok, "zone %s holds a key that is not a slot: %s", b.Name(), o.Key)
-			obs := wire.ObserveHeader(ctx, b, wire.Addr{Keys: p.s.keys, Star: star, Epoch: ep, Slot: n})
-			switch obs.State {
-			case wire.SlotFlight:
-				c.flights[n]++
-			case wire.SlotPoison:
-				c.poisons[n]++
-			case wire.SlotEmpty:
-				// Deleted between the list and the read: nothing there.
-			default:
-				t.Fatalf("zone %s slot %d: %v (%v)", b.Name(), n, obs.State, obs.Err)
-			}
-		}
-	}
-	return c
-}
-
-// checkEpoch checks invariants 1–4 on star's fenced epoch ep as it lies in
-// the zones: acked (the slots acknowledged to producers) all lie below the
-// cut; the cut slot holds poison in at least B zones, so nothing at or past
-// it can ever be acknowledged; every slot in [trimmed, cut) holds its flight
-// in at least W zones, so the cut is also the first slot the zones'
-// contents leave uncommitted; the reader serves exactly [trimmed, cut); and
-// a fresh fencer of another process reads the same cut.
-func (p *party) checkEpoch(t *testing.T, star string, ep uint64, acked []uint64) *epoch.Record {
-	t.Helper()
-	ctx := t.Context()
-	rec, err := p.minter.Get(ctx, star, ep)
-	require.NoError(t, err)
-	require.True(t, rec.Fenced(), "epoch %s/%d is %s", star, ep, rec.State)
-	cut := rec.Cut
-	for _, s := range acked {
-		require.Less(t, s, cut, "invariant 1: acknowledged slot %s/%d/%d is not below the cut", star, ep, s)
-	}
-	c := p.zoneCounts(t, star, ep)
-	require.GreaterOrEqual(t, c.poisons[cut], rec.Constants.B(),
-		"invariant 2: the cut slot %s/%d/%d must hold poison in B zones", star, ep, cut)
-	first := rec.Cursors.Trimmed
-	for c.flights[first] >= rec.Constants.W {
-		first++
-	}
-	require.Equal(t, cut, first, "invariants 3 and 4: the first slot of %s/%d without W flights is the cut", star, ep)
-
-	var got []uint64
-	for f, err := range p.reader.Flights(ctx, star, chain.Position{Epoch: ep, Slot: rec.Cursors.Trimmed}) {
-		require.NoError(t, err)
-		if f.Epoch != ep {
-			break
-		}
-		got = append(got, f.Slot)
-	}
-	require.Len(t, got, int(cut-rec.Cursors.Trimmed), "the reader serves exactly [trimmed, cut) of %s/%d", star, ep)
-	for i, s := range got {
-		require.Equal(t, rec.Cursors.Trimmed+uint64(i), s)
-	}
-	_, err = p.reader.Read(ctx, star, chain.Position{Epoch: ep, Slot: cut})
-	require.ErrorIs(t, err, chain.ErrNotCommitted)
-
-	checker := p.s.party(t, "checker", partyOpts{})
-	again, err := checker.fencer.FenceReport(ctx, star, ep)
-	require.NoError(t, err)
-	require.Equal(t, cut, again.Cut, "invariant 3: a later fence reads the same cut of %s/%d", star, ep)
-	require.True(t, again.AlreadyFenced)
-	return rec
+	return cutlinetest.New(t, p.store, p.buckets, cutlinetest.Options{Prefix: p.s.keys.Prefix})
 }
 
 // harness is the party as cutlinetest sees it, failing t.
 func (p *party) harness(t *testing.T) *cutlinetest.Party {
 	t.Helper()
-	return &cutlinetest.Party{Name: p.name, Env: cutlinetest.New(t, p.store, p.buckets, cutlinetest.Options{Prefix: p.s.keys.Prefix}),
+	return &cutlinetest.Party{Name: p.name, Env: p.env(t),
 		Zones: p.zones, Minter: p.minter, Fencer: p.fencer, Refs: p.refs, Settler: p.settler, Reader: p.reader}
 }
 

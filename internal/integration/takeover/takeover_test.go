@@ -134,14 +134,14 @@ func takeover(t *testing.T, undecided bool) {
 	t.Logf("fenced %s/%d: cut %d (walk from %d, %d repaired, %d poisoned); garbage deleted %d, left %d; covered %d",
 		starA, ep, cut, rep.Fence.WalkStart, rep.Fence.Repaired, rep.Fence.Poisoned, rep.GarbageDeleted, rep.GarbageLeft, rep.Covered)
 
-	// Invariants 1–4 on A's epoch, every zone read directly.
+	// Guarantees 1–4 on A's epoch, every zone read directly.
 	var ackedSlots []uint64
 	for id, pos := range acked {
 		require.Equal(t, ep, pos.Epoch)
-		require.Less(t, pos.Slot, cut, "invariant 2: %s at slot %d, at or past the cut, was acknowledged", id, pos.Slot)
+		require.Less(t, pos.Slot, cut, "guarantee 2: %s at slot %d, at or past the cut, was acknowledged", id, pos.Slot)
 		ackedSlots = append(ackedSlots, pos.Slot)
 	}
-	rec := b.checkEpoch(t, starA, ep, ackedSlots)
+	rec := b.env(t).VerifyEpoch(starA, ep, ackedSlots)
 	require.Equal(t, epoch.StateSettled, rec.State)
 	require.Equal(t, cut, rec.Cursors.Checkpoint)
 	streamAtCut := b.streamIDs(t)
@@ -152,7 +152,7 @@ func takeover(t *testing.T, undecided bool) {
 	// unread.
 	zombie(t, s, recA, cut)
 	require.Equal(t, streamAtCut, b.streamIDs(t), "the zombie changed nothing that is served")
-	b.checkEpoch(t, starA, ep, ackedSlots)
+	b.env(t).VerifyEpoch(starA, ep, ackedSlots)
 
 	// The producer retries what A did not acknowledge. Records that the
 	// fence completed below the cut are in the stream already (settlement
@@ -176,7 +176,7 @@ func takeover(t *testing.T, undecided bool) {
 	require.NoError(t, err)
 	appendAll(t, ctx, b, b.writer(t, recB, chain.WriterOptions{}), next, retry, hist)
 
-	// Invariant 5: every record the producer sent, acknowledged by A or
+	// Guarantee 5: every record the producer sent, acknowledged by A or
 	// retried, is served exactly once.
 	ids := b.streamIDs(t)
 	got := counts(ids)
@@ -188,7 +188,7 @@ func takeover(t *testing.T, undecided bool) {
 	require.NoError(t, err)
 	require.Len(t, reps, 1)
 	require.Equal(t, uint64(len(retry)), reps[0].Cut)
-	b.checkEpoch(t, starB, recB.Epoch, nil)
+	b.env(t).VerifyEpoch(starB, recB.Epoch, nil)
 	// The six guarantees over the whole run, A's host and B's appends,
 	// with every zone read directly and the store's history replayed.
 	b.verifyRun(t, hist)

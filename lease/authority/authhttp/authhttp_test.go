@@ -1,7 +1,6 @@
 package authhttp_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/internal/testlog"
+	"github.com/cutline/cutline/internal/testpki"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/lease/authority/authhttp"
 )
@@ -87,7 +88,7 @@ func testEndToEnd(t *testing.T, e *env) {
 // claiming another node is refused with 403 and never stepped; a node
 // cannot request a handoff; an operator cannot speak as a node.
 func TestImpostors(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	e := newEnv(t, authhttp.ServerOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	a := e.dial("node-a", promotable, 0)
 	b := e.dial("node-b", promotable, 0)
@@ -145,14 +146,14 @@ func TestImpostors(t *testing.T) {
 func TestTransportSecurity(t *testing.T) {
 	e := newEnv(t, authhttp.ServerOptions{})
 	hb := authority.Heartbeat{Node: "node-a", Token: 1}
-	other := newPKI(t, "another CA")
+	other := testpki.New(t, "another CA")
 	for _, tc := range []struct {
 		name string
 		cfg  *tls.Config
 	}{
-		{"no certificate", authhttp.ClientTLS(e.ca.pool, tls.Certificate{})},
-		{"a certificate from another CA", authhttp.ClientTLS(e.ca.pool, other.issue(t, "node-a", false, "cutline://node/node-a"))},
-		{"a server certificate", authhttp.ClientTLS(e.ca.pool, e.ca.issue(t, "node-a", true, "cutline://node/node-a"))},
+		{"no certificate", authhttp.ClientTLS(e.ca.Pool, tls.Certificate{})},
+		{"a certificate from another CA", authhttp.ClientTLS(e.ca.Pool, other.Client("node-a", "cutline://node/node-a"))},
+		{"a server certificate", authhttp.ClientTLS(e.ca.Pool, e.ca.Server("node-a", "cutline://node/node-a"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := e.clientWith(tc.cfg)
@@ -169,7 +170,7 @@ func TestTransportSecurity(t *testing.T) {
 		})
 	}
 	// The client does not trust a server outside its CA either.
-	c := e.clientWith(authhttp.ClientTLS(other.pool, e.ca.issue(t, "node-a", false, "cutline://node/node-a")))
+	c := e.clientWith(authhttp.ClientTLS(other.Pool, e.ca.Client("node-a", "cutline://node/node-a")))
 	err := authhttp.Post(e.ctx, e.ts.URL, hb, c.hc)
 	require.ErrorIs(t, err, authhttp.ErrUnavailable)
 	var verr *tls.CertificateVerificationError
@@ -185,7 +186,7 @@ func TestTransportSecurity(t *testing.T) {
 		{"cutline://node/node-a/x"},
 		{"cutline://node/.hidden"},
 	} {
-		c := e.clientWith(authhttp.ClientTLS(e.ca.pool, e.ca.issue(t, "node-a", false, uris...)))
+		c := e.clientWith(authhttp.ClientTLS(e.ca.Pool, e.ca.Client("node-a", uris...)))
 		require.ErrorIs(t, authhttp.Post(e.ctx, e.ts.URL, hb, c.hc), authhttp.ErrForbidden, "%v", uris)
 		_, err := authhttp.Dial(e.ctx, e.ts.URL, "node-a", promotable, 0, c.hc)
 		require.ErrorIs(t, err, authhttp.ErrForbidden, "%v", uris)
@@ -364,8 +365,8 @@ func TestServerWithoutDriver(t *testing.T) {
 
 	srv, err := authhttp.NewServer(authhttp.ServerOptions{})
 	require.NoError(t, err)
-	leaf := e.ca.issue(t, "node-a", false, "cutline://node/node-a").Leaf
-	verified := &tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf, e.ca.cert}}}
+	leaf := e.ca.Client("node-a", "cutline://node/node-a").Leaf
+	verified := &tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf, e.ca.Cert}}}
 	for _, tc := range []struct {
 		method, path, body string
 		state              *tls.ConnectionState
@@ -454,7 +455,7 @@ func TestStuckStreamClosed(t *testing.T) {
 	// node-a comes back on a stream it does not read.
 	leaf := e.client("node-a").tr.TLSClientConfig.Certificates[0].Leaf
 	r := httptest.NewRequestWithContext(e.ctx, http.MethodGet, "https://ctl"+authhttp.RouteStream+"?node=node-a&caps=vote,storage,promotable&token=1", nil)
-	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf, e.ca.cert}}}
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf, e.ca.Cert}}}
 	w := newStuckWriter()
 	done := make(chan struct{})
 	go func() {
@@ -527,22 +528,4 @@ func TestNewController(t *testing.T) {
 	require.Equal(t, uint64(2), st.Term)
 	require.Equal(t, authority.Granted, st.Phase)
 	require.Equal(t, "node-a", st.Holder)
-}
-
-// lockedBuffer is a log sink safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -25,7 +25,7 @@ var (
 	// ErrClosed: the connection was closed by Close.
 	ErrClosed = errors.New("authhttp: connection closed")
 	// ErrIdentity: a certificate does not name an acceptable identity.
-	// The error is an *IdentityError.
+	// The error is a *IdentityError.
 	ErrIdentity = errors.New("authhttp: no acceptable identity")
 )
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/internal/testpki"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/lease/authority/authhttp"
 	"github.com/cutline/cutline/metastore"
@@ -46,7 +47,7 @@ type env struct {
 	clock *clock.Fake
 	store *mem.Store
 	sess  metastore.Session
-	ca    *pki
+	ca    *testpki.CA
 	srv   *authhttp.Server
 	d     *authority.Driver
 	ts    *httptest.Server
@@ -88,7 +89,7 @@ func newEnv(t *testing.T, opts authhttp.ServerOptions) *env {
 // otherwise.
 func newEnvProto(t *testing.T, opts authhttp.ServerOptions, h2 bool) *env {
 	t.Helper()
-	e := &env{t: t, h2: h2, ctx: t.Context(), clock: clock.NewFake(t0), ca: newPKI(t, "cutline test CA"),
+	e := &env{t: t, h2: h2, ctx: t.Context(), clock: clock.NewFake(t0), ca: testpki.New(t, "cutline test CA"),
 		ended: make(chan string, 64), clients: map[string]*client{}}
 	e.store = mem.New(mem.Options{Clock: e.clock})
 	sess, err := e.store.NewSession(e.ctx, time.Minute)
@@ -137,7 +138,7 @@ func (e *env) start() {
 	})
 	e.ts = httptest.NewUnstartedServer(h)
 	e.ts.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
-	e.ts.TLS = authhttp.ServerTLS(e.ca.pool, e.ca.issue(e.t, "controller", true))
+	e.ts.TLS = authhttp.ServerTLS(e.ca.Pool, e.ca.Server("controller"))
 	e.ts.EnableHTTP2 = e.h2
 	e.ts.StartTLS()
 }
@@ -149,7 +150,7 @@ func (e *env) client(name string) *client {
 	if c := e.clients[name]; c != nil {
 		return c
 	}
-	c := e.clientWith(authhttp.ClientTLS(e.ca.pool, e.ca.issue(e.t, name, false, "cutline://node/"+name)))
+	c := e.clientWith(authhttp.ClientTLS(e.ca.Pool, e.ca.Client(name, "cutline://node/"+name)))
 	e.clients[name] = c
 	return c
 }

@@ -38,8 +38,11 @@ type HealthOptions struct {
 // a request without a verified node certificate. Serve it under
 // ServerTLS, whose certificate names this node.
 func NewHealthHandler(opts HealthOptions) (http.Handler, error) {
-	if opts.Node == "" || opts.Token == nil {
-		return nil, &config.Error{Field: "Node/Token", Value: nil, Reason: "required"}
+	if opts.Node == "" {
+		return nil, &config.Error{Field: "Node", Value: "", Reason: "required"}
+	}
+	if opts.Token == nil {
+		return nil, &config.Error{Field: "Token", Value: nil, Reason: "required"}
 	}
 	if opts.Identity == nil {
 		opts.Identity = NodeIdentity

@@ -22,7 +22,7 @@ const (
 // certificate's single URI SAN of the form cutline://node/<name>, where
 // <name> passes epoch.ValidateName. Anything else (no URI SAN, several,
 // another scheme or host, a user, port, query or fragment, a nested path,
-// an invalid name) is an *IdentityError.
+// an invalid name) is a *IdentityError.
 func NodeIdentity(cert *x509.Certificate) (string, error) {
 	if cert == nil {
 		return "", &IdentityError{Reason: "no certificate"}

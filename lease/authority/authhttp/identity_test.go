@@ -7,12 +7,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/internal/testpki"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
 func TestNodeIdentity(t *testing.T) {
-	ca := newPKI(t, "identity CA")
+	ca := testpki.New(t, "identity CA")
 	for _, tc := range []struct {
 		uris []string
 		want string // "" when refused
@@ -33,7 +34,7 @@ func TestNodeIdentity(t *testing.T) {
 		{[]string{"cutline://node/-a"}, ""},
 		{[]string{"cutline://node/a%2Fb"}, ""},
 	} {
-		cert := ca.issue(t, "n", false, tc.uris...).Leaf
+		cert := ca.Client("n", tc.uris...).Leaf
 		got, err := authhttp.NodeIdentity(cert)
 		if tc.want == "" {
 			require.ErrorIs(t, err, authhttp.ErrIdentity, "%v", tc.uris)
@@ -65,7 +66,7 @@ func TestCustomIdentity(t *testing.T) {
 	a := e.dial("node-a", promotable, 0)
 	b := e.dial("node-b", promotable, 0)
 	e.grant(a, "node-a")
-	admin := e.clientWith(authhttp.ClientTLS(e.ca.pool, e.ca.issue(t, "admin", false)))
+	admin := e.clientWith(authhttp.ClientTLS(e.ca.Pool, e.ca.Client("admin")))
 	require.NoError(t, authhttp.Post(e.ctx, e.ts.URL, authority.HandoffRequest{Target: "node-b"}, admin.hc))
 	recvMsg(t, a.Msgs(), kind(authority.MsgRelease, 1))
 	require.NoError(t, a.Send(e.ctx, authority.Released{Node: "node-a", Token: 1}))
