@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,7 +43,49 @@ func (b *backends) close() {
 	b.closers = nil
 }
 
+// maxZones bounds K: zone-a to zone-z.
+const maxZones = 26
+
 func zoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
+
+// checkStores refuses S3 flags that do not name one distinct store per
+// zone: an endpoint that is not an http or https URL, an empty bucket
+// name, more buckets than zone names, or one bucket on one endpoint given
+// for two zones, which would count one physical copy as two. Two names of
+// one server (localhost and 127.0.0.1) look distinct here: the probe of
+// the buckets at start-up (objstore.VerifyDistinct) catches those.
+func checkStores(endpoints, buckets []string) error {
+	servers := make([]string, len(endpoints))
+	for i, e := range endpoints {
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return refuse("s3-endpoint", strings.Join(endpoints, ","), "http or https URLs, comma-separated; %q is not one", e)
+		}
+		// Scheme and host are case-insensitive; a trailing slash changes
+		// nothing.
+		servers[i] = strings.ToLower(u.Scheme+"://"+u.Host) + strings.TrimRight(u.Path, "/")
+	}
+	flag := strings.Join(buckets, ",")
+	if len(buckets) > maxZones {
+		return refuse("s3-buckets", flag, "1 to %d buckets, one per zone", maxZones)
+	}
+	zoneOf := make(map[string]int, len(buckets))
+	for i, name := range buckets {
+		if name == "" {
+			return refuse("s3-buckets", flag, "one bucket name per zone, none empty")
+		}
+		server, where := servers[0], fmt.Sprintf("%q", name)
+		if len(servers) > 1 {
+			server, where = servers[i], fmt.Sprintf("%q at %s", name, endpoints[i])
+		}
+		if j, dup := zoneOf[server+" "+name]; dup {
+			return refuse("s3-buckets", flag, "one distinct store per zone: bucket %s is given for %s and %s, which would count one physical copy as two",
+				where, zoneName(j), zoneName(i))
+		}
+		zoneOf[server+" "+name] = i
+	}
+	return nil
+}
 
 // openBackends opens the store and the zones the flags name: by default
 // an in-memory metastore and K filesystem zones in a temporary directory;

@@ -17,6 +17,7 @@ import (
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/authority"
 	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
 )
 
 // cluster is a controller and broker nodes in one process, on the
@@ -51,10 +52,13 @@ type testNode struct {
 }
 
 // join starts a node; it is shut down when the test ends.
-func (c *cluster) join(name string) *testNode {
+func (c *cluster) join(name string) *testNode { return c.joinWith(name, c.be.zones) }
+
+// joinWith starts a node that reaches the zones through buckets.
+func (c *cluster) joinWith(name string, buckets []objstore.Bucket) *testNode {
 	crashed, beat := &atomic.Bool{}, &atomic.Pointer[chain.Position]{}
 	n, err := newNode(nodeConfig{
-		Name: name, Domain: c.cfg.domain, Store: c.be.store, Buckets: c.be.zones,
+		Name: name, Domain: c.cfg.domain, Store: c.be.store, Buckets: buckets,
 		Constants: epoch.Constants{Class: "standard", W: c.cfg.w, Window: c.cfg.window, Prefix: "streams"},
 		Dial: func(_ context.Context, node string, caps authority.Capabilities, token authority.Token) (authority.Conn, error) {
 			conn, err := c.ctl.local.Dial(node, caps, token)

@@ -24,6 +24,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "demo" {
+		os.Exit(demoMain(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
 }
 
@@ -124,6 +127,10 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	c := &settings{}
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "usage: broker [flags]\n       broker demo [flags]   the takeover demonstration (demo -h lists its flags)\n\n")
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&c.role, "role", roleAll, "all (the controller and one broker in this process), broker (a node of the controller at -controller) or controller (only the controller, on -controller-listen)")
 	fs.StringVar(&c.node, "node", "broker-1", "this broker's node name, and the star it writes as ([A-Za-z0-9._-]); with -controller, the name in its certificate")
 	fs.StringVar(&c.domain, "domain", "brokers", "the authority domain of the broker cluster: one grant for all its streams")
@@ -197,6 +204,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	if *endpoints != "" {
 		c.s3Endpoints = strings.Split(*endpoints, ",")
 	}
+	awsEnv(c, getenv, set)
 	if *gcs != "" {
 		return nil, refuse("gcs-buckets", *gcs, "nothing: GCS zones are not supported by this example (package objstore/gcs is its own module); use filesystem or S3 zones")
 	}
@@ -246,29 +254,13 @@ func (c *settings) check(set map[string]bool) error {
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return errors.New("-tls-cert and -tls-key go together")
 	}
-	if c.etcd != "" && (strings.Contains(","+c.etcd+",", ",,") || !strings.HasSuffix(c.etcdRoot, "/")) {
-		return refuse("etcd", c.etcd, "endpoints separated by single commas, and an -etcd-root ending in '/'")
+	if c.etcd != "" && !strings.HasSuffix(c.etcdRoot, "/") {
+		return refuse("etcd-root", c.etcdRoot, "a key prefix ending in '/'")
 	}
-	if len(c.s3Endpoints) > 0 {
-		switch {
-		case len(c.s3Buckets) == 0:
-			return errors.New("-s3-endpoint needs -s3-buckets, one bucket per zone")
-		case len(c.s3Endpoints) > 1 && len(c.s3Endpoints) != len(c.s3Buckets):
-			return fmt.Errorf("%d endpoints in -s3-endpoint for %d buckets: give one endpoint, or one per bucket", len(c.s3Endpoints), len(c.s3Buckets))
-		case set["k"] && c.k != len(c.s3Buckets):
-			return refuse("k", c.k, "%d, the number of buckets in -s3-buckets", len(c.s3Buckets))
-		}
-		c.k = len(c.s3Buckets)
-	} else if len(c.s3Buckets) > 0 || c.s3AccessKey != "" || c.s3SecretKey != "" {
-		return errors.New("-s3-buckets and the S3 keys need -s3-endpoint")
+	if err := c.checkBackends(set); err != nil {
+		return err
 	}
 	switch {
-	case c.k < 1 || c.k > 26:
-		return refuse("k", c.k, "1 to 26 zones")
-	case c.w < 1 || c.w > c.k:
-		return refuse("w", c.w, "1 ≤ W ≤ K=%d", c.k)
-	case c.window < 1 || c.window > epoch.MaxWindow:
-		return refuse("window", c.window, "1 to %d", epoch.MaxWindow)
 	case c.lease < 100*time.Millisecond || c.lease > time.Hour:
 		return refuse("lease", c.lease, "100ms to 1h")
 	case c.heartbeat < time.Millisecond || c.heartbeat > c.lease/3:
@@ -283,6 +275,56 @@ func (c *settings) check(set map[string]bool) error {
 		return refuse("latency", c.latency, "0 to 10s")
 	}
 	return nil
+}
+
+// checkBackends refuses backend flags that do not go together: -etcd,
+// the zones (-k, or the S3 flags), -w and -window. The demo shares it.
+func (c *settings) checkBackends(set map[string]bool) error {
+	if c.etcd != "" && strings.Contains(","+c.etcd+",", ",,") {
+		return refuse("etcd", c.etcd, "endpoints separated by single commas, none empty")
+	}
+	if len(c.s3Endpoints) > 0 {
+		switch {
+		case len(c.s3Buckets) == 0:
+			return errors.New("-s3-endpoint needs -s3-buckets, one bucket per zone")
+		case len(c.s3Endpoints) > 1 && len(c.s3Endpoints) != len(c.s3Buckets):
+			return fmt.Errorf("%d endpoints in -s3-endpoint for %d buckets: give one endpoint, or one per bucket", len(c.s3Endpoints), len(c.s3Buckets))
+		}
+		if err := checkStores(c.s3Endpoints, c.s3Buckets); err != nil {
+			return err
+		}
+		if set["k"] && c.k != len(c.s3Buckets) {
+			return refuse("k", c.k, "%d, the number of buckets in -s3-buckets", len(c.s3Buckets))
+		}
+		c.k = len(c.s3Buckets)
+	} else if len(c.s3Buckets) > 0 || c.s3AccessKey != "" || c.s3SecretKey != "" {
+		return errors.New("-s3-buckets and the S3 keys need -s3-endpoint")
+	}
+	switch {
+	case c.k < 1 || c.k > maxZones:
+		return refuse("k", c.k, "1 to %d zones", maxZones)
+	case c.w < 1 || c.w > c.k:
+		return refuse("w", c.w, "1 ≤ W ≤ K=%d", c.k)
+	case c.window < 1 || c.window > epoch.MaxWindow:
+		return refuse("window", c.window, "1 to %d", epoch.MaxWindow)
+	}
+	return nil
+}
+
+// awsEnv takes the S3 credentials and region from the standard AWS
+// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION) when
+// the zones are S3 buckets and neither the flags nor their CUTLINE_
+// variables give them.
+func awsEnv(c *settings, getenv func(string) string, set map[string]bool) {
+	if len(c.s3Endpoints) == 0 {
+		return
+	}
+	if !set["s3-access-key"] && !set["s3-secret-key"] {
+		c.s3AccessKey, c.s3SecretKey = getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
+	}
+	if r := getenv("AWS_REGION"); r != "" && !set["s3-region"] {
+		c.s3Region = r
+	}
 }
 
 // parsePeers reads -peers: name=https://host:port, comma-separated.

@@ -22,6 +22,7 @@ import (
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/lease/authority/authhttp"
+	"github.com/cutline/cutline/metastore"
 )
 
 // The API's headers.
@@ -223,7 +224,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, lease.ErrDeferred), errors.Is(err, errStarting), errors.Is(err, errShuttingDown), errors.Is(err, errUnknownOutcome),
 		errors.Is(err, lease.ErrClosed), errors.Is(err, lease.ErrSessionLost), errors.Is(err, lease.ErrTenureLost),
 		errors.Is(err, lease.ErrDeparting), errors.Is(err, lease.ErrNotHeld), errors.Is(err, lease.ErrLimbo),
-		errors.Is(err, context.DeadlineExceeded):
+		errors.Is(err, metastore.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error(), Holder: s.n.holderName(r.Context())})
 	case r.Context().Err() != nil:

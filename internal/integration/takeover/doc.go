@@ -5,16 +5,11 @@
 // zone's server process is killed and restarted mid-append, and the etcd
 // member is stopped and restarted while appends, rolls and fences run.
 //
-// Every test checks the invariants of the design after the faults:
-//
-//  1. every acknowledged slot lies below the cut;
-//  2. nothing at or above the cut is acknowledged, by anyone;
-//  3. the cut is stable: a later fence, and the zones' contents read
-//     directly, give the same cut;
-//  4. [0, cut) has no holes: every slot there holds its flight in at least
-//     W zones, read from each zone's server directly;
-//  5. every acknowledged payload is readable exactly once, through the
-//     host's RefIndex and chain.Reader, or in chain order.
+// After the faults, the tests check the guarantees stated once, in the
+// README ("Guarantees"): each fenced epoch with cutlinetest's
+// Env.VerifyEpoch, which reads every zone's server directly, and, where a
+// test records what its producers saw in a History, the whole run with
+// cutlinetest.Check.
 //
 // The tests:
 //
@@ -31,7 +26,7 @@
 //   - TestTakeoverAcrossCompaction: etcd is compacted between the pages of
 //     the successor's lists (epoch records, refs) while it settles and
 //     reads; every list restarts at the current revision and the takeover
-//     keeps every invariant.
+//     keeps every guarantee.
 //   - TestRollEtcdS3: a settle.Roller makes planned rolls (W and window
 //     changes) and rolls after halts caused by poison placed ahead of it; the
 //     producer sees only acknowledgements, and the chain holds every record
@@ -41,8 +36,9 @@
 //     calls answer metastore.ErrUnavailable (never "not found"), appends keep
 //     being acknowledged, a roll requested during the outage completes after
 //     the restart, and the fence retried afterwards publishes the same cut.
-//   - TestDemoOnEtcdAndS3: the examples/takeover program, built and run as a
-//     separate process against the embedded etcd and three versitygw zones.
+//   - TestDemoOnEtcdAndS3: the takeover demonstration (the demo subcommand
+//     of the examples/broker command), built and run as a separate process
+//     against the embedded etcd and three versitygw zones.
 //
 // When the servers cannot be started the tests are skipped, except with
 // CI=true, where they fail.

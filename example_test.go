@@ -1,4 +1,4 @@
-package main
+package cutline_test
 
 import (
 	"context"

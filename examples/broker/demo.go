@@ -1,0 +1,869 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
+	"github.com/cutline/cutline/cutlinetest"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/lease/authority"
+	"github.com/cutline/cutline/metastore"
+	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/latency"
+	"github.com/cutline/cutline/settle"
+)
+
+// The demonstration (go -C examples/broker run . demo) runs a broker
+// cluster in this process: the controller and three broker nodes over
+// authority.Local, each node with its HTTP API (TLS, a bearer token), on
+// the backends the flags name (by default an in-memory metastore and K
+// filesystem zones in a temporary directory). A producer drives load
+// through the API. Then the holder fails: it loses all zones but W−1 (its
+// PUTs there are held back in the network), appends are in flight, and
+// it is cut off from the controller, its peers and the metastore. The
+// others' health links detect it, the controller's fast fence ends its
+// grant, a successor recovers its chain (fence and settle) and is
+// granted, and the producer goes on there. The old holder comes back as
+// a zombie: its held-back PUTs land, it learns it lost its grant, and it
+// never acknowledges. At the end every record is read back: lost 0,
+// duplicated 0, and cutlinetest.Check finds no violation of cutline's
+// guarantees.
+
+// Bounds of the demonstration's own flags (the backends' are the
+// broker's). It keeps state per record in memory, so a huge value is
+// refused rather than left to exhaust memory.
+const (
+	maxRecords    = 1_000_000
+	minSessionTTL = time.Second // etcd grants whole seconds
+	maxSessionTTL = time.Minute
+	maxLatency    = time.Second
+	maxTimeout    = 24 * time.Hour
+)
+
+// errDidNotHold is what the demonstration returns when something it
+// checks did not hold.
+var errDidNotHold = errors.New("demo: did not hold")
+
+const (
+	demoDomain = "brokers"
+	demoStream = "orders"
+	demoNodes  = 3
+	// demoPoll is how often a node compares its star with its grant.
+	demoPoll = 20 * time.Millisecond
+)
+
+// demoConfig is what the demonstration's flags say.
+type demoConfig struct {
+	be         settings // the backends: -etcd, -dir, -k, -w, -window, the S3 flags
+	records    int
+	crashAfter int
+	inflight   int
+	sessionTTL time.Duration
+	latency    time.Duration
+	seed       uint64
+	timeout    time.Duration
+	logs       bool
+	runID      string
+	keyPrefix  string
+}
+
+// seedUsage says exactly what -seed seeds.
+const seedUsage = "seed of the injected latency, and of nothing else: each node's view of each zone draws its delays from a generator of its own, " +
+	"seeded with -seed + 100 × node + zone (both numbered from 0); which request gets which delay follows the order in which requests arrive, which the Go scheduler decides, " +
+	"so the times printed, and the counts that follow from timing (requests, what was absorbed before the failure, which node succeeds), " +
+	"vary from run to run whatever the seed; the cut and what the fence repaired and poisoned follow from -k, -w, -crash-after and -inflight alone"
+
+func parseDemoFlags(args []string, out io.Writer) (*demoConfig, error) {
+	c := &demoConfig{be: settings{role: roleAll}}
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "usage: go -C examples/broker run . demo [flags]\n\n"+
+			"A broker cluster in one process; its holder fails, a successor takes over, the old holder comes back as a zombie.\n\n")
+		fs.PrintDefaults()
+	}
+	fs.IntVar(&c.be.k, "k", 3, fmt.Sprintf("number of zones K, 1 to %d; with -s3-buckets, their number", maxZones))
+	fs.IntVar(&c.be.w, "w", 2, "copy quorum W, 1 to K: a slot is committed when W zones hold its flight")
+	fs.IntVar(&c.be.window, "window", 64, fmt.Sprintf("pipeline window, 1 to %d", epoch.MaxWindow))
+	fs.IntVar(&c.records, "records", 400, fmt.Sprintf("records the producer sends in all, at least -crash-after + -inflight, at most %d", maxRecords))
+	fs.IntVar(&c.crashAfter, "crash-after", 200, "records the first holder acknowledges before it fails, 0 or more")
+	fs.IntVar(&c.inflight, "inflight", 24, "appends in flight when the holder fails, 1 to -window; the producer keeps as many records in flight")
+	fs.DurationVar(&c.sessionTTL, "session-ttl", 2*time.Second, fmt.Sprintf("TTL of the metastore sessions, %v to %v: a failed holder's stream leases outlive it by this much", minSessionTTL, maxSessionTTL))
+	fs.DurationVar(&c.latency, "latency", 3*time.Millisecond, fmt.Sprintf("mean latency injected into every object request (objstore/latency, uniform from half to 1.5 times), 0 to %v; 0 with -s3-endpoint unless given", maxLatency))
+	fs.Uint64Var(&c.seed, "seed", 1, seedUsage)
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, fmt.Sprintf("give up after this long, at most %v", maxTimeout))
+	fs.StringVar(&c.be.dir, "dir", "", "keep the filesystem zones in this directory (default: a temporary directory, removed at the end)")
+	fs.StringVar(&c.be.etcd, "etcd", "", "etcd endpoints, comma-separated (default: an in-memory metastore)")
+	endpoints := fs.String("s3-endpoint", "", "S3 endpoint URL with path-style addressing, or one URL per zone, comma-separated (default: filesystem zones)")
+	buckets := fs.String("s3-buckets", "", "S3 bucket names, one per zone, comma-separated, in zone order, each store at most once")
+	fs.StringVar(&c.be.s3Region, "s3-region", "us-east-1", "S3 region")
+	fs.StringVar(&c.be.s3AccessKey, "s3-access-key", "", "S3 access key")
+	fs.StringVar(&c.be.s3SecretKey, "s3-secret-key", "", "S3 secret key (never printed)")
+	fs.BoolVar(&c.logs, "logs", false, "print the brokers' logs to stderr")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *buckets != "" {
+		c.be.s3Buckets = strings.Split(*buckets, ",")
+	}
+	if *endpoints != "" {
+		c.be.s3Endpoints = strings.Split(*endpoints, ",")
+	}
+	if err := c.be.checkBackends(set); err != nil {
+		return nil, err
+	}
+	if len(c.be.s3Endpoints) > 0 && !set["latency"] {
+		c.latency = 0
+	}
+	switch {
+	case c.inflight < 1 || c.inflight > c.be.window:
+		// Not clamped: a demonstration that quietly ran with other
+		// numbers than the ones asked for would tell another story.
+		return nil, refuse("inflight", c.inflight, "1 to %d, at most -window %d", c.be.window, c.be.window)
+	case c.records < 1 || c.records > maxRecords:
+		return nil, refuse("records", c.records, "1 to %d", maxRecords)
+	case c.crashAfter < 0 || c.crashAfter > maxRecords:
+		return nil, refuse("crash-after", c.crashAfter, "0 to %d", maxRecords)
+	case c.sessionTTL < minSessionTTL || c.sessionTTL > maxSessionTTL:
+		return nil, refuse("session-ttl", c.sessionTTL, "%v to %v", minSessionTTL, maxSessionTTL)
+	case c.latency < 0 || c.latency > maxLatency:
+		return nil, refuse("latency", c.latency, "0 to %v", maxLatency)
+	case c.timeout <= 0 || c.timeout > maxTimeout:
+		return nil, refuse("timeout", c.timeout, "more than 0, at most %v", maxTimeout)
+	case c.records < c.crashAfter+c.inflight:
+		return nil, refuse("records", c.records, "at least -crash-after + -inflight = %d", c.crashAfter+c.inflight)
+	}
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	c.runID = "run-" + hex.EncodeToString(id[:])
+	// Each run keeps its metadata under its own root and its objects
+	// under its own prefix, so that runs against the same services never
+	// meet.
+	c.be.etcdRoot = "/cutline-demo/" + c.runID + "/"
+	c.keyPrefix = "demo-" + c.runID
+	return c, nil
+}
+
+func demoMain(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	switch err := runDemo(ctx, args, os.Stdout, os.Stderr); {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "demo: FAILED:", err)
+		return 1
+	}
+	return 0
+}
+
+// runDemo runs the demonstration with the flags in args, printing to out
+// (and the brokers' logs to logs with -logs). It returns an error if
+// anything failed or anything it checks did not hold.
+func runDemo(ctx context.Context, args []string, out, logs io.Writer) error {
+	cfg, err := parseDemoFlags(args, out)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	d := &demo{cfg: cfg, out: out, rec: newRecorder(), net: &network{}, byName: map[string]*demoNode{}}
+	inner := slog.DiscardHandler
+	if cfg.logs {
+		inner = slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})
+	}
+	d.log = slog.New(d.rec.handler(inner))
+	defer d.close()
+	err = d.setup(ctx)
+	if err == nil {
+		err = d.run(ctx)
+	}
+	d.report()
+	return err
+}
+
+// demo is one run of the demonstration.
+type demo struct {
+	cfg    *demoConfig
+	out    io.Writer
+	log    *slog.Logger
+	rec    *recorder
+	net    *network
+	be     *backends
+	dir    string // the credentials of the run
+	ctl    *controller
+	nodes  []*demoNode
+	byName map[string]*demoNode
+	prod   *producer
+	hc     *http.Client
+
+	watchStop context.CancelFunc
+	watchDone chan struct{}
+
+	t0                 time.Time // the failure
+	zombie, successor  *demoNode
+	verdict            string
+	findings, problems []string
+}
+
+// demoNode is a broker node of the demonstration, its API and its links.
+type demoNode struct {
+	*node
+	name    string
+	url     string
+	srv     *http.Server
+	store   *storeLink
+	zones   []*zoneLink
+	started bool
+	stopped bool
+}
+
+// setup opens the backends, makes the run's credentials, and starts the
+// controller, the nodes' APIs and the watch of the grant; it starts no
+// node.
+func (d *demo) setup(ctx context.Context) error {
+	cfg := d.cfg
+	var err error
+	if d.be, err = openBackends(ctx, &cfg.be, d.log); err != nil {
+		return err
+	}
+	if d.dir, err = os.MkdirTemp("", "cutline-demo-"); err != nil {
+		return err
+	}
+	cert, token, err := devCredentials(d.dir, "demo")
+	if err != nil {
+		return err
+	}
+	sec := &security{cert: cert, token: token}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert.Leaf)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 2 * cfg.inflight}
+	d.hc = &http.Client{Transport: tr}
+
+	suspend := func(s metastore.Session) {
+		// Close with an ended context stops the keep-alives and sends no
+		// revocation: etcd expires the session one TTL later.
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = s.Close(ended)
+	}
+	if ms, ok := d.be.store.(*memstore.Store); ok {
+		suspend = ms.Suspend
+	}
+	d.ctl, err = startController(controllerConfig{Name: "controller", Domain: demoDomain, Store: d.be.store,
+		Lease: authority.DefaultLease, SessionTTL: cfg.sessionTTL, Logger: d.log})
+	if err != nil {
+		return err
+	}
+	if err := d.watchGrant(ctx); err != nil {
+		return err
+	}
+	urls := map[string]string{}
+	var names []string
+	for i := range demoNodes {
+		name := fmt.Sprintf("broker-%d", i+1)
+		dn := &demoNode{name: name, store: &storeLink{Store: d.be.store, suspend: suspend,
+			cut: func() bool { return d.net.isCut(name, partStore) }}}
+		buckets := make([]objstore.Bucket, len(d.be.zones))
+		for j, z := range d.be.zones {
+			if cfg.latency > 0 {
+				z = latency.Wrap(z, latency.Options{Seed: cfg.seed + uint64(100*i+j), Default: latency.Uniform(cfg.latency/2, cfg.latency*3/2)})
+			}
+			dn.zones = append(dn.zones, newZoneLink(ctx, z))
+			buckets[j] = dn.zones[j]
+		}
+		dn.node, err = newNode(nodeConfig{
+			Name: name, Domain: demoDomain, Store: dn.store, Buckets: buckets,
+			Constants: epoch.Constants{Class: "standard", W: cfg.be.w, Window: cfg.be.window, Prefix: cfg.keyPrefix},
+			Dial: func(_ context.Context, node string, caps authority.Capabilities, token authority.Token) (authority.Conn, error) {
+				if d.net.isCut(node, partControl) {
+					return nil, errCutOff
+				}
+				conn, err := d.ctl.local.Dial(node, caps, token)
+				if err != nil {
+					return nil, err
+				}
+				return newCtrlConn(conn, func() bool { return d.net.isCut(node, partControl) }), nil
+			},
+			SessionTTL: cfg.sessionTTL, HeartbeatEvery: time.Second, DecisionDelay: authority.DefaultDecisionDelay,
+			OpenWait: 10 * time.Second, Poll: demoPoll, Pinger: d.pinger(name), Logger: d.log,
+		})
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		dn.url = "https://" + ln.Addr().String()
+		dn.srv = &http.Server{Handler: newServer(dn.node, serverOptions{Token: token, Logger: d.log}), TLSConfig: sec.apiTLS(),
+			ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
+		go func() { _ = dn.srv.ServeTLS(ln, "", "") }()
+		d.nodes = append(d.nodes, dn)
+		d.byName[name], urls[name] = dn, dn.url
+		names = append(names, name)
+	}
+	d.prod = newProducer(d.hc, string(token), demoStream, names, urls)
+	return nil
+}
+
+// pinger is node from's direct health links, in process: what
+// authhttp.Pinger and the health route do over mutual TLS. A ping
+// completes when neither end is cut off and the peer's links are bound
+// to the token the ping names.
+func (d *demo) pinger(from string) func(ctx context.Context, peer string, token authority.Token) error {
+	return func(_ context.Context, peer string, token authority.Token) error {
+		p := d.byName[peer]
+		switch {
+		case d.net.isCut(from, partPeers) || d.net.isCut(peer, partPeers):
+			return errCutOff
+		case p == nil:
+			return fmt.Errorf("no node %q", peer)
+		case p.healthToken() != token:
+			return fmt.Errorf("%s: links bound to token %d, not %d", peer, p.healthToken(), token)
+		}
+		return nil
+	}
+}
+
+// watchGrant records every durable change of the domain's grant, as the
+// controller writes it to the metastore.
+func (d *demo) watchGrant(ctx context.Context) error {
+	key := "authority/" + demoDomain + "/state"
+	_, rev, err := d.be.store.List(ctx, key)
+	if err != nil {
+		return err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	d.watchStop, d.watchDone = stop, make(chan struct{})
+	go func() {
+		defer close(d.watchDone)
+		for ev, err := range d.be.store.Watch(wctx, key, rev+1) {
+			if err != nil {
+				return
+			}
+			var st authority.State
+			if ev.Type != metastore.EventPut || json.Unmarshal(ev.KV.Value, &st) != nil {
+				continue
+			}
+			d.rec.add(event{at: time.Now(), who: "controller", msg: "grant state", grant: &st})
+		}
+	}()
+	return nil
+}
+
+// start starts a node.
+func (d *demo) start(n *demoNode) {
+	n.start()
+	n.started = true
+}
+
+// stop shuts a node down as SIGTERM does: its star closes (every held
+// stream leaves through Finish with its clean-release mark), it says
+// goodbye to the controller, its API stops.
+func (d *demo) stop(ctx context.Context, n *demoNode) error {
+	if n.stopped {
+		return nil
+	}
+	n.stopped = true
+	// The producer's idle connections first: the server waits for a
+	// connection that never carried a request.
+	d.hc.CloseIdleConnections()
+	err := n.srv.Shutdown(ctx)
+	if n.started {
+		err = errors.Join(err, n.shutdown(ctx))
+	}
+	return err
+}
+
+// close releases everything the run holds.
+func (d *demo) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range d.nodes {
+		d.net.set(n.name, partControl|partPeers|partStore, false)
+		for _, l := range n.zones {
+			_, _, _ = l.release(ctx)
+		}
+		_ = d.stop(ctx, n)
+	}
+	if d.watchStop != nil {
+		d.watchStop()
+		<-d.watchDone
+	}
+	d.ctl.stop()
+	if d.hc != nil {
+		d.hc.CloseIdleConnections()
+	}
+	d.be.close()
+	if d.dir != "" {
+		_ = os.RemoveAll(d.dir)
+	}
+}
+
+// run is the story, from the first grant to the verification.
+func (d *demo) run(ctx context.Context) error {
+	cfg, rec, p := d.cfg, d.rec, d.prod
+	d.header()
+	first := d.nodes[0]
+	d.start(first)
+	if _, err := rec.wait(ctx, first.name+"'s star", logged(first.name, "star started")); err != nil {
+		return err
+	}
+	for _, n := range d.nodes[1:] {
+		d.start(n)
+	}
+
+	// The producer's load, before the failure.
+	start := time.Now()
+	p.start(ctx, seqRange(0, uint64(cfg.crashAfter)), cfg.inflight)
+	if err := p.wait(); err != nil {
+		return err
+	}
+	for seq, a := range p.acknowledgements() {
+		if a.node != first.name {
+			return fmt.Errorf("%w: record %d was acknowledged by %s, not by the holder %s", errDidNotHold, seq, a.node, first.name)
+		}
+	}
+	if cfg.crashAfter > 0 {
+		rec.note(time.Now(), "producer", "%d records acknowledged by %s over HTTP, offsets 0–%d (%v)",
+			cfg.crashAfter, first.name, cfg.crashAfter-1, time.Since(start).Round(time.Millisecond))
+	}
+	if err := d.waitLinks(ctx, first); err != nil {
+		return err
+	}
+
+	// The holder loses all zones but W−1, with appends in flight.
+	h, err := d.holding(ctx, first)
+	if err != nil {
+		return err
+	}
+	ep, from, n := h.star.Epoch().Epoch, h.star.Stats().Submitted, uint64(cfg.inflight)
+	keys := wire.Keys{Prefix: cfg.keyPrefix}
+	keep := cfg.be.w - 1
+	hole := from // the first in-flight slot that reaches no zone at all
+	if keep > 0 {
+		hole = from + n*2/5
+	}
+	lost := d.be.zones[:cfg.be.k-keep]
+	var inflight []string
+	for s := from; s < from+n; s++ {
+		inflight = append(inflight, keys.Slot(first.name, ep, s))
+	}
+	for i, l := range first.zones {
+		if i < len(lost) {
+			l.hold(func(op, key string) bool {
+				s, ok := keys.ParseSlot(first.name, ep, key)
+				return op != "create" || (ok && s >= from)
+			})
+		} else {
+			l.hold(func(op, key string) bool { return op == "create" && key == inflight[hole-from] })
+		}
+	}
+	rec.note(time.Now(), "network", "%s loses %s: its requests there are held back", first.name, zoneList(lost))
+	p.start(ctx, seqRange(uint64(cfg.crashAfter), uint64(cfg.crashAfter)+n), int(n))
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, l := range first.zones {
+		if err := l.waitSeen(wctx, inflight); err != nil {
+			return err
+		}
+	}
+	line := fmt.Sprintf("%d appends in flight (slots %s): ", n, span(from, from+n-1))
+	if keep > 0 {
+		line += fmt.Sprintf("each reached %s only, %d of W=%d copies; slot %d reached no zone", zoneList(d.be.zones[len(lost):]), keep, cfg.be.w, hole)
+	} else {
+		line += "none reached a zone"
+	}
+	rec.note(time.Now(), first.name, "%s", line)
+
+	// The failure.
+	d.zombie, d.t0 = first, time.Now()
+	d.net.set(first.name, partControl|partPeers|partStore, true)
+	first.store.cutSessions()
+	rec.note(d.t0, first.name, "FAILS: cut off from the controller, its peers and the metastore (its session gets no keep-alives); its held-back PUTs wait in the network")
+	p.start(ctx, seqRange(uint64(cfg.crashAfter)+n, uint64(cfg.records)), cfg.inflight)
+
+	// The others detect it; the controller grants a successor.
+	ev, err := rec.wait(ctx, "a successor's grant", func(e event) bool {
+		return e.grant != nil && e.grant.Phase == authority.Granted && e.grant.Holder != first.name
+	})
+	if err != nil {
+		return err
+	}
+	d.successor = d.byName[ev.grant.Holder]
+	at, err := p.waitAck(ctx, d.successor.name)
+	if err != nil {
+		return err
+	}
+	rec.note(at, "producer", "first acknowledgement by %s", d.successor.name)
+
+	if err := d.release(ctx, keys, ep, hole, from+n); err != nil {
+		return err
+	}
+	if err := p.wait(); err != nil {
+		return err
+	}
+	rec.note(time.Now(), "producer", "all %d records acknowledged", cfg.records)
+	ans := p.answersOf(first.name, d.t0)
+	if ans[http.StatusOK] > 0 {
+		return fmt.Errorf("%w: the failed holder %s acknowledged %d produces after it failed", errDidNotHold, first.name, ans[http.StatusOK])
+	}
+	d.findings = append(d.findings, fmt.Sprintf("%s answered %d produces after it failed, none with an acknowledgement (by status: %v)",
+		first.name, total(ans), ans))
+	return d.verify(ctx)
+}
+
+// holding returns the star n runs under its grant, once it runs.
+func (d *demo) holding(ctx context.Context, n *demoNode) (*holding, error) {
+	tick := time.NewTicker(demoPoll)
+	defer tick.Stop()
+	for {
+		if h := n.current(); h != nil {
+			return h, nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for %s's star: %w", n.name, ctx.Err())
+		}
+	}
+}
+
+// waitLinks waits until every direct health link of the holder's grant
+// completed a round trip: the voters' concerns count only then.
+func (d *demo) waitLinks(ctx context.Context, holder *demoNode) error {
+	for _, n := range d.nodes {
+		if n == holder {
+			continue
+		}
+		for _, pair := range [][2]string{{holder.name, n.name}, {n.name, holder.name}} {
+			if _, err := d.rec.wait(ctx, "the health link "+pair[0]+" → "+pair[1], func(e event) bool {
+				return e.who == pair[0] && e.msg == "health link up" && e.attrs["peer"] == pair[1]
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	d.rec.note(time.Now(), "network", "every health link of %s's grant is up", holder.name)
+	return nil
+}
+
+// release lets the failed holder back as a zombie: its held-back PUTs
+// land, its control channel comes back (it learns its grant is gone),
+// then its metastore and its peers. A produce sent to it now is refused.
+func (d *demo) release(ctx context.Context, keys wire.Keys, ep, hole, end uint64) error {
+	z, rec := d.zombie, d.rec
+	var created, refused int
+	for _, l := range z.zones {
+		c, r, err := l.release(ctx)
+		if err != nil {
+			return err
+		}
+		created, refused = created+c, refused+r
+	}
+	rec.note(time.Now(), "network", "%s comes back, a zombie: its %d held-back PUTs land: %d created, %d refused (poison, a repair copy)",
+		z.name, created+refused, created, refused)
+	// What the zones hold at the cut and past it now.
+	minter, err := epoch.NewMinter(d.be.store, epoch.Options{})
+	if err != nil {
+		return err
+	}
+	er, err := minter.Get(ctx, z.name, ep)
+	if err != nil {
+		return err
+	}
+	if er.State != epoch.StateSettled || er.Cut != hole {
+		return fmt.Errorf("%w: %s/%d is %s with cut %d; want settled at cut %d, the first slot no zone held", errDidNotHold, z.name, ep, er.State, er.Cut, hole)
+	}
+	poison, complete := 0, 0
+	for s := er.Cut; s < end; s++ {
+		flights := 0
+		for _, zone := range d.be.zones {
+			switch wire.ObserveHeader(ctx, zone, wire.Addr{Keys: keys, Star: z.name, Epoch: ep, Slot: s}).State {
+			case wire.SlotFlight:
+				flights++
+			case wire.SlotPoison:
+				if s == er.Cut {
+					poison++
+				}
+			}
+		}
+		if s > er.Cut && flights >= d.cfg.be.w {
+			complete++
+		}
+	}
+	zones, err := chain.NewZones(d.be.zones...)
+	if err != nil {
+		return err
+	}
+	reader, err := chain.NewReader(minter, zones, chain.ReaderOptions{})
+	if err != nil {
+		return err
+	}
+	if _, err := reader.Read(ctx, z.name, chain.Position{Epoch: ep, Slot: er.Cut + 1}); !errors.Is(err, chain.ErrNotCommitted) {
+		return fmt.Errorf("%w: read %s/%d/%d past the cut: %v, want %v", errDidNotHold, z.name, ep, er.Cut+1, err, chain.ErrNotCommitted)
+	}
+	rec.note(time.Now(), "network", "the cut slot %d holds poison in %d zones: dead for good; %d slots past it hold the zombie's flight in W zones, yet none is served (%v)",
+		er.Cut, poison, complete, chain.ErrNotCommitted)
+
+	d.net.set(z.name, partControl, false)
+	if _, err := rec.wait(ctx, z.name+" learning its grant is gone", logged(z.name, "grant lost")); err != nil {
+		return err
+	}
+	d.net.set(z.name, partPeers|partStore, false)
+	code, _, e, err := d.prod.post(ctx, z.name, "zombie-probe", 0, []byte("a produce to the zombie"))
+	switch {
+	case err != nil:
+		return err
+	case code == http.StatusOK:
+		return fmt.Errorf("%w: the zombie %s acknowledged a produce", errDidNotHold, z.name)
+	}
+	rec.note(time.Now(), z.name, "answers a produce %d: %s; the holder is %q", code, e.Error, e.Holder)
+	return nil
+}
+
+// verify reads the stream back through the successor's API and checks it
+// against what the producer saw acknowledged; then it stops the nodes and
+// checks cutline's guarantees over the finished run (cutlinetest.Check).
+func (d *demo) verify(ctx context.Context) error {
+	p := d.prod
+	acks := p.acknowledgements()
+	got, err := p.read(ctx, d.successor.name)
+	if err != nil {
+		return err
+	}
+	seqOf := make(map[string]uint64, d.cfg.records)
+	for seq := range uint64(d.cfg.records) {
+		seqOf[string(p.data(seq))] = seq
+	}
+	count, at := map[uint64]int{}, map[uint64]uint64{}
+	for i, r := range got {
+		seq, ok := seqOf[string(r.Data)]
+		switch {
+		case r.Offset != uint64(i):
+			d.problems = append(d.problems, fmt.Sprintf("the read returned offset %d at position %d", r.Offset, i))
+		case !ok:
+			d.problems = append(d.problems, fmt.Sprintf("offset %d holds a record nobody acknowledged: %q", r.Offset, r.Data))
+		}
+		count[seq]++
+		at[seq] = r.Offset
+	}
+	lost, duplicated := 0, 0
+	for seq, a := range acks {
+		if off, ok := at[seq]; !ok || off != a.Offset {
+			lost++
+		}
+	}
+	for _, n := range count {
+		duplicated += n - 1
+	}
+	d.findings = append(d.findings, fmt.Sprintf("read back through %s's API: offsets 0–%d without a gap, each record compared with its acknowledgement", d.successor.name, len(got)-1))
+
+	// Where the index serves each acknowledged record: what the producer
+	// saw, as cutlinetest.Check reads it.
+	refs, err := settle.NewRefIndex(d.be.store, "", locate)
+	if err != nil {
+		return err
+	}
+	byOffset := map[uint64]settle.Ref{}
+	for r, err := range refs.Refs(ctx, demoStream) {
+		if err != nil {
+			return err
+		}
+		byOffset[r.Offset] = r
+	}
+	var hist cutlinetest.History
+	for _, seq := range slices.Sorted(maps.Keys(acks)) {
+		a := acks[seq]
+		r, ok := byOffset[a.Offset]
+		if ok && (r.Epoch != a.Epoch || r.Slot != a.Slot || (!a.Duplicate && r.Star != a.node)) {
+			d.problems = append(d.problems, fmt.Sprintf("record %d was acknowledged by %s at %d/%d, the index serves it from %s/%v", seq, a.node, a.Epoch, a.Slot, r.Star, r.Position()))
+		}
+		id := fmt.Sprint(seq)
+		payload := record{Stream: demoStream, Offset: a.Offset, Producer: p.id, Seq: seq, Data: p.data(seq)}.encode()
+		of := hist.Add(cutlinetest.Event{Op: cutlinetest.Submitted, Star: r.Star, ID: id, Payload: payload})
+		if ok {
+			hist.Add(cutlinetest.Event{Op: cutlinetest.Acked, Star: r.Star, ID: id, Of: of, Pos: r.Position()})
+		}
+	}
+
+	// The run ends as SIGTERM ends it: every node's star closes through
+	// Finish; then the guarantees are checked over the zones and the store.
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, n := range append(slices.DeleteFunc(slices.Clone(d.nodes), func(n *demoNode) bool { return n == d.successor }), d.successor) {
+		if err := d.stop(sctx, n); err != nil {
+			return fmt.Errorf("%s shuts down: %w", n.name, err)
+		}
+	}
+	vs := cutlinetest.Check(ctx, cutlinetest.Run{History: &hist, Store: d.be.store, Zones: d.be.zones, Locate: locate})
+	d.findings = append(d.findings, fmt.Sprintf("cutline's six guarantees (cutlinetest.Check: every zone read directly, every fenced epoch fenced again, the store's history replayed): %d violations", len(vs)))
+	for _, v := range vs {
+		d.problems = append(d.problems, v.Error())
+	}
+	d.verdict = fmt.Sprintf("acknowledged %d, readable %d, lost %d, duplicated %d", len(acks), len(got), lost, duplicated)
+	if lost > 0 || duplicated > 0 || len(got) != len(acks) || len(acks) != d.cfg.records {
+		d.problems = append(d.problems, d.verdict)
+	}
+	if len(d.problems) > 0 {
+		return fmt.Errorf("%w: %s", errDidNotHold, d.problems[0])
+	}
+	return nil
+}
+
+// header prints what the run is made of.
+func (d *demo) header() {
+	cfg := d.cfg
+	fmt.Fprintf(d.out, "cutline broker demonstration (%s)\n", cfg.runID)
+	if cfg.be.etcd == "" {
+		fmt.Fprintf(d.out, "  metadata: in-memory metastore (metastore/mem)\n")
+	} else {
+		fmt.Fprintf(d.out, "  metadata: etcd at %s (metastore/etcd), keys under %s\n", cfg.be.etcd, cfg.be.etcdRoot)
+	}
+	if len(cfg.be.s3Endpoints) == 0 {
+		fmt.Fprintf(d.out, "  objects:  %d filesystem zones (objstore/fs) under %s, keys under %s/\n", cfg.be.k, d.be.dir, cfg.keyPrefix)
+	} else {
+		var where []string
+		for i, b := range cfg.be.s3Buckets {
+			ep := cfg.be.s3Endpoints[min(i, len(cfg.be.s3Endpoints)-1)]
+			where = append(where, fmt.Sprintf("%s=%s/%s", zoneName(i), ep, b))
+		}
+		fmt.Fprintf(d.out, "  objects:  %d S3 buckets (objstore/s3): %s, keys under %s/\n", cfg.be.k, strings.Join(where, " "), cfg.keyPrefix)
+	}
+	lat := "no injected latency"
+	if cfg.latency > 0 {
+		lat = fmt.Sprintf("%v–%v injected per object request", cfg.latency/2, cfg.latency*3/2)
+	}
+	fmt.Fprintf(d.out, "  K=%d W=%d (a slot dies at B=%d poisons), window %d, %s\n", cfg.be.k, cfg.be.w, cfg.be.k-cfg.be.w+1, cfg.be.window, lat)
+	fmt.Fprintf(d.out, "  the controller and %d broker nodes in this process (authority.Local), each node's HTTP API over TLS with a bearer token\n", demoNodes)
+	fmt.Fprintf(d.out, "  stream %q: %d records from one producer over HTTP; the holder fails after %d, with %d appends in flight\n\n",
+		demoStream, cfg.records, cfg.crashAfter, cfg.inflight)
+}
+
+// report prints the timeline, the object requests, the findings and the
+// verdict.
+func (d *demo) report() {
+	if d.t0.IsZero() {
+		d.t0 = time.Now()
+	}
+	fmt.Fprintf(d.out, "timeline (seconds from the failure):\n")
+	d.rec.print(d.out, d.t0, demoStream)
+	fmt.Fprintf(d.out, "\nobject requests by kind (cutline_broker_object_requests_total, all zones):\n")
+	fmt.Fprintf(d.out, "  %-24s %8s %8s %10s %8s %8s   %s\n", "node", "create", "get", "get_range", "delete", "list", "creates by result")
+	for _, n := range d.nodes {
+		ops, creates := requestCounts(n.node)
+		role := ""
+		switch n {
+		case d.zombie:
+			role = " (failed, zombie)"
+		case d.successor:
+			role = " (successor)"
+		}
+		var by []string
+		for _, r := range slices.Sorted(maps.Keys(creates)) {
+			by = append(by, fmt.Sprintf("%s %d", r, creates[r]))
+		}
+		fmt.Fprintf(d.out, "  %-24s %8d %8d %10d %8d %8d   %s\n", n.name+role, ops["create"], ops["get"], ops["get_range"], ops["delete"], ops["list"], strings.Join(by, ", "))
+	}
+	fmt.Fprintln(d.out)
+	for _, f := range d.findings {
+		fmt.Fprintf(d.out, "%s\n", f)
+	}
+	for _, pr := range d.problems {
+		fmt.Fprintf(d.out, "FAILED: %s\n", pr)
+	}
+	if d.verdict != "" {
+		fmt.Fprintf(d.out, "\n%s\n", d.verdict)
+	}
+}
+
+// requestCounts sums a node's object requests over the zones, by kind,
+// and its creates by result.
+func requestCounts(n *node) (ops, creates map[string]int) {
+	ops, creates = map[string]int{}, map[string]int{}
+	mfs, err := n.met.reg.Gather()
+	if err != nil {
+		return ops, creates
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "cutline_broker_object_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var op, result string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "op":
+					op = l.GetValue()
+				case "result":
+					result = l.GetValue()
+				}
+			}
+			v := int(m.GetCounter().GetValue())
+			ops[op] += v
+			if op == "create" {
+				creates[result] += v
+			}
+		}
+	}
+	return ops, creates
+}
+
+func seqRange(from, to uint64) []uint64 {
+	out := make([]uint64, 0, to-from)
+	for s := from; s < to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// span formats a range of numbers.
+func span(first, last uint64) string {
+	if first == last {
+		return fmt.Sprint(first)
+	}
+	return fmt.Sprintf("%d–%d", first, last)
+}
+
+func zoneList(zones []objstore.Bucket) string {
+	names := chain.Names(zones...)
+	if len(names) == 0 {
+		return "no zone"
+	}
+	return strings.Join(names, ", ")
+}
+
+func total(m map[int]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// The producer's retry backoff, and the page size of its reads.
+const (
+	retryMin, retryMax = 20 * time.Millisecond, 320 * time.Millisecond
+	readPage           = 100
+)
+
+// producer is a client of the brokers' API, as a team would write one:
+// it sends the numbered records of one producer id, each until it is
+// acknowledged, always with the same sequence (a retry is safe, also
+// after a takeover: the brokers deduplicate), to the node a 503 names as
+// the holder, or to the next node when none is named.
+type producer struct {
+	id     string
+	stream string
+	hc     *http.Client
+	token  string
+	names  []string          // the nodes, in order
+	urls   map[string]string // node → base URL of its API
+
+	wg sync.WaitGroup
+
+	mu      sync.Mutex
+	target  string           // where a record goes first
+	acks    map[uint64]acked // sequence → its acknowledgement
+	answers []answer         // every answer to a produce, in order
+	errs    []error          // deliveries that gave up
+	changed chan struct{}    // closed and replaced with every acknowledgement
+}
+
+// acked is an acknowledgement: where the record is, by whom and when.
+type acked struct {
+	ack
+	node string
+	at   time.Time
+}
+
+// answer is one answer to a produce: its status (0 when the request got
+// no answer).
+type answer struct {
+	node string
+	at   time.Time
+	code int
+}
+
+func newProducer(hc *http.Client, token, stream string, names []string, urls map[string]string) *producer {
+	return &producer{id: "producer-1", stream: stream, hc: hc, token: token, names: names, urls: urls, target: names[0],
+		acks: map[uint64]acked{}, changed: make(chan struct{})}
+}
+
+// data is the content of record seq.
+func (p *producer) data(seq uint64) []byte {
+	return fmt.Appendf(nil, "order %d: %d units of item %d", seq, 1+seq%7, seq*37%101)
+}
+
+// start delivers seqs in the background, workers at a time; wait waits
+// for every delivery started.
+func (p *producer) start(ctx context.Context, seqs []uint64, workers int) {
+	next := make(chan uint64)
+	for range workers {
+		p.wg.Go(func() {
+			for seq := range next {
+				if err := p.deliver(ctx, seq); err != nil {
+					p.mu.Lock()
+					p.errs = append(p.errs, err)
+					p.mu.Unlock()
+				}
+			}
+		})
+	}
+	p.wg.Go(func() {
+		defer close(next)
+		for _, seq := range seqs {
+			select {
+			case next <- seq:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+}
+
+// wait waits for every delivery started, and returns the first that
+// gave up.
+func (p *producer) wait() error {
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.errs) > 0 {
+		return fmt.Errorf("%d records not delivered; the first: %w", len(p.errs), p.errs[0])
+	}
+	return nil
+}
+
+// deliver sends record seq until a node acknowledges it. 503 (this node
+// cannot take it now), 500 and a request without an answer are retried;
+// any other answer is an error.
+func (p *producer) deliver(ctx context.Context, seq uint64) error {
+	backoff := retryMin
+	for {
+		p.mu.Lock()
+		node := p.target
+		p.mu.Unlock()
+		code, a, e, err := p.post(ctx, node, p.id, seq, p.data(seq))
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("record %d: %w", seq, ctx.Err())
+		case err == nil && code == http.StatusOK:
+			return p.acknowledged(seq, node, a)
+		case err == nil && code != http.StatusServiceUnavailable && code != http.StatusInternalServerError:
+			return fmt.Errorf("record %d: %s answered %d: %s", seq, node, code, e.Error)
+		}
+		p.follow(node, e.Holder)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("record %d: %w", seq, ctx.Err())
+		}
+		backoff = min(2*backoff, retryMax)
+	}
+}
+
+// follow moves the target after node failed: to the holder it named, or
+// to the next node.
+func (p *producer) follow(node, holder string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case holder != "" && holder != node && p.urls[holder] != "":
+		p.target = holder
+	case p.target == node:
+		p.target = p.names[(slices.Index(p.names, node)+1)%len(p.names)]
+	}
+}
+
+func (p *producer) acknowledged(seq uint64, node string, a ack) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if prev, ok := p.acks[seq]; ok && prev.Offset != a.Offset {
+		return fmt.Errorf("record %d acknowledged at offset %d by %s and at offset %d by %s", seq, prev.Offset, prev.node, a.Offset, node)
+	}
+	p.acks[seq] = acked{ack: a, node: node, at: time.Now()}
+	close(p.changed)
+	p.changed = make(chan struct{})
+	return nil
+}
+
+// post sends one record to node and returns the answer.
+func (p *producer) post(ctx context.Context, node, producer string, seq uint64, data []byte) (int, ack, errorBody, error) {
+	var a ack
+	var e errorBody
+	h := http.Header{headerProducer: {producer}, headerSequence: {strconv.FormatUint(seq, 10)}}
+	code, body, _, err := p.do(ctx, node, http.MethodPost, "/v1/streams/"+p.stream+"/records", h, data)
+	p.mu.Lock()
+	p.answers = append(p.answers, answer{node: node, at: time.Now(), code: code})
+	p.mu.Unlock()
+	if err != nil {
+		return 0, a, e, err
+	}
+	if code == http.StatusOK {
+		err = json.Unmarshal(body, &a)
+	} else {
+		_ = json.Unmarshal(body, &e) // a 500 may be no JSON
+	}
+	return code, a, e, err
+}
+
+// do sends one request with the bearer token.
+func (p *producer) do(ctx context.Context, node, method, path string, h http.Header, body []byte) (int, []byte, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, method, p.urls[node]+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	maps.Copy(req.Header, h)
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	return resp.StatusCode, raw, resp.Header, err
+}
+
+// acknowledgements returns a copy of the acknowledgements.
+func (p *producer) acknowledgements() map[uint64]acked {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.acks)
+}
+
+// waitAck blocks until node has acknowledged a record, or ctx ends.
+func (p *producer) waitAck(ctx context.Context, node string) (time.Time, error) {
+	for {
+		p.mu.Lock()
+		var first time.Time
+		for _, a := range p.acks {
+			if a.node == node && (first.IsZero() || a.at.Before(first)) {
+				first = a.at
+			}
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		if !first.IsZero() {
+			return first, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("waiting for %s to acknowledge: %w", node, ctx.Err())
+		}
+	}
+}
+
+// answersOf counts node's answers since t by status.
+func (p *producer) answersOf(node string, since time.Time) map[int]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[int]int{}
+	for _, a := range p.answers {
+		if a.node == node && !a.at.Before(since) {
+			out[a.code]++
+		}
+	}
+	return out
+}
+
+// read reads the whole stream back through node's API, readPage records
+// a request, a few requests at a time.
+func (p *producer) read(ctx context.Context, node string) ([]consumed, error) {
+	path := func(off uint64) string {
+		return fmt.Sprintf("/v1/streams/%s/records?offset=%d&limit=%d", p.stream, off, readPage)
+	}
+	code, _, h, err := p.do(ctx, node, http.MethodGet, path(0), nil, nil)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("%s answered %d", node, code)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s through %s: %w", p.stream, node, err)
+	}
+	next, err := strconv.ParseUint(h.Get(headerNext), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("read %s through %s: %s: %w", p.stream, node, headerNext, err)
+	}
+	pages := make([][]consumed, (next+readPage-1)/readPage)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for i := range pages {
+		g.Go(func() error {
+			code, body, _, err := p.do(gctx, node, http.MethodGet, path(uint64(i)*readPage), nil, nil)
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("%s answered %d: %s", node, code, body)
+			}
+			if err == nil {
+				err = json.Unmarshal(body, &pages[i])
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("read %s through %s: %w", p.stream, node, err)
+	}
+	return slices.Concat(pages...), nil
+}
