@@ -140,7 +140,13 @@ func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *back
 		}
 		log.Info("zones: filesystem", "k", cfg.k, "dir", dir)
 	} else {
-		hc := s3.NewHTTPClient(cfg.window)
+		// Idle connections per host for every request in flight to it: the
+		// window times the buckets an endpoint serves.
+		perHost := cfg.window
+		if len(cfg.s3Endpoints) == 1 {
+			perHost *= len(cfg.s3Buckets)
+		}
+		hc := s3.NewHTTPClient(perHost)
 		be.closers = append(be.closers, hc.CloseIdleConnections)
 		clients := map[string]*awss3.Client{}
 		for i, name := range cfg.s3Buckets {

@@ -19,19 +19,20 @@
 // # HTTP connections
 //
 // Every Create, Get, Delete and List is one HTTP request, and a writer
-// keeps up to its window of W appends in flight in each of the K zones it
+// keeps up to its window of appends in flight in each of the K zones it
 // writes to. The SDK's default HTTP client keeps 10 idle connections per
 // host (net/http's own default is 2): past that, each finished request
 // closes its connection and the next one dials anew, leaving the closed
 // socket in TIME_WAIT; two hundred concurrent appends on the default
 // client left 30,000 of them. Size the client for the window:
 //
-//   - MaxIdleConnsPerHost ≥ the requests in flight to one endpoint: W
-//     when each bucket has its own host (virtual-hosted addressing), W
-//     times the buckets sharing an endpoint (path-style addressing of
-//     several buckets on one server), plus what readers and fencers add.
-//   - MaxIdleConns ≥ W × K when one client serves all K zones (0 means no
-//     limit).
+//   - MaxIdleConnsPerHost ≥ the requests in flight to one endpoint: the
+//     window when each bucket has its own host (virtual-hosted
+//     addressing), the window times the buckets sharing an endpoint
+//     (path-style addressing of several buckets on one server), plus what
+//     readers and fencers add.
+//   - MaxIdleConns ≥ window × K when one client serves all K zones (0
+//     means no limit).
 //   - MaxConnsPerHost 0 (no cap) or above the window: a lower cap queues
 //     appends behind each other.
 //   - Timeouts on connections, not requests: dial and TLS handshake about
