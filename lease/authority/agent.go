@@ -246,8 +246,26 @@ func (a *Agent) guardLocked() {
 	}
 }
 
+// flushPasses bounds the passes of one flush: a recovery or a release
+// that progressed is followed by another pass (to send what it led to),
+// but a host whose answers never settle cannot keep the agent from its
+// channel.
+const flushPasses = 4
+
 // flush ticks the runtime and does what it asks.
 func (a *Agent) flush(ctx context.Context) error {
+	for range flushPasses {
+		progressed, err := a.flushOnce(ctx)
+		if err != nil || !progressed {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushOnce is one pass of flush; it reports whether a recovery or a
+// release progressed.
+func (a *Agent) flushOnce(ctx context.Context) (bool, error) {
 	a.mu.Lock()
 	a.rt.Tick(a.opts.Clock.Now())
 	if q := a.rt.required; q != nil {
@@ -264,7 +282,7 @@ func (a *Agent) flush(ctx context.Context) error {
 		switch {
 		case err == nil, errors.Is(err, ErrRefused):
 		case ctx.Err() != nil:
-			return nil
+			return false, nil
 		default:
 			// Transient (the controller is being re-elected, the network
 			// dropped): keep it and the rest for the next period.
@@ -272,7 +290,7 @@ func (a *Agent) flush(ctx context.Context) error {
 			a.mu.Lock()
 			a.retry = append(a.retry, pending[i:]...)
 			a.mu.Unlock()
-			return nil
+			return false, nil
 		}
 	}
 	progressed := false
@@ -303,8 +321,5 @@ func (a *Agent) flush(ctx context.Context) error {
 			progressed = true
 		}
 	}
-	if progressed {
-		return a.flush(ctx)
-	}
-	return nil
+	return progressed, nil
 }

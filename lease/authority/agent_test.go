@@ -250,3 +250,42 @@ func TestAgentOffersAfterTheDecisionDelay(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// forgetfulHost recovers as far as required, but its Frontier never says
+// so.
+type forgetfulHost struct {
+	nopHost
+	calls atomic.Int32
+}
+
+func (h *forgetfulHost) Recover(_ context.Context, order authority.Msg) (chain.Position, error) {
+	h.calls.Add(1)
+	return order.Required.Pos, nil
+}
+
+func (*forgetfulHost) Frontier(string) (chain.Position, bool) { return chain.Position{}, true }
+
+// A host whose Frontier disagrees with what its Recover returned cannot
+// trap the agent: each pass of the loop recovers a bounded number of
+// times, and the agent keeps serving its channel.
+func TestAgentHostFrontierDisagrees(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rt, err := authority.NewRuntime(authority.RuntimeConfig{Node: "cand", Domain: "orders", Caps: authority.Capabilities{Promotable: true}}, clk.Now())
+	require.NoError(t, err)
+	conn := &fakeConn{msgs: make(chan authority.Msg)}
+	h := &forgetfulHost{}
+	a, err := authority.NewAgent(rt, conn, h, authority.AgentOptions{Clock: clk, HeartbeatEvery: time.Minute})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	req := authority.Required{Star: "old", Pos: chain.Position{Epoch: 1, Slot: 9}}
+	conn.msgs <- authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: req}
+	conn.msgs <- authority.Msg{To: "cand", Kind: authority.MsgRecover, Token: 1, Required: req,
+		Grant: authority.Grant{Domain: "orders", Holder: "cand", Token: 1, Revision: 3}}
+	conn.msgs <- authority.Msg{To: "nobody"} // the agent is back in its loop
+	cancel()
+	require.NoError(t, <-done)
+	require.LessOrEqual(t, h.calls.Load(), int32(16), "recoveries in three passes of the loop")
+	require.GreaterOrEqual(t, h.calls.Load(), int32(1))
+}
