@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cutline/cutline/internal/integration/stacktest"
 )
 
 // BenchmarkBrokerFailoverKill measures failovers after kill -9 of the
@@ -35,7 +37,7 @@ func BenchmarkBrokerFailoverKill(b *testing.B) { benchFailover(b, false) }
 func BenchmarkBrokerFailoverStop(b *testing.B) { benchFailover(b, true) }
 
 func benchFailover(b *testing.B, stop bool) {
-	bin := buildBroker(b)
+	bin := stacktest.BuildBroker(b)
 	ctx, cancel := context.WithTimeout(b.Context(), 20*time.Minute)
 	defer cancel()
 	c := startCluster(ctx, b, bin)

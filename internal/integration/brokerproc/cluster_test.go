@@ -4,8 +4,6 @@ package brokerproc_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/internal/integration/etcdtest"
-	"github.com/cutline/cutline/internal/testservers"
+	"github.com/cutline/cutline/internal/integration/stacktest"
 )
 
 // The cluster's shape and timings. The brokers' heartbeat (1 s) and
@@ -36,14 +34,6 @@ const (
 	lookupTimeout  = time.Second            // one GET /v1/streams of a producer looking for the holder
 	retryEvery     = 50 * time.Millisecond  // between a producer's attempts
 )
-
-func zoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
-
-func randomID() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
 
 // broker is one broker process and the base URL of its API.
 type broker struct {
@@ -67,19 +57,13 @@ type cluster struct {
 func startCluster(ctx context.Context, t testing.TB, bin string) *cluster {
 	t.Helper()
 	etcd := etcdtest.StartCluster(t, 1)
-	access, secret := "bp-"+randomID(), "secret-"+randomID()+randomID()
-	var endpoints, buckets []string
-	for i := range zonesK {
-		srv := testservers.StartVersityGW(t, testservers.S3Options{Bucket: "brokerproc-" + zoneName(i), AccessKey: access, SecretKey: secret})
-		endpoints = append(endpoints, srv.Endpoint)
-		buckets = append(buckets, srv.Bucket)
-	}
+	zones := stacktest.StartZones(t, zonesK, "brokerproc-")
 	ca := newPKI(t)
 	tokenFile, token := ca.tokenFile()
 	c := &cluster{t: t, ca: ca, api: newAPI(t, ca.pool, ca.client("producer"), token), led: newLedger()}
 	logs := t.TempDir()
-	env := processEnv("CUTLINE_S3_SECRET_KEY=" + secret)
-	common := []string{"-etcd", etcd.Endpoints()[0], "-etcd-root", "/brokerproc-" + randomID() + "/"}
+	env := processEnv("CUTLINE_S3_SECRET_KEY=" + zones.Secret)
+	common := []string{"-etcd", etcd.Endpoints()[0], "-etcd-root", "/brokerproc-" + stacktest.RandomID() + "/"}
 
 	ctlAddr := freeAddr(t)
 	c.ctl = newProc(t, logs, "ctl", bin, processEnv(), append(append([]string{"-role", "controller", "-node", "ctl", "-controller-listen", ctlAddr, "-lease", lease.String()}, common...), ca.controller("ctl")...)...)
@@ -96,7 +80,7 @@ func startCluster(ctx context.Context, t testing.TB, bin string) *cluster {
 		args := append([]string{
 			"-role", "broker", "-node", b.name, "-listen", strings.TrimPrefix(b.base, "https://"),
 			"-controller", "https://" + ctlAddr, "-auth-token-file", tokenFile,
-			"-s3-endpoint", strings.Join(endpoints, ","), "-s3-buckets", strings.Join(buckets, ","), "-s3-access-key", access,
+			"-s3-endpoint", zones.Endpoints(), "-s3-buckets", zones.Buckets(), "-s3-access-key", zones.AccessKey,
 			"-peers", strings.Join(peers, ","), "-latency", objectLatency.String(),
 		}, common...)
 		c.brokers[i].proc = newProc(t, logs, b.name, bin, env, append(args, ca.node(b.name)...)...)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/internal/integration/stacktest"
 )
 
 // testTimeout bounds the test once the broker is built.
@@ -27,12 +29,12 @@ var streams = []string{"orders", "payments"}
 // its stream exactly once at the end, the zombie acknowledges nothing,
 // and the failover times are logged.
 func TestBrokerFailover(t *testing.T) {
-	bin := buildBroker(t)
+	bin := stacktest.BuildBroker(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
 	c := startCluster(ctx, t, bin)
 	build := "without the race detector"
-	if raceEnabled {
+	if stacktest.Race {
 		build = "with the race detector"
 	}
 	t.Logf("cluster: controller and %d brokers as processes (built %s), etcd, %d versitygw zones with %v injected before every zone request; lease %v, heartbeat 1s, session TTL 5s",

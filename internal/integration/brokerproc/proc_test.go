@@ -27,39 +27,6 @@ const (
 	pollEvery    = 20 * time.Millisecond
 )
 
-// brokerDir is the directory of the examples/broker module: three levels
-// up from this package, then examples/broker, checked by its go.mod.
-func brokerDir(t testing.TB) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "examples", "broker"))
-	require.NoError(t, err)
-	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	require.NoError(t, err)
-	require.Contains(t, string(mod), "module github.com/cutline/cutline/examples/broker\n", "%s is not the broker's module", dir)
-	return dir
-}
-
-// buildBroker builds the broker command into a temporary directory, with
-// the race detector when this test runs with it.
-func buildBroker(t testing.TB) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "the go command builds the broker")
-	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
-	defer cancel()
-	bin := filepath.Join(t.TempDir(), "broker")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, ".")
-	cmd := exec.CommandContext(ctx, goTool, args...)
-	cmd.Dir = brokerDir(t)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
-	return bin
-}
-
 // freeAddr returns a 127.0.0.1 address whose port was free a moment ago.
 func freeAddr(t testing.TB) string {
 	t.Helper()

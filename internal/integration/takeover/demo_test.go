@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,50 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cutline/cutline/internal/integration/etcdtest"
-	"github.com/cutline/cutline/internal/testservers"
+	"github.com/cutline/cutline/internal/integration/stacktest"
 )
-
-// brokerDir is the directory of the examples/broker module, whose demo
-// subcommand is the demonstration: three levels up from this package,
-// then examples/broker, checked by its go.mod.
-func brokerDir(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "examples", "broker"))
-	require.NoError(t, err)
-	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	require.NoError(t, err)
-	require.Contains(t, string(mod), "module github.com/cutline/cutline/examples/broker\n", "%s is not the broker's module", dir)
-	return dir
-}
-
-// goTool finds the go command that builds the demonstration: go test puts
-// its own GOROOT/bin first on the test's PATH.
-func goTool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("go")
-	require.NoError(t, err, "the go command builds the demonstration")
-	return p
-}
-
-// buildDemo builds the broker command, whose demo subcommand is the
-// demonstration, into a temporary directory, with the race detector when
-// this test runs with it.
-func buildDemo(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	bin := filepath.Join(t.TempDir(), "broker")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, ".")
-	cmd := exec.CommandContext(ctx, goTool(t), args...)
-	cmd.Dir = brokerDir(t)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
-	return bin
-}
 
 var (
 	verdictRE = regexp.MustCompile(`(?m)^acknowledged (\d+), readable (\d+), lost 0, duplicated 0$`)
@@ -72,23 +28,17 @@ var (
 // exit 0 with nothing lost or duplicated, its last line the verdict, keep
 // its metadata in etcd, and never print the secret key.
 func TestDemoOnEtcdAndS3(t *testing.T) {
-	bin := buildDemo(t)
+	bin := stacktest.BuildBroker(t)
 	cluster := etcdtest.StartCluster(t, 1)
-	access, secret := "demo-"+randomID(), "secret-"+randomID()+randomID()
-	var endpoints, buckets []string
-	for i := range zonesK {
-		srv := testservers.StartVersityGW(t, testservers.S3Options{Bucket: "demo-" + zoneName(i), AccessKey: access, SecretKey: secret})
-		endpoints = append(endpoints, srv.Endpoint)
-		buckets = append(buckets, srv.Bucket)
-	}
+	zones := stacktest.StartZones(t, zonesK, "demo-")
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "demo",
 		"-etcd", cluster.Endpoints()[0],
-		"-s3-endpoint", strings.Join(endpoints, ","),
-		"-s3-buckets", strings.Join(buckets, ","),
-		"-s3-access-key", access, "-s3-secret-key", secret,
+		"-s3-endpoint", zones.Endpoints(),
+		"-s3-buckets", zones.Buckets(),
+		"-s3-access-key", zones.AccessKey, "-s3-secret-key", zones.Secret,
 		"-records", "160", "-crash-after", "100", "-inflight", "20",
 		"-timeout", "2m")
 	cmd.Dir = t.TempDir()
@@ -106,7 +56,7 @@ func TestDemoOnEtcdAndS3(t *testing.T) {
 	require.Regexp(t, verdictRE, lines[len(lines)-1], "the last line is the verdict")
 	require.Equal(t, []string{"160", "160"}, verdictRE.FindStringSubmatch(out)[1:])
 	require.Contains(t, out, "etcd at "+cluster.Endpoints()[0]+" (metastore/etcd)")
-	require.Contains(t, out, "3 S3 buckets (objstore/s3): zone-a="+endpoints[0]+"/"+buckets[0])
+	require.Contains(t, out, "3 S3 buckets (objstore/s3): zone-a="+zones.Servers[0].Endpoint+"/"+zones.Servers[0].Bucket)
 	require.Contains(t, out, "no injected latency")
 	// The takeover on etcd: the fast fence ends the cut-off holder's
 	// grant, a successor fences and settles its epoch at the first
@@ -119,8 +69,8 @@ func TestDemoOnEtcdAndS3(t *testing.T) {
 	require.Contains(t, out, `gate: "orders" admitted, already settled (tenure 2, next offset 108`)
 	require.Regexp(t, `broker-1 answered \d+ produces after it failed, none with an acknowledgement`, out)
 	require.Contains(t, out, "): 0 violations")
-	require.NotContains(t, out, secret, "the secret key is never printed")
-	require.NotContains(t, stderr.String(), secret, "the secret key is never printed")
+	require.NotContains(t, out, zones.Secret, "the secret key is never printed")
+	require.NotContains(t, stderr.String(), zones.Secret, "the secret key is never printed")
 
 	// The metadata went to etcd, under the run's own root.
 	m := runIDRE.FindStringSubmatch(out)

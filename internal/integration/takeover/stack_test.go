@@ -2,9 +2,6 @@ package takeover_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -22,6 +19,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/integration/etcdtest"
+	"github.com/cutline/cutline/internal/integration/stacktest"
 	"github.com/cutline/cutline/internal/testservers"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/etcd"
@@ -49,8 +47,6 @@ type stack struct {
 	keys   wire.Keys // object key layout of this test
 }
 
-func zoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
-
 // newStack starts etcd and K versitygw zones; everything stops when the
 // test ends.
 func newStack(t *testing.T) *stack {
@@ -58,25 +54,19 @@ func newStack(t *testing.T) *stack {
 	s := &stack{t: t, etcd: etcdtest.StartCluster(t, 1)}
 	s.member = s.etcd.Members()[0]
 	for i := range zonesK {
-		s.zones = append(s.zones, testservers.StartVersityGW(t, testservers.S3Options{Bucket: zoneName(i)}))
+		s.zones = append(s.zones, testservers.StartVersityGW(t, testservers.S3Options{Bucket: stacktest.ZoneName(i)}))
 	}
-	id := randomID()
+	id := stacktest.RandomID()
 	s.root = "/cutline-it/" + id + "/"
 	s.keys = wire.Keys{Prefix: "it-" + id}
 	return s
-}
-
-func randomID() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // constants are the epoch constants over the stack's K zones.
 func (s *stack) constants(w, window int) epoch.Constants {
 	names := make([]string, zonesK)
 	for i := range names {
-		names[i] = zoneName(i)
+		names[i] = stacktest.ZoneName(i)
 	}
 	return epoch.Constants{Class: "standard", Buckets: names, W: w, Window: window, Prefix: s.keys.Prefix}
 }
@@ -126,7 +116,7 @@ func (s *stack) party(t *testing.T, name string, o partyOpts) *party {
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	for i, srv := range s.zones {
 		client := srv.NewClient(hc, func(o *awss3.Options) { o.RetryMaxAttempts = 1 })
-		b, err := s3.New(client, srv.Bucket, s3.Options{Name: zoneName(i)})
+		b, err := s3.New(client, srv.Bucket, s3.Options{Name: stacktest.ZoneName(i)})
 		require.NoError(t, err)
 		p.buckets = append(p.buckets, b)
 	}
