@@ -121,14 +121,10 @@ func parseDemoFlags(args []string, out io.Writer) (*demoConfig, error) {
 	fs.StringVar(&c.be.s3AccessKey, "s3-access-key", "", "S3 access key")
 	fs.StringVar(&c.be.s3SecretKey, "s3-secret-key", "", "S3 secret key (never printed)")
 	fs.BoolVar(&c.logs, "logs", false, "print the brokers' logs to stderr")
-	if err := fs.Parse(args); err != nil {
+	set, err := parseArgs(fs, args)
+	if err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *buckets != "" {
 		c.be.s3Buckets = strings.Split(*buckets, ",")
 	}

@@ -120,6 +120,20 @@ func refuse(name string, value any, format string, args ...any) error {
 	return &flagError{Flag: name, Value: fmt.Sprint(value), Want: fmt.Sprintf(format, args...)}
 }
 
+// parseArgs parses args with fs, refuses positional arguments, and
+// returns the names of the flags given.
+func parseArgs(fs *flag.FlagSet, args []string) (map[string]bool, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set, nil
+}
+
 // parseFlags reads the flags, and for every flag not given the
 // environment variable CUTLINE_<NAME> (upper case, '-' as '_'): -etcd is
 // CUTLINE_ETCD, -s3-secret-key CUTLINE_S3_SECRET_KEY.
@@ -164,14 +178,10 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight and the streams' departures")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	set, err := parseArgs(fs, args)
+	if err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "CUTLINE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
