@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/cutline/cutline v0.0.0
+	github.com/cutline/cutline/cutlinetest/linearize v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
@@ -14,6 +15,7 @@ require (
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0 // indirect
@@ -84,3 +86,5 @@ require (
 )
 
 replace github.com/cutline/cutline => ../..
+
+replace github.com/cutline/cutline/cutlinetest/linearize => ../../cutlinetest/linearize
