@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# Runs cutline's benchmarks and prints one table: each benchmark with its
-# time per operation and every metric it reports (appends/s, rounds/op,
-# requests, heap as a multiple of window × payload, …). Request and round
-# counts do not depend on the machine; times and rates do, so compare them
-# as ratios measured in one run.
+# Runs cutline's bench command (cmd/cutline-bench): one Markdown table of
+# the performance figures, each beside its reference measured in the same
+# run, with the machine on top (a few minutes on 2 cores). Arguments go to
+# the command: -json, -quick, -only fence,mint, …
 #
-#   bash scripts/bench.sh            # everything (a few minutes)
-#   BENCHTIME=3x bash scripts/bench.sh
+# With MICRO=1 it then runs the packages' micro-benchmarks (go test -bench,
+# several more minutes) and prints a second table: each benchmark with its
+# time per operation and every metric it reports. Request and round counts
+# do not depend on the machine; times and rates do, so compare them as
+# ratios measured in one run.
+#
+#   bash scripts/bench.sh                 # the figures
+#   bash scripts/bench.sh -json           # the figures as JSON
+#   MICRO=1 BENCHTIME=3x bash scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-servers.sh >/dev/null
 export PATH="$(go env GOPATH)/bin:$PATH"
 benchtime=${BENCHTIME:-1s}
+
+go -C cmd/cutline-bench run . "$@"
+[ "${MICRO:-}" = 1 ] || exit 0
+echo
 
 run() { # dir, packages and flags; a failing run is shown whole on stderr
   local dir=$1 out; shift

@@ -15,11 +15,11 @@
 // see objstore/fault, LostAnswer and Straggler.) Invalid keys are refused
 // without delay, as every backend refuses them locally.
 //
-// Distributions: Fixed, Uniform and Normal (cut off at zero), or any type
-// with a Sample method. Options.Default applies to operations without
-// their own. With no distributions at all the wrapper adds nothing and
-// passes the conformance suite (objstore/objstoretest) like its inner
-// bucket.
+// Distributions: Fixed, Uniform, Normal (cut off at zero) and LogNormal
+// (long-tailed, given its p50 and p99), or any type with a Sample method.
+// Options.Default applies to operations without their own. With no
+// distributions at all the wrapper adds nothing and passes the conformance
+// suite (objstore/objstoretest) like its inner bucket.
 //
 //	zone := latency.Wrap(mem.New("zone-a"), latency.Options{
 //		Clock:   fake,

@@ -53,6 +53,33 @@ func (n normal) Sample(r *rand.Rand) time.Duration {
 	return max(0, n.mean+time.Duration(r.NormFloat64()*float64(n.stddev)))
 }
 
+// LogNormal draws long-tailed latencies from a lognormal distribution
+// with the given median (p50) and 99th percentile, as measured object
+// stores show: most requests near the median, one in a hundred past p99.
+// A p99 at or below the median gives the median every time.
+func LogNormal(p50, p99 time.Duration) Dist {
+	if p50 <= 0 {
+		return fixed(0)
+	}
+	if p99 <= p50 {
+		return fixed(p50)
+	}
+	return logNormal{mu: math.Log(float64(p50)), sigma: math.Log(float64(p99)/float64(p50)) / z99}
+}
+
+// z99 is the standard normal distribution's 99th percentile.
+const z99 = 2.3263478740408408
+
+type logNormal struct{ mu, sigma float64 }
+
+func (l logNormal) Sample(r *rand.Rand) time.Duration {
+	d := math.Exp(l.mu + l.sigma*r.NormFloat64())
+	if d >= math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(d)
+}
+
 // Options sets the latency of each operation. A nil Dist falls back to
 // Default; a nil Default means no delay.
 type Options struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -157,6 +158,32 @@ func TestDistributions(t *testing.T) {
 	wide := latency.Normal(time.Millisecond, 10*time.Millisecond)
 	for range 1000 {
 		require.GreaterOrEqual(t, wide.Sample(r), time.Duration(0), "cut off at zero")
+	}
+}
+
+// TestLogNormal: the long-tailed distribution has the median and 99th
+// percentile it was given, a tail past p99 (one draw in a hundred), and
+// degenerate parameters give a fixed latency.
+func TestLogNormal(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	d := latency.LogNormal(8*time.Millisecond, 40*time.Millisecond)
+	const n = 200_000
+	draws := make([]time.Duration, n)
+	for i := range draws {
+		draws[i] = d.Sample(r)
+		require.Positive(t, draws[i])
+	}
+	slices.Sort(draws)
+	require.InEpsilon(t, float64(8*time.Millisecond), float64(draws[n/2]), 0.02, "p50 %v", draws[n/2])
+	require.InEpsilon(t, float64(40*time.Millisecond), float64(draws[n*99/100]), 0.05, "p99 %v", draws[n*99/100])
+	require.Greater(t, draws[n-1], 80*time.Millisecond, "a long tail past p99")
+
+	require.Equal(t, 5*time.Millisecond, latency.LogNormal(5*time.Millisecond, 5*time.Millisecond).Sample(r), "p99 = p50: fixed")
+	require.Equal(t, 5*time.Millisecond, latency.LogNormal(5*time.Millisecond, time.Millisecond).Sample(r), "p99 < p50: fixed at p50")
+	require.Equal(t, time.Duration(0), latency.LogNormal(0, time.Second).Sample(r), "no median: no delay")
+	huge := latency.LogNormal(time.Duration(math.MaxInt64/2), time.Duration(math.MaxInt64))
+	for range 1000 {
+		require.Positive(t, huge.Sample(r), "no overflow")
 	}
 }
 

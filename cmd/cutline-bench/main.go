@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cutline-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// config sizes a run: the full run or -quick.
+type config struct {
+	quick bool
+
+	// appends: rounds of each kind, and the length of one round
+	memRounds, fsRounds, s3Rounds int
+	memRound, fsRound, s3Round    time.Duration
+	// pipeline: how long each latency runs
+	pipeline time.Duration
+	// latency: how long, and the rate of submissions
+	latency     time.Duration
+	latencyRate float64
+	// allocs: appends measured
+	allocs int
+	// fence: latency per object request
+	fenceLatency time.Duration
+	// takeover: repetitions
+	takeovers int
+	// mint: mints (and as many raw transactions)
+	mints int
+	// heap: appends
+	heapAppends int
+	// idle: the idle period
+	idle time.Duration
+}
+
+func fullConfig() config {
+	return config{
+		memRounds: 4, memRound: 400 * time.Millisecond,
+		fsRounds: 4, fsRound: 500 * time.Millisecond,
+		s3Rounds: 3, s3Round: time.Second,
+		pipeline:     2 * time.Second,
+		latency:      4 * time.Second,
+		latencyRate:  400,
+		allocs:       30_000,
+		fenceLatency: 20 * time.Millisecond,
+		takeovers:    5,
+		mints:        300,
+		heapAppends:  1_000_000,
+		idle:         time.Minute,
+	}
+}
+
+func quickConfig() config {
+	return config{
+		quick:     true,
+		memRounds: 2, memRound: 50 * time.Millisecond,
+		fsRounds: 2, fsRound: 50 * time.Millisecond,
+		s3Rounds: 2, s3Round: 100 * time.Millisecond,
+		pipeline:     200 * time.Millisecond,
+		latency:      300 * time.Millisecond,
+		latencyRate:  400,
+		allocs:       1000,
+		fenceLatency: time.Millisecond,
+		takeovers:    1,
+		mints:        10,
+		heapAppends:  20_000,
+		idle:         time.Second,
+	}
+}
+
+// figure measures a group of rows.
+type figure struct {
+	name string
+	run  func(s *scope, cfg config) ([]Row, error)
+}
+
+var figures = []figure{
+	{"appends-mem", figAppendsMem},
+	{"appends-fs", figAppendsFS},
+	{"appends-s3", figAppendsS3},
+	{"pipeline", figPipeline},
+	{"latency", figLatency},
+	{"allocs", figAllocs},
+	{"fence", figFence},
+	{"takeover", figTakeover},
+	{"mint", figMint},
+	{"heap", figHeap},
+	{"idle", figIdle},
+}
+
+func figureNames() []string {
+	var out []string
+	for _, f := range figures {
+		out = append(out, f.name)
+	}
+	return out
+}
+
+// selected reports whether -only names the figure: its name, or the
+// part before its dash ("appends").
+func selected(only []string, name string) bool {
+	if len(only) == 0 {
+		return true
+	}
+	for _, o := range only {
+		if o == name || strings.HasPrefix(name, o+"-") {
+			return true
+		}
+	}
+	return false
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cutline-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON instead of a Markdown table")
+	quick := fs.Bool("quick", false, "a small run: every figure, rough values (for tests)")
+	only := fs.String("only", "", "comma-separated figures to run: "+strings.Join(figureNames(), ", ")+` ("appends" selects all three)`)
+	verbose := fs.Bool("v", false, "log progress and server output to stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: cutline-bench [-json] [-quick] [-only figure,...] [-v]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var names []string
+	if *only != "" {
+		for n := range strings.SplitSeq(*only, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				continue
+			}
+			if !slices.ContainsFunc(figureNames(), func(f string) bool { return selected([]string{n}, f) }) {
+				return fmt.Errorf("-only: no figure %q (figures: %s)", n, strings.Join(figureNames(), ", "))
+			}
+			names = append(names, n)
+		}
+	}
+	cfg := fullConfig()
+	mode := "full"
+	if *quick {
+		cfg = quickConfig()
+		mode = "quick"
+	}
+	if len(names) > 0 {
+		mode += ", -only " + strings.Join(names, ",")
+	}
+	logw := io.Discard
+	if *verbose {
+		logw = stderr
+	}
+
+	res := &Result{Machine: machine(), Mode: mode}
+	start := time.Now()
+	for _, f := range figures {
+		if !selected(names, f.name) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "cutline-bench: %s …\n", f.name)
+		t0 := time.Now()
+		rows, fail := runFigure(ctx, f, cfg, logw)
+		res.Rows = append(res.Rows, rows...)
+		if fail != nil {
+			res.Failures = append(res.Failures, *fail)
+			fmt.Fprintf(stderr, "cutline-bench: %s: %s\n", f.name, fail.Error)
+		}
+		fmt.Fprintf(stderr, "cutline-bench: %s done in %v\n", f.name, time.Since(t0).Round(time.Millisecond))
+	}
+	res.Elapsed = time.Since(start).Seconds()
+	if *asJSON {
+		if err := res.writeJSON(stdout); err != nil {
+			return err
+		}
+	} else {
+		res.writeTable(stdout)
+	}
+	for _, f := range res.Failures {
+		if !f.Skipped {
+			return errors.New("some figures failed")
+		}
+	}
+	return nil
+}
+
+// runFigure runs one figure in its own scope: whatever it started is
+// stopped when it ends, and a Fatal, a Skip or a panic becomes a Failure.
+func runFigure(ctx context.Context, f figure, cfg config, logw io.Writer) (rows []Row, fail *Failure) {
+	s := newScope(ctx, f.name, logw)
+	defer func() {
+		if p := recover(); p != nil {
+			rows = nil
+			if a, ok := p.(abort); ok {
+				fail = &Failure{Figure: f.name, Skipped: a.skip, Error: a.msg}
+			} else {
+				fail = &Failure{Figure: f.name, Error: fmt.Sprintf("panic: %v\n%s", p, debug.Stack())}
+			}
+		}
+		s.close()
+		runtime.GC() // the next figure starts without this one's garbage
+	}()
+	rows, err := f.run(s, cfg)
+	if err != nil {
+		return nil, &Failure{Figure: f.name, Error: err.Error()}
+	}
+	return rows, nil
+}
