@@ -75,8 +75,8 @@ func resetRequests(zones []*fault.Bucket) {
 // ragged pipelined tail of a full window: slot n has one copy (it holds
 // the release point), n+1 two, n+2 three, n+3 one, n+4 none (the cut),
 // and n+5 … n+window−1 a random number of copies each. The host covered
-// and checkpointed all but the last lag acknowledged slots.
-func layRaggedEpoch(b *testing.B, m *epoch.Minter, raw []objstore.Bucket, keys wire.Keys, star string, n, window, lag int, seed uint64) uint64 {
+// (in refs) and checkpointed all but the last lag acknowledged slots.
+func layRaggedEpoch(b *testing.B, m *epoch.Minter, refs *settle.RefIndex, raw []objstore.Bucket, keys wire.Keys, star string, n, window, lag int, seed uint64) uint64 {
 	ctx := context.Background()
 	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: 2, Window: window, Prefix: keys.Prefix})
 	if err != nil {
@@ -108,6 +108,11 @@ func layRaggedEpoch(b *testing.B, m *epoch.Minter, raw []objstore.Bucket, keys w
 		}
 		put(s, zs...)
 	}
+	for s := range uint64(n - lag) {
+		if err := refs.Cover(ctx, star, chain.Flight{Position: chain.Position{Epoch: rec.Epoch, Slot: s}, Payload: record(stream, s, "x")}); err != nil {
+			b.Fatal(err)
+		}
+	}
 	cl, err := rec.Claim() // the hand-laid epoch's writer
 	if err != nil {
 		b.Fatal(err)
@@ -138,14 +143,14 @@ func BenchmarkTakeover(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				raw, counted, slow := benchZones(3)
-				ep := layRaggedEpoch(b, m, raw, keys, starA, 256, window, lag, uint64(i))
-				zones := chain.MustZones(slow...)
-				f, err := fence.New(m, zones, fence.Options{Identity: starB})
+				refs, err := settle.NewRefIndex(store, "", locate)
 				if err != nil {
 					b.Fatal(err)
 				}
-				refs, err := settle.NewRefIndex(store, "", locate)
+				raw, counted, slow := benchZones(3)
+				ep := layRaggedEpoch(b, m, refs, raw, keys, starA, 256, window, lag, uint64(i))
+				zones := chain.MustZones(slow...)
+				f, err := fence.New(m, zones, fence.Options{Identity: starB})
 				if err != nil {
 					b.Fatal(err)
 				}
