@@ -98,7 +98,7 @@ func resumedSchedule(t *testing.T, buckets []objstore.Bucket) {
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, uint64(0), ce.Slot)
 	require.ErrorContains(t, err, "zone-a")
-	<-w.Halted()
+	waitHalted(t, w)
 	require.ErrorIs(t, w.Err(), chain.ErrConflictingFlight)
 	require.Zero(t, w.Released(), "nothing acknowledged")
 	require.NoError(t, w.Close(ctx))

@@ -141,6 +141,15 @@
 // and two different flights are a *ConflictError. Flights reads up to
 // ReaderOptions.ReadAhead slots in parallel, yielding them in order.
 //
+// What a read costs does not grow with the chain. Flights reads epoch
+// records from the epoch it starts in (epoch.Minter.EpochsFrom), not the
+// star's whole history. In an open epoch, Read checks the slot asked for
+// and the window below it, not every slot from the checkpoint: a writer
+// assigns a slot only while it lies less than a window past its release
+// point, so a flight at slot s proves every slot up to s − window
+// acknowledged (the bound the fence's walk start rests on too). Flights
+// starting inside an open epoch checks the same window below its start.
+//
 // # Errors
 //
 // ErrFenced (*FencedError), ErrBlocked (*BlockedError),

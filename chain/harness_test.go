@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -218,9 +219,16 @@ func (g *gate) hook(match func(key string) bool) func(ctx context.Context, key s
 	}
 }
 
-// await blocks until n creates have arrived at the gate.
-func (g *gate) await(n int) {
-	for range n {
-		<-g.arrived
+// await blocks until n creates have arrived at the gate, at most
+// waitBound: under a bug that sends fewer, the test fails with a message.
+func (g *gate) await(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.After(waitBound)
+	for i := range n {
+		select {
+		case <-g.arrived:
+		case <-deadline:
+			t.Fatalf("%d of %d creates arrived at the gate within %v", i, n, waitBound)
+		}
 	}
 }

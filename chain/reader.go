@@ -81,6 +81,8 @@ func NewReader(m *epoch.Minter, zones Zones, opts ReaderOptions) (*Reader, error
 
 // Flights yields star's committed flights at or after from, in chain order:
 // epochs in number order (burned numbers have no record and are skipped).
+// It reads epoch records from from.Epoch on (epoch.Minter.EpochsFrom), so
+// what it reads does not grow with the epochs before from.
 //
 //   - A fenced or settled epoch yields its slots [max(from, trimmed), cut).
 //   - An open epoch yields its contiguous committed prefix (slots whose
@@ -97,7 +99,7 @@ func NewReader(m *epoch.Minter, zones Zones, opts ReaderOptions) (*Reader, error
 // cursor were deleted and are skipped.
 func (r *Reader) Flights(ctx context.Context, star string, from Position) iter.Seq2[Flight, error] {
 	return func(yield func(Flight, error) bool) {
-		for rec, err := range r.minter.Epochs(ctx, star) {
+		for rec, err := range r.minter.EpochsFrom(ctx, star, from.Epoch) {
 			if err != nil {
 				yield(Flight{}, err)
 				return
@@ -135,9 +137,12 @@ func (r *Reader) Flights(ctx context.Context, star string, from Position) iter.S
 				continue
 			}
 			// Open: below start, the prefix must be committed too, or
-			// nothing at start is part of the chain yet.
+			// nothing at start is part of the chain yet. Only the last
+			// window of it needs checking: nothing is yielded unless
+			// start is committed, and then so is every slot below
+			// windowFloor.
 			if base := max(rec.Cursors.Checkpoint, rec.Cursors.Trimmed); base < start {
-				ok, err := r.prefixCommitted(ctx, rec, buckets, base, start)
+				ok, err := r.prefixCommitted(ctx, rec, buckets, max(base, windowFloor(rec, start)), start)
 				if err != nil {
 					yield(Flight{}, err)
 				}
@@ -210,8 +215,12 @@ func (r *Reader) ordered(ctx context.Context, from, end uint64,
 // Read returns the payload of the flight at pos. A position at or past a
 // published cut, past an open epoch's committed prefix, or in an epoch that
 // has no record is ErrNotCommitted; below the trimmed cursor ErrTrimmed. In
-// an open epoch Read verifies that every slot from the checkpoint up to pos
-// is committed (one small read per bucket and slot).
+// an open epoch Read verifies that pos is committed and that so is every
+// slot below it from max(checkpoint, pos − window + 1): at most a window of
+// slots, read whole from up to K buckets each, ReaderOptions.ReadAhead at
+// a time, however long the epoch. A flight at pos proves that its writer
+// assigned pos, which a writer does only while pos is below its release
+// point plus the window, so every slot up to pos − window was acknowledged.
 func (r *Reader) Read(ctx context.Context, star string, pos Position) ([]byte, error) {
 	rec, err := r.minter.Get(ctx, star, pos.Epoch)
 	if errors.Is(err, epoch.ErrNoRecord) {
@@ -233,13 +242,12 @@ func (r *Reader) Read(ctx context.Context, star string, pos Position) ([]byte, e
 		}
 		return r.readFlight(ctx, rec, buckets, pos.Slot)
 	}
-	ok, err := r.prefixCommitted(ctx, rec, buckets, rec.Cursors.Checkpoint, pos.Slot)
+	p, ok, err := r.committed(ctx, rec, buckets, pos.Slot)
 	if err != nil {
 		return nil, err
 	}
-	var p []byte
 	if ok {
-		p, ok, err = r.committed(ctx, rec, buckets, pos.Slot)
+		ok, err = r.prefixCommitted(ctx, rec, buckets, max(rec.Cursors.Checkpoint, windowFloor(rec, pos.Slot)), pos.Slot)
 		if err != nil {
 			return nil, err
 		}
@@ -250,15 +258,37 @@ func (r *Reader) Read(ctx context.Context, star string, pos Position) ([]byte, e
 	return p, nil
 }
 
-// prefixCommitted reports whether every slot in [from, to) is committed.
-func (r *Reader) prefixCommitted(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, from, to uint64) (bool, error) {
-	for s := from; s < to; s++ {
-		_, ok, err := r.committed(ctx, rec, buckets, s)
-		if err != nil || !ok {
-			return false, err
-		}
+// windowFloor is the lowest slot of an open epoch that a committed flight
+// at slot s leaves in doubt: its writer assigned s only while s was below
+// its release point plus the window, so every slot below s − window + 1
+// was acknowledged then (the bound the fence's walk start rests on too).
+func windowFloor(rec *epoch.Record, s uint64) uint64 {
+	if w := uint64(rec.Constants.Window); s+1 > w {
+		return s + 1 - w
 	}
-	return true, nil
+	return 0
+}
+
+// prefixCommitted reports whether every slot in [from, to) is committed,
+// checking up to r.ahead slots at once.
+func (r *Reader) prefixCommitted(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, from, to uint64) (bool, error) {
+	if from >= to {
+		return true, nil
+	}
+	done := from // every slot below it is committed
+	var ferr error
+	r.ordered(ctx, from, to, func(ctx context.Context, s uint64) ([]byte, bool, error) {
+		_, ok, err := r.committed(ctx, rec, buckets, s)
+		return nil, ok, err
+	}, func(s uint64, _ []byte, err error) bool {
+		if err != nil {
+			ferr = err
+			return false
+		}
+		done = s + 1
+		return true
+	})
+	return ferr == nil && done == to, ferr
 }
 
 // committed reads slot s whole from every bucket in parallel and reports

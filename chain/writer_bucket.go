@@ -6,6 +6,7 @@ import (
 
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -57,6 +58,10 @@ func (w *Writer) runBucket(f *Future, i int, key string, data []byte) {
 			w.vote(f, voteCopy, nil)
 			return
 		case errors.Is(err, objstore.ErrExists):
+			if planted.On(planted.LostCreateCounted) && attempt > 0 {
+				w.vote(f, voteCopy, nil) // planted: not read back
+				return
+			}
 			v, cause := w.readExisting(f, i, key, data)
 			if v != voteNone {
 				w.vote(f, v, cause)
@@ -149,7 +154,14 @@ func (w *Writer) readExisting(f *Future, i int, key string, data []byte) (vote, 
 func (w *Writer) vote(f *Future, v vote, cause error) {
 	switch v {
 	case voteCopy:
-		if f.copies.Add(1) == w.w && f.decide(slotCommitted) {
+		need := w.w
+		if planted.On(planted.AckBelowQuorum) && need > 1 {
+			need-- // planted: committed at W−1
+		}
+		if f.copies.Add(1) == need && f.decide(slotCommitted) {
+			if planted.On(planted.AckOutOfOrder) {
+				w.ackNow(f) // planted: before the slots below it
+			}
 			w.onCommit()
 		}
 	case votePoison:

@@ -42,7 +42,7 @@ func TestPoisonedSlotNeverAcks(t *testing.T) {
 			var fs []*chain.Future
 			for i := 0; ; i++ {
 				require.Less(t, i, dead+1000, "the writer never halted at the dead slot %d", dead)
-				f, err := w.Submit(context.Background(), payload(i))
+				f, err := w.Submit(bounded(t), payload(i))
 				if err != nil {
 					require.ErrorIs(t, err, chain.ErrFenced)
 					require.Greater(t, i, dead)
@@ -50,8 +50,8 @@ func TestPoisonedSlotNeverAcks(t *testing.T) {
 				}
 				fs = append(fs, f)
 			}
-			<-w.Halted()
-			require.NoError(t, w.Close(context.Background()))
+			waitHalted(t, w)
+			require.NoError(t, w.Close(bounded(t)))
 			requireAcked(t, rec, fs[:dead])
 			requireFenced(t, fs[dead:], dead)
 			require.Equal(t, uint64(dead), w.Released())
@@ -81,7 +81,7 @@ func TestAppendRacingPoison(t *testing.T) {
 	w := e.writer(rec, chain.WriterOptions{})
 	var fs []*chain.Future
 	for i := range 6 {
-		f, err := w.Submit(context.Background(), payload(i))
+		f, err := w.Submit(bounded(t), payload(i))
 		if err != nil {
 			require.ErrorIs(t, err, chain.ErrFenced) // the halt came first
 			require.Greater(t, i, dead)
@@ -89,10 +89,10 @@ func TestAppendRacingPoison(t *testing.T) {
 		}
 		fs = append(fs, f)
 	}
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	requireAcked(t, rec, fs[:dead])
 	requireFenced(t, fs[dead:], dead)
-	_, err := w.Submit(context.Background(), payload(9))
+	_, err := w.Submit(bounded(t), payload(9))
 	require.ErrorIs(t, err, chain.ErrFenced)
 }
 
@@ -105,7 +105,7 @@ func TestPoisonBelowBlockingSetCommits(t *testing.T) {
 	e.poison(3, rec, 4)
 	w := e.writer(rec, chain.WriterOptions{})
 	fs := submitAll(t, w, 8)
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	requireAcked(t, rec, fs)
 	require.NoError(t, w.Err())
 	require.LessOrEqual(t, w.Stats().Poisons, uint64(3))
@@ -120,7 +120,7 @@ func TestForeignObjects(t *testing.T) {
 		e.put(1, rec, 1, []byte("not a flight"))
 		w := e.writer(rec, chain.WriterOptions{})
 		fs := submitAll(t, w, 3)
-		require.NoError(t, w.Close(context.Background()))
+		require.NoError(t, w.Close(bounded(t)))
 		requireAcked(t, rec, fs)
 		require.LessOrEqual(t, w.Stats().Foreign, uint64(1))
 	})
@@ -133,8 +133,8 @@ func TestForeignObjects(t *testing.T) {
 		e.poison(2, rec, slot)
 		w := e.writer(rec, chain.WriterOptions{})
 		fs := submitUntilHalt(t, w, 3, slot)
-		<-w.Halted()
-		require.NoError(t, w.Close(context.Background()))
+		waitHalted(t, w)
+		require.NoError(t, w.Close(bounded(t)))
 		requireAcked(t, rec, fs[:slot])
 		var ue *chain.BlockedError
 		require.ErrorAs(t, w.Err(), &ue)
@@ -151,10 +151,10 @@ func TestForeignObjects(t *testing.T) {
 		require.Contains(t, []string{"zone-a", "zone-b"}, oe.Bucket)
 		require.Equal(t, e.key(rec, slot), oe.Key)
 		for _, f := range fs[slot:] {
-			_, err := f.Wait(context.Background())
+			_, err := f.Wait(bounded(t))
 			require.ErrorIs(t, err, chain.ErrBlocked)
 		}
-		_, err := w.Submit(context.Background(), payload(7))
+		_, err := w.Submit(bounded(t), payload(7))
 		require.ErrorIs(t, err, chain.ErrBlocked)
 	})
 	t.Run("a different flight for the slot is a conflict", func(t *testing.T) {
@@ -162,13 +162,13 @@ func TestForeignObjects(t *testing.T) {
 		rec := e.mint(1, 4)
 		e.put(0, rec, 0, wire.EncodeFlight(star, rec.Epoch, 0, []byte("someone else")))
 		w := e.writer(rec, chain.WriterOptions{})
-		f, err := w.Submit(context.Background(), payload(0))
+		f, err := w.Submit(bounded(t), payload(0))
 		require.NoError(t, err)
-		_, err = f.Wait(context.Background())
+		_, err = f.Wait(bounded(t))
 		require.ErrorIs(t, err, chain.ErrConflictingFlight)
 		var ce *chain.ConflictError
 		require.ErrorAs(t, err, &ce, "a conflict halts the writer as such, not as blocked")
-		require.NoError(t, w.Close(context.Background()))
+		require.NoError(t, w.Close(bounded(t)))
 	})
 }
 
@@ -184,14 +184,14 @@ func TestHaltWakesBlockedSubmit(t *testing.T) {
 	fs := submitAll(t, w, 2)
 	errc := make(chan error)
 	go func() {
-		_, err := w.Submit(context.Background(), payload(2))
+		_, err := w.Submit(bounded(t), payload(2))
 		errc <- err
 	}()
-	g.await(4)
+	g.await(t, 4)
 	e.poison(1, rec, 0)
 	g.Open()
 	require.ErrorIs(t, <-errc, chain.ErrFenced)
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	requireFenced(t, fs, 0)
 }
 
@@ -210,7 +210,7 @@ func TestHaltPointMovesDown(t *testing.T) {
 			e.poison(2, rec, 4)
 			w := e.writer(rec, chain.WriterOptions{})
 			fs := submitUntilHalt(t, w, 7, 4)
-			<-w.Halted()
+			waitHalted(t, w)
 			requireFenced(t, fs[4:], 4)
 			requireAcked(t, rec, fs[:2])
 			select {
@@ -223,7 +223,7 @@ func TestHaltPointMovesDown(t *testing.T) {
 				e.poison(2, rec, 2)
 			}
 			g.Open()
-			require.NoError(t, w.Close(context.Background()))
+			require.NoError(t, w.Close(bounded(t)))
 			if lowerDies {
 				requireFenced(t, fs[2:4], 2)
 				require.Equal(t, uint64(2), w.Err().(*chain.FencedError).Slot)
@@ -247,18 +247,18 @@ func TestConflictingFlightHalts(t *testing.T) {
 	rec := e.mint(3, 4)
 	e.put(0, rec, 1, wire.EncodeFlight(star, rec.Epoch, 1, []byte("X")))
 	w := e.writer(rec, chain.WriterOptions{})
-	pos, err := w.Append(context.Background(), payload(0))
+	pos, err := w.Append(bounded(t), payload(0))
 	require.NoError(t, err)
 	require.Equal(t, uint64(0), pos.Slot)
-	_, err = w.Append(context.Background(), payload(1))
+	_, err = w.Append(bounded(t), payload(1))
 	require.ErrorIs(t, err, chain.ErrConflictingFlight)
 	var ce *chain.ConflictError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, uint64(1), ce.Slot)
 	require.ErrorContains(t, err, "zone-a")
-	<-w.Halted()
+	waitHalted(t, w)
 	require.ErrorIs(t, w.Err(), chain.ErrConflictingFlight)
-	_, err = w.Submit(context.Background(), payload(2))
+	_, err = w.Submit(bounded(t), payload(2))
 	require.ErrorIs(t, err, chain.ErrConflictingFlight, "a halted writer refuses appends")
 	require.Equal(t, uint64(1), w.Released())
 }
@@ -303,7 +303,7 @@ func poisonRace(t *testing.T, seed uint64) {
 	}()
 	var fs []*chain.Future
 	for i := range n {
-		f, err := w.Submit(context.Background(), payload(i))
+		f, err := w.Submit(bounded(t), payload(i))
 		if err != nil {
 			require.ErrorIs(t, err, chain.ErrFenced)
 			break
@@ -314,7 +314,7 @@ func poisonRace(t *testing.T, seed uint64) {
 		}
 	}
 	<-poisonerDone
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 
 	// What the buckets hold.
 	dead := uint64(len(fs))

@@ -24,7 +24,7 @@ func TestAbort(t *testing.T) {
 	w := e.writer(rec, chain.WriterOptions{})
 	fs := submitAll(t, w, 5)
 	requireAcked(t, rec, fs[:2])
-	g.await(9)
+	g.await(t, 9)
 	w.Abort()
 	for _, f := range fs[2:] {
 		_, err := f.Wait(context.Background())
@@ -50,7 +50,7 @@ func TestCloseWaitsForDecisions(t *testing.T) {
 	}
 	w := e.writer(rec, chain.WriterOptions{})
 	fs := submitAll(t, w, 4)
-	g.await(12)
+	g.await(t, 12)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, w.Close(ctx), context.Canceled)

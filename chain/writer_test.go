@@ -20,12 +20,34 @@ import (
 	"github.com/cutline/cutline/objstore/latency"
 )
 
+// waitBound bounds each wait of a test on a writer (a Submit with the
+// window full, a future, a halt): under a bug the test fails with a message
+// instead of hanging until the package timeout. Nothing is timed.
+const waitBound = 20 * time.Second
+
+// bounded returns a context that ends waitBound from now (or with t).
+func bounded(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitHalted waits for w to halt, at most waitBound.
+func waitHalted(t testing.TB, w *chain.Writer) {
+	t.Helper()
+	select {
+	case <-w.Halted():
+	case <-bounded(t).Done():
+		t.Fatalf("the writer did not halt within %v (released %d)", waitBound, w.Released())
+	}
+}
+
 // submitAll submits n payloads (payload(0..n-1)) and returns the futures.
 func submitAll(t *testing.T, w *chain.Writer, n int) []*chain.Future {
 	t.Helper()
 	fs := make([]*chain.Future, n)
 	for i := range n {
-		f, err := w.Submit(context.Background(), payload(i))
+		f, err := w.Submit(bounded(t), payload(i))
 		require.NoError(t, err)
 		require.Equal(t, uint64(i), f.Slot())
 		fs[i] = f
@@ -40,7 +62,7 @@ func submitUntilHalt(t *testing.T, w *chain.Writer, n int, min uint64) []*chain.
 	t.Helper()
 	var fs []*chain.Future
 	for i := range n {
-		f, err := w.Submit(context.Background(), payload(i))
+		f, err := w.Submit(bounded(t), payload(i))
 		if err != nil {
 			require.Equal(t, w.Err(), err)
 			require.Greater(t, uint64(i), min)
@@ -54,7 +76,7 @@ func submitUntilHalt(t *testing.T, w *chain.Writer, n int, min uint64) []*chain.
 func requireAcked(t *testing.T, rec *epoch.Record, fs []*chain.Future) {
 	t.Helper()
 	for _, f := range fs {
-		pos, err := f.Wait(context.Background())
+		pos, err := f.Wait(bounded(t))
 		require.NoError(t, err, "slot %d", f.Slot())
 		require.Equal(t, chain.Position{Epoch: rec.Epoch, Slot: f.Slot()}, pos)
 	}
@@ -63,7 +85,7 @@ func requireAcked(t *testing.T, rec *epoch.Record, fs []*chain.Future) {
 func requireFenced(t *testing.T, fs []*chain.Future, dead uint64) {
 	t.Helper()
 	for _, f := range fs {
-		_, err := f.Wait(context.Background())
+		_, err := f.Wait(bounded(t))
 		require.ErrorIs(t, err, chain.ErrFenced, "slot %d", f.Slot())
 		var fe *chain.FencedError
 		require.ErrorAs(t, err, &fe)
@@ -253,7 +275,7 @@ func TestSubmitBlocksOnFullWindow(t *testing.T) {
 		assert.NoError(t, err)
 		third <- f
 	}()
-	g.await(6)
+	g.await(t, 6)
 	select {
 	case <-third:
 		t.Fatal("Submit did not wait for the window")
@@ -385,22 +407,26 @@ func TestWriterMemoryIndependentOfWindow(t *testing.T) {
 	// It still pipelines past its first ring: zone a holds every create
 	// until 300 appends are in flight, so none is released before the
 	// ring has grown several times.
+	// The holds end with the writer's requests too (Abort, when the test
+	// fails), so that a failure does not hang the test's cleanup.
 	hold := make(chan struct{})
-	e.hooks[0].setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
-		<-hold
+	held := func(ctx context.Context, key string, data []byte, next func() error) error {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		return next()
-	})
-	e.hooks[1].setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
-		<-hold
-		return next()
-	})
+	}
+	e.hooks[0].setCreate(held)
+	e.hooks[1].setCreate(held)
 	fs := submitAll(t, w, 300)
 	require.Zero(t, w.Released())
 	close(hold)
 	for i, f := range fs {
-		pos, err := f.Wait(context.Background())
+		pos, err := f.Wait(bounded(t))
 		require.NoError(t, err)
 		require.Equal(t, uint64(i), pos.Slot)
 	}
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 }

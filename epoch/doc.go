@@ -27,7 +27,7 @@
 // Mint writes the counter and the open record in one transaction. Only a
 // returned record may be written to, and only once: it carries a
 // single-use claim (Record.Claim), which chain.NewWriter takes. A record
-// read back with Get or Epochs carries none (ErrNotMinted), and a second
+// read back (Get, Epochs, EpochsFrom, Unsettled) carries none (ErrNotMinted), and a second
 // claim of one minted record fails (ErrClaimed), so nothing resumes an
 // epoch, not even the process that minted it. Concurrent mints on one star
 // get distinct, consecutive numbers; a mint that loses the race reads the
@@ -79,6 +79,35 @@
 //     MarkSettled sets the checkpoint to the cut. Settling twice is a
 //     no-op; settling an open epoch is a *StateError (ErrState).
 //
+// # Finding epochs: records are kept, never listed on a takeover
+//
+// A record is small, and it is kept for as long as the star exists, like
+// the poison in its cut slot: a settled record is the published cut that a
+// late fencer adopts, and a record removed would read as a burned number
+// (ErrNoRecord: an epoch nothing was ever written to). So records are never
+// retired; instead nothing on a takeover's path lists them:
+//
+//   - Get reads one epoch by number (its key is RecordKey).
+//   - EpochsFrom yields the records from a known epoch on, by number: a
+//     key per epoch visited, and one listing only for a long walk. A
+//     chain.Reader reads this way from the position it starts at.
+//   - Unsettled yields the epochs that are not settled, from the star's
+//     settlement cursor (Chain.Unsettled) on: every epoch below it is
+//     settled or burned. MarkSettled moves it when the epoch it settled was
+//     the oldest that might be unsettled, past every settled or burned
+//     epoch after it. Settlement (settle.Settler.SettleAll) starts here,
+//     so a takeover reads a few keys, not the star's history.
+//   - Epochs lists every record, in one request: for tools and checks.
+//
+// A number without a record is burned when it lies below the counter's
+// Next (only numbers at or past it are ever minted); a walk by number ends
+// at the first number without a record at or past Next, so records above
+// a counter that lags them are found too. The cursor is a hint that only
+// saves reads: it never passes Next, only moves forward, by compare-and-set
+// on the counter (a mint that races it retries), and one left behind (a
+// lost compare, a counter written before it existed) costs the next
+// settlement a few more reads and is moved by it.
+//
 // # Cursors
 //
 // Cursors are slot positions that only advance: Checkpoint (every slot
@@ -119,7 +148,7 @@
 //
 // Under Options.Root:
 //
-//	chains/<star>                    counter: next number, head per class
+//	chains/<star>                    counter: next number, head per class, settlement cursor
 //	chains/<star>/<epoch, 20 digits> epoch record
 //
 // Both are versioned JSON (fields kind and format) that an operator can read

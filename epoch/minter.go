@@ -12,6 +12,7 @@ import (
 
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -176,6 +177,10 @@ func (m *Minter) Chain(ctx context.Context, star string) (*Chain, error) {
 			return nil, &metastore.RecordError{Key: key, Kind: chainKind, Reason: fmt.Sprintf("head %d of class %q is not below next %d", head, class, c.Next)}
 		}
 	}
+	if c.Unsettled > c.Next {
+		// The cursor is moved only up to the counter as read with it.
+		return nil, &metastore.RecordError{Key: key, Kind: chainKind, Reason: fmt.Sprintf("settlement cursor %d is past next %d", c.Unsettled, c.Next)}
+	}
 	c.Revision = kv.Revision
 	return &c, nil
 }
@@ -329,31 +334,206 @@ func decodeRecord(kv metastore.KV, star string, epoch uint64) (*Record, error) {
 }
 
 // Epochs yields star's epoch records in epoch order. Burned numbers have no
-// record and are not yielded.
+// record and are not yielded. It lists every record the star ever had, in
+// one request: EpochsFrom and Unsettled read only from a known epoch on.
 func (m *Minter) Epochs(ctx context.Context, star string) iter.Seq2[*Record, error] {
 	return func(yield func(*Record, error) bool) {
 		if err := ValidateName("star", star); err != nil {
 			yield(nil, err)
 			return
 		}
-		prefix := m.ChainKey(star) + "/"
-		kvs, _, err := m.store.List(ctx, prefix)
-		if err != nil {
-			yield(nil, fmt.Errorf("epoch list %s: %w", star, err))
+		m.list(ctx, star, 0, yield)
+	}
+}
+
+// pointReads is how many numbers epochsFrom reads one key at a time before
+// it lists the rest of the star's records in one request: a short walk
+// (a settlement, the cursor) costs a key per epoch it visits, a long one
+// (a reader catching up over many epochs) one listing.
+const pointReads = 8
+
+// EpochsFrom yields star's epoch records numbered from or more, in epoch
+// order; burned numbers have no record and are not yielded. Its reads do
+// not grow with the epochs below from: it reads the records by number, a
+// key each, and lists the star's records in one request only after
+// visiting several (a long walk, which a listing serves in one round
+// trip). From 0 (the chain's start) it lists at once, as Epochs does. A walk by number
+// ends at the first number without a record at or past the counter's
+// Next, and sees no key that is not an epoch record; a listing reports
+// such keys, as Epochs does.
+func (m *Minter) EpochsFrom(ctx context.Context, star string, from uint64) iter.Seq2[*Record, error] {
+	return func(yield func(*Record, error) bool) {
+		if err := ValidateName("star", star); err != nil {
+			yield(nil, err)
 			return
 		}
-		for _, kv := range kvs {
-			n, ok := m.epochOf(star, prefix, kv.Key)
-			if !ok {
-				if !yield(nil, &metastore.RecordError{Key: kv.Key, Kind: recordKind, Reason: "key is not an epoch number"}) {
-					return
-				}
-				continue
-			}
-			r, err := decodeRecord(kv, star, n)
-			if !yield(r, err) {
+		m.epochsFrom(ctx, star, from, 0, yield)
+	}
+}
+
+// epochsFrom yields star's records numbered n or more (see EpochsFrom).
+// next is the counter's Next when the caller read it, 0 when not: it is
+// read at the first number without a record, to tell a burned number from
+// the end of the chain.
+func (m *Minter) epochsFrom(ctx context.Context, star string, n, next uint64, yield func(*Record, error) bool) {
+	if n == 0 {
+		m.list(ctx, star, 0, yield) // the whole chain: one listing
+		return
+	}
+	for reads := 0; ; reads++ {
+		if reads == pointReads {
+			m.list(ctx, star, n, yield)
+			return
+		}
+		r, err := m.Get(ctx, star, n)
+		if errors.Is(err, ErrNoRecord) && next == 0 {
+			ch, cerr := m.Chain(ctx, star)
+			if cerr != nil {
+				yield(nil, cerr)
 				return
 			}
+			next = max(ch.Next, 1)
+			// A mint may have taken n between the two reads; a number
+			// below the counter that has no record now never will.
+			r, err = m.Get(ctx, star, n)
+		}
+		switch {
+		case errors.Is(err, ErrNoRecord):
+			if n >= next {
+				return // the end: no record at or past the counter's Next
+			}
+			// Burned: the counter passed n, and only numbers at or past
+			// it are ever minted.
+		case err != nil:
+			yield(nil, err)
+			return
+		default:
+			if !yield(r, nil) {
+				return
+			}
+		}
+		if n == math.MaxUint64 {
+			return
+		}
+		n++
+	}
+}
+
+// list yields star's records numbered from or more, from one listing of
+// all of them; a key that is not an epoch number is an error, wherever it
+// lies.
+func (m *Minter) list(ctx context.Context, star string, from uint64, yield func(*Record, error) bool) {
+	prefix := m.ChainKey(star) + "/"
+	kvs, _, err := m.store.List(ctx, prefix)
+	if err != nil {
+		yield(nil, fmt.Errorf("epoch list %s: %w", star, err))
+		return
+	}
+	for _, kv := range kvs {
+		n, ok := m.epochOf(star, prefix, kv.Key)
+		if !ok {
+			if !yield(nil, &metastore.RecordError{Key: kv.Key, Kind: recordKind, Reason: "key is not an epoch number"}) {
+				return
+			}
+			continue
+		}
+		if n < from {
+			continue
+		}
+		r, err := decodeRecord(kv, star, n)
+		if !yield(r, err) {
+			return
+		}
+	}
+}
+
+// Unsettled yields star's epoch records that are not settled, oldest
+// first: what a successor settles before it serves. It starts at the
+// counter's settlement cursor (Chain.Unsettled), below which every epoch
+// is settled, and reads the records from there by number (EpochsFrom), so
+// its reads grow with the epochs since the oldest unsettled one, not with
+// the star's history.
+func (m *Minter) Unsettled(ctx context.Context, star string) iter.Seq2[*Record, error] {
+	return func(yield func(*Record, error) bool) {
+		ch, err := m.Chain(ctx, star)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		m.epochsFrom(ctx, star, max(ch.Unsettled, 1), ch.Next, func(r *Record, err error) bool {
+			if err != nil || r.State != StateSettled {
+				return yield(r, err)
+			}
+			return true
+		})
+	}
+}
+
+// cursorAttempts bounds the compares moveCursor may lose in a row (to
+// mints and other settlements); the cursor is then left where it is.
+const cursorAttempts = 8
+
+// moveCursor moves star's settlement cursor past the epoch just settled
+// and every settled or burned one after it, up to the first unsettled
+// epoch (or the counter's Next). It moves nothing while an older epoch is
+// unsettled: the cursor stays at the oldest one that may be. A cursor left
+// behind (a lost compare, an unavailable store) only costs the next
+// settlement a few more reads, so failures are logged, not returned.
+func (m *Minter) moveCursor(ctx context.Context, star string, settled uint64) {
+	for range cursorAttempts {
+		ch, err := m.Chain(ctx, star)
+		if err != nil {
+			m.log.DebugContext(ctx, "settlement cursor not moved", "star", star, "epoch", settled, "err", err)
+			return
+		}
+		from := max(ch.Unsettled, 1)
+		if from > settled || settled >= ch.Next {
+			return // passed already, or the counter lags its records
+		}
+		to := from // the first epoch at or after from that is not settled
+		if from == settled {
+			to = settled + 1
+		}
+		var werr error
+		stopped := false
+		m.epochsFrom(ctx, star, to, ch.Next, func(r *Record, err error) bool {
+			switch {
+			case err != nil:
+				werr = err
+			case r.Epoch >= ch.Next || r.State != StateSettled:
+				to = min(r.Epoch, ch.Next)
+			default:
+				return true
+			}
+			stopped = true
+			return false
+		})
+		if werr != nil {
+			m.log.DebugContext(ctx, "settlement cursor not moved", "star", star, "epoch", settled, "err", werr)
+			return
+		}
+		if !stopped {
+			// Every record up to the counter is settled; the numbers
+			// in between are burned.
+			to = ch.Next
+		}
+		if to <= from {
+			return
+		}
+		next := *ch
+		next.Unsettled = to
+		v, err := metastore.EncodeRecord(&next)
+		if err != nil {
+			return
+		}
+		_, err = metastore.Put(ctx, m.store, m.ChainKey(star), v, ch.Revision)
+		switch {
+		case err == nil:
+			m.log.DebugContext(ctx, "settlement cursor moved", "star", star, "from", from, "to", to)
+			return
+		case !errors.Is(err, metastore.ErrConflict):
+			m.log.DebugContext(ctx, "settlement cursor not moved", "star", star, "epoch", settled, "err", err)
+			return
 		}
 	}
 }
@@ -391,6 +571,9 @@ func (m *Minter) update(ctx context.Context, star string, epoch uint64, f func(r
 			return nil, err
 		}
 		rev, err := metastore.Put(ctx, m.store, m.RecordKey(star, epoch), v, cur.Revision)
+		if planted.On(planted.CutPlainPut) && cur.State == StateOpen && next.State == StateFenced {
+			rev, err = m.store.Txn(ctx, metastore.Txn{Then: []metastore.Op{{Key: m.RecordKey(star, epoch), Value: v}}})
+		}
 		if errors.Is(err, metastore.ErrConflict) {
 			continue
 		}
@@ -429,7 +612,23 @@ func (m *Minter) Publish(ctx context.Context, star string, epoch, cut uint64) (*
 
 // MarkSettled moves a fenced epoch to settled and its checkpoint to the
 // cut. Settling a settled epoch is a no-op; an open epoch is a *StateError.
+//
+// Then it moves the star's settlement cursor (Chain.Unsettled) past the
+// epoch when the epoch was the oldest that might be unsettled, and past
+// every settled or burned epoch after it: a few reads and one write to the
+// counter. A cursor that cannot move (a lost compare, an unavailable
+// store) is no error: it only stays behind, and a later MarkSettled moves
+// it.
 func (m *Minter) MarkSettled(ctx context.Context, star string, epoch uint64) (*Record, error) {
+	r, err := m.markSettled(ctx, star, epoch)
+	if err != nil {
+		return nil, err
+	}
+	m.moveCursor(ctx, star, epoch)
+	return r, nil
+}
+
+func (m *Minter) markSettled(ctx context.Context, star string, epoch uint64) (*Record, error) {
 	return m.update(ctx, star, epoch, func(r *Record) (*Record, error) {
 		switch r.State {
 		case StateSettled:

@@ -213,6 +213,12 @@ type Chain struct {
 	Next uint64 `json:"next"`
 	// Heads maps each class to the newest epoch minted in it.
 	Heads map[string]uint64 `json:"heads"`
+	// Unsettled is the settlement cursor: every epoch numbered below it
+	// is settled or has no record, so the oldest epoch that may still
+	// need settling is Unsettled or later. It is never above Next, only
+	// moves forward, and is moved by MarkSettled. 0 (a counter written
+	// before the field existed) says nothing, as 1 does.
+	Unsettled uint64 `json:"unsettled,omitempty"`
 
 	// Revision is the metastore revision the record was read at (0 when
 	// the star has never minted).

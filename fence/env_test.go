@@ -13,6 +13,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/testctx"
+	"github.com/cutline/cutline/metastore"
 	metamem "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
@@ -31,6 +32,7 @@ import (
 // here would be an import cycle. What else they share is internal/testctx.
 type env struct {
 	t      testing.TB
+	store  metastore.Store
 	minter *epoch.Minter
 	raw    []objstore.Bucket
 	zones  []*fault.Bucket
@@ -54,9 +56,10 @@ func newEnv(t testing.TB, k, w, window int) *env {
 // newEnvOn mints an epoch over the given backend buckets (any backend).
 func newEnvOn(t testing.TB, raw []objstore.Bucket, w, window int) *env {
 	t.Helper()
-	m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
+	store := metamem.New(metamem.Options{})
+	m, err := epoch.NewMinter(store, epoch.Options{})
 	require.NoError(t, err)
-	e := &env{t: t, minter: m, raw: raw, keys: wire.Keys{Prefix: "chains"}}
+	e := &env{t: t, store: store, minter: m, raw: raw, keys: wire.Keys{Prefix: "chains"}}
 	for i, b := range raw {
 		e.zones = append(e.zones, fault.Wrap(b, fault.Options{Seed: uint64(i + 1)}))
 	}

@@ -105,7 +105,7 @@ func TestScenarios(t *testing.T) {
 
 // runScenario lays out c in e (a fresh epoch with c.k zones and quorum
 // c.w), fences it and checks the outcome.
-func runScenario(t *testing.T, e *env, c scenario) {
+func runScenario(t testing.TB, e *env, c scenario) {
 	e.layout(c.rows...)
 	for _, d := range c.down {
 		e.zones[d].SetDown(true)
@@ -516,7 +516,7 @@ func TestLateFencerAdoptsThePublishedCut(t *testing.T) {
 
 // lateFencerAdopts runs TestLateFencerAdoptsThePublishedCut on e, a fresh
 // epoch with K=3, W=2 and window 4.
-func lateFencerAdopts(t *testing.T, e *env) {
+func lateFencerAdopts(t testing.TB, e *env) {
 	ctx := context.Background()
 	e.layout(repeatRow("F F F", 6)...)
 	held, open := make(chan struct{}), make(chan struct{})

@@ -14,6 +14,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/planted"
 )
 
 // Options configures a Fencer. The zero value works.
@@ -192,7 +193,7 @@ func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Repor
 		// saw only a header: x is trusted only once a copy there is read
 		// whole and verifies, since a corrupt copy proves nothing.
 		if x >= uint64(rec.Constants.Window) {
-			if t := wire.TallySlot(w.observe(ctx, []uint64{x}, true)[0]); t.Copies > 0 {
+			if t := wire.TallySlot(w.observe(ctx, []uint64{x}, true)[0]); t.Copies > 0 || planted.On(planted.WalkAboveHole) {
 				from = max(from, x-uint64(rec.Constants.Window))
 			} else {
 				f.opts.Logger.WarnContext(ctx, "fence estimate rests on a copy that does not verify; walking from the checkpoint",

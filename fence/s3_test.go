@@ -162,7 +162,7 @@ func TestS3StoppedZoneMidAppend(t *testing.T) {
 	for _, window := range []int{4, 16} {
 		t.Run(fmt.Sprint("window=", window), func(t *testing.T) {
 			e := newEnvOn(t, zones.buckets(t, 3), 2, window)
-			ctx, cancel := context.WithTimeout(context.Background(), raceBound)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*raceBound)
 			defer cancel()
 			w := e.writer(e.view(nil), chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}})
 			startAfter := uint64(2 * window)

@@ -14,6 +14,7 @@ import (
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -59,7 +60,7 @@ func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]wire
 		for j, b := range w.buckets {
 			g.Go(func() error {
 				w.reads.Add(1)
-				if !whole {
+				if !whole || planted.On(planted.RepairUnverified) {
 					out[i][j] = wire.ObserveHeader(ctx, b, w.slot(n))
 					return nil
 				}
@@ -136,6 +137,9 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 	// live writer" in the package guide).
 	chaseAfter := start + 3*window + 2
 	lead := 2*window + 1
+	if planted.On(planted.BarrierOneWindow) {
+		lead = window // planted: one window ahead
+	}
 	planted := false
 	n := start
 	tryBarrier := func(from uint64) {
@@ -258,6 +262,10 @@ func (w *walk) decideSlot(ctx context.Context, s uint64, obs []wire.Observation)
 			}
 			return 0, false, fmt.Errorf("fence %s/%d: slot %d: %w", w.rec.Star, w.rec.Epoch, s, err)
 		}
+		if planted.On(planted.PoisonNoReobserve) && v == poison {
+			obs = assumePoisoned(obs) // planted: the create counted as poison
+			continue
+		}
 		obs = w.observe(ctx, []uint64{s}, true)[0]
 	}
 }
@@ -272,6 +280,10 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []wire.Observation) boo
 	w.rep.Rounds++
 	for _, j := range wire.TallySlot(obs).Holders {
 		w.reads.Add(1)
+		if planted.On(planted.RepairUnverified) {
+			data, _ = w.buckets[j].Get(ctx, w.slot(s).Key()) // planted: not verified
+			break
+		}
 		full := wire.ObserveObject(ctx, w.buckets[j], w.slot(s))
 		// The copy must be the very one observed: a flight that changed
 		// in between would be a second writer's.

@@ -16,9 +16,13 @@ import (
 	"github.com/cutline/cutline/objstore/latency"
 )
 
-// raceBound bounds one writer race. It only turns a hang into a failure;
-// nothing is timed.
-const raceBound = 2 * time.Minute
+// raceBound bounds one writer race, and haltBound the writer's halt once
+// the fence returned (it meets the dead cut within a few requests). They
+// only turn a hang into a failure with a message; nothing is timed.
+const (
+	raceBound = time.Minute
+	haltBound = 20 * time.Second
+)
 
 // producer appends to a writer continuously, payload(i) at the i-th
 // submission, until Submit refuses (the writer halted or closed), ctx ends,
@@ -169,7 +173,7 @@ func (e *env) checkReadable(cut uint64) {
 // appending: the fence must end anyway (it plants a barrier ahead of a
 // writer it keeps losing slots to). It checks that the writer halts exactly
 // at the cut, every future's outcome and every invariant of the cut.
-func raceWriter(t *testing.T, e *env, writerView, fencerView []objstore.Bucket, startAfter uint64) uint64 {
+func raceWriter(t testing.TB, e *env, writerView, fencerView []objstore.Bucket, startAfter uint64) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), raceBound)
 	defer cancel()
@@ -185,6 +189,8 @@ func raceWriter(t *testing.T, e *env, writerView, fencerView []objstore.Bucket, 
 	// The writer must find the cut dead and halt there.
 	select {
 	case <-w.Halted():
+	case <-time.After(haltBound):
+		t.Fatalf("the writer did not halt within %v after the fence at %d (released %d)", haltBound, cut, w.Released())
 	case <-ctx.Done():
 		t.Fatalf("the writer did not halt after the fence at %d (released %d)", cut, w.Released())
 	}

@@ -105,7 +105,7 @@
 // settle.NewRefIndex, lease.Config.Root, the root of an authority
 // Election). The packages of cutline write these keys:
 //
-//	chains/<star>                  counter: next epoch number, head epoch per class (epoch)
+//	chains/<star>                  counter: next epoch number, head epoch per class, settlement cursor (epoch)
 //	chains/<star>/<epoch>          epoch record: constants, state, cut, cursors (epoch)
 //	refs/<stream>/<offset>         span ref: where a run of the stream's offsets lies (settle.RefIndex)
 //	refheads/<stream>              the first offset of a stream that no ref covers (settle.RefIndex)

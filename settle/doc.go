@@ -48,6 +48,16 @@
 // does it for you). The cut is the only decision; every fencer derives the
 // same one, so racing successors agree.
 //
+// A takeover's reads do not grow with the star's history or the stream's
+// length. SettleAll finds the unsettled epochs from the star's settlement
+// cursor (epoch.Minter.Unsettled, moved by every settlement), each Settle
+// reads its epoch's record by number and the flights of [checkpoint, cut)
+// only, and RefIndex.Next reads one key, the stream's head. Epoch records
+// are kept, settled or trimmed (a settled record is the cut a late fencer
+// adopts); nothing on this path lists them. SettleAll over n unsettled
+// epochs reads a bounded number of keys per epoch (one listing of the
+// star's records when n is large).
+//
 // # Coverage and the host's duties
 //
 // Coverage is the host's index over the chain: the refs that map what the

@@ -103,7 +103,15 @@ func TestRollWaitsForSubmissionInProgress(t *testing.T) {
 		a := finish()
 		synctest.Wait()
 		close(gate)
-		require.NoError(t, <-rolled)
+		select {
+		case err := <-rolled:
+			require.NoError(t, err)
+		case <-time.After(time.Minute): // the bubble's time: a roll retrying a failing step for ever
+			stopped, stop := context.WithCancel(ctx)
+			stop()
+			_ = r.Close(stopped)
+			t.Fatal("the roll did not end within a minute")
+		}
 		pos, err := a.Wait(ctx)
 		require.NoError(t, err)
 		require.Equal(t, chain.Position{Epoch: 1, Slot: 1}, pos)

@@ -17,6 +17,7 @@ import (
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -201,6 +202,9 @@ func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets 
 	var mu sync.Mutex
 	batch := make([]target, 0, s.opts.MaxParallel)
 	n, b := rec.Cut, 0
+	if planted.On(planted.SettleBelowCut) && n > 0 {
+		n-- // planted: deletes from the slot below the cut
+	}
 	for {
 		batch = batch[:0]
 		for len(batch) < cap(batch) && n <= end {
@@ -313,17 +317,17 @@ func (s *Settler) parallel(n int, f func(i int)) {
 
 // SettleAll fences (when a Fencer is configured) and settles every epoch of
 // star that is not settled yet, oldest first: what a successor does before
-// it serves a takeover. It stops at the first error.
+// it serves a takeover. It stops at the first error. It finds them from
+// the star's settlement cursor on (epoch.Minter.Unsettled), so its reads
+// grow with the unsettled epochs, not with the star's history.
 func (s *Settler) SettleAll(ctx context.Context, star string) ([]Report, error) {
 	var out []Report
 	var pending []uint64
-	for rec, err := range s.minter.Epochs(ctx, star) {
+	for rec, err := range s.minter.Unsettled(ctx, star) {
 		if err != nil {
 			return out, err
 		}
-		if rec.State != epoch.StateSettled {
-			pending = append(pending, rec.Epoch)
-		}
+		pending = append(pending, rec.Epoch)
 	}
 	for _, ep := range pending {
 		r, err := s.Settle(ctx, star, ep)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -115,7 +116,7 @@ func observeErr(err error) (Observation, bool) {
 	switch {
 	case err == nil:
 		return Observation{}, false
-	case errors.Is(err, objstore.ErrNotFound):
+	case errors.Is(err, objstore.ErrNotFound), planted.On(planted.UnreachableAsEmpty):
 		return Observation{State: SlotEmpty}, true
 	default:
 		// Anything else, including a cancelled context, is "unknown".

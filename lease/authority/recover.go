@@ -2,6 +2,7 @@ package authority
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cutline/cutline/chain"
@@ -23,15 +24,29 @@ func RecoverChain(ctx context.Context, minter *epoch.Minter, settler *settle.Set
 	if _, err := settler.SettleAll(ctx, star); err != nil {
 		return chain.Position{}, fmt.Errorf("authority: recover %s: %w", star, err)
 	}
-	var frontier chain.Position
-	for rec, err := range minter.Epochs(ctx, star) {
+	// Every epoch is settled now: none from the settlement cursor on is
+	// open or fenced. The frontier is the cut of the newest record, found
+	// from the counter down (past burned numbers), never by listing the
+	// star's history.
+	for rec, err := range minter.Unsettled(ctx, star) {
 		if err != nil {
 			return chain.Position{}, fmt.Errorf("authority: recover %s: %w", star, err)
 		}
-		if rec.State != epoch.StateSettled {
-			return chain.Position{}, fmt.Errorf("authority: recover %s: epoch %d is %s after settlement", star, rec.Epoch, rec.State)
-		}
-		frontier = chain.Position{Epoch: rec.Epoch, Slot: rec.Cut}
+		return chain.Position{}, fmt.Errorf("authority: recover %s: epoch %d is %s after settlement", star, rec.Epoch, rec.State)
 	}
-	return frontier, nil
+	ch, err := minter.Chain(ctx, star)
+	if err != nil {
+		return chain.Position{}, fmt.Errorf("authority: recover %s: %w", star, err)
+	}
+	for e := ch.Next - 1; e >= 1; e-- {
+		rec, err := minter.Get(ctx, star, e)
+		if errors.Is(err, epoch.ErrNoRecord) {
+			continue // a burned number
+		}
+		if err != nil {
+			return chain.Position{}, fmt.Errorf("authority: recover %s: %w", star, err)
+		}
+		return chain.Position{Epoch: rec.Epoch, Slot: rec.Cut}, nil
+	}
+	return chain.Position{}, nil
 }
