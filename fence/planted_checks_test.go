@@ -25,6 +25,7 @@ func PlantedChecks(seeds int) []planted.Check {
 		}},
 		{Name: "racing publication", Run: racingPublication},
 		{Name: "barrier lead", Run: barrierLead},
+		{Name: "retried create meets poison", Run: retriedCreateMeetsPoison},
 		{Name: "writer races", Run: func(t testing.TB) {
 			for _, c := range []struct {
 				k, w, window int
