@@ -105,6 +105,40 @@
 // racing fencers find alike. Barrier poison past the cut stands like all
 // poison.
 //
+// # A writer that closed cleanly
+//
+// A writer's own host knows more than a successor: when chain.Writer.Close
+// returned nil, the writer never halted and every slot it assigned was
+// acknowledged (Released() == Stats().Submitted), the writer stopped
+// exactly at its release point and has nothing in flight. FenceAt ends
+// such an epoch without a walk (settle's Roller does it on a planned
+// roll):
+//
+//	rep, err := f.FenceAt(ctx, "star-1", ep, w.Released())
+//
+// It creates poison at the release slot in B buckets at once (one round
+// trip), reads back only a bucket that answered "exists" (a second round),
+// and publishes the release point as the cut by compare-and-set
+// (Report.AtRelease). Poison found there counts; a flight there (a
+// straggling create of the same writer, or a fencer's repair of one) is
+// what a fence would complete rather than kill, so FenceAt hands the
+// epoch to the full fence, as it does with any request left without an
+// answer or a foreign object.
+//
+// Why that is as safe as a walk. A walk's cut is the first dead slot,
+// with every slot below it committed. The writer's clean Close vouches
+// for the slots below the release point: each was acknowledged, so it
+// holds W verified identical copies, which no poison can displace (W + B
+// = K + 1); and the writer issued nothing at or past the release point,
+// and never will. B poisons at the release slot make it dead for good, so
+// it is the first dead slot: the cut that a racing walk finds too. Any
+// straggling create at or past it can never be acknowledged, since that
+// slot can never reach W copies and acknowledgements go out in slot
+// order. Guarantees 1 to 4 hold as for a walk. The release point must be
+// the writer's: one that is too high would skip slots that are not
+// committed, so FenceAt is for the writer's own host, right after its
+// clean Close, and refuses a release point below the checkpoint.
+//
 // # Undecided slots
 //
 // When some buckets do not answer and the slot can still go either way
@@ -195,8 +229,9 @@
 //     nothing to fence.
 //   - epoch.ErrCutMismatch: another fencer published a different cut, and
 //     not because this one was late.
-//   - config.ErrInvalid (*config.Error): bad Options, or a record
-//     naming a zone the Fencer does not know.
+//   - config.ErrInvalid (*config.Error): bad Options, a record naming a
+//     zone the Fencer does not know, or a release point given to FenceAt
+//     below the epoch's checkpoint.
 //   - metastore errors reading or publishing the record, and the context's
 //     error.
 package fence

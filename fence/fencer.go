@@ -141,6 +141,9 @@ type Report struct {
 	// Barriers counts the slots ahead of a live writer that this fencer
 	// killed to stop chasing it (see walk), and BarrierAttempts the tries.
 	Barriers, BarrierAttempts int
+	// AtRelease: FenceAt decided the cut at the writer's release point
+	// without a walk (false when it fell back to the full fence).
+	AtRelease bool
 	// Late: another fencer published the cut while this one walked (and
 	// settlement may have trimmed slots under it); Cut is the published
 	// cut, adopted, and this fencer wrote nothing after it noticed.

@@ -28,13 +28,25 @@ const plantedBound = 90 * time.Second
 
 // TestPlanted plants each variant of internal/planted in turn and runs
 // the checks that must catch it: this package's (the scenario tables, the
-// racing publication, the barrier's lead, writer races, simulator seeds)
-// and cutlinetest.Check over takeover runs, which drive the writer, racing
-// fencers and settlers and the reader together. Every variant must be
-// caught, and with nothing planted every check must pass. It logs which
-// checks caught each variant and "caught N of M planted".
+// racing publication, the barrier's lead, writer races, simulator seeds),
+// FenceAt against stragglers of a cleanly closed writer (checked with
+// cutlinetest's CheckEpoch) and cutlinetest.Check over takeover runs,
+// which drive the writer, racing fencers and settlers and the reader
+// together. Every variant must be caught, and with nothing planted every
+// check must pass. It logs which checks caught each variant and "caught N
+// of M planted".
 func TestPlanted(t *testing.T) {
 	checks := append(fence.PlantedChecks(*flagPlantedSeeds), planted.Check{
+		Name: fmt.Sprintf("FenceAt against stragglers (%d seeds)", *flagPlantedRuns*3),
+		Run: func(t testing.TB) {
+			for seed := range uint64(*flagPlantedRuns * 3) {
+				planted.Step(t, "FenceAt run %d", seed)
+				if _, ok := plannedRollRun(t, seed); !ok {
+					return
+				}
+			}
+		},
+	}, planted.Check{
 		Name: fmt.Sprintf("cutlinetest.Check over takeover runs (%d)", *flagPlantedRuns),
 		Run: func(t testing.TB) {
 			for seed := range uint64(*flagPlantedRuns) {

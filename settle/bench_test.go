@@ -45,7 +45,7 @@ func benchZones(k int) (raw []objstore.Bucket, counted []*fault.Bucket, slow []o
 	return raw, counted, slow
 }
 
-type requestCounts struct{ reads, creates, deletes, lists int }
+type requestCounts struct{ reads, creates, deletes, lists, rounds int }
 
 func countRequests(zones []*fault.Bucket) requestCounts {
 	var c requestCounts
@@ -63,6 +63,9 @@ func (c requestCounts) report(b *testing.B, n int) {
 	b.ReportMetric(float64(c.reads)/float64(n), "reads/op")
 	b.ReportMetric(float64(c.creates)/float64(n), "creates/op")
 	b.ReportMetric(float64(c.deletes)/float64(n), "deletes/op")
+	if c.rounds > 0 {
+		b.ReportMetric(float64(c.rounds)/float64(n), "rounds/op")
+	}
 }
 
 func resetRequests(zones []*fault.Bucket) {
@@ -189,6 +192,7 @@ type benchHost struct {
 	refs    *settle.RefIndex
 	raw     []objstore.Bucket
 	counted []*fault.Bucket
+	rounds  *roundCounter // sequential round trips, over the slow views
 	keys    wire.Keys
 	next    uint64 // next stream offset
 	// slots counts the slots used in the current epoch, to place poison
@@ -205,6 +209,10 @@ func openBenchRoller(b *testing.B, window int, rollOnHalt bool) *benchHost {
 	}
 	raw, counted, slow := benchZones(3)
 	keys := wire.Keys{Prefix: "chains"}
+	rounds := &roundCounter{}
+	for i, z := range slow {
+		slow[i] = rounds.wrap(z)
+	}
 	zones := chain.MustZones(slow...)
 	f, err := fence.New(m, zones, fence.Options{Identity: starA})
 	if err != nil {
@@ -224,7 +232,7 @@ func openBenchRoller(b *testing.B, window int, rollOnHalt bool) *benchHost {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = r.Close(ctx) })
-	return &benchHost{r: r, m: m, refs: refs, raw: raw, counted: counted, keys: keys, slots: map[uint64]uint64{}}
+	return &benchHost{r: r, m: m, refs: refs, raw: raw, counted: counted, rounds: rounds, keys: keys, slots: map[uint64]uint64{}}
 }
 
 func (h *benchHost) submit(b *testing.B, n int) []*settle.Future {
@@ -268,13 +276,18 @@ func (h *benchHost) absorb(b *testing.B, apps []*settle.Future, offset uint64) {
 // BenchmarkRoll measures in-process rolls with 20 ms object latency:
 //
 //   - planned/inflight=0: Roll with every append acknowledged and
-//     covered; the time is the roll alone (drain, mint, fence, settle);
+//     covered; the time is the roll alone (drain, mint, fence, settle).
+//     The writer closes cleanly, so the roll fences at its release point
+//     (fence.Fencer.FenceAt): one round of B poison creates, no walk;
 //   - planned/inflight=64: Roll with a full window of appends in flight,
 //     which the old epoch acknowledges while draining and the settlement
 //     covers (one read each);
 //   - halt: a batch of 64 appends meets a slot poisoned 8 ahead of the
 //     writer; the time is the whole batch (halt, roll, republication of
 //     the tail), against the same batch without a halt (nohalt).
+//
+// rounds/op counts sequential round trips to object storage (see
+// roundCounter), which do not depend on the machine either.
 func BenchmarkRoll(b *testing.B) {
 	ctx := context.Background()
 	const window = 64
@@ -291,12 +304,18 @@ func BenchmarkRoll(b *testing.B) {
 					h.absorb(b, apps, off)
 				}
 				c.Window = window - i%2 // a change of constants every time
+				if inflight == 0 {
+					h.rounds.quiesce(b) // the writer's background creates
+				}
 				resetRequests(h.counted)
+				h.rounds.reset()
 				b.StartTimer()
 				if err := h.r.Roll(ctx, c); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
+				rounds, _ := h.rounds.get()
+				total.rounds += rounds
 				rc := countRequests(h.counted)
 				total.reads += rc.reads
 				total.creates += rc.creates
@@ -328,6 +347,7 @@ func BenchmarkRoll(b *testing.B) {
 					}
 				}
 				resetRequests(h.counted)
+				h.rounds.reset()
 				off := h.next
 				b.StartTimer()
 				apps := h.submit(b, 64)
@@ -337,6 +357,8 @@ func BenchmarkRoll(b *testing.B) {
 					}
 				}
 				b.StopTimer()
+				rounds, _ := h.rounds.get()
+				total.rounds += rounds
 				rc := countRequests(h.counted)
 				total.reads += rc.reads
 				total.creates += rc.creates

@@ -23,7 +23,9 @@
 //     zombie's write may arrive arbitrarily late, and only standing poison
 //     keeps it from ever reaching a quorum at the cut. The span is probed
 //     MaxParallel objects at a time, so memory does not grow with the
-//     window, and a context that ends stops it between batches;
+//     window, and a context that ends stops it between batches. (A
+//     Roller's planned roll from a cleanly closed writer skips this step:
+//     see "The Roller and the unratified tail");
 //  3. it hands every committed flight in [checkpoint, cut) to the host's
 //     Coverage, in order. No bytes move: refs point into the flights where
 //     they are;
@@ -145,6 +147,25 @@
 //     acknowledgement, not an error. The writer drains here too, for at
 //     most 10 s on the Roller's clock: the slots below the halt point that
 //     commit meanwhile are acknowledged where they are.
+//
+// A planned roll whose old writer closed cleanly (Close returned nil, the
+// writer never halted, and every slot it assigned was acknowledged) does
+// not walk: it fences at the writer's release point
+// (fence.Fencer.FenceAt), poisoning that slot in B buckets in one round
+// trip and publishing it as the cut by compare-and-set, and its
+// settlement skips the garbage sweep of step 2 (Report.NoGarbageSweep):
+// the writer created no flight at or past its release point, and
+// garbage past the cut is harmless anyway (nothing reads past the cut).
+// With every append acknowledged and covered, the roll then costs one
+// round trip to object storage, B creates. Safety: every slot below the
+// release point was acknowledged, so it holds W copies that no poison can
+// displace; B poisons make the release slot dead, so nothing at or past
+// it can ever be acknowledged (acknowledgements go out in slot order); the
+// cut is the first dead slot, as a walk would find (see "A writer that
+// closed cleanly" in package fence). A straggling flight at the release
+// slot sends the roll to the full fence and a full settlement, as does
+// every other roll: a halt, a writer that did not drain in time, or a
+// retry after the new epoch was fenced.
 //
 // A turnover mints the new epoch, fences and settles the old one, and
 // partitions the pooled appends by the cut: those below it were committed

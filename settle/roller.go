@@ -399,13 +399,13 @@ func (r *Roller) dispatch() {
 		case <-r.ctx.Done():
 			return
 		case req := <-r.requests:
-			req.res <- r.roll(req.c)
+			req.res <- r.roll(req.c, true)
 		case <-r.kick:
 			// Only a fenced epoch is rolled past: a blocked slot
 			// (objects that are neither flight nor poison) would block
 			// the fence of the old epoch as well; its appends fail.
 			if r.opts.RollOnHalt && isHalted(w) && errors.Is(w.Err(), chain.ErrFenced) {
-				if err := r.roll(w.Record().Constants); err != nil {
+				if err := r.roll(w.Record().Constants, false); err != nil {
 					r.log.Error("roll after halt failed", "star", r.star, "err", err)
 				}
 			}
@@ -425,7 +425,7 @@ func (r *Roller) dispatch() {
 				head.resolve(pos, err)
 				continue
 			}
-			if err := r.roll(w.Record().Constants); err != nil {
+			if err := r.roll(w.Record().Constants, false); err != nil {
 				r.log.Error("roll after halt failed", "star", r.star, "err", err)
 			}
 		}
@@ -447,11 +447,13 @@ func isHalted(w *chain.Writer) bool {
 	}
 }
 
-// roll turns over to a new epoch with constants c. The old writer drains
-// first (a planned roll has everything in flight decided; a halted one the
-// slots below its halt point), so that usually only what could never be
-// acknowledged is republished.
-func (r *Roller) roll(c epoch.Constants) error {
+// roll turns over to a new epoch with constants c; planned is a Roll, not
+// a halt. The old writer drains first (a planned roll has everything in
+// flight decided; a halted one the slots below its halt point), so that
+// usually only what could never be acknowledged is republished. A planned
+// roll whose old writer closed cleanly fences at its release point
+// (fence.Fencer.FenceAt) instead of walking; see clean.
+func (r *Roller) roll(c epoch.Constants, planned bool) error {
 	ctx := r.ctx
 	r.mu.Lock()
 	old := r.w
@@ -471,9 +473,10 @@ func (r *Roller) roll(c epoch.Constants) error {
 	// the fence and republished.
 	dctx, cancel := context.WithCancel(ctx)
 	t := r.clock.AfterFunc(10*time.Second, cancel)
-	_ = old.Close(dctx)
+	closeErr := old.Close(dctx)
 	t.Stop()
 	cancel()
+	release, isClean := clean(old, closeErr)
 	old.Abort()
 	oldEp := old.Record().Epoch
 	// A Submit adds its append to pend with the sub token after its slot
@@ -485,8 +488,12 @@ func (r *Roller) roll(c epoch.Constants) error {
 	r.pend = nil
 	r.mu.Unlock()
 	<-r.sub
+	var at *uint64 // the old writer's release point, when it closed cleanly
+	if planned && isClean {
+		at = &release
+	}
 	for {
-		nw, cut, err := r.turnover(ctx, oldEp, c)
+		nw, cut, err := r.turnover(ctx, oldEp, c, at)
 		if err != nil {
 			// Only the roller's end stops a roll; Close fails what is left.
 			r.mu.Lock()
@@ -529,7 +536,7 @@ func (r *Roller) roll(c epoch.Constants) error {
 		}
 		if halted {
 			nw.Abort()
-			oldEp, pend = ep, next
+			oldEp, pend, at = ep, next, nil // an aborted writer did not close cleanly
 			continue
 		}
 		r.mu.Lock()
@@ -581,20 +588,49 @@ func (r *Roller) republish(ctx context.Context, next *epoch.Record, pend []*Futu
 	return keep, len(pend) - len(keep), nil
 }
 
+// clean reports whether w closed cleanly, given what its Close returned,
+// and if so its release point: Close returned nil (every slot it assigned
+// is decided and every goroutine of the writer, its requests included, has
+// exited), it never halted, and every slot it assigned was acknowledged.
+// Such a writer stopped exactly at its release point: every slot below it
+// holds W verified copies, and it never sent a create at or past it, nor
+// will. That is what fence.Fencer.FenceAt needs to fence without a walk.
+func clean(w *chain.Writer, closeErr error) (uint64, bool) {
+	if closeErr != nil || w.Err() != nil {
+		return 0, false
+	}
+	rel := w.Released()
+	return rel, rel == w.Stats().Submitted
+}
+
 // turnover mints the new epoch, fences and settles the old one, retrying
 // each step until it succeeds or the roller ends. Minting first means a
-// crash after it leaves an open epoch that the next start settles.
-func (r *Roller) turnover(ctx context.Context, old uint64, c epoch.Constants) (*chain.Writer, uint64, error) {
+// crash after it leaves an open epoch that the next start settles. With
+// release set (a planned roll from a writer that closed cleanly, see
+// clean), the old epoch is fenced at that release point
+// (fence.Fencer.FenceAt, one round trip of poison creates instead of a
+// walk), and when that decided the cut, settlement skips the garbage sweep
+// (Report.NoGarbageSweep): the writer created nothing at or past it.
+func (r *Roller) turnover(ctx context.Context, old uint64, c epoch.Constants, release *uint64) (*chain.Writer, uint64, error) {
 	var nw *chain.Writer
 	if err := r.retry(ctx, "mint", func() (err error) { nw, err = r.mint(ctx, c); return err }, finalStep); err != nil {
 		return nil, 0, err
 	}
 	var cut uint64
-	if err := r.retry(ctx, "fence", func() (err error) { cut, err = r.fencer.Fence(ctx, r.star, old); return err }, finalStep); err != nil {
+	sweep := true
+	fenceStep := func() (err error) { cut, err = r.fencer.Fence(ctx, r.star, old); return err }
+	if release != nil {
+		fenceStep = func() error {
+			rep, err := r.fencer.FenceAt(ctx, r.star, old, *release)
+			cut, sweep = rep.Cut, !rep.AtRelease
+			return err
+		}
+	}
+	if err := r.retry(ctx, "fence", fenceStep, finalStep); err != nil {
 		nw.Abort()
 		return nil, 0, err
 	}
-	if err := r.retry(ctx, "settle", func() error { _, err := r.settler.Settle(ctx, r.star, old); return err }, finalStep); err != nil {
+	if err := r.retry(ctx, "settle", func() error { _, err := r.settler.settle(ctx, r.star, old, sweep); return err }, finalStep); err != nil {
 		nw.Abort()
 		return nil, 0, err
 	}

@@ -121,6 +121,14 @@ type Report struct {
 	Covered int
 	// Reads and Deletes count object requests.
 	Reads, Deletes int
+	// NoGarbageSweep: step 2 was skipped. Only a Roller's planned roll
+	// does that, and only when the fence decided the cut at the release
+	// point of its own writer, which had closed cleanly
+	// (fence.Fencer.FenceAt): that writer created no flight at or past
+	// its release point, so [cut, cut+window] holds no garbage of its
+	// own, and garbage past the cut is harmless anyway (nothing reads past
+	// the cut; see GarbageLeft). Every other settlement sweeps.
+	NoGarbageSweep bool
 }
 
 // Settle settles an epoch:
@@ -138,6 +146,14 @@ type Report struct {
 // A settled epoch is a no-op. A successor serves or appends only after
 // Settle returned nil.
 func (s *Settler) Settle(ctx context.Context, star string, ep uint64) (Report, error) {
+	return s.settle(ctx, star, ep, true)
+}
+
+// settle is Settle; without sweep it skips step 2, which only a Roller
+// asks for, and only after fence.Fencer.FenceAt decided the cut at its own
+// cleanly closed writer's release point (Report.NoGarbageSweep says why
+// that is safe).
+func (s *Settler) settle(ctx context.Context, star string, ep uint64, sweep bool) (Report, error) {
 	rep := Report{Star: star, Epoch: ep}
 	rec, err := s.minter.Get(ctx, star, ep)
 	if err != nil {
@@ -165,7 +181,9 @@ func (s *Settler) Settle(ctx context.Context, star string, ep uint64) (Report, e
 	if err != nil {
 		return rep, fmt.Errorf("settle %s/%d: %w", star, ep, err)
 	}
-	if err := s.deleteGarbage(ctx, rec, buckets, &rep); err != nil {
+	if !sweep {
+		rep.NoGarbageSweep = true
+	} else if err := s.deleteGarbage(ctx, rec, buckets, &rep); err != nil {
 		return rep, err
 	}
 	if err := s.cover(ctx, rec, &rep); err != nil {

@@ -56,11 +56,15 @@ const (
 	// SettleBelowCut: settlement deletes the garbage from the slot below
 	// the cut instead of from the cut (settle, deleteGarbage).
 	SettleBelowCut
+	// ReleaseShortPoison: a fence at a cleanly closed writer's release
+	// point (fence.Fencer.FenceAt) counts the slot dead with poison in
+	// B−1 buckets instead of B (fence, poisonRelease).
+	ReleaseShortPoison
 )
 
 // All lists every planted variant, None excluded.
 var All = []Bug{CutPlainPut, BarrierOneWindow, RepairUnverified, PoisonNoReobserve, UnreachableAsEmpty,
-	WalkAboveHole, AckOutOfOrder, AckBelowQuorum, LostCreateCounted, SettleBelowCut}
+	WalkAboveHole, AckOutOfOrder, AckBelowQuorum, LostCreateCounted, SettleBelowCut, ReleaseShortPoison}
 
 var names = map[Bug]string{
 	None:               "none",
@@ -74,6 +78,7 @@ var names = map[Bug]string{
 	AckBelowQuorum:     "ack-at-w-1",
 	LostCreateCounted:  "lost-create-counted",
 	SettleBelowCut:     "settle-below-cut",
+	ReleaseShortPoison: "release-short-poison",
 }
 
 func (b Bug) String() string {
