@@ -107,8 +107,9 @@ func (s *Star) Open(ctx context.Context, stream string, opts OpenOptions) (Tenur
 		return Tenure{}, err
 	}
 	if t := s.held[stream]; t != nil {
+		departing := t.departing // guarded by s.mu, like every tenure field
 		s.mu.Unlock()
-		if t.departing {
+		if departing {
 			return Tenure{}, &DeferredError{Stream: stream, Reason: InLimbo, Holder: s.cfg.Star}
 		}
 		return Tenure{}, &StreamError{Stream: stream, Err: ErrHeld}
