@@ -25,7 +25,7 @@ for mod in $(git ls-files '*go.mod' 2>/dev/null || find . -name go.mod); do
       # The planted variants (internal/planted): each must be caught by the
       # checks, and with none planted the checks must pass.
       go vet -tags cutline_planted ./... || exit 1
-      go test -race -count=1 -timeout 10m -tags cutline_planted -run 'Planted' -v ./fence/ 2>&1 || exit 1
+      go test -race -count=1 -timeout 10m -tags cutline_planted -run 'Planted' -v ./fence/ ./internal/sim/ 2>&1 || exit 1
     fi
   ) || status=1
 done
