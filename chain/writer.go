@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
@@ -98,7 +99,21 @@ type pipeline struct {
 	next    uint64    // mu: next slot to assign
 	relNext uint64    // mu: release point, the first slot not yet released
 	ring    []*Future // mu: ring[s&(len(ring)-1)] for slots in [relNext, next); grows with the slots in flight
+	// slab holds futures not yet handed out (mu): they are allocated
+	// futureSlab at a time rather than one per Submit.
+	slab []Future
+	// keys holds the bytes of slot keys not yet made (mu): keySlab keys
+	// share one allocation, and the bytes of a key are never written again
+	// once its string is made. Only keys share it, so a bucket that keeps
+	// a key keeps other keys alive, never a flight.
+	keys []byte
+	// queues holds each bucket's slots waiting for one of its workers.
+	queues []bucketQueue
 }
+
+// futureSlab and keySlab are how many futures and slot keys one
+// allocation makes.
+const futureSlab, keySlab = 32, 32
 
 // lifecycle is how the writer ends: a halt at a dead, blocked or
 // conflicting slot, Close, Abort, and the goroutines to wait for.
@@ -146,6 +161,12 @@ type Writer struct {
 	life lifecycle
 
 	stats writerStats
+
+	// waiters lends Future.Wait the channel it parks on: each is held by
+	// one Wait from Get to Put, registered on at most one future in
+	// between, and receives at most one token (from resolve) per loan,
+	// which that Wait takes before returning it.
+	waiters sync.Pool
 }
 
 const notHalted = ^uint64(0)
@@ -212,6 +233,7 @@ func NewWriter(rec *epoch.Record, zones Zones, opts WriterOptions) (*Writer, err
 			sem:      make(chan struct{}, c.Window),
 			inflight: make([]chan struct{}, c.K()),
 			ring:     make([]*Future, min(initialRing, ringSize(c.Window))),
+			queues:   make([]bucketQueue, c.K()),
 		},
 		life: lifecycle{
 			ctx:       ctx,
@@ -219,6 +241,9 @@ func NewWriter(rec *epoch.Record, zones Zones, opts WriterOptions) (*Writer, err
 			haltedCh:  make(chan struct{}),
 			closingCh: make(chan struct{}),
 		},
+	}
+	for i := range w.pipe.queues {
+		w.pipe.queues[i].cond.L = &w.pipe.queues[i].mu
 	}
 	for i := range w.pipe.inflight {
 		// Elements of a chan struct{} take no memory: the bound costs
@@ -359,7 +384,6 @@ func (w *Writer) Submit(ctx context.Context, payload []byte) (*Future, error) {
 			return nil, w.refusal()
 		}
 	}
-	f := &Future{w: w, done: make(chan struct{})}
 	w.mu.Lock()
 	if err := w.refusalLocked(); err != nil {
 		w.mu.Unlock()
@@ -369,25 +393,42 @@ func (w *Writer) Submit(ctx context.Context, payload []byte) (*Future, error) {
 	if w.pipe.next-w.pipe.relNext == uint64(len(w.pipe.ring)) {
 		w.growLocked()
 	}
+	if len(w.pipe.slab) == 0 {
+		w.pipe.slab = make([]Future, futureSlab)
+	}
+	f := &w.pipe.slab[0]
+	w.pipe.slab = w.pipe.slab[1:]
+	f.w = w
 	f.slot = w.pipe.next
 	w.pipe.next++
 	*w.at(f.slot) = f
+	key := w.slotKeyLocked(f.slot)
 	w.life.wg.Add(int(w.k))
 	w.mu.Unlock()
 	w.stats.submitted.Add(1)
 
-	key := w.slotKey(f.slot)
 	data := wire.EncodeFlight(w.star, w.epoch, f.slot, payload)
 	f.mu.Lock()
 	f.data = data
 	f.mu.Unlock()
-	// The workers get the flight as an argument: the future drops its own
+	// The workers get the flight with the job: the future drops its own
 	// reference once acknowledged, while a straggling worker may still be
-	// sending it.
-	for i := range w.buckets {
-		go w.runBucket(f, i, key, data)
+	// sending it. One encoding serves the K creates.
+	for i := range w.pipe.queues {
+		w.push(i, bucketJob{f: f, key: key, data: data})
 	}
 	return f, nil
+}
+
+// slotKeyLocked returns slot's key, made in w.pipe.keys. w.mu is held.
+func (w *Writer) slotKeyLocked(slot uint64) string {
+	n := len(w.keyPrefix) + slotDigits
+	if cap(w.pipe.keys)-len(w.pipe.keys) < n {
+		w.pipe.keys = make([]byte, 0, keySlab*n)
+	}
+	start := len(w.pipe.keys)
+	w.pipe.keys = w.appendSlotKey(w.pipe.keys, slot)
+	return unsafe.String(&w.pipe.keys[start], n)
 }
 
 func (w *Writer) refusal() error {
@@ -406,16 +447,19 @@ func (w *Writer) refusalLocked() error {
 	return nil
 }
 
-// slotKey is Keys.Slot with the epoch part computed once.
-func (w *Writer) slotKey(slot uint64) string {
-	var buf [20]byte
+// slotDigits is the width of a slot number in a key (wire.Keys).
+const slotDigits = 20
+
+// appendSlotKey appends Keys.Slot of slot to dst, with the epoch part
+// computed once.
+func (w *Writer) appendSlotKey(dst []byte, slot uint64) []byte {
+	dst = append(dst, w.keyPrefix...)
+	var buf [slotDigits]byte
 	d := strconv.AppendUint(buf[:0], slot, 10)
-	var pad [20]byte
-	for i := range pad {
-		pad[i] = '0'
+	for range slotDigits - len(d) {
+		dst = append(dst, '0')
 	}
-	copy(pad[20-len(d):], d)
-	return w.keyPrefix + string(pad[:])
+	return append(dst, d...)
 }
 
 // onCommit releases every committed slot from the release point up, in
@@ -529,6 +573,9 @@ func (w *Writer) shut(abort bool) <-chan struct{} {
 		w.life.closed = true
 		close(w.life.closingCh)
 		w.life.drained = make(chan struct{})
+		for i := range w.pipe.queues {
+			w.pipe.queues[i].close()
+		}
 		go func() {
 			w.life.wg.Wait()
 			w.life.cancel()

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/cutline/cutline/chain/wire"
@@ -22,6 +23,120 @@ const (
 )
 
 func headerLen(star string) int { return wire.Header{Star: star}.Len() }
+
+// bucketJob is one slot's flight for one bucket.
+type bucketJob struct {
+	f    *Future
+	key  string
+	data []byte
+}
+
+// bucketQueue hands a bucket's jobs to its workers. A worker takes the
+// next job whenever it finishes one, so a worker woken once serves every
+// slot that became ready meanwhile; a job finding no worker on its way
+// wakes a parked one or starts one, so that no job waits behind another
+// slot's request (a bucket's requests still run in parallel, bounded by
+// the bucket's in-flight tokens as before). A worker parks when the queue
+// is empty, at most maxParked per bucket (the others exit), and every
+// worker exits once the writer is closing and the queue is empty: an idle
+// writer sends nothing, and Close and Abort wait for the workers
+// (life.wg).
+type bucketQueue struct {
+	mu      sync.Mutex
+	cond    sync.Cond   // parked workers wait here; L is &mu
+	jobs    []bucketJob // waiting, from head
+	head    int
+	workers int  // running
+	parked  int  // waiting on cond, not yet woken
+	waking  int  // woken or started, not yet back at the queue
+	closing bool // set by Close and Abort: a worker finding no job exits
+}
+
+// maxParked is how many idle workers a bucket keeps.
+const maxParked = 4
+
+// push queues job for bucket i and makes sure a worker is on its way.
+func (w *Writer) push(i int, job bucketJob) {
+	q := &w.pipe.queues[i]
+	q.mu.Lock()
+	q.jobs = append(q.jobs, job)
+	if q.waking == 0 {
+		w.wakeLocked(i)
+	}
+	q.mu.Unlock()
+}
+
+// wakeLocked wakes a parked worker of bucket i, or starts one. q.mu is
+// held, and a queued job holds a count of life.wg, so the Add below never
+// races the Wait of Close.
+func (w *Writer) wakeLocked(i int) {
+	q := &w.pipe.queues[i]
+	q.waking++
+	if q.parked > 0 {
+		q.parked--
+		q.cond.Signal()
+		return
+	}
+	q.workers++
+	w.life.wg.Add(1)
+	go w.bucketWorker(i)
+}
+
+// bucketWorker runs bucket i's jobs until the queue is empty and it is
+// not kept parked.
+func (w *Writer) bucketWorker(i int) {
+	defer w.life.wg.Done()
+	q := &w.pipe.queues[i]
+	q.mu.Lock()
+	q.waking--
+	for {
+		for q.head == len(q.jobs) {
+			if q.closing || q.parked >= maxParked {
+				q.workers--
+				q.mu.Unlock()
+				return
+			}
+			q.parked++
+			q.cond.Wait()
+			q.waking-- // whoever woke this worker counted it waking
+		}
+		job := q.pop()
+		if q.head < len(q.jobs) && q.waking == 0 {
+			// More jobs wait and this worker is about to block on a
+			// request: hand them to another.
+			w.wakeLocked(i)
+		}
+		q.mu.Unlock()
+		w.runBucket(job.f, i, job.key, job.data)
+		q.mu.Lock()
+	}
+}
+
+// pop takes the next job; q.mu is held and the queue is not empty.
+func (q *bucketQueue) pop() bucketJob {
+	job := q.jobs[q.head]
+	q.jobs[q.head] = bucketJob{}
+	q.head++
+	switch {
+	case q.head == len(q.jobs):
+		q.jobs, q.head = q.jobs[:0], 0
+	case q.head >= 64 && 2*q.head >= len(q.jobs):
+		n := copy(q.jobs, q.jobs[q.head:])
+		clear(q.jobs[n:])
+		q.jobs, q.head = q.jobs[:n], 0
+	}
+	return job
+}
+
+// close makes the bucket's workers exit once the queue is empty.
+func (q *bucketQueue) close() {
+	q.mu.Lock()
+	q.closing = true
+	q.waking += q.parked
+	q.parked = 0
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
 
 // runBucket writes f's flight (data, at key) to bucket i until the bucket's answer is
 // known, the slot is decided without it, or the writer is aborted. A Create

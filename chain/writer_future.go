@@ -45,22 +45,27 @@ type Future struct {
 	w    *Writer
 	slot uint64
 
-	done chan struct{}
-	// pos and err are written once, before done is closed.
+	// pos and err are written once, before isDone is set.
 	pos      Position
 	err      error
 	resolved bool // guarded by w.mu
+	isDone   atomic.Bool
 
 	state   atomic.Int32
 	copies  atomic.Int32
 	poisons atomic.Int32
 	votes   atomic.Int32 // buckets that answered copy, poison or neither
 
-	mu        sync.Mutex    // guards data, decided and foreign
+	mu        sync.Mutex    // guards data, decided, foreign, done and waiter
 	data      []byte        // the encoded flight; dropped once acknowledged
 	decided   chan struct{} // made on demand; closed once state leaves pending
 	foreign   []error
 	closedDec bool
+	// done is made on demand (Done, or a second concurrent Wait) and
+	// closed by resolve; a lone Wait parks on waiter instead, a channel
+	// lent by the writer's pool, so that the common path makes none.
+	done   chan struct{}
+	waiter chan struct{}
 }
 
 // Slot returns the slot assigned to this append.
@@ -87,34 +92,77 @@ func (f *Future) dropPayload() {
 }
 
 // Done is closed when the append is acknowledged or has failed.
-func (f *Future) Done() <-chan struct{} { return f.done }
+func (f *Future) Done() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done == nil {
+		f.done = make(chan struct{})
+		if f.isDone.Load() {
+			close(f.done)
+		}
+	}
+	return f.done
+}
 
 // Result returns the outcome once Done is closed: the acknowledged position,
 // or the error (*FencedError, *BlockedError or *AbortedError). Before
 // that it returns ErrPending.
 func (f *Future) Result() (Position, error) {
-	select {
-	case <-f.done:
+	if f.isDone.Load() {
 		return f.pos, f.err
-	default:
-		return Position{}, ErrPending
 	}
+	return Position{}, ErrPending
 }
 
 // Wait blocks until the append is decided or ctx ends. A ctx that ends only
 // stops the wait: the slot keeps going and may still be acknowledged.
 func (f *Future) Wait(ctx context.Context) (Position, error) {
-	select {
-	case <-f.done:
+	if f.isDone.Load() {
 		return f.pos, f.err
-	default:
 	}
+	pool := &f.w.waiters
+	f.mu.Lock()
+	if f.isDone.Load() {
+		f.mu.Unlock()
+		return f.pos, f.err
+	}
+	if f.waiter != nil {
+		// Another Wait holds the waiter: wait on the done channel.
+		f.mu.Unlock()
+		select {
+		case <-f.Done():
+			return f.pos, f.err
+		case <-ctx.Done():
+			return Position{}, ctx.Err()
+		}
+	}
+	ch, _ := pool.Get().(chan struct{})
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+	}
+	f.waiter = ch
+	f.mu.Unlock()
 	select {
-	case <-f.done:
+	case <-ch:
+		// resolve sent the one token and took ch back from f.
+		pool.Put(ch)
 		return f.pos, f.err
 	case <-ctx.Done():
-		return Position{}, ctx.Err()
 	}
+	f.mu.Lock()
+	if f.waiter == ch {
+		f.waiter = nil
+		f.mu.Unlock()
+	} else {
+		// resolve came first: its token is in ch.
+		f.mu.Unlock()
+		<-ch
+	}
+	pool.Put(ch)
+	if f.isDone.Load() {
+		return f.pos, f.err
+	}
+	return Position{}, ctx.Err()
 }
 
 // decide moves the slot out of pending. Only the first decision counts; it
@@ -169,5 +217,14 @@ func (f *Future) resolve(pos Position, err error) {
 	}
 	f.resolved = true
 	f.pos, f.err = pos, err
-	close(f.done)
+	f.mu.Lock()
+	f.isDone.Store(true)
+	if f.done != nil {
+		close(f.done)
+	}
+	if f.waiter != nil {
+		f.waiter <- struct{}{} // never blocks: the waiter's buffer is empty
+		f.waiter = nil
+	}
+	f.mu.Unlock()
 }

@@ -14,7 +14,16 @@ func TestSlotKeyMatchesKeys(t *testing.T) {
 	for _, k := range []wire.Keys{{}, {Prefix: "p"}, {Prefix: "a/b.c"}} {
 		w := &Writer{keyPrefix: k.Epoch("star-a", 12)}
 		for _, s := range []uint64{0, 1, 9, 10, 12345, 1 << 40, 1<<63 + 5, ^uint64(0)} {
-			require.Equal(t, k.Slot("star-a", 12, s), w.slotKey(s))
+			require.Equal(t, k.Slot("star-a", 12, s), string(w.appendSlotKey(nil, s)))
+		}
+		// Keys made in the shared buffer stay what they were as it
+		// fills up and is replaced.
+		var made []string
+		for s := range uint64(3*keySlab + 5) {
+			made = append(made, w.slotKeyLocked(s))
+		}
+		for s, key := range made {
+			require.Equal(t, k.Slot("star-a", 12, uint64(s)), key)
 		}
 	}
 }

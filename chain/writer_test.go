@@ -420,7 +420,23 @@ func TestWriterMemoryIndependentOfWindow(t *testing.T) {
 	}
 	e.hooks[0].setCreate(held)
 	e.hooks[1].setCreate(held)
+	// Zone c takes every create: one copy of each slot, below W, so
+	// nothing may be released however far it gets. Wait until it has
+	// them all, so that the check does not depend on scheduling.
+	var landed atomic.Int64
+	e.hooks[2].setCreate(func(ctx context.Context, key string, data []byte, next func() error) error {
+		err := next()
+		if err == nil {
+			landed.Add(1)
+		}
+		return err
+	})
 	fs := submitAll(t, w, 300)
+	ctx := bounded(t)
+	for landed.Load() < 300 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, int64(300), landed.Load(), "zone c's creates")
 	require.Zero(t, w.Released())
 	close(hold)
 	for i, f := range fs {

@@ -197,6 +197,7 @@ type world struct {
 	parts  int
 
 	corrupted map[string]bool // slots given a corrupt copy
+	planted   []plantedCopy   // the corrupt copies, for the operator
 
 	descr []string // what the driver did, for a failing seed
 }
@@ -617,8 +618,45 @@ func (w *world) corrupt(rec *epoch.Record) {
 		}
 	}
 	if err := w.env.Raw[i].Create(ctx, key, data); err == nil {
+		w.planted = append(w.planted, plantedCopy{zone: i, key: key})
 		w.cov.add("corrupt")
 		w.note("corrupt copy at %s/%d/%d zone %d", rec.Star, rec.Epoch, slot, i)
+	}
+}
+
+// plantedCopy is a corrupt copy the run placed.
+type plantedCopy struct {
+	zone int
+	key  string
+}
+
+// operator does what the fence's ErrBlocked asks of one: a corrupt copy
+// beside a flight in one zone and poison in another leaves its slot
+// neither committable nor killable (the writer and the fence raced while
+// it stood there), so the fence stops rather than guess. The operator
+// removes the copy; the next fence decides the slot.
+func (w *world) operator() {
+	ctx := w.ctx
+	for _, pc := range w.planted {
+		var flight, poison bool
+		for j, z := range w.env.Raw {
+			if j == pc.zone {
+				continue
+			}
+			b, err := z.Get(ctx, pc.key)
+			if err != nil {
+				continue
+			}
+			if obj, err := wire.Decode(b); err == nil {
+				flight = flight || obj.Kind == wire.KindFlight
+				poison = poison || obj.Kind == wire.KindPoison
+			}
+		}
+		if flight && poison {
+			if err := w.env.Raw[pc.zone].Delete(ctx, pc.key); err == nil {
+				w.note("operator removes the corrupt copy %s in zone %d (the slot is blocked)", pc.key, pc.zone)
+			}
+		}
 	}
 }
 
@@ -847,6 +885,7 @@ func (w *world) finish() {
 		}
 		_ = n.sess.Close(context.Background())
 	}
+	w.operator()
 	sess, err := w.store.NewSession(w.ctx, ttl)
 	if err != nil {
 		t.Fatalf("janitor session: %v", err)
