@@ -12,6 +12,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/synth"
 	metamem "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 )
@@ -68,8 +69,8 @@ func barrierLead(t testing.TB) {
 	for _, window := range []uint64{1, 4, 16} {
 		m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
 		require.NoError(t, err)
-		c := &synthChain{star: star, n: 100, payload: []byte("x"), grow: 2}
-		zs := newSynthZones(c, 3)
+		c := &synth.Chain{Star: star, N: 100, Payload: []byte("x"), Grow: 2}
+		zs := synth.NewZones(c, 3)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: int(window), Prefix: "chains"})
 		require.NoError(t, err)

@@ -3,10 +3,6 @@ package fence
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,150 +11,21 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/synth"
 	metamem "github.com/cutline/cutline/metastore/mem"
-	"github.com/cutline/cutline/objstore"
 )
-
-// synthChain describes an epoch of n slots without storing it: every slot
-// below n holds its flight in every bucket, except the ragged tail, whose
-// rows say which buckets hold the flight ('F') and which are empty ('E').
-type synthChain struct {
-	star    string
-	n       uint64
-	tail    map[uint64]string
-	payload []byte
-	// grow, when set, plays a writer that never stops: every read request
-	// extends the chain by grow committed slots (created objects, such as
-	// poison, keep their slots).
-	grow uint64
-	end  atomic.Uint64 // the growth so far
-}
-
-// raggedTail is a pipelined writer's tail: committed, half written, a hole,
-// and a straggler past the hole. The cut is n−2.
-func raggedTail(n uint64) map[uint64]string {
-	return map[uint64]string{n - 4: "F F E", n - 3: "F E E", n - 2: "E E E", n - 1: "F E E"}
-}
-
-// synthBucket is bucket idx of a synthChain: flights are encoded on the
-// fly (wire.EncodeFlight) when read; whatever is created (poison,
-// repaired copies) goes to an overlay. It counts requests.
-type synthBucket struct {
-	c    *synthChain
-	idx  int
-	name string
-
-	mu      sync.Mutex
-	overlay map[string][]byte
-
-	reads, creates atomic.Int64
-}
-
-var _ objstore.Bucket = (*synthBucket)(nil)
-
-func newSynthZones(c *synthChain, k int) []*synthBucket {
-	out := make([]*synthBucket, k)
-	for i := range out {
-		out[i] = &synthBucket{c: c, idx: i, name: string(rune('a' + i)), overlay: map[string][]byte{}}
-	}
-	return out
-}
-
-func (b *synthBucket) Name() string { return b.name }
-
-// parse splits a slot key, <prefix>/<star>/<epoch>/<slot>.
-func (b *synthBucket) parse(key string) (ep, slot uint64, ok bool) {
-	parts := strings.Split(key, "/")
-	if len(parts) < 3 || parts[len(parts)-3] != b.c.star {
-		return 0, 0, false
-	}
-	ep, err1 := strconv.ParseUint(parts[len(parts)-2], 10, 64)
-	slot, err2 := strconv.ParseUint(parts[len(parts)-1], 10, 64)
-	return ep, slot, err1 == nil && err2 == nil
-}
-
-// object returns what the bucket holds at key.
-func (b *synthBucket) object(key string) ([]byte, bool) {
-	b.mu.Lock()
-	d, ok := b.overlay[key]
-	b.mu.Unlock()
-	if ok {
-		return d, true
-	}
-	ep, slot, ok := b.parse(key)
-	if !ok || slot >= b.c.n+b.c.end.Load() {
-		return nil, false
-	}
-	if row, ok := b.c.tail[slot]; ok && strings.Fields(row)[b.idx] != "F" {
-		return nil, false
-	}
-	return wire.EncodeFlight(b.c.star, ep, slot, b.c.payload), true
-}
-
-func (b *synthBucket) opErr(op, key string, err error) error {
-	return &objstore.OpError{Op: op, Bucket: b.name, Key: key, Err: err}
-}
-
-func (b *synthBucket) Create(ctx context.Context, key string, data []byte) error {
-	b.creates.Add(1)
-	if _, ok := b.object(key); ok {
-		return b.opErr("create", key, objstore.ErrExists)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.overlay[key]; ok {
-		return b.opErr("create", key, objstore.ErrExists)
-	}
-	b.overlay[key] = append([]byte(nil), data...)
-	return nil
-}
-
-func (b *synthBucket) Get(ctx context.Context, key string) ([]byte, error) {
-	b.reads.Add(1)
-	b.c.end.Add(b.c.grow)
-	d, ok := b.object(key)
-	if !ok {
-		return nil, b.opErr("get", key, objstore.ErrNotFound)
-	}
-	return append([]byte(nil), d...), nil
-}
-
-func (b *synthBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	b.reads.Add(1)
-	b.c.end.Add(b.c.grow)
-	d, ok := b.object(key)
-	if !ok {
-		return nil, b.opErr("getrange", key, objstore.ErrNotFound)
-	}
-	if off >= int64(len(d)) {
-		return []byte{}, nil
-	}
-	return append([]byte(nil), d[off:off+min(n, int64(len(d))-off)]...), nil
-}
-
-func (b *synthBucket) Delete(ctx context.Context, key string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.overlay, key)
-	return nil
-}
-
-// List is not used by the fencer; the synthetic chain lists nothing.
-func (b *synthBucket) List(ctx context.Context, prefix, after string, limit int) ([]objstore.ObjectInfo, error) {
-	return nil, nil
-}
 
 // fenceSynth fences a fresh epoch of n synthetic slots (K=3, W=2, window
 // 64) with opts and returns the report and the requests the buckets saw.
 func fenceSynth(tb testing.TB, m *epoch.Minter, n uint64, opts Options) (Report, int64, int64) {
 	tb.Helper()
-	c := &synthChain{star: star, n: n, tail: raggedTail(n), payload: []byte("a record of modest size")}
-	zs := newSynthZones(c, 3)
+	c := &synth.Chain{Star: star, N: n, Tail: synth.RaggedTail(n), Payload: []byte("a record of modest size")}
+	zs := synth.NewZones(c, 3)
 	zones := chain.Zones{}
 	var names []string
 	for _, z := range zs {
-		zones[z.name] = z
-		names = append(names, z.name)
+		zones[z.Name()] = z
+		names = append(names, z.Name())
 	}
 	ctx := context.Background()
 	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: names, W: 2, Window: 64, Prefix: "chains"})
@@ -170,8 +37,8 @@ func fenceSynth(tb testing.TB, m *epoch.Minter, n uint64, opts Options) (Report,
 	require.Equal(tb, n-2, rep.Cut)
 	var reads, creates int64
 	for _, z := range zs {
-		reads += z.reads.Load()
-		creates += z.creates.Load()
+		reads += z.Reads()
+		creates += z.Creates()
 	}
 	return rep, reads, creates
 }
@@ -239,8 +106,8 @@ func TestFenceRoundTripsAtMillion(t *testing.T) {
 func TestBarrierStopsARunawayWriter(t *testing.T) {
 	m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
 	require.NoError(t, err)
-	c := &synthChain{star: star, n: 100, payload: []byte("x"), grow: 2}
-	zs := newSynthZones(c, 3)
+	c := &synth.Chain{Star: star, N: 100, Payload: []byte("x"), Grow: 2}
+	zs := synth.NewZones(c, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 4, Prefix: "chains"})
@@ -253,8 +120,8 @@ func TestBarrierStopsARunawayWriter(t *testing.T) {
 	require.Less(t, rep.BarrierAttempts, 20)
 	var barrier int
 	for _, z := range zs {
-		d, ok := z.object(wire.Keys{Prefix: "chains"}.Slot(star, rec.Epoch, rep.Cut))
-		require.True(t, ok)
+		d, err := z.Get(ctx, wire.Keys{Prefix: "chains"}.Slot(star, rec.Epoch, rep.Cut))
+		require.NoError(t, err)
 		obj, err := wire.Decode(d)
 		require.NoError(t, err)
 		if obj.Kind == wire.KindPoison && string(obj.Body) == "successor"+BarrierSuffix {
@@ -262,5 +129,5 @@ func TestBarrierStopsARunawayWriter(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, barrier, "the cut is the barrier: B=2 barrier poisons")
-	t.Logf("cut %d after %d round trips, %d barrier attempts; the writer had reached %d", rep.Cut, rep.Rounds, rep.BarrierAttempts, c.n+c.end.Load())
+	t.Logf("cut %d after %d round trips, %d barrier attempts; the writer had reached %d", rep.Cut, rep.Rounds, rep.BarrierAttempts, c.End())
 }
