@@ -70,7 +70,7 @@ func TestQuick(t *testing.T) {
 		if r.Value < 0 || (r.Value == 0 && !zeroOK[id]) {
 			t.Errorf("row %s: value %v", id, r.Value)
 		}
-		if r.RefLabel != "" && (r.RefValue <= 0 || r.Ratio <= 0) {
+		if r.RefLabel != "" && (r.RefValue <= 0 || (r.Ratio <= 0 && !zeroOK[id])) {
 			t.Errorf("row %s: reference %v, ratio %v", id, r.RefValue, r.Ratio)
 		}
 	}
