@@ -119,7 +119,7 @@ func (r *Reader) Flights(ctx context.Context, star string, from Position) iter.S
 			}
 			if rec.Fenced() {
 				done := true
-				r.ordered(ctx, start, rec.Cut, func(ctx context.Context, s uint64) ([]byte, bool, error) {
+				r.ordered(ctx, start, rec.Cut, 1, func(ctx context.Context, s uint64) ([]byte, bool, error) {
 					p, err := r.readFlight(ctx, rec, buckets, s)
 					return p, true, err
 				}, func(s uint64, p []byte, err error) bool {
@@ -150,7 +150,7 @@ func (r *Reader) Flights(ctx context.Context, star string, from Position) iter.S
 					return
 				}
 			}
-			r.ordered(ctx, start, ^uint64(0), func(ctx context.Context, s uint64) ([]byte, bool, error) {
+			r.ordered(ctx, start, ^uint64(0), 1, func(ctx context.Context, s uint64) ([]byte, bool, error) {
 				return r.committed(ctx, rec, buckets, s)
 			}, func(s uint64, p []byte, err error) bool {
 				if err != nil {
@@ -166,12 +166,12 @@ func (r *Reader) Flights(ctx context.Context, star string, from Position) iter.S
 	}
 }
 
-// ordered runs fetch for the slots [from, end) with up to r.ahead of them in
-// flight, and hands the results to yield in slot order. It stops at the
+// ordered runs fetch for the slots [from, end) with limit of them in flight
+// at first, doubling with each result up to r.ahead, and hands the results to yield in slot order. It stops at the
 // first result that is not ok (an end, not an error), after the first
 // error, or when yield returns false; the fetches still running are
 // cancelled and waited for before it returns.
-func (r *Reader) ordered(ctx context.Context, from, end uint64,
+func (r *Reader) ordered(ctx context.Context, from, end, limit uint64,
 	fetch func(ctx context.Context, s uint64) ([]byte, bool, error),
 	yield func(s uint64, p []byte, err error) bool) {
 	type result struct {
@@ -187,7 +187,6 @@ func (r *Reader) ordered(ctx context.Context, from, end uint64,
 			<-ch
 		}
 	}()
-	limit := uint64(1)
 	next := from
 	for s := from; s < end; s++ {
 		for next < end && next-s < limit {
@@ -209,6 +208,44 @@ func (r *Reader) ordered(ctx context.Context, from, end uint64,
 			return
 		}
 		limit = min(2*limit, uint64(r.ahead))
+	}
+}
+
+// Range yields the flights [from, to) of rec's fenced epoch, in order, for
+// a caller that reads them all, as settlement does: it keeps ReadAhead of
+// them in flight from the first, where Flights starts at one and doubles.
+// It reads no record: rec is the caller's, and must be fenced, with to at
+// most its cut and from at least its trimmed cursor; otherwise the first
+// item is an error (ErrNotCommitted, ErrTrimmed). A slot that no bucket
+// serves is a *DataUnavailableError, which ends the iteration.
+func (r *Reader) Range(ctx context.Context, rec *epoch.Record, from, to uint64) iter.Seq2[Flight, error] {
+	return func(yield func(Flight, error) bool) {
+		switch {
+		case !rec.Fenced():
+			yield(Flight{}, fmt.Errorf("chain read %s/%d: %w: the epoch is %s", rec.Star, rec.Epoch, ErrNotCommitted, rec.State))
+			return
+		case to > rec.Cut:
+			yield(Flight{}, fmt.Errorf("chain read %s/%d: %w: slot %d is past the cut %d", rec.Star, rec.Epoch, ErrNotCommitted, to-1, rec.Cut))
+			return
+		case from < rec.Cursors.Trimmed && from < to:
+			yield(Flight{}, fmt.Errorf("chain read %s/%d: %w: slot %d is below %d", rec.Star, rec.Epoch, ErrTrimmed, from, rec.Cursors.Trimmed))
+			return
+		}
+		buckets, err := r.zones.Resolve(rec.Constants.Buckets)
+		if err != nil {
+			yield(Flight{}, fmt.Errorf("chain read %s/%d: %w", rec.Star, rec.Epoch, err))
+			return
+		}
+		r.ordered(ctx, from, to, uint64(r.ahead), func(ctx context.Context, s uint64) ([]byte, bool, error) {
+			p, err := r.readFlight(ctx, rec, buckets, s)
+			return p, true, err
+		}, func(s uint64, p []byte, err error) bool {
+			if err != nil {
+				yield(Flight{}, err)
+				return false
+			}
+			return yield(Flight{Position: Position{Epoch: rec.Epoch, Slot: s}, Payload: p}, nil)
+		})
 	}
 }
 
@@ -277,7 +314,7 @@ func (r *Reader) prefixCommitted(ctx context.Context, rec *epoch.Record, buckets
 	}
 	done := from // every slot below it is committed
 	var ferr error
-	r.ordered(ctx, from, to, func(ctx context.Context, s uint64) ([]byte, bool, error) {
+	r.ordered(ctx, from, to, 1, func(ctx context.Context, s uint64) ([]byte, bool, error) {
 		_, ok, err := r.committed(ctx, rec, buckets, s)
 		return nil, ok, err
 	}, func(s uint64, _ []byte, err error) bool {

@@ -1,6 +1,10 @@
 package fence
 
-import "context"
+import (
+	"context"
+
+	"github.com/cutline/cutline/chain/wire"
+)
 
 // BarrierSuffix ends the fencer identity written into barrier poison: poison
 // a fencer puts ahead of a writer that is still appending (see
@@ -17,18 +21,23 @@ const BarrierSuffix = " (barrier)"
 func (w *walk) barrier(ctx context.Context, b uint64) bool {
 	w.rep.BarrierAttempts++
 	failed := make([]bool, len(w.buckets))
+	var after []wire.Observation // the slot as the last create proves it
 	for range w.rec.Constants.B() + 2 {
 		if ctx.Err() != nil {
 			return false
 		}
-		obs := w.observe(ctx, []uint64{b}, true)[0]
+		obs := after
+		if obs == nil || classify(obs, w.rec.Constants.W) != dead {
+			obs = w.observe(ctx, []uint64{b}, true)[0]
+		}
 		switch classify(obs, w.rec.Constants.W) {
 		case dead:
 			w.rep.Barriers++
 			w.f.opts.Logger.InfoContext(ctx, "fence planted a barrier ahead of a live writer", "star", w.rec.Star, "epoch", w.rec.Epoch, "slot", b)
 			return true
 		case poison:
-			if !w.poison(ctx, b, obs, failed, w.f.opts.Identity+BarrierSuffix) {
+			var ok bool
+			if ok, after = w.poison(ctx, b, obs, failed, w.f.opts.Identity+BarrierSuffix); !ok {
 				return false
 			}
 		default:

@@ -23,19 +23,23 @@ func hasFlight(obs []wire.Observation) bool {
 // starts lower, which is always safe.
 func (w *walk) estimate(ctx context.Context) (uint64, bool) {
 	lo := w.rec.Cursors.Checkpoint
-	if !hasFlight(w.observe(ctx, []uint64{lo}, false)[0]) {
-		return 0, false
-	}
 	k := w.f.opts.Fanout
 	// Grow: probe lo+2^e for the next k exponents per round until one is
 	// empty; hi is the first empty probe, lo the present one before it.
+	// The first round probes the checkpoint itself beside the first k−1
+	// exponents (the checkpoint alone when k is 1): without a flight there,
+	// there is no estimate.
 	var hi uint64
-	found := false
-	for e := 0; !found && e < 64; e += k {
-		var probes []uint64
-		for i := e; i < e+k && i < 64; i++ {
-			d := uint64(1) << i
+	found, first := false, true
+	for e := 0; !found && e < 64; {
+		probes := make([]uint64, 0, k)
+		if first {
+			probes = append(probes, lo)
+		}
+		for ; len(probes) < k && e < 64; e++ {
+			d := uint64(1) << e
 			if lo > ^uint64(0)-d {
+				e = 64
 				break
 			}
 			probes = append(probes, lo+d)
@@ -44,6 +48,9 @@ func (w *walk) estimate(ctx context.Context) (uint64, bool) {
 			break
 		}
 		obs := w.observe(ctx, probes, false)
+		if first && !hasFlight(obs[0]) {
+			return 0, false
+		}
 		prev := lo
 		for i, p := range probes {
 			if !hasFlight(obs[i]) {
@@ -55,6 +62,7 @@ func (w *walk) estimate(ctx context.Context) (uint64, bool) {
 		if !found {
 			lo = prev
 		}
+		first = false
 		if err := ctx.Err(); err != nil {
 			return lo, true
 		}
@@ -90,4 +98,50 @@ func (w *walk) estimate(ctx context.Context) (uint64, bool) {
 		}
 	}
 	return lo, true
+}
+
+// aroundEstimate is how many slots from the estimate x on are read with
+// it: the cut of a writer that stopped lies at most a slot or two past x
+// (x+1 held no flight when probed), so they usually end the walk.
+const aroundEstimate = 4
+
+// readAround reads, in one round trip, the estimate x whole (it must
+// verify before the walk may start at x − window), the slots just past
+// it, and the walk's first span (from x − window, or from the checkpoint
+// when that is higher), up to x, and returns x's
+// observation. Whatever the outcome, the walk uses the rest as read
+// ahead: an observation is a fact about storage whenever it was made (a
+// committed or dead slot stays so; anything else is acted on and read
+// again).
+func (w *walk) readAround(ctx context.Context, x uint64) []wire.Observation {
+	start := w.rec.Cursors.Checkpoint
+	if win := uint64(w.rec.Constants.Window); x >= win {
+		start = max(start, x-win)
+	}
+	span := uint64(w.f.opts.Span)
+	var slots []uint64
+	for s := start; s < start+span && s < x && s >= start; s++ {
+		slots = append(slots, s)
+	}
+	if span == 1 {
+		slots = nil // the literal walk reads one slot per round trip
+	}
+	for s := x; s < x+aroundEstimate && s >= x; s++ {
+		slots = append(slots, s)
+		if span == 1 {
+			break
+		}
+	}
+	obs := w.observe(ctx, slots, true)
+	if w.ahead == nil {
+		w.ahead = make(map[uint64][]wire.Observation, len(slots))
+	}
+	var at []wire.Observation
+	for i, s := range slots {
+		w.ahead[s] = obs[i]
+		if s == x {
+			at = obs[i]
+		}
+	}
+	return at
 }

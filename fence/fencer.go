@@ -32,7 +32,8 @@ type Options struct {
 	Span int
 	// MaxParallel bounds the object requests in flight at once, at most
 	// MaxParallelLimit. Default 64. The walk reads slot objects whole, so
-	// it holds up to MaxParallel objects in memory at once.
+	// it holds up to about 3·MaxParallel objects in memory at once (see
+	// the package guide).
 	MaxParallel int
 	// Backoff times the retries while a slot is undecided or a step's
 	// every request failed. Zero fields mean clock.DefaultMinBackoff and
@@ -195,10 +196,16 @@ func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Repor
 		// point was committed, so [0, x−window] is committed. The probe
 		// saw only a header: x is trusted only once a copy there is read
 		// whole and verifies, since a corrupt copy proves nothing.
-		if x >= uint64(rec.Constants.Window) {
-			if t := wire.TallySlot(w.observe(ctx, []uint64{x}, true)[0]); t.Copies > 0 || planted.On(planted.WalkAboveHole) {
-				from = max(from, x-uint64(rec.Constants.Window))
-			} else {
+		win := uint64(rec.Constants.Window)
+		if x >= win || f.opts.Span > 1 {
+			around := w.readAround(ctx, x)
+			switch {
+			case x < win:
+				// x only bounds the walk's first read, which it makes
+				// from the checkpoint.
+			case wire.TallySlot(around).Copies > 0 || planted.On(planted.WalkAboveHole):
+				from = max(from, x-win)
+			default:
 				f.opts.Logger.WarnContext(ctx, "fence estimate rests on a copy that does not verify; walking from the checkpoint",
 					"star", star, "epoch", ep, "slot", x)
 			}

@@ -40,6 +40,66 @@ type walk struct {
 	rep     *Report
 
 	reads, creates, repaired, poisoned atomic.Int64
+
+	// ahead holds observations read before the walk reached their slots
+	// (the estimate's neighbourhood, read together with the walk's first
+	// span); the walk uses each once instead of reading the slot again.
+	ahead map[uint64][]wire.Observation
+	// kept holds, for slots that need a repair, the verified bytes of one
+	// copy read whole by observe, so that the repair need not read it
+	// again. At most MaxParallel are kept; each is dropped once used or
+	// passed.
+	keptMu sync.Mutex
+	kept   map[uint64]keptCopy
+}
+
+// keptCopy is one verified copy of a slot's flight, with its digest.
+type keptCopy struct {
+	digest [32]byte
+	data   []byte
+}
+
+// keep records data as slot n's copy for a repair, if there is room.
+func (w *walk) keep(n uint64, o wire.Observation) {
+	w.keptMu.Lock()
+	defer w.keptMu.Unlock()
+	if w.kept == nil {
+		w.kept = map[uint64]keptCopy{}
+	}
+	if len(w.kept) < w.f.opts.MaxParallel {
+		w.kept[n] = keptCopy{digest: o.Digest, data: o.Data}
+	}
+}
+
+// takeKept returns and forgets slot n's kept copy, if it has digest.
+func (w *walk) takeKept(n uint64, digest [32]byte) []byte {
+	w.keptMu.Lock()
+	defer w.keptMu.Unlock()
+	c, ok := w.kept[n]
+	delete(w.kept, n)
+	if !ok || c.digest != digest {
+		return nil
+	}
+	return c.data
+}
+
+// dropKept forgets every kept copy below slot n.
+func (w *walk) dropKept(n uint64) {
+	w.keptMu.Lock()
+	defer w.keptMu.Unlock()
+	for s := range w.kept {
+		if s < n {
+			delete(w.kept, s)
+		}
+	}
+}
+
+// needsRepair reports whether a slot observed whole is a repair
+// candidate: some identical verified copies, fewer than w, and an empty
+// bucket to copy into.
+func needsRepair(obs []wire.Observation, w int) bool {
+	t := wire.TallySlot(obs)
+	return !t.Conflict && t.Copies > 0 && t.Copies < w && t.Empty > 0
 }
 
 func (w *walk) slot(n uint64) wire.Addr {
@@ -50,13 +110,23 @@ func (w *walk) slot(n uint64) wire.Addr {
 // With whole, each object is read whole and verified, and only its digest
 // is kept (so that memory holds at most MaxParallel objects at once);
 // otherwise only its header is probed.
+//
+// A slot read whole that needs a repair keeps the bytes of one verified
+// copy (see keep), so that the repair does not read it again. To find
+// out, the first flight copy of each slot is held until the slot's K
+// reads are in; every other copy is dropped at once. So a call holds at
+// most 2·MaxParallel objects: MaxParallel being read, and one per slot
+// whose reads are still in flight.
 func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]wire.Observation {
 	w.rep.Rounds++
 	out := make([][]wire.Observation, len(slots))
+	left := make([]atomic.Int32, len(slots))  // reads of the slot not yet in
+	holding := make([]atomic.Bool, len(slots)) // a copy of the slot is held
 	var g errgroup.Group
 	g.SetLimit(w.f.opts.MaxParallel)
 	for i, n := range slots {
 		out[i] = make([]wire.Observation, len(w.buckets))
+		left[i].Store(int32(len(w.buckets)))
 		for j, b := range w.buckets {
 			g.Go(func() error {
 				w.reads.Add(1)
@@ -65,8 +135,21 @@ func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]wire
 					return nil
 				}
 				o := wire.ObserveObject(ctx, b, w.slot(n))
-				o.Data = nil
+				if o.State != wire.SlotFlight || !holding[i].CompareAndSwap(false, true) {
+					o.Data = nil
+				}
 				out[i][j] = o
+				if left[i].Add(-1) == 0 {
+					// The slot's last read: keep a copy only for a repair.
+					// Every write to out[i] happened before its Add.
+					keep := needsRepair(out[i], w.rec.Constants.W)
+					for k := range out[i] {
+						if keep && out[i][k].Data != nil {
+							w.keep(n, out[i][k])
+						}
+						out[i][k].Data = nil
+					}
+				}
 				return nil
 			})
 		}
@@ -154,11 +237,8 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 	}
 	for {
 		tryBarrier(n)
-		slots := make([]uint64, 0, span)
-		for i := uint64(0); i < span && n+i >= n; i++ {
-			slots = append(slots, n+i)
-		}
-		ahead := w.observe(ctx, slots, true)
+		w.dropKept(n)
+		slots, ahead := w.readAhead(ctx, n, span)
 		for i, s := range slots {
 			obs := ahead[i]
 			// Committed, dead and conflict are terminal, so an
@@ -189,6 +269,29 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 	}
 }
 
+// readAhead returns the observations of the slots from n on: those read
+// ahead already (consecutive from n), without a round trip, or else a
+// fresh read of span slots.
+func (w *walk) readAhead(ctx context.Context, n, span uint64) ([]uint64, [][]wire.Observation) {
+	var slots []uint64
+	var obs [][]wire.Observation
+	for s := n; s >= n; s++ {
+		o, ok := w.ahead[s]
+		if !ok {
+			break
+		}
+		delete(w.ahead, s)
+		slots, obs = append(slots, s), append(obs, o)
+	}
+	if len(slots) > 0 {
+		return slots, obs
+	}
+	for i := uint64(0); i < span && n+i >= n; i++ {
+		slots = append(slots, n+i)
+	}
+	return slots, w.observe(ctx, slots, true)
+}
+
 // decideSlot drives one slot to committed or dead. It reports done with the
 // cut when the slot is dead.
 func (w *walk) decideSlot(ctx context.Context, s uint64, obs []wire.Observation) (uint64, bool, error) {
@@ -207,6 +310,12 @@ func (w *walk) decideSlot(ctx context.Context, s uint64, obs []wire.Observation)
 		v := classify(obs, w.rec.Constants.W)
 		w.f.opts.Logger.DebugContext(ctx, "fence slot", "star", w.rec.Star, "epoch", w.rec.Epoch, "slot", s, "verdict", v.String())
 		progress := true
+		// after is the slot as the step's answered creates prove it to be:
+		// the observation with each bucket whose create succeeded now
+		// holding what was created there. Objects are immutable, so when
+		// that alone makes the slot committed or dead, it is, and reading
+		// it again could only say so.
+		var after []wire.Observation
 		switch v {
 		case committed:
 			w.f.clearUndecided(w.rec)
@@ -216,7 +325,7 @@ func (w *walk) decideSlot(ctx context.Context, s uint64, obs []wire.Observation)
 			return s, true, nil
 		case repair:
 			stuck = false
-			progress = w.repair(ctx, s, obs)
+			progress, after = w.repair(ctx, s, obs)
 		case poison:
 			stuck = false
 			if !checked {
@@ -225,7 +334,7 @@ func (w *walk) decideSlot(ctx context.Context, s uint64, obs []wire.Observation)
 				}
 				checked = true
 			}
-			progress = w.poison(ctx, s, obs, failed, w.f.opts.Identity)
+			progress, after = w.poison(ctx, s, obs, failed, w.f.opts.Identity)
 		case blocked:
 			return 0, false, w.blockedError(s, obs)
 		case conflict:
@@ -266,6 +375,12 @@ func (w *walk) decideSlot(ctx context.Context, s uint64, obs []wire.Observation)
 			obs = assumePoisoned(obs) // planted: the create counted as poison
 			continue
 		}
+		if after != nil {
+			if v := classify(after, w.rec.Constants.W); v == committed || v == dead {
+				obs = after
+				continue
+			}
+		}
 		obs = w.observe(ctx, []uint64{s}, true)[0]
 	}
 }
@@ -275,10 +390,19 @@ func (w *walk) decideSlot(ctx context.Context, s uint64, obs []wire.Observation)
 // trusted: the caller re-observes. It reports whether any request got an
 // answer (the flight was read and some create succeeded or found an
 // object).
-func (w *walk) repair(ctx context.Context, s uint64, obs []wire.Observation) bool {
+func (w *walk) repair(ctx context.Context, s uint64, obs []wire.Observation) (bool, []wire.Observation) {
+	holders := wire.TallySlot(obs).Holders
 	var data []byte
-	w.rep.Rounds++
-	for _, j := range wire.TallySlot(obs).Holders {
+	if len(holders) > 0 && !planted.On(planted.RepairUnverified) {
+		data = w.takeKept(s, obs[holders[0]].Digest)
+	}
+	if data == nil {
+		w.rep.Rounds++
+	}
+	for _, j := range holders {
+		if data != nil {
+			break // kept from the walk's read: read whole and verified
+		}
 		w.reads.Add(1)
 		if planted.On(planted.RepairUnverified) {
 			data, _ = w.buckets[j].Get(ctx, w.slot(s).Key()) // planted: not verified
@@ -293,11 +417,12 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []wire.Observation) boo
 		}
 	}
 	if data == nil {
-		return false // the copy could not be read; re-observe and try again
+		return false, nil // the copy could not be read; re-observe and try again
 	}
 	w.rep.Rounds++
 	var wg sync.WaitGroup
 	var answered atomic.Bool
+	created := make([]bool, len(obs))
 	for j, o := range obs {
 		if o.State != wire.SlotEmpty {
 			continue
@@ -309,6 +434,7 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []wire.Observation) boo
 			err := w.buckets[j].Create(ctx, w.slot(s).Key(), data)
 			if err == nil {
 				w.repaired.Add(1)
+				created[j] = true
 			}
 			if err == nil || errors.Is(err, objstore.ErrExists) {
 				answered.Store(true)
@@ -316,7 +442,18 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []wire.Observation) boo
 		}()
 	}
 	wg.Wait()
-	return answered.Load()
+	if len(holders) == 0 || planted.On(planted.RepairUnverified) {
+		return answered.Load(), nil
+	}
+	// A create that succeeded put the very bytes of the verified copy
+	// there: the same flight as the holders'.
+	after := append([]wire.Observation(nil), obs...)
+	for j, ok := range created {
+		if ok {
+			after[j] = obs[holders[0]]
+		}
+	}
+	return answered.Load(), after
 }
 
 // poison creates poison in the first empty bucket, in the bucket set's fixed
@@ -326,7 +463,7 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []wire.Observation) boo
 // after the other empty buckets, so that one zone refusing writes cannot
 // stall a slot the others can decide. It reports whether the create got an
 // answer (created, or found an object).
-func (w *walk) poison(ctx context.Context, s uint64, obs []wire.Observation, failed []bool, identity string) bool {
+func (w *walk) poison(ctx context.Context, s uint64, obs []wire.Observation, failed []bool, identity string) (bool, []wire.Observation) {
 	j := -1
 	for i, o := range obs {
 		if o.State == wire.SlotEmpty && (j < 0 || failed[j] && !failed[i]) {
@@ -334,15 +471,18 @@ func (w *walk) poison(ctx context.Context, s uint64, obs []wire.Observation, fai
 		}
 	}
 	if j < 0 {
-		return true
+		return true, nil
 	}
 	w.rep.Rounds++
 	w.creates.Add(1)
 	data := wire.EncodePoison(w.rec.Star, w.rec.Epoch, s, identity)
 	err := w.buckets[j].Create(ctx, w.slot(s).Key(), data)
+	var after []wire.Observation
 	switch {
 	case err == nil:
 		w.poisoned.Add(1)
+		after = append([]wire.Observation(nil), obs...)
+		after[j] = wire.Observation{State: wire.SlotPoison}
 	case errors.Is(err, objstore.ErrExists):
 	default:
 		w.f.opts.Logger.DebugContext(ctx, "fence poison create failed", "bucket", w.buckets[j].Name(), "slot", s, "err", err)
@@ -355,10 +495,10 @@ func (w *walk) poison(ctx context.Context, s uint64, obs []wire.Observation, fai
 		if all {
 			clear(failed)
 		}
-		return false
+		return false, nil
 	}
 	failed[j] = false
-	return true
+	return true, after
 }
 
 func (w *walk) blockedError(s uint64, obs []wire.Observation) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,7 +99,9 @@ func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settl
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	r, err := chain.NewReader(m, zones, chain.ReaderOptions{Logger: opts.Logger, Clock: opts.Clock})
+	// Coverage reads the whole of [checkpoint, cut), so it reads ahead as
+	// far as the requests in flight are bounded.
+	r, err := chain.NewReader(m, zones, chain.ReaderOptions{Logger: opts.Logger, Clock: opts.Clock, ReadAhead: min(opts.MaxParallel, chain.MaxReadAhead)})
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +122,8 @@ type Report struct {
 	GarbageDeleted, GarbageLeft int
 	// Covered counts flights handed to the coverage hook.
 	Covered int
-	// Reads and Deletes count object requests.
-	Reads, Deletes int
+	// Reads, Deletes and Lists count object requests.
+	Reads, Deletes, Lists int
 	// NoGarbageSweep: step 2 was skipped. Only a Roller's planned roll
 	// does that, and only when the fence decided the cut at the release
 	// point of its own writer, which had closed cleanly
@@ -140,8 +143,10 @@ type Report struct {
 //     zombie's PUT may arrive arbitrarily late, and only standing poison
 //     keeps it harmless;
 //  3. it hands every committed flight in [checkpoint, cut) to the coverage
-//     hook, in order (no bytes move);
-//  4. it marks the record settled, which moves the checkpoint to the cut.
+//     hook, in order (no bytes move), side by side with step 2: the two
+//     touch disjoint slots;
+//  4. once both are done, it marks the record settled, which moves the
+//     checkpoint to the cut.
 //
 // A settled epoch is a no-op. A successor serves or appends only after
 // Settle returned nil.
@@ -181,12 +186,23 @@ func (s *Settler) settle(ctx context.Context, star string, ep uint64, sweep bool
 	if err != nil {
 		return rep, fmt.Errorf("settle %s/%d: %w", star, ep, err)
 	}
+	// Steps 2 and 3 touch disjoint slots ([cut, cut+window] and
+	// [checkpoint, cut)) and neither reads what the other writes, so they
+	// run side by side; both must be done before the record is marked.
+	var garbage Report
+	var garbageErr error
+	var wg sync.WaitGroup
 	if !sweep {
 		rep.NoGarbageSweep = true
-	} else if err := s.deleteGarbage(ctx, rec, buckets, &rep); err != nil {
-		return rep, err
+	} else {
+		wg.Go(func() { garbageErr = s.deleteGarbage(ctx, rec, buckets, &garbage) })
 	}
-	if err := s.cover(ctx, rec, &rep); err != nil {
+	coverErr := s.cover(ctx, rec, &rep)
+	wg.Wait()
+	rep.GarbageDeleted, rep.GarbageLeft = garbage.GarbageDeleted, garbage.GarbageLeft
+	rep.Reads += garbage.Reads
+	rep.Deletes, rep.Lists = garbage.Deletes, garbage.Lists
+	if err := errors.Join(garbageErr, coverErr); err != nil {
 		return rep, err
 	}
 	if _, err := s.minter.MarkSettled(ctx, star, ep); err != nil {
@@ -200,98 +216,184 @@ func (s *Settler) settle(ctx context.Context, star string, ep uint64, sweep bool
 // deleteGarbage deletes flight copies in [cut, cut+window]. A writer assigns
 // a slot only while it is below its release point plus the window, and its
 // release point never passes the cut, so no flight lies beyond cut+window.
-// The span is probed MaxParallel objects at a time, so memory does not grow
-// with the window; a bucket that stays unreachable through Retries
-// is given up for the rest of the span (its garbage is harmless: nothing
-// reads past the cut).
+// Each bucket lists the span a page at a time (slot keys sort in slot
+// order, so a page of window+1 keys and the empty page after it usually
+// cover it), and only the objects listed are probed and, when they hold a
+// flight, deleted; so an epoch that ended cleanly costs about 2·K lists and
+// a probe per poison at the cut. Probes and deletes are made MaxParallel at
+// a time across the buckets, and memory holds one page per bucket, not the
+// window. A bucket that stays unreachable through Retries is given up for
+// the rest of the span (its garbage is harmless: nothing reads past the
+// cut).
 func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, rep *Report) error {
-	type target struct {
-		b    int
-		slot uint64
+	sw := &sweep{s: s, rec: rec, keys: wire.KeysOf(rec), rep: rep,
+		from: rec.Cut, end: rec.Cut + uint64(rec.Constants.Window),
+		// The jitter is keyed on the epoch, so that settlers racing on it
+		// spread out.
+		seed: clock.Seed(s.seed, rec.Epoch),
+		sem:  make(chan struct{}, s.opts.MaxParallel)}
+	if sw.end < rec.Cut {
+		sw.end = ^uint64(0)
 	}
-	end := rec.Cut + uint64(rec.Constants.Window)
-	if end < rec.Cut {
-		end = ^uint64(0)
+	if planted.On(planted.SettleBelowCut) && sw.from > 0 {
+		sw.from-- // planted: deletes from the slot below the cut
 	}
-	gaveUp := make([]bool, len(buckets))
-	// The jitter is keyed on the epoch, so that settlers racing on it
-	// spread out.
-	seed := clock.Seed(s.seed, rec.Epoch)
-	var mu sync.Mutex
-	batch := make([]target, 0, s.opts.MaxParallel)
-	n, b := rec.Cut, 0
-	if planted.On(planted.SettleBelowCut) && n > 0 {
-		n-- // planted: deletes from the slot below the cut
+	errs := make([]error, len(buckets))
+	var wg sync.WaitGroup
+	for i, b := range buckets {
+		wg.Go(func() { errs[i] = sw.bucket(ctx, b) })
 	}
-	for {
-		batch = batch[:0]
-		for len(batch) < cap(batch) && n <= end {
-			if gaveUp[b] {
-				rep.GarbageLeft++
-			} else {
-				batch = append(batch, target{b, n})
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("settle %s/%d: garbage: %w", rec.Star, rec.Epoch, err)
+	}
+	return nil
+}
+
+// sweep is one deleteGarbage call.
+type sweep struct {
+	s         *Settler
+	rec       *epoch.Record
+	keys      wire.Keys
+	from, end uint64
+	seed      uint64
+	sem       chan struct{} // bounds probes and deletes in flight
+
+	mu  sync.Mutex
+	rep *Report
+}
+
+// bucket sweeps one bucket. Its error is the context's only.
+func (sw *sweep) bucket(ctx context.Context, b objstore.Bucket) error {
+	rec, opts := sw.rec, sw.s.opts
+	prefix := sw.keys.Epoch(rec.Star, rec.Epoch)
+	after := "" // every key under prefix sorts after ""
+	if sw.from > 0 {
+		after = sw.keys.Slot(rec.Star, rec.Epoch, sw.from-1)
+	}
+	limit := int(min(sw.end-sw.from+1, 1000))
+	next := sw.from // the first slot not yet seen
+	for attempt := 0; ; {
+		page, err := b.List(ctx, prefix, after, limit)
+		sw.count(func(r *Report) { r.Lists++ })
+		if err != nil {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			if b++; b == len(buckets) {
-				b = 0
-				if n == end {
-					n, end = 1, 0 // past the span (end may be the last slot)
-					break
-				}
-				n++
+			if attempt++; attempt > opts.Retries {
+				opts.Logger.WarnContext(ctx, "garbage left unlisted in an unreachable bucket (harmless: nothing reads past the cut)",
+					"star", rec.Star, "epoch", rec.Epoch, "bucket", b.Name(), "from", next, "err", err)
+				sw.count(func(r *Report) { r.GarbageLeft += int(min(sw.end-next, 1<<31)) + 1 })
+				return nil
+			}
+			if err := opts.Backoff.Sleep(ctx, opts.Clock, attempt-1, sw.seed); err != nil {
+				return err
+			}
+			continue
+		}
+		attempt = 0
+		var slots []uint64
+		done := len(page) == 0 // only an empty page ends a listing
+		for _, o := range page {
+			n, ok := sw.keys.ParseSlot(rec.Star, rec.Epoch, o.Key)
+			if !ok || n < sw.from {
+				continue // not a slot object of this epoch: never ours to delete
+			}
+			if n > sw.end {
+				done = true // keys are in slot order
+				break
+			}
+			slots = append(slots, n)
+			if next = n + 1; next == 0 {
+				done = true // the last slot there is
 			}
 		}
-		if len(batch) == 0 {
+		if err := sw.drop(ctx, b, slots); err != nil {
+			return err
+		}
+		if done || next > sw.end {
 			return nil
 		}
-		todo := batch
-		for attempt := 0; len(todo) > 0; attempt++ {
-			if attempt > 0 {
-				if attempt > s.opts.Retries {
-					rep.GarbageLeft += len(todo)
-					for _, t := range todo {
-						gaveUp[t.b] = true
-					}
-					s.opts.Logger.WarnContext(ctx, "garbage left standing in unreachable buckets (harmless: nothing reads past the cut)",
-						"star", rec.Star, "epoch", rec.Epoch, "cut", rec.Cut, "objects", len(todo))
-					break
-				}
-				if err := s.opts.Backoff.Sleep(ctx, s.opts.Clock, attempt-1, seed); err != nil {
-					return fmt.Errorf("settle %s/%d: garbage: %w", rec.Star, rec.Epoch, err)
-				}
+		after = page[len(page)-1].Key
+	}
+}
+
+// drop probes the listed slots of one bucket and deletes the flights among
+// them, asking again up to Retries times where the bucket did not answer.
+func (sw *sweep) drop(ctx context.Context, b objstore.Bucket, slots []uint64) error {
+	rec, opts := sw.rec, sw.s.opts
+	for attempt := 0; len(slots) > 0; attempt++ {
+		if attempt > 0 {
+			if attempt > opts.Retries {
+				sw.count(func(r *Report) { r.GarbageLeft += len(slots) })
+				opts.Logger.WarnContext(ctx, "garbage left standing in an unreachable bucket (harmless: nothing reads past the cut)",
+					"star", rec.Star, "epoch", rec.Epoch, "cut", rec.Cut, "bucket", b.Name(), "objects", len(slots))
+				return nil
 			}
-			var retry []target
-			s.parallel(len(todo), func(i int) {
-				t := todo[i]
-				slot := wire.Addr{Keys: wire.KeysOf(rec), Star: rec.Star, Epoch: rec.Epoch, Slot: t.slot}
-				o := wire.ObserveHeader(ctx, buckets[t.b], slot)
-				mu.Lock()
-				rep.Reads++
-				mu.Unlock()
+			if err := opts.Backoff.Sleep(ctx, opts.Clock, attempt-1, sw.seed); err != nil {
+				return err
+			}
+		}
+		var mu sync.Mutex
+		var retry []uint64
+		var wg sync.WaitGroup
+		for _, n := range slots {
+			taken := false
+			select {
+			case sw.sem <- struct{}{}:
+				taken = true
+			case <-ctx.Done():
+			}
+			if err := ctx.Err(); err != nil {
+				if taken {
+					<-sw.sem // taken just as ctx ended
+				}
+				wg.Wait()
+				return err
+			}
+			wg.Go(func() {
+				defer func() { <-sw.sem }()
+				slot := wire.Addr{Keys: sw.keys, Star: rec.Star, Epoch: rec.Epoch, Slot: n}
+				o := wire.ObserveHeader(ctx, b, slot)
+				sw.count(func(r *Report) { r.Reads++ })
 				switch o.State {
 				case wire.SlotFlight:
-					err := buckets[t.b].Delete(ctx, slot.Key())
-					mu.Lock()
-					defer mu.Unlock()
-					rep.Deletes++
+					err := b.Delete(ctx, slot.Key())
+					sw.count(func(r *Report) {
+						r.Deletes++
+						if err == nil {
+							r.GarbageDeleted++
+						}
+					})
 					if err != nil {
-						retry = append(retry, t)
-						return
+						mu.Lock()
+						retry = append(retry, n)
+						mu.Unlock()
 					}
-					rep.GarbageDeleted++
 				case wire.SlotUnreachable:
 					mu.Lock()
-					retry = append(retry, t)
+					retry = append(retry, n)
 					mu.Unlock()
 				case wire.SlotForeign:
-					s.opts.Logger.WarnContext(ctx, "foreign object past the cut left untouched", "err", o.Err)
+					opts.Logger.WarnContext(ctx, "foreign object past the cut left untouched", "err", o.Err)
 				}
 			})
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("settle %s/%d: garbage: %w", rec.Star, rec.Epoch, err)
-			}
-			todo = retry
 		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		slices.Sort(retry)
+		slots = retry
 	}
+	return nil
+}
+
+// count updates the report under the sweep's lock.
+func (sw *sweep) count(f func(r *Report)) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	f(sw.rep)
 }
 
 // cover hands the committed flights in [checkpoint, cut) to the hook.
@@ -299,25 +401,15 @@ func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *Report) err
 	if rec.Cursors.Checkpoint >= rec.Cut {
 		return nil
 	}
-	from := chain.Position{Epoch: rec.Epoch, Slot: rec.Cursors.Checkpoint}
-	for f, err := range s.reader.Flights(ctx, rec.Star, from) {
+	for f, err := range s.reader.Range(ctx, rec, max(rec.Cursors.Checkpoint, rec.Cursors.Trimmed), rec.Cut) {
 		if err != nil {
 			return fmt.Errorf("settle %s/%d: coverage: %w", rec.Star, rec.Epoch, err)
-		}
-		if f.Epoch != rec.Epoch || f.Slot >= rec.Cut {
-			break
 		}
 		rep.Reads++
 		if err := s.cov.Cover(ctx, rec.Star, f); err != nil {
 			return fmt.Errorf("settle %s/%d: coverage of slot %d: %w", rec.Star, rec.Epoch, f.Slot, err)
 		}
 		rep.Covered++
-		if f.Slot+1 >= rec.Cut {
-			// Stop here rather than at the next flight: that one lies in
-			// a later epoch, which this settlement must not read (its
-			// trouble is not this epoch's).
-			break
-		}
 	}
 	return nil
 }
