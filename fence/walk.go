@@ -120,7 +120,7 @@ func (w *walk) slot(n uint64) wire.Addr {
 func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]wire.Observation {
 	w.rep.Rounds++
 	out := make([][]wire.Observation, len(slots))
-	left := make([]atomic.Int32, len(slots))  // reads of the slot not yet in
+	left := make([]atomic.Int32, len(slots))   // reads of the slot not yet in
 	holding := make([]atomic.Bool, len(slots)) // a copy of the slot is held
 	var g errgroup.Group
 	g.SetLimit(w.f.opts.MaxParallel)
