@@ -596,27 +596,45 @@ func repeatRow(row string, n int) []string {
 
 // TestDecideWithoutRereading: a repair whose creates all succeed and the
 // poison create that makes B decide their slot without reading it again,
-// and a repair takes the copy the walk read, without reading it twice. A
-// dead writer's ragged tail (K=3, W=2) is decided in four round trips:
-// the walk's read, one repair round, and two poison creates with one
-// read between them. Round trips and requests are counted, not timed.
+// a repair takes the copy the walk read, without reading it twice, and
+// the slots of a read that need a repair, up to the first hole, are
+// repaired in one round trip. A dead writer's ragged tail (K=3, W=2) is
+// decided in four round trips: the repairs, and two poison creates with
+// one read between them. Round trips and requests are counted, not timed.
 func TestDecideWithoutRereading(t *testing.T) {
-	e := newEnv(t, 3, 2, 8)
-	e.layout("F F F", "F F E", "F E E", "E E E", "E F E")
-	rep, err := e.fencer(Options{}).FenceReport(context.Background(), star, e.rec.Epoch)
-	require.NoError(t, err)
-	require.Equal(t, uint64(3), rep.Cut)
-	e.checkCut(3)
-	require.Equal(t, "F F F", e.state(2), "repaired into both empty zones")
-	require.Equal(t, int64(2), rep.Repaired)
-	require.Equal(t, int64(2), rep.Poisoned)
-	// The estimate probes the checkpoint with the first distances (one
-	// round), and narrows once; then one round reads [0, 4) and the
-	// estimate's neighbourhood whole.
-	walk := rep.Rounds - 3
-	require.Equal(t, 4, walk, "the walk: repair 1, poison 1, read 1, poison 1; report %+v", rep)
-	// Reads: 8 probes, then 3 (slots 5–7), in each zone; slots 0–7 read
-	// whole once; the one read between the two poisons; none for the
-	// repair, and none after it.
-	require.Equal(t, int64(3*8+3*3+3*8+3), rep.Reads, "report %+v", rep)
+	for _, tc := range []struct {
+		name     string
+		rows     []string
+		repaired int64
+		// reads: 8 probes, then the narrowing's, in each zone; slots 0 to
+		// x+3 read whole once; the one read between the two poisons; none
+		// for the repairs, and none after them.
+		reads int64
+	}{
+		{"one repair", []string{"F F F", "F F E", "F E E", "E E E", "E F E"}, 2, 3*8 + 3*3 + 3*8 + 3},
+		{"three repairs", []string{"F E E", "F F E", "E F E", "E E F", "E E E", "E F E"}, 6, 3*8 + 3*1 + 3*7 + 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 3, 2, 8)
+			e.layout(tc.rows...)
+			cut := uint64(len(tc.rows) - 2)
+			rep, err := e.fencer(Options{}).FenceReport(context.Background(), star, e.rec.Epoch)
+			require.NoError(t, err)
+			require.Equal(t, cut, rep.Cut)
+			e.checkCut(cut)
+			for s := range cut {
+				if countOf(tc.rows[s], 'F') < 2 {
+					require.Equal(t, "F F F", e.state(s), "slot %d repaired into every empty zone", s)
+				}
+			}
+			require.Equal(t, tc.repaired, rep.Repaired)
+			require.Equal(t, int64(2), rep.Poisoned)
+			// The estimate probes the checkpoint with the first
+			// distances (one round) and narrows once; then one round
+			// reads [0, x) and the estimate's neighbourhood whole.
+			walk := rep.Rounds - 3
+			require.Equal(t, 4, walk, "the walk: repairs 1, poison 1, read 1, poison 1; report %+v", rep)
+			require.Equal(t, tc.reads, rep.Reads, "report %+v", rep)
+		})
+	}
 }

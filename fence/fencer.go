@@ -151,6 +151,18 @@ type Report struct {
 	Late bool
 	// Duration is the fence's time on the fencer's clock.
 	Duration time.Duration
+	// Garbage lists the flight copies the walk read at or past the cut,
+	// in slot order, so that settlement can delete them without probing
+	// them again: a flight copy is never overwritten, only deleted. It is
+	// what one read ahead saw (at most Span+4 slots), not all there is;
+	// empty when the cut was adopted or found published.
+	Garbage []Copy
+}
+
+// Copy names one object of the epoch: a slot in a bucket.
+type Copy struct {
+	Bucket string
+	Slot   uint64
 }
 
 // Fence ends the epoch and returns its cut: the first slot that can never be

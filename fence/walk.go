@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -239,6 +240,7 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 		tryBarrier(n)
 		w.dropKept(n)
 		slots, ahead := w.readAhead(ctx, n, span)
+		w.repairAhead(ctx, slots, ahead)
 		for i, s := range slots {
 			obs := ahead[i]
 			// Committed, dead and conflict are terminal, so an
@@ -249,6 +251,7 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 				continue
 			case dead:
 				w.f.clearUndecided(w.rec)
+				w.noteGarbage(s, slots[i:], ahead[i:])
 				return s, nil
 			case conflict:
 				return 0, w.conflictError(s, obs)
@@ -258,6 +261,7 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 				return 0, err
 			}
 			if done {
+				w.noteGarbage(cut, slots[i+1:], ahead[i+1:])
 				return cut, nil
 			}
 			tryBarrier(s)
@@ -266,6 +270,80 @@ func (w *walk) walk(ctx context.Context, start uint64) (uint64, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, fmt.Errorf("fence %s/%d: walk at slot %d: %w", w.rec.Star, w.rec.Epoch, n, err)
 		}
+	}
+}
+
+// repairAhead repairs at once, in one round trip, the slots of a batch
+// read ahead that need a repair and whose copy the read kept, up to the
+// first slot the batch shows neither committed nor needing a repair.
+// Completing a slot always wins over killing it, so a repair never waits
+// for the slots below it to be decided; past a hole it would only make
+// garbage. Each slot whose creates all succeeded gets, in obs, the
+// observation they prove (committed); the walk decides every slot in
+// order as ever, and one this could not complete as usual.
+func (w *walk) repairAhead(ctx context.Context, slots []uint64, obs [][]wire.Observation) {
+	if planted.On(planted.RepairUnverified) {
+		return
+	}
+	type job struct {
+		i       int
+		holders []int
+		data    []byte
+	}
+	var jobs []job
+	for i, s := range slots {
+		v := classify(obs[i], w.rec.Constants.W)
+		if v == committed {
+			continue
+		}
+		if v != repair {
+			break
+		}
+		holders := wire.TallySlot(obs[i]).Holders
+		if data := w.takeKept(s, obs[i][holders[0]].Digest); data != nil {
+			jobs = append(jobs, job{i, holders, data})
+		}
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	w.rep.Rounds++
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() {
+			if _, after := w.copyInto(ctx, slots[j.i], obs[j.i], j.holders, j.data); after != nil &&
+				classify(after, w.rec.Constants.W) == committed {
+				obs[j.i] = after
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// noteGarbage records in the report the flight copies read at or past the
+// cut: those of the rest of the batch and of the reads still ahead (the
+// cut slot's own, when the walk decided it, were read again since: its
+// copies are found by settlement's listing).
+func (w *walk) noteGarbage(cut uint64, slots []uint64, obs [][]wire.Observation) {
+	add := func(s uint64, o []wire.Observation) {
+		for j, x := range o {
+			if x.State == wire.SlotFlight && s >= cut {
+				w.rep.Garbage = append(w.rep.Garbage, Copy{Bucket: w.buckets[j].Name(), Slot: s})
+			}
+		}
+	}
+	for i, s := range slots {
+		add(s, obs[i])
+	}
+	rest := make([]uint64, 0, len(w.ahead))
+	for s := range w.ahead {
+		if !slices.Contains(slots, s) {
+			rest = append(rest, s)
+		}
+	}
+	slices.Sort(rest)
+	for _, s := range rest {
+		add(s, w.ahead[s])
 	}
 }
 
@@ -420,6 +498,14 @@ func (w *walk) repair(ctx context.Context, s uint64, obs []wire.Observation) (bo
 		return false, nil // the copy could not be read; re-observe and try again
 	}
 	w.rep.Rounds++
+	return w.copyInto(ctx, s, obs, holders, data)
+}
+
+// copyInto creates data, the verified copy of slot s held by holders, in
+// every bucket obs shows empty, in parallel. It reports whether any create
+// got an answer, and the slot as the creates that succeeded prove it (nil
+// when nothing was verified to compare with).
+func (w *walk) copyInto(ctx context.Context, s uint64, obs []wire.Observation, holders []int, data []byte) (bool, []wire.Observation) {
 	var wg sync.WaitGroup
 	var answered atomic.Bool
 	created := make([]bool, len(obs))

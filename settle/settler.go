@@ -195,7 +195,11 @@ func (s *Settler) settle(ctx context.Context, star string, ep uint64, sweep bool
 	if !sweep {
 		rep.NoGarbageSweep = true
 	} else {
-		wg.Go(func() { garbageErr = s.deleteGarbage(ctx, rec, buckets, &garbage) })
+		var known []fence.Copy
+		if rep.Fence != nil && rep.Fence.Cut == rec.Cut {
+			known = rep.Fence.Garbage
+		}
+		wg.Go(func() { garbageErr = s.deleteGarbage(ctx, rec, buckets, known, &garbage) })
 	}
 	coverErr := s.cover(ctx, rec, &rep)
 	wg.Wait()
@@ -225,8 +229,8 @@ func (s *Settler) settle(ctx context.Context, star string, ep uint64, sweep bool
 // window. A bucket that stays unreachable through Retries is given up for
 // the rest of the span (its garbage is harmless: nothing reads past the
 // cut).
-func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, rep *Report) error {
-	sw := &sweep{s: s, rec: rec, keys: wire.KeysOf(rec), rep: rep,
+func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, known []fence.Copy, rep *Report) error {
+	sw := &sweep{s: s, rec: rec, keys: wire.KeysOf(rec), rep: rep, known: map[string]map[uint64]bool{},
 		from: rec.Cut, end: rec.Cut + uint64(rec.Constants.Window),
 		// The jitter is keyed on the epoch, so that settlers racing on it
 		// spread out.
@@ -237,6 +241,14 @@ func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets 
 	}
 	if planted.On(planted.SettleBelowCut) && sw.from > 0 {
 		sw.from-- // planted: deletes from the slot below the cut
+	}
+	for _, c := range known {
+		if c.Slot >= rec.Cut {
+			if sw.known[c.Bucket] == nil {
+				sw.known[c.Bucket] = map[uint64]bool{}
+			}
+			sw.known[c.Bucket][c.Slot] = true
+		}
 	}
 	errs := make([]error, len(buckets))
 	var wg sync.WaitGroup
@@ -258,6 +270,10 @@ type sweep struct {
 	from, end uint64
 	seed      uint64
 	sem       chan struct{} // bounds probes and deletes in flight
+	// known holds, by bucket name, the slots where the fence this
+	// settlement ran read a flight copy at or past the cut: deleted
+	// without a probe, since a flight copy is never overwritten.
+	known map[string]map[uint64]bool
 
 	mu  sync.Mutex
 	rep *Report
@@ -273,6 +289,12 @@ func (sw *sweep) bucket(ctx context.Context, b objstore.Bucket) error {
 	}
 	limit := int(min(sw.end-sw.from+1, 1000))
 	next := sw.from // the first slot not yet seen
+	// A page's objects are dropped while the next page is listed: a span
+	// that ends cleanly costs a list, then its drop beside the empty list
+	// that ends it. At most one drop runs at a time.
+	var dropping sync.WaitGroup
+	var dropErr error
+	defer dropping.Wait()
 	for attempt := 0; ; {
 		page, err := b.List(ctx, prefix, after, limit)
 		sw.count(func(r *Report) { r.Lists++ })
@@ -284,7 +306,8 @@ func (sw *sweep) bucket(ctx context.Context, b objstore.Bucket) error {
 				opts.Logger.WarnContext(ctx, "garbage left unlisted in an unreachable bucket (harmless: nothing reads past the cut)",
 					"star", rec.Star, "epoch", rec.Epoch, "bucket", b.Name(), "from", next, "err", err)
 				sw.count(func(r *Report) { r.GarbageLeft += int(min(sw.end-next, 1<<31)) + 1 })
-				return nil
+				dropping.Wait()
+				return dropErr
 			}
 			if err := opts.Backoff.Sleep(ctx, opts.Clock, attempt-1, sw.seed); err != nil {
 				return err
@@ -308,12 +331,14 @@ func (sw *sweep) bucket(ctx context.Context, b objstore.Bucket) error {
 				done = true // the last slot there is
 			}
 		}
-		if err := sw.drop(ctx, b, slots); err != nil {
-			return err
+		dropping.Wait()
+		if dropErr != nil {
+			return dropErr
 		}
 		if done || next > sw.end {
-			return nil
+			return sw.drop(ctx, b, slots)
 		}
+		dropping.Go(func() { dropErr = sw.drop(ctx, b, slots) })
 		after = page[len(page)-1].Key
 	}
 }
@@ -354,8 +379,13 @@ func (sw *sweep) drop(ctx context.Context, b objstore.Bucket, slots []uint64) er
 			wg.Go(func() {
 				defer func() { <-sw.sem }()
 				slot := wire.Addr{Keys: sw.keys, Star: rec.Star, Epoch: rec.Epoch, Slot: n}
-				o := wire.ObserveHeader(ctx, b, slot)
-				sw.count(func(r *Report) { r.Reads++ })
+				var o wire.Observation
+				if sw.known[b.Name()][n] && attempt == 0 {
+					o.State = wire.SlotFlight // read by the fence
+				} else {
+					o = wire.ObserveHeader(ctx, b, slot)
+					sw.count(func(r *Report) { r.Reads++ })
+				}
 				switch o.State {
 				case wire.SlotFlight:
 					err := b.Delete(ctx, slot.Key())

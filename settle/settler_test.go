@@ -16,6 +16,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/settle"
 )
@@ -114,6 +115,12 @@ func TestSettleOpenEpochFencesThenSettles(t *testing.T) {
 	require.Equal(t, 3, rep.GarbageDeleted)
 	require.Zero(t, rep.GarbageLeft)
 	require.Equal(t, 11, rep.Covered, "slots [0, 11) with the checkpoint at 0")
+	// The fence read the garbage ahead, so the sweep deletes it without
+	// probing it: it probes only the other objects it lists (the cut's
+	// two poisons and the foreign object at 14).
+	require.Equal(t, []fence.Copy{{Bucket: "b", Slot: 12}, {Bucket: "c", Slot: 12}, {Bucket: "c", Slot: 13}}, rep.Fence.Garbage)
+	require.Equal(t, 3, rep.Reads-rep.Covered, "probes")
+	require.Equal(t, 3, rep.Deletes)
 
 	rec := p.e.on(t).VerifyEpoch(starA, l.ep, l.acked)
 	require.Equal(t, epoch.StateSettled, rec.State)
