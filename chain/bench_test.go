@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/benchfix"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
 	"github.com/cutline/cutline/objstore/mem"
@@ -143,38 +143,16 @@ func BenchmarkAppendLatency(b *testing.B) {
 	b.ReportMetric(100*rate/limit, "%limit")
 }
 
-// discardBucket accepts every Create and keeps nothing, so that a
-// benchmark measures the writer's memory, not the storage's.
-type discardBucket struct {
-	name  string
-	bytes atomic.Int64
-}
-
-func (d *discardBucket) Name() string { return d.name }
-func (d *discardBucket) Create(ctx context.Context, key string, data []byte) error {
-	d.bytes.Add(int64(len(data)))
-	return ctx.Err()
-}
-func (d *discardBucket) Get(ctx context.Context, key string) ([]byte, error) {
-	return nil, objstore.ErrNotFound
-}
-func (d *discardBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	return nil, objstore.ErrNotFound
-}
-func (d *discardBucket) Delete(ctx context.Context, key string) error { return nil }
-func (d *discardBucket) List(ctx context.Context, prefix, after string, limit int) ([]objstore.ObjectInfo, error) {
-	return nil, nil
-}
-
 // BenchmarkAppendHeap appends 1,000,000 payloads per op (K=3, W=2, window
-// 64) into discarding buckets, sampling the heap every 10,000 appends (after
-// a GC, so it is the live heap). It reports the largest heap growth over a
-// baseline taken after 10,000 warm-up appends, in bytes and as a multiple of
-// window × payload size (the target is below 2), the same over the baseline
-// before the writer ran (cold, which includes the runtime's goroutine
-// descriptors), and the largest goroutine stack use. At 1 KiB the window's
-// payloads are 64 KiB, so the writer's fixed structures (futures, goroutines,
-// channels) weigh as much as the payloads; 16 KiB shows the payload term.
+// 64) into discarding buckets (benchfix.Discard), sampling the heap every
+// 10,000 appends (after a GC, so it is the live heap). It reports the
+// largest heap growth over a baseline taken after 10,000 warm-up appends,
+// in bytes and as a multiple of window × payload size (the target is below
+// 2), the same over the baseline before the writer ran (cold, which
+// includes the runtime's goroutine descriptors), and the largest goroutine
+// stack use. At 1 KiB the window's payloads are 64 KiB, so the writer's
+// fixed structures (futures, goroutines, channels) weigh as much as the
+// payloads; 16 KiB shows the payload term.
 func BenchmarkAppendHeap(b *testing.B) {
 	for _, size := range []int{1024, 16384} {
 		b.Run(fmt.Sprintf("payload=%d", size), func(b *testing.B) { benchmarkAppendHeap(b, size) })
@@ -191,7 +169,7 @@ func benchmarkAppendHeap(b *testing.B, size int) {
 	data := make([]byte, size)
 	var worst, cold, stack uint64
 	for range b.N {
-		buckets := []objstore.Bucket{&discardBucket{name: "zone-a"}, &discardBucket{name: "zone-b"}, &discardBucket{name: "zone-c"}}
+		buckets := benchfix.Discards("zone-a", "zone-b", "zone-c")
 		w := benchWriter(b, buckets, 2, window)
 		var ms runtime.MemStats
 		sample := func() uint64 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -13,11 +12,10 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/benchfix"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/objstore/mem"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -35,28 +33,20 @@ const benchLatency = 20 * time.Millisecond
 // benchZones returns K in-memory zones, the fault wrappers that count the
 // requests, and the views with latency a party uses.
 func benchZones(k int) (raw []objstore.Bucket, counted []*fault.Bucket, slow []objstore.Bucket) {
-	for i := range k {
-		m := mem.New(string(rune('a' + i)))
-		f := fault.Wrap(m, fault.Options{})
-		raw = append(raw, m)
-		counted = append(counted, f)
-		slow = append(slow, latency.Wrap(f, latency.Options{Default: latency.Fixed(benchLatency)}))
+	names := make([]string, k)
+	for i := range names {
+		names[i] = string(rune('a' + i))
 	}
-	return raw, counted, slow
+	return benchfix.Zones(benchLatency, names...)
 }
 
+// requestCounts are benchfix.Requests as the benchmarks report them, with
+// the sequential round trips when they are counted.
 type requestCounts struct{ reads, creates, deletes, lists, rounds int }
 
 func countRequests(zones []*fault.Bucket) requestCounts {
-	var c requestCounts
-	for _, z := range zones {
-		s := z.Stats()
-		c.reads += s.Calls[fault.OpGet] + s.Calls[fault.OpGetRange]
-		c.creates += s.Calls[fault.OpCreate]
-		c.deletes += s.Calls[fault.OpDelete]
-		c.lists += s.Calls[fault.OpList]
-	}
-	return c
+	c := benchfix.Count(zones)
+	return requestCounts{reads: c.Reads, creates: c.Creates, deletes: c.Deletes, lists: c.Lists}
 }
 
 func (c requestCounts) report(b *testing.B, n int) {
@@ -68,63 +58,7 @@ func (c requestCounts) report(b *testing.B, n int) {
 	}
 }
 
-func resetRequests(zones []*fault.Bucket) {
-	for _, z := range zones {
-		z.ResetStats()
-	}
-}
-
-// layRaggedEpoch lays out a dead writer's epoch: n committed slots, then a
-// ragged pipelined tail of a full window: slot n has one copy (it holds
-// the release point), n+1 two, n+2 three, n+3 one, n+4 none (the cut),
-// and n+5 … n+window−1 a random number of copies each. The host covered
-// (in refs) and checkpointed all but the last lag acknowledged slots.
-func layRaggedEpoch(b *testing.B, m *epoch.Minter, refs *settle.RefIndex, raw []objstore.Bucket, keys wire.Keys, star string, n, window, lag int, seed uint64) uint64 {
-	ctx := context.Background()
-	rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: 2, Window: window, Prefix: keys.Prefix})
-	if err != nil {
-		b.Fatal(err)
-	}
-	put := func(slot uint64, zones ...int) {
-		data := wire.EncodeFlight(star, rec.Epoch, slot, record(stream, slot, "x"))
-		for _, z := range zones {
-			if err := raw[z].Create(ctx, keys.Slot(star, rec.Epoch, slot), data); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	for s := range uint64(n) {
-		put(s, int(s%3), int(s+1)%3)
-	}
-	tail := uint64(n)
-	put(tail, 0)
-	put(tail+1, 1, 2)
-	put(tail+2, 0, 1, 2)
-	put(tail+3, 2)
-	rng := rand.New(rand.NewPCG(seed, seed))
-	for s := tail + 5; s < tail+uint64(window); s++ {
-		var zs []int
-		for z := range 3 {
-			if rng.IntN(2) == 0 {
-				zs = append(zs, z)
-			}
-		}
-		put(s, zs...)
-	}
-	for s := range uint64(n - lag) {
-		if err := refs.Cover(ctx, star, chain.Flight{Position: chain.Position{Epoch: rec.Epoch, Slot: s}, Payload: record(stream, s, "x")}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cl, err := rec.Claim() // the hand-laid epoch's writer
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := cl.Advance(ctx, uint64(n-lag)); err != nil {
-		b.Fatal(err)
-	}
-	return rec.Epoch
-}
+func resetRequests(zones []*fault.Bucket) { benchfix.Reset(zones) }
 
 // BenchmarkTakeover: a successor fences and settles a dead writer's epoch
 // (256 committed slots and a ragged tail of a full window); lag is how many
@@ -151,7 +85,13 @@ func BenchmarkTakeover(b *testing.B) {
 					b.Fatal(err)
 				}
 				raw, counted, slow := benchZones(3)
-				ep := layRaggedEpoch(b, m, refs, raw, keys, starA, 256, window, lag, uint64(i))
+				ep, err := benchfix.LayRaggedEpoch(ctx, m, refs, raw, benchfix.RaggedEpoch{
+					Star: starA, Prefix: keys.Prefix, Committed: 256, Window: window, Lag: lag, Seed: uint64(i),
+					Record: func(slot uint64) []byte { return record(stream, slot, "x") },
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
 				zones := chain.MustZones(slow...)
 				f, err := fence.New(m, zones, fence.Options{Identity: starB})
 				if err != nil {

@@ -8,14 +8,16 @@
 //	go -C cmd/cutline-bench run . -json           # the same as JSON
 //	go -C cmd/cutline-bench run . -only fence,mint
 //	go -C cmd/cutline-bench run . -quick          # a small run: every row, rough figures
+//	go -C cmd/cutline-bench run . -price-standard-put 0.0055   # the cost model at other prices
 //
 // It starts the servers it needs itself, as the tests do: three versitygw
 // processes (S3; scripts/install-servers.sh installs the binary) and one
 // embedded etcd member. Without versitygw the S3 figures are skipped,
 // unless CI=true, which makes them fail.
 //
-// The figures (-only takes these names; "appends" selects all three
-// appends figures):
+// The figures (-only takes these names; a name also selects the figures
+// it prefixes with a dash: "appends" all three appends figures, "takeover"
+// the takeover-stream and takeover-history figures too):
 //
 //	appends-mem, appends-fs, appends-s3
 //	          appends/s of a chain.Writer (K=3, W=2, 1 KiB, window 64) ÷
@@ -31,14 +33,53 @@
 //	          10, 10³ and 10⁶ slots (20 ms per request) ÷ the literal walk
 //	takeover  fence + settle of a dead writer's epoch, and a planned roll,
 //	          at 20 ms per request: time (÷ one request's latency) and requests
+//	takeover-stream
+//	          a takeover (fence + settle, then RefIndex.Next) of an epoch of
+//	          10³, 10⁴, 10⁵ and 10⁶ records, 16 of them not covered, with a
+//	          ragged tail of a full window: time at 20 ms per request,
+//	          metastore keys read, object requests, each ÷ the same at 10³
+//	          (goal: flat). The checkpointed prefix is synthetic
+//	          (internal/synth buckets answer for any number of slots without
+//	          storing them; its refs are written as 1,000 spans, which the
+//	          takeover never reads); the rest is laid out for real
+//	takeover-history
+//	          the same takeover (1,000 records) after 10, 10³ and 10⁴ past
+//	          epochs of the star (minted, published empty, settled), ÷ the
+//	          same after 10
 //	mint      epoch.Minter.Mint on embedded etcd ÷ a raw clientv3 transaction
 //	heap      peak live heap over 10⁶ appends ÷ window × payload
-//	idle      object and metastore requests of a Writer and a Roller left
-//	          idle for 60 s
+//	idle      object and metastore requests of a Writer, a Roller and a
+//	          lease.Star holding 3 open streams (its metastore on embedded
+//	          etcd) left idle for 60 s; the Star's session keep-alives
+//	          apart (counted on the wire, beside one per TTL/3); and the
+//	          lease/authority controller and holder over the same period of
+//	          simulated time (heartbeats every second, ticks every 100 ms)
+//	cost      object requests per append (writer on counted zones) ÷ K
 //
-// -quick shrinks every figure (20,000 appends for the heap, 1 s of idleness,
-// 1 ms per request for the fence) so that a test can check that every row
-// is there; its times and rates are rough.
+// After the table comes the cost model: the object-store request cost of
+// a million appends (at K creates per flight, the writer's most, and as
+// measured: a zone whose turn comes after the slot was decided is
+// skipped), of a takeover (each takeover figure's largest size
+// too), of a planned roll, and of each idle component per chain per month
+// (the idle period's requests scaled to 30 days), at S3 Standard and S3
+// Express One Zone prices, from the request counts measured in the same
+// run (lines whose figure did not run are left out). PUT-class requests
+// are creates and lists, GET-class requests reads; deletes are counted and
+// priced at 0 (S3 does not bill them). The default prices, in US dollars
+// per 1,000 requests, are list prices (us-east-1) when this was written:
+//
+//	S3 Standard           PUT 0.005     GET 0.0004     -price-standard-put, -price-standard-get
+//	S3 Express One Zone   PUT 0.00113   GET 0.00003    -price-express-put, -price-express-get
+//
+// Prices change: check them and pass the current ones with the flags. The
+// model leaves out bytes stored, charges per GB transferred, uploaded or
+// retrieved (S3 Express One Zone has some), and the metastore's own cost;
+// a session's keep-alives are stated, not priced.
+//
+// -quick shrinks every figure (20,000 appends for the heap, 1 s of idleness
+// on a 2 s session, 1 ms per request for the fence and the takeover
+// sizes, 10, 100 and 1,000 past epochs) so that a test can check that
+// every row is there; its times and rates are rough.
 //
 // Request and round-trip counts do not depend on the machine; times and
 // rates do, which is why each is shown beside its reference.

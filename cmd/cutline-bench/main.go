@@ -47,8 +47,18 @@ type config struct {
 	mints int
 	// heap: appends
 	heapAppends int
-	// idle: the idle period
-	idle time.Duration
+	// idle: the idle period, and the TTL of the lease.Star's session
+	idle    time.Duration
+	idleTTL time.Duration
+	// takeover-stream, takeover-history: the stream's lengths and the
+	// star's histories (the first of each is the reference), latency per
+	// object request and repetitions of each size
+	streamSizes  []int
+	historySizes []int
+	scaleLatency time.Duration
+	scaleReps    int
+	// cost: appends counted
+	costAppends int
 }
 
 func fullConfig() config {
@@ -65,6 +75,12 @@ func fullConfig() config {
 		mints:        300,
 		heapAppends:  1_000_000,
 		idle:         time.Minute,
+		idleTTL:      10 * time.Second,
+		streamSizes:  []int{1_000, 10_000, 100_000, 1_000_000},
+		historySizes: []int{10, 1_000, 10_000},
+		scaleLatency: 20 * time.Millisecond,
+		scaleReps:    3,
+		costAppends:  10_000,
 	}
 }
 
@@ -83,6 +99,12 @@ func quickConfig() config {
 		mints:        10,
 		heapAppends:  20_000,
 		idle:         time.Second,
+		idleTTL:      2 * time.Second,
+		streamSizes:  []int{1_000, 10_000, 100_000, 1_000_000},
+		historySizes: []int{10, 100, 1_000},
+		scaleLatency: time.Millisecond,
+		scaleReps:    1,
+		costAppends:  1000,
 	}
 }
 
@@ -101,9 +123,13 @@ var figures = []figure{
 	{"allocs", figAllocs},
 	{"fence", figFence},
 	{"takeover", figTakeover},
+	{"takeover-stream", figTakeoverStream},
+	{"takeover-history", figTakeoverHistory},
 	{"mint", figMint},
 	{"heap", figHeap},
 	{"idle", figIdle},
+	{"batch", figBatch},
+	{"cost", figCost},
 }
 
 func figureNames() []string {
@@ -133,10 +159,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of a Markdown table")
 	quick := fs.Bool("quick", false, "a small run: every figure, rough values (for tests)")
-	only := fs.String("only", "", "comma-separated figures to run: "+strings.Join(figureNames(), ", ")+` ("appends" selects all three)`)
+	only := fs.String("only", "", "comma-separated figures to run: "+strings.Join(figureNames(), ", ")+` (a name also selects the figures it prefixes with a dash: "appends", "takeover")`)
 	verbose := fs.Bool("v", false, "log progress and server output to stderr")
+	prices := defaultPrices()
+	priceFlags(fs, prices)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cutline-bench [-json] [-quick] [-only figure,...] [-v]")
+		fmt.Fprintln(stderr, "usage: cutline-bench [-json] [-quick] [-only figure,...] [-v] [-price-<class>-<put|get> USD per 1,000 requests]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -145,6 +173,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := checkPrices(prices); err != nil {
+		return err
 	}
 	var names []string
 	if *only != "" {
@@ -193,6 +224,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "cutline-bench: %s done in %v\n", f.name, time.Since(t0).Round(time.Millisecond))
 	}
 	res.Elapsed = time.Since(start).Seconds()
+	res.Cost = costModel(res.Rows, cfg, prices)
 	if *asJSON {
 		if err := res.writeJSON(stdout); err != nil {
 			return err

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,10 +27,31 @@ var (
 		"takeover.time", "takeover.requests", "roll.time", "roll.requests",
 		"mint.latency",
 		"heap.peak",
-		"idle.writer", "idle.roller",
+		"idle.writer", "idle.roller", "idle.star", "idle.star.keepalives", "idle.authority",
+		"cost.append",
 	}
-	zeroOK = map[string]bool{"heap.peak": true, "idle.writer": true, "idle.roller": true}
+	zeroOK = map[string]bool{"heap.peak": true, "idle.writer": true, "idle.roller": true,
+		"idle.star": true, "idle.star.keepalives": true, "idle.authority": true}
+	// scaled are the sizes of the takeover-stream and takeover-history
+	// figures in a quick run, beside their reference (the first).
+	scaled = map[string][]int{"stream": quickConfig().streamSizes, "history": quickConfig().historySizes}
 )
+
+// quickRowIDs are the rows a quick run of every figure prints.
+func quickRowIDs() []string {
+	ids := slices.Clone(rowIDs)
+	for _, what := range []string{"stream", "history"} {
+		for _, n := range scaled[what] {
+			for _, m := range []string{"time", "keys", "requests"} {
+				ids = append(ids, fmt.Sprintf("takeover.%s.%d.%s", what, n, m))
+			}
+		}
+	}
+	if slices.Contains(figureNames(), "batch") {
+		ids = append(ids, "batch.mem", "batch.fs", "batch.s3")
+	}
+	return ids
+}
 
 // TestQuick runs every figure with -quick (the servers too: versitygw and
 // embedded etcd; CI=true makes a missing versitygw fail) and checks that
@@ -58,7 +81,8 @@ func TestQuick(t *testing.T) {
 		}
 		byID[r.ID] = r
 	}
-	for _, id := range rowIDs {
+	want := quickRowIDs()
+	for _, id := range want {
 		r, ok := byID[id]
 		if !ok {
 			t.Errorf("row %s missing", id)
@@ -74,8 +98,8 @@ func TestQuick(t *testing.T) {
 			t.Errorf("row %s: reference %v, ratio %v", id, r.RefValue, r.Ratio)
 		}
 	}
-	if len(byID) != len(rowIDs) {
-		t.Errorf("%d rows, want %d", len(byID), len(rowIDs))
+	if len(byID) != len(want) {
+		t.Errorf("%d rows, want %d", len(byID), len(want))
 	}
 	// Requests and round trips do not depend on the machine: the fence
 	// beats the literal walk in round trips at every size.
@@ -83,6 +107,77 @@ func TestQuick(t *testing.T) {
 		if r := byID["fence."+n+".rounds"]; r.Ratio >= 1 {
 			t.Errorf("fence of %s slots: %v rounds, the literal walk %v", n, r.Value, r.RefValue)
 		}
+	}
+
+	// A takeover reads as many metastore keys and makes as many object
+	// requests whatever the stream's length and the star's history: each
+	// size is beside the smallest, with its ratio.
+	for what, sizes := range scaled {
+		for i, n := range sizes {
+			for _, m := range []string{"time", "keys", "requests"} {
+				id := fmt.Sprintf("takeover.%s.%d.%s", what, n, m)
+				r := byID[id]
+				if i == 0 {
+					if r.RefLabel != "" || !strings.Contains(r.Note, "reference size") {
+						t.Errorf("row %s is the reference, yet has one: %+v", id, r)
+					}
+					continue
+				}
+				if r.RefLabel == "" || r.Ratio <= 0 {
+					t.Errorf("row %s: no reference or ratio: %+v", id, r)
+				}
+				if m != "time" && r.Ratio > 1.2 {
+					t.Errorf("row %s: %v %s, %v× the %d reference", id, r.Value, r.Unit, r.Ratio, sizes[0])
+				}
+			}
+		}
+	}
+	// The writer creates W to K copies of a flight (it skips a zone whose
+	// turn comes after the slot was decided), and reads nothing.
+	if r, n := byID["cost.append"], quickConfig().costAppends; r.Objects == nil || r.Objects.Creates < w*n || r.Objects.Creates > k*n+k || r.Objects.Reads != 0 {
+		t.Errorf("cost.append: %+v, want W to K creates per append and no reads", r)
+	}
+	for _, id := range []string{"idle.writer", "idle.roller", "idle.star", "idle.authority"} {
+		if r := byID[id]; r.Objects == nil || r.Objects.Total() != 0 {
+			t.Errorf("%s: object requests while idle: %+v", id, r)
+		}
+	}
+
+	// The cost model prices every line at both classes.
+	if res.Cost == nil {
+		t.Fatal("no cost model")
+	}
+	costLines := map[string]CostLine{}
+	for _, l := range res.Cost.Lines {
+		costLines[l.ID] = l
+		if len(l.USD) != len(res.Cost.Classes) {
+			t.Errorf("cost line %s: %d prices for %d classes", l.ID, len(l.USD), len(res.Cost.Classes))
+		}
+	}
+	q := quickConfig()
+	for _, id := range []string{"cost.append", "cost.append.measured", "cost.takeover", "cost.roll",
+		fmt.Sprintf("cost.takeover.stream.%d", q.streamSizes[len(q.streamSizes)-1]),
+		fmt.Sprintf("cost.takeover.history.%d", q.historySizes[len(q.historySizes)-1]),
+		"cost.idle.writer", "cost.idle.roller", "cost.idle.star", "cost.idle.authority"} {
+		l, ok := costLines[id]
+		if !ok {
+			t.Errorf("cost line %s missing", id)
+			continue
+		}
+		if strings.HasPrefix(id, "cost.idle.") {
+			continue // zero, as the idle rows
+		}
+		for i, usd := range l.USD {
+			if usd <= 0 || l.Put <= 0 {
+				t.Errorf("cost line %s: %v PUT-class requests, %v USD at %s", id, l.Put, usd, res.Cost.Classes[i].Name)
+			}
+		}
+	}
+	if l := costLines["cost.append"]; l.Put != k*1e6 {
+		t.Errorf("a million appends: %v PUT-class requests, want K per append", l.Put)
+	}
+	if l := costLines["cost.append.measured"]; l.Put < w*1e6 || l.Put > k*1e6+k*1e3 {
+		t.Errorf("a million appends as measured: %v PUT-class requests, want W to K per append", l.Put)
 	}
 
 	var table bytes.Buffer
@@ -95,6 +190,14 @@ func TestQuick(t *testing.T) {
 		if !strings.Contains(table.String(), "| "+r.Figure+" | ") {
 			t.Errorf("table lacks %q:\n%s", r.Figure, table.String())
 		}
+	}
+	for _, l := range res.Cost.Lines {
+		if !strings.Contains(table.String(), "| "+l.What+" | ") {
+			t.Errorf("cost table lacks %q:\n%s", l.What, table.String())
+		}
+	}
+	if !strings.Contains(table.String(), "| object-store request cost |") || !strings.Contains(table.String(), "check the current") {
+		t.Errorf("no cost table, or no word on its prices:\n%s", table.String())
 	}
 }
 

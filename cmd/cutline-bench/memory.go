@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"runtime"
-	"sync/atomic"
 	"time"
 
-	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/internal/benchfix"
 )
 
 // figAllocs: time and heap allocations per append on mem (K=3, W=2,
@@ -70,33 +68,10 @@ func figAllocs(s *scope, cfg config) ([]Row, error) {
 	}, nil
 }
 
-// discardBucket accepts every Create and keeps nothing, so that the heap
-// figure measures the writer's memory, not the storage's.
-type discardBucket struct {
-	name  string
-	bytes atomic.Int64
-}
-
-func (d *discardBucket) Name() string { return d.name }
-func (d *discardBucket) Create(ctx context.Context, key string, data []byte) error {
-	d.bytes.Add(int64(len(data)))
-	return ctx.Err()
-}
-func (d *discardBucket) Get(ctx context.Context, key string) ([]byte, error) {
-	return nil, objstore.ErrNotFound
-}
-func (d *discardBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	return nil, objstore.ErrNotFound
-}
-func (d *discardBucket) Delete(ctx context.Context, key string) error { return nil }
-func (d *discardBucket) List(ctx context.Context, prefix, after string, limit int) ([]objstore.ObjectInfo, error) {
-	return nil, nil
-}
-
 // figHeap: the live heap (after a GC), sampled every 10,000 appends over
-// the run into discarding buckets, above a baseline taken after 10,000
-// warm-up appends, beside window × payload: the writer holds at most a
-// window of flights.
+// the run into discarding buckets (benchfix.Discard), above a baseline
+// taken after 10,000 warm-up appends, beside window × payload: the writer
+// holds at most a window of flights.
 func figHeap(s *scope, cfg config) ([]Row, error) {
 	const (
 		warm  = 10_000
@@ -104,7 +79,7 @@ func figHeap(s *scope, cfg config) ([]Row, error) {
 	)
 	ctx := s.Context()
 	data := make([]byte, payload)
-	buckets := []objstore.Bucket{&discardBucket{name: zoneName(0)}, &discardBucket{name: zoneName(1)}, &discardBucket{name: zoneName(2)}}
+	buckets := benchfix.Discards(zoneNames()...)
 	m, err := newMinter()
 	if err != nil {
 		return nil, err

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/cutline/cutline/internal/benchfix"
 )
 
 // Row is one figure beside its reference. Value and RefValue are in Unit
@@ -23,6 +25,9 @@ type Row struct {
 	RefUnit  string  `json:"ref_unit,omitempty"`
 	Ratio    float64 `json:"ratio,omitempty"`
 	Note     string  `json:"note,omitempty"`
+	// Objects breaks a count of object requests down by kind; the cost
+	// model prices it.
+	Objects *benchfix.Requests `json:"objects,omitempty"`
 	// Zero: the figure may be 0 (requests while idle).
 	Zero bool `json:"-"`
 }
@@ -33,6 +38,12 @@ func (r Row) ref(label string, v float64, unit string) Row {
 	if v != 0 {
 		r.Ratio = r.Value / v
 	}
+	return r
+}
+
+// objects attaches the breakdown of an object request count.
+func (r Row) objects(c benchfix.Requests) Row {
+	r.Objects = &c
 	return r
 }
 
@@ -82,6 +93,9 @@ type Result struct {
 	Elapsed  float64   `json:"elapsed_s"`
 	Rows     []Row     `json:"rows"`
 	Failures []Failure `json:"failures,omitempty"`
+	// Cost prices the request counts of Rows (nil when no row it prices
+	// was measured).
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 func (res *Result) writeJSON(w io.Writer) error {
@@ -121,6 +135,10 @@ func (res *Result) writeTable(w io.Writer) {
 			what = "skipped"
 		}
 		fmt.Fprintf(w, "| %s | %s | | | %s |\n", f.Figure, what, strings.ReplaceAll(oneLine(f.Error), "|", "\\|"))
+	}
+	if res.Cost != nil {
+		fmt.Fprintln(w)
+		res.Cost.writeTable(w)
 	}
 }
 

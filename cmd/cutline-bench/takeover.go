@@ -5,21 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/benchfix"
 	"github.com/cutline/cutline/metastore"
 	metamem "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/objstore/mem"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -27,102 +24,25 @@ import (
 // and roll figures; the metastore has none.
 const takeoverLatency = 20 * time.Millisecond
 
+// zoneNames are the names of the K zones.
+func zoneNames() []string {
+	out := make([]string, k)
+	for i := range out {
+		out[i] = zoneName(i)
+	}
+	return out
+}
+
 // countedZones returns K in-memory zones, the fault wrappers that count
 // their requests, and the views with latency the parties use.
 func countedZones(lat time.Duration) (raw []objstore.Bucket, counted []*fault.Bucket, slow []objstore.Bucket) {
-	for i := range k {
-		m := mem.New(zoneName(i))
-		f := fault.Wrap(m, fault.Options{})
-		raw = append(raw, m)
-		counted = append(counted, f)
-		var d latency.Dist
-		if lat > 0 {
-			d = latency.Fixed(lat)
-		}
-		slow = append(slow, latency.Wrap(f, latency.Options{Default: d}))
-	}
-	return raw, counted, slow
+	return benchfix.Zones(lat, zoneNames()...)
 }
 
-type requests struct{ reads, creates, deletes, lists int }
-
-func (r requests) total() int { return r.reads + r.creates + r.deletes + r.lists }
-
-func (r requests) String() string {
-	return fmt.Sprintf("%d reads, %d creates, %d deletes, %d lists", r.reads, r.creates, r.deletes, r.lists)
-}
-
-func count(zones []*fault.Bucket) requests {
-	var c requests
-	for _, z := range zones {
-		s := z.Stats()
-		c.reads += s.Calls[fault.OpGet] + s.Calls[fault.OpGetRange]
-		c.creates += s.Calls[fault.OpCreate]
-		c.deletes += s.Calls[fault.OpDelete]
-		c.lists += s.Calls[fault.OpList]
-	}
-	return c
-}
-
-func resetCounts(zones []*fault.Bucket) {
-	for _, z := range zones {
-		z.ResetStats()
-	}
-}
-
-// layRaggedEpoch lays out a dead writer's epoch: n committed slots, then a
-// ragged pipelined tail of a full window: slot n has one copy, n+1 two, n+2
-// three, n+3 one, n+4 none (the cut), and the rest of the window a random
-// number of copies each. The host covered (in refs) and checkpointed all
-// but the last lag acknowledged slots. (settle's BenchmarkTakeover lays the
-// same epoch.)
-func layRaggedEpoch(ctx context.Context, m *epoch.Minter, refs *settle.RefIndex, raw []objstore.Bucket, n, win, lag int, seed uint64) (uint64, error) {
-	rec, err := m.Mint(ctx, star, constants(raw, win))
-	if err != nil {
-		return 0, err
-	}
-	put := func(slot uint64, zones ...int) error {
-		data := wire.EncodeFlight(star, rec.Epoch, slot, record(slot))
-		for _, z := range zones {
-			if err := raw[z].Create(ctx, keys.Slot(star, rec.Epoch, slot), data); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for s := range uint64(n) {
-		if err := put(s, int(s%3), int(s+1)%3); err != nil {
-			return 0, err
-		}
-	}
-	tail := uint64(n)
-	rng := rand.New(rand.NewPCG(seed, seed))
-	err = errors.Join(put(tail, 0), put(tail+1, 1, 2), put(tail+2, 0, 1, 2), put(tail+3, 2))
-	for s := tail + 5; s < tail+uint64(win); s++ {
-		var zs []int
-		for z := range 3 {
-			if rng.IntN(2) == 0 {
-				zs = append(zs, z)
-			}
-		}
-		err = errors.Join(err, put(s, zs...))
-	}
-	if err != nil {
-		return 0, err
-	}
-	for s := range uint64(n - lag) {
-		if err := refs.Cover(ctx, star, chain.Flight{Position: chain.Position{Epoch: rec.Epoch, Slot: s}, Payload: record(s)}); err != nil {
-			return 0, err
-		}
-	}
-	cl, err := rec.Claim()
-	if err != nil {
-		return 0, err
-	}
-	if _, err := cl.Advance(ctx, uint64(n-lag)); err != nil {
-		return 0, err
-	}
-	return rec.Epoch, nil
+// raggedEpoch is the dead writer's epoch of the takeover figure, as
+// settle's BenchmarkTakeover lays it.
+func raggedEpoch(committed, lag int, seed uint64) benchfix.RaggedEpoch {
+	return benchfix.RaggedEpoch{Star: star, Prefix: keys.Prefix, Committed: committed, Window: window, Lag: lag, Seed: seed, Record: record}
 }
 
 // figTakeover: a successor fences and settles a dead writer's epoch (256
@@ -136,7 +56,7 @@ func figTakeover(s *scope, cfg config) ([]Row, error) {
 	)
 	ctx := s.Context()
 	var tTime time.Duration
-	var tReq requests
+	var tReq benchfix.Requests
 	var rounds int
 	for i := range cfg.takeovers {
 		store := metamem.New(metamem.Options{})
@@ -149,7 +69,7 @@ func figTakeover(s *scope, cfg config) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := layRaggedEpoch(ctx, m, refs, raw, committed, window, lag, uint64(i)); err != nil {
+		if _, err := benchfix.LayRaggedEpoch(ctx, m, refs, raw, raggedEpoch(committed, lag, uint64(i))); err != nil {
 			return nil, err
 		}
 		zones := chain.MustZones(slow...)
@@ -171,14 +91,10 @@ func figTakeover(s *scope, cfg config) ([]Row, error) {
 			return nil, fmt.Errorf("takeover: unexpected reports %+v", reps)
 		}
 		rounds += reps[0].Fence.Rounds
-		c := count(counted)
-		tReq.reads += c.reads
-		tReq.creates += c.creates
-		tReq.deletes += c.deletes
-		tReq.lists += c.lists
+		tReq = tReq.Add(benchfix.Count(counted))
 	}
 	n := cfg.takeovers
-	tReq = requests{tReq.reads / n, tReq.creates / n, tReq.deletes / n, tReq.lists / n}
+	tReq = tReq.Div(n)
 
 	rTime, rReq, err := plannedRolls(ctx, cfg.takeovers)
 	if err != nil {
@@ -189,10 +105,10 @@ func figTakeover(s *scope, cfg config) ([]Row, error) {
 		Row{ID: "takeover.time", Figure: "takeover (fence + settle) at 20 ms per request", Value: ms(tTime / time.Duration(n)), Unit: "ms"}.
 			ref("one request", lat, "ms").
 			note("ratio = sequential round trips; %.1f fence rounds; %d committed slots + a ragged window, %d uncovered; mean of %d", float64(rounds)/float64(n), committed, lag, n),
-		Row{ID: "takeover.requests", Figure: "takeover: object requests", Value: float64(tReq.total()), Unit: "requests"}.note("%s", tReq),
+		Row{ID: "takeover.requests", Figure: "takeover: object requests", Value: float64(tReq.Total()), Unit: "requests"}.objects(tReq).note("%s", tReq),
 		Row{ID: "roll.time", Figure: "planned roll, nothing in flight, at 20 ms per request", Value: ms(rTime), Unit: "ms"}.
 			ref("one request", lat, "ms").note("ratio = sequential round trips; mean of %d", n),
-		Row{ID: "roll.requests", Figure: "planned roll: object requests", Value: float64(rReq.total()), Unit: "requests"}.note("%s", rReq),
+		Row{ID: "roll.requests", Figure: "planned roll: object requests", Value: float64(rReq.Total()), Unit: "requests"}.objects(rReq).note("%s", rReq),
 	}, nil
 }
 
@@ -269,33 +185,29 @@ func (h *roller) appendCovered(ctx context.Context, n int) error {
 // plannedRolls rolls a Roller with every append acknowledged, covered and
 // checkpointed, n times, each with a change of constants, and returns the
 // mean time and requests of one roll.
-func plannedRolls(ctx context.Context, n int) (time.Duration, requests, error) {
+func plannedRolls(ctx context.Context, n int) (time.Duration, benchfix.Requests, error) {
 	h, err := openRoller(ctx, takeoverLatency)
 	if err != nil {
-		return 0, requests{}, err
+		return 0, benchfix.Requests{}, err
 	}
 	defer func() { _ = h.r.Close(ctx) }()
 	c := h.r.Epoch().Constants
 	var total time.Duration
-	var req requests
+	var req benchfix.Requests
 	for i := range n {
 		if err := h.appendCovered(ctx, window); err != nil {
-			return 0, requests{}, err
+			return 0, benchfix.Requests{}, err
 		}
 		c.Window = window - i%2 - 1 // a change of constants every time
-		resetCounts(h.counted)
+		benchfix.Reset(h.counted)
 		start := time.Now()
 		if err := h.r.Roll(ctx, c); err != nil {
-			return 0, requests{}, err
+			return 0, benchfix.Requests{}, err
 		}
 		total += time.Since(start)
-		rc := count(h.counted)
-		req.reads += rc.reads
-		req.creates += rc.creates
-		req.deletes += rc.deletes
-		req.lists += rc.lists
+		req = req.Add(benchfix.Count(h.counted))
 	}
-	return total / time.Duration(n), requests{req.reads / n, req.creates / n, req.deletes / n, req.lists / n}, nil
+	return total / time.Duration(n), req.Div(n), nil
 }
 
 // countingStore counts the requests made of a metastore.Store.

@@ -1,0 +1,89 @@
+package batch_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/lease"
+	"github.com/cutline/cutline/lease/batch"
+	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/settle"
+)
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// A host gathers records of two streams into one flight, acknowledges
+// each, and reads them back through its index.
+func Example() {
+	ctx := context.Background()
+	store := memstore.New(memstore.Options{})
+	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	zones := chain.MustZones(buckets...)
+
+	// The star's parts, with a RefIndex that reads bundles.
+	minter := must(epoch.NewMinter(store, epoch.Options{Identity: "broker-1"}))
+	fencer := must(fence.New(minter, zones, fence.Options{Identity: "broker-1"}))
+	refs := must(settle.NewRefIndex(store, "", batch.Locate))
+	settler := must(settle.New(minter, zones, refs, settle.Options{Fencer: fencer}))
+	sess := must(store.NewSession(ctx, 10*time.Second))
+	star := must(lease.Start(ctx, lease.Config{
+		Star: "broker-1", Store: store, Session: sess, Minter: minter, Settler: settler, Index: refs,
+		Constants: epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 64},
+	}, lease.Options{}))
+	for _, s := range []string{"orders", "audit"} {
+		must(star.Open(ctx, s, lease.OpenOptions{}))
+	}
+
+	// Records gather for up to 5 ms, or until 64 KiB or 100 records.
+	p := must(batch.New(star, batch.Options{MaxBytes: 64 << 10, MaxRecords: 100, Linger: 5 * time.Millisecond}))
+	var acks []*batch.Ack
+	for i := range 3 {
+		acks = append(acks, must(p.Add(ctx, "orders", fmt.Appendf(nil, "order %d", i))))
+	}
+	acks = append(acks, must(p.Add(ctx, "audit", []byte("checked"))))
+	for _, a := range acks {
+		pos, offset, err := a.Wait(ctx)
+		if err != nil {
+			panic(err) // a real host retries (see the package documentation)
+		}
+		fmt.Printf("%s offset %d acknowledged in epoch %d\n", a.Stream(), offset, pos.Epoch)
+	}
+	if err := p.Close(ctx); err != nil {
+		panic(err)
+	}
+	if err := star.Close(ctx); err != nil {
+		panic(err)
+	}
+	_ = sess.Close(ctx)
+
+	// A reader serves a stream from its refs.
+	reader := must(chain.NewReader(minter, zones, chain.ReaderOptions{}))
+	for r, err := range refs.Refs(ctx, "orders") {
+		if err != nil {
+			panic(err)
+		}
+		payload := must(reader.Read(ctx, r.Star, r.Position()))
+		for _, rec := range must(batch.SpanRecords(payload, r.Span())) {
+			fmt.Printf("orders[%d] = %s\n", rec.Offset, rec.Data)
+		}
+	}
+	// Output:
+	// orders offset 0 acknowledged in epoch 1
+	// orders offset 1 acknowledged in epoch 1
+	// orders offset 2 acknowledged in epoch 1
+	// audit offset 0 acknowledged in epoch 1
+	// orders[0] = order 0
+	// orders[1] = order 1
+	// orders[2] = order 2
+}
