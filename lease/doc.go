@@ -11,6 +11,7 @@
 //	streams/<id>/writer    last-writer record: star, epoch, class, tenure
 //	streams/<id>/release   clean-release mark (single-use)
 //	streams/<id>/token     producer fencing token and mode (Any | Fenced)
+//	streams/<id>/snapshot  the host's state snapshot and the offset it holds
 //
 // A star is one writer identity with one chain. Every stream it leads
 // rides in that chain: one flight may bundle records of several streams,
@@ -63,6 +64,21 @@
 // decides what is in a stream: a stale writer is kept out by the epoch
 // fence, because its slots can no longer reach the copy quorum, whatever
 // token it holds.
+//
+// # State snapshots
+//
+// A host that rebuilds state from a stream when it opens it (a producer
+// de-duplication table, say) need not read the whole stream: the holder
+// saves a snapshot, opaque bytes valid at an offset (the state after
+// every record below it), with SaveSnapshot, and a new holder loads it
+// with LoadSnapshot and replays only the records from that offset on.
+// A save compares the tenure's last-writer record and lease in its
+// transaction, so only the current holder's lands; it never moves the
+// stored offset backwards, never claims records the Index does not cover
+// (Absorb first), and is bounded by Options.MaxSnapshot. A save in
+// Options.Flush lands before the clean-release mark: the successor then
+// has nothing to replay. Corrupt snapshot bytes load as ErrBadSnapshot,
+// and the host rebuilds from offset 0.
 //
 // # Wiring a host, step by step
 //

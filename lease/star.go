@@ -82,6 +82,10 @@ type Options struct {
 	// over an authority.Guarded store, so that a stale grant's progress
 	// writes fail too).
 	Admit func() error
+	// MaxSnapshot bounds the host bytes of a stream's snapshot
+	// (SaveSnapshot). 0 means DefaultMaxSnapshot; at most
+	// MaxSnapshotLimit.
+	MaxSnapshot int
 	// Clock drives limbo retries. Nil means the wall clock.
 	Clock clock.Clock
 	// Logger receives gate decisions and departures (info), limbo (warn).
@@ -173,6 +177,9 @@ func (o *Options) validate() error {
 		o.AbsorbEvery = DefaultAbsorbEvery
 	}
 	if err := o.Backoff.Validate("Backoff"); err != nil {
+		return err
+	}
+	if err := o.validateSnapshot(); err != nil {
 		return err
 	}
 	o.Backoff = o.Backoff.Or(clock.Backoff{Min: DefaultRetryDelay, Max: DefaultRetryDelay})

@@ -61,6 +61,28 @@ const (
 	maxTimeout    = 24 * time.Hour
 )
 
+// demoProducers bounds the nodes' producer tables: the demonstration has
+// one producer.
+const demoProducers = 16
+
+// producerLimits keeps every retry of the demonstration's producer
+// recognizable: its window spans every record it sends (up to the
+// table's bound).
+func (c *demoConfig) producerLimits() producerLimits {
+	return producerLimits{Max: demoProducers, Window: uint64(min(maxProducerWindow, max(defaultProducerWindow, c.records)))}
+}
+
+// snapshotTiming saves the producer snapshot every -snapshot-every
+// records, and never by time: what the successor replays follows from
+// the flags alone.
+func (c *demoConfig) snapshotTiming() snapshotTiming {
+	every := c.snapEvery
+	if every == 0 {
+		every = -1
+	}
+	return snapshotTiming{Every: every, Interval: -1}
+}
+
 // errDidNotHold is what the demonstration returns when something it
 // checks did not hold.
 var errDidNotHold = errors.New("demo: did not hold")
@@ -79,6 +101,7 @@ type demoConfig struct {
 	records    int
 	crashAfter int
 	inflight   int
+	snapEvery  int
 	sessionTTL time.Duration
 	latency    time.Duration
 	seed       uint64
@@ -109,6 +132,7 @@ func parseDemoFlags(args []string, out io.Writer) (*demoConfig, error) {
 	fs.IntVar(&c.records, "records", 400, fmt.Sprintf("records the producer sends in all, at least -crash-after + -inflight, at most %d", maxRecords))
 	fs.IntVar(&c.crashAfter, "crash-after", 200, "records the first holder acknowledges before it fails, 0 or more")
 	fs.IntVar(&c.inflight, "inflight", 24, "appends in flight when the holder fails, 1 to -window; the producer keeps as many records in flight")
+	fs.IntVar(&c.snapEvery, "snapshot-every", 50, "records between the holder's saves of its producer snapshot, which the successor replays the stream's tail from (0: none, it replays the whole stream)")
 	fs.DurationVar(&c.sessionTTL, "session-ttl", 2*time.Second, fmt.Sprintf("TTL of the metastore sessions, %v to %v: a failed holder's stream leases outlive it by this much", minSessionTTL, maxSessionTTL))
 	fs.DurationVar(&c.latency, "latency", 3*time.Millisecond, fmt.Sprintf("mean latency injected into every object request (objstore/latency, uniform from half to 1.5 times), 0 to %v; 0 with -s3-endpoint unless given", maxLatency))
 	fs.Uint64Var(&c.seed, "seed", 1, seedUsage)
@@ -146,6 +170,8 @@ func parseDemoFlags(args []string, out io.Writer) (*demoConfig, error) {
 		return nil, refuse("records", c.records, "1 to %d", maxRecords)
 	case c.crashAfter < 0 || c.crashAfter > maxRecords:
 		return nil, refuse("crash-after", c.crashAfter, "0 to %d", maxRecords)
+	case c.snapEvery < 0 || c.snapEvery > maxRecords:
+		return nil, refuse("snapshot-every", c.snapEvery, "0 to %d", maxRecords)
 	case c.sessionTTL < minSessionTTL || c.sessionTTL > maxSessionTTL:
 		return nil, refuse("session-ttl", c.sessionTTL, "%v to %v", minSessionTTL, maxSessionTTL)
 	case c.latency < 0 || c.latency > maxLatency:
@@ -309,6 +335,7 @@ func (d *demo) setup(ctx context.Context) error {
 			},
 			SessionTTL: cfg.sessionTTL, HeartbeatEvery: time.Second, DecisionDelay: authority.DefaultDecisionDelay,
 			OpenWait: 10 * time.Second, Poll: demoPoll, Pinger: d.pinger(name), Logger: d.log,
+			Producers: cfg.producerLimits(), Snapshots: cfg.snapshotTiming(),
 		})
 		if err != nil {
 			return err
@@ -519,6 +546,9 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	rec.note(at, "producer", "first acknowledgement by %s", d.successor.name)
+	if rb, ok := d.successor.lastRebuild(demoStream); ok {
+		d.findings = append(d.findings, rb.describe(d.successor.name))
+	}
 
 	if err := d.release(ctx, keys, ep, hole, from+n); err != nil {
 		return err

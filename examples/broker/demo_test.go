@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,6 +27,13 @@ func runDemoOK(t *testing.T, records int, args ...string) string {
 	require.Contains(t, s, "cutlinetest.Check: every zone read directly, every fenced epoch fenced again, the store's history replayed): 0 violations")
 	require.NotContains(t, s, "FAILED")
 	return s
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return n
 }
 
 // timelineLine requires a line of the timeline, with its time relative to
@@ -57,7 +65,15 @@ func TestDemo(t *testing.T) {
 	timelineLine(t, s, `fence: broker-1/1 cut at slot 66 \(\d+ rounds, \d+ reads, \d+ creates: 12 flight copies repaired, 2 poison written\)`)
 	timelineLine(t, s, `settle: broker-1/1 deleted 9 garbage copies at and past the cut, covered \d+ flights below it`)
 	timelineLine(t, s, `grant: broker-1 \(token 1\) → broker-[23] \(token 2\)`)
-	timelineLine(t, s, `gate: "orders" admitted, already settled \(tenure 2, next offset 66; 66 producer records`)
+	timelineLine(t, s, `gate: "orders" admitted, already settled \(tenure 2, next offset 66\); producers rebuilt (from the snapshot at offset \d+|with no snapshot): \d+ records read back`)
+	// The successor replays only what its predecessor's last snapshot
+	// (every 50 records) does not hold.
+	m := regexp.MustCompile(`broker-[23] rebuilt the producers of orders (?:from the snapshot at offset (\d+): replayed (\d+) of 66|with no snapshot: replayed all (66)) records`).FindStringSubmatch(s)
+	require.NotNil(t, m, s)
+	if m[3] == "" {
+		require.Equal(t, "66", fmt.Sprint(atoi(t, m[1])+atoi(t, m[2])))
+		require.GreaterOrEqual(t, atoi(t, m[1]), 50)
+	}
 	timelineLine(t, s, `broker-1 comes back, a zombie: its 33 held-back PUTs land: 19 created, 14 refused`)
 	timelineLine(t, s, `the cut slot 66 holds poison in 2 zones: dead for good; 9 slots past it hold the zombie's flight in W zones, yet none is served`)
 	timelineLine(t, s, `grant: lost token 1`)
@@ -68,7 +84,7 @@ func TestDemo(t *testing.T) {
 	// zone and slot, 3 × (60 + 16), of which 33 were held back.
 	require.Contains(t, s, "object requests by kind")
 	require.Regexp(t, `broker-1 \(failed, zombie\) +228 +0 +0 +0 +0 +canceled 33, ok 195`, s)
-	require.Regexp(t, `broker-[23] \(successor\) +\d+ +\d+ +\d+ +9 +0 +ok \d+`, s)
+	require.Regexp(t, `broker-[23] \(successor\) +\d+ +\d+ +\d+ +9 +\d+ +ok \d+`, s)
 }
 
 // Other shapes, and another seed, which changes the injected latency
@@ -128,6 +144,7 @@ func TestDemoFlags(t *testing.T) {
 		{[]string{"-records", "10"}, "-records 10: want at least -crash-after + -inflight = 224"},
 		{[]string{"-crash-after", "-1"}, "-crash-after -1: want 0 to 1000000"},
 		{[]string{"-crash-after", "5000000"}, "-crash-after 5000000: want 0 to 1000000"},
+		{[]string{"-snapshot-every", "-1"}, "-snapshot-every -1: want 0 to 1000000"},
 		{[]string{"-session-ttl", "500ms"}, "-session-ttl 500ms: want 1s to 1m0s"},
 		{[]string{"-session-ttl", "2m"}, "-session-ttl 2m0s: want 1s to 1m0s"},
 		{[]string{"-latency", "-1ms"}, "-latency -1ms: want 0 to 1s"},

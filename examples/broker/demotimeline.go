@@ -151,8 +151,12 @@ func (e event) line(stream string, last **authority.State) string {
 	case "grant gained", "grant lost":
 		return fmt.Sprintf("grant: %s token %v", strings.TrimPrefix(e.msg, "grant "), a("token"))
 	case "stream ready":
-		return fmt.Sprintf("gate: %q admitted, %s (tenure %v, next offset %v; %v producer records read back for deduplication)",
-			stream, a("decision"), a("tenure"), a("next"), a("producer_records"))
+		from := "with no snapshot"
+		if a("had_snapshot") == true {
+			from = fmt.Sprintf("from the snapshot at offset %v", a("snapshot"))
+		}
+		return fmt.Sprintf("gate: %q admitted, %s (tenure %v, next offset %v); producers rebuilt %s: %v records read back for deduplication",
+			stream, a("decision"), a("tenure"), a("next"), from, a("replayed"))
 	case "epoch fenced":
 		return fmt.Sprintf("fence: %v/%v cut at slot %v (%v rounds, %v reads, %v creates: %v flight copies repaired, %v poison written)",
 			a("star"), a("epoch"), a("cut"), a("rounds"), a("reads"), a("creates"), a("repaired"), a("poisoned"))

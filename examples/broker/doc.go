@@ -2,8 +2,9 @@
 // built on package lease (stream tenure) under the authority layer
 // (package lease/authority), the way a team would build its own. It is
 // meant to be copied and changed; every part of it is in this directory,
-// in five files worth reading in order: format.go (the payload), node.go
-// (leadership: the grant, the star, produce and read), server.go (the
+// in files worth reading in order: format.go (the payload), node.go
+// (leadership: the grant, the star, produce and read), producers.go and
+// snapshots.go (producer de-duplication and its snapshots), server.go (the
 // HTTP API), metrics.go (Prometheus) and main.go (flags and wiring; with
 // backends.go, security.go and controller.go). The demonstration is in
 // the files named demo*.go; a broker needs none of them.
@@ -37,10 +38,13 @@
 // the grant's changes, with times from the failure: the gate's decisions,
 // the grant changes, the fence's cut, what settlement deleted and
 // covered; then the nodes' object requests by kind, and, last, the
-// verdict: "acknowledged N, readable N, lost 0, duplicated 0". It exits
+// verdict: "acknowledged N, readable N, lost 0, duplicated 0". Among the
+// findings before it: how many records the successor read back to
+// rebuild its producers, past the snapshot its predecessor saved. It exits
 // with status 1 if anything did not hold.
 //
-// Its flags: -records, -crash-after, -inflight, -k, -w, -window,
+// Its flags: -records, -crash-after, -inflight, -snapshot-every (records
+// between the holder's producer snapshots, 50), -k, -w, -window,
 // -latency, -seed, -session-ttl, -timeout, -logs (the brokers' logs on
 // stderr), and -etcd and the S3 flags, which run it against real servers
 // (each run keeps its metadata under /cutline-demo/<run>/ and its objects
@@ -88,9 +92,11 @@
 //   - Cutline-Producer and Cutline-Sequence (together): the record is
 //     producer's record number seq. A retry of a record the stream holds
 //     already is not appended again: it gets the first answer, with
-//     "duplicate": true. Retrying with the same pair is always safe, also
-//     after a takeover: a new holder rebuilds its producers from the
-//     stream when it opens it.
+//     "duplicate": true. Retrying with the same pair is safe, also after a
+//     takeover (see Producers and snapshots), while seq is within
+//     -producer-window of the producer's highest sequence; a sequence
+//     below that window whose answer is no longer kept is refused with
+//     409, never appended twice.
 //   - Cutline-Fencing-Token: the producer's fencing token, judged with
 //     lease.Star.CheckToken: 409 when it is not the stream's installed
 //     one (or missing on a Fenced stream).
@@ -138,11 +144,37 @@
 //	cutline_broker_fence_rounds                histogram: their sequential round trips
 //	cutline_broker_undecided_slot_age_seconds  gauge: age of the oldest slot the fencer is blocked on (fence.Fencer.Undecided); alert on it
 //	cutline_broker_settles_total               counter by source (gate, recovery) and result (settled, already_settled)
+//	cutline_broker_snapshot_saves_total        counter by result (saved, refused: too big, failed): producer snapshots
+//	cutline_broker_replayed_records_total      counter: records read back to rebuild producers, past their snapshot
 //	cutline_broker_gate_decisions_total        counter by decision (fresh, mark_consumed, settled_inline, settled_after_death, already_settled)
 //	cutline_broker_grant_changes_total         counter by change (gained, lost)
 //	cutline_broker_object_requests_total       counter by zone, op (create, get, get_range, delete, list) and result (ok, not_found, exists, canceled, error)
 //	cutline_broker_health_pings_total          counter by result (ok, failed): pings of the node's direct health links
 //	cutline_broker_health_links_up             gauge: links of the current topology whose last ping completed
+//
+// # Producers and snapshots
+//
+// The holder keeps each stream's producer table (producers.go) bounded,
+// as a Kafka broker bounds its producer state: per producer, the answers
+// of its sequences within -producer-window (128) of its highest, and at
+// most -producers (1024) producers, the least recently active expiring
+// first (their product is at most 4194304). A snapshot is at most
+// lease.MaxSnapshotLimit bytes: a table too big for one is not saved
+// (cutline_broker_snapshot_saves_total{result="refused"}), and a new
+// holder replays from the last one that was. An expired producer is new again: its retries are no longer
+// recognized, as after a Kafka producer id expired.
+//
+// The table's state after every record below an offset is a pure
+// function of those records. The holder saves it, with that offset, as
+// the stream's snapshot (lease.Star.SaveSnapshot, fenced by its tenure)
+// every -snapshot-every records (1000) and every -snapshot-interval (30s)
+// when records came, and in the release flush of every departure
+// (lease.Options.Flush), before the clean-release mark. A new holder loads
+// it (lease.Star.LoadSnapshot) and reads back only the records from its
+// offset on: nothing after a planned handoff, the records since the last
+// snapshot after a crash. A snapshot that does not load is set aside and
+// the whole stream is read. The log line "stream ready" says how many
+// records were read back (replayed) and from which snapshot offset.
 //
 // # The payload
 //
@@ -257,7 +289,9 @@
 // example (package objstore/gcs is a module of its own). -w is the copy
 // quorum, -window the pipeline window. -latency (20ms, say) delays every
 // zone request by that much (objstore/latency): a model of remote zones on
-// local ones.
+// local ones. -producers, -producer-window, -snapshot-every and
+// -snapshot-interval bound the producer tables and time their snapshots
+// (0 turns a snapshot trigger off).
 //
 // Every flag can be given as an environment variable instead, CUTLINE_
 // and its name in upper case with '_' for '-': CUTLINE_ETCD,
@@ -274,9 +308,9 @@
 //   - One record per flight: simple, and one round of PUTs per record.
 //     A host that batches puts several records (and streams) in one
 //     flight; settle.Span supports it.
-//   - A broker opening a stream reads it whole to rebuild its producers'
-//     sequences: fine for a model, slow for long streams; a real host
-//     snapshots that state in its release flush (lease.Options.Flush).
+//   - A broker opening a stream reads back the records past the stream's
+//     producer snapshot, one chain read each; after a crash that is up to
+//     -snapshot-every records (or -snapshot-interval's worth).
 //   - Reads are one record at a time (a Lookup and a chain read each).
 //   - The controller's requirement is as recent as the holder's last
 //     heartbeat; a successor that recovered less is still safe, since its

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/authority"
@@ -25,13 +26,18 @@ import (
 type cluster struct {
 	t   *testing.T
 	cfg *settings
-	log *slog.Logger
-	be  *backends
-	ctl *controller
+	// snapClock, when set, times the nodes' snapshot intervals.
+	snapClock clock.Clock
+	log       *slog.Logger
+	be        *backends
+	ctl       *controller
 }
 
-func newCluster(t *testing.T) *cluster {
-	c := &cluster{t: t, cfg: testSettings(t, "-insecure"), log: slog.New(slog.DiscardHandler)}
+func newCluster(t *testing.T) *cluster { return newClusterWith(t) }
+
+// newClusterWith is newCluster with the nodes' flags args.
+func newClusterWith(t *testing.T, args ...string) *cluster {
+	c := &cluster{t: t, cfg: testSettings(t, append([]string{"-insecure"}, args...)...), log: slog.New(slog.DiscardHandler)}
 	var err error
 	c.be, err = openBackends(t.Context(), c.cfg, c.log)
 	require.NoError(t, err)
@@ -68,7 +74,8 @@ func (c *cluster) joinWith(name string, buckets []objstore.Bucket) *testNode {
 			return crashableConn{conn, crashed, beat}, nil
 		},
 		SessionTTL: c.cfg.sessionTTL, HeartbeatEvery: c.cfg.heartbeat, DecisionDelay: c.cfg.decisionDelay,
-		OpenWait: c.cfg.openWait, Poll: c.cfg.poll, Logger: c.log.With("test_node", name),
+		OpenWait: c.cfg.openWait, Poll: c.cfg.poll, Producers: c.cfg.producers, Snapshots: c.snapshotTiming(),
+		Logger: c.log.With("test_node", name),
 	})
 	require.NoError(c.t, err)
 	n.start()
@@ -77,6 +84,12 @@ func (c *cluster) joinWith(name string, buckets []objstore.Bucket) *testNode {
 	c.t.Cleanup(srv.Close)
 	require.Eventually(c.t, func() bool { return n.agent.Load() != nil }, 10*time.Second, 10*time.Millisecond, "%s never connected", name)
 	return &testNode{node: n, api: &apiClient{t: c.t, base: srv.URL, hc: srv.Client()}, crashed: crashed, beat: beat}
+}
+
+func (c *cluster) snapshotTiming() snapshotTiming {
+	t := c.cfg.snapshotTiming()
+	t.Clock = c.snapClock
+	return t
 }
 
 // crashableConn says no goodbye once crashed, and keeps the progress of
@@ -115,6 +128,7 @@ func (c *cluster) crash(n *testNode) {
 	n.hold = nil
 	n.mu.Unlock()
 	if h != nil {
+		h.stopSnapshots()
 		h.star.Abort()
 		c.be.store.(*memstore.Store).Suspend(h.sess)
 	}
@@ -148,7 +162,7 @@ func requireRetried(t *testing.T, n *testNode, seq uint64, first ack) {
 // A planned handoff between two broker nodes of one process: the holder
 // drains every stream through Finish, holder and token change in one
 // durable transition, the new holder's open consumes the clean-release
-// mark and rebuilds its producers from the stream, and every record
+// mark and loads the producer snapshot its release flush saved, and every record
 // stays readable, through either node.
 func TestPlannedHandoff(t *testing.T) {
 	c := newCluster(t)

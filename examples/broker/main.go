@@ -98,8 +98,13 @@ type settings struct {
 	decisionDelay, poll          time.Duration
 	openWait, shutdownTimeout    time.Duration
 	maxRecord                    int64
-	logJSON                      bool
-	logLevel                     slog.Level
+	// producers bounds each stream's producer table; snapshots times the
+	// saves of it that a new holder replays from (as the flags say: 0
+	// turns a trigger off).
+	producers producerLimits
+	snapshots snapshotTiming
+	logJSON   bool
+	logLevel  slog.Level
 }
 
 // Roles of a process.
@@ -175,6 +180,11 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	fs.DurationVar(&c.heartbeat, "heartbeat", time.Second, "how often the holder heartbeats, well below -lease")
 	fs.DurationVar(&c.sessionTTL, "session-ttl", 5*time.Second, "TTL of the metastore sessions (stars, controller election)")
 	fs.Int64Var(&c.maxRecord, "max-record", DefaultMaxRecord, "largest record a produce takes, in bytes")
+	fs.IntVar(&c.producers.Max, "producers", defaultProducers, fmt.Sprintf("producers whose retries each stream recognizes, 1 to %d; the least recently active expire first", maxProducers))
+	var window uint
+	fs.UintVar(&window, "producer-window", defaultProducerWindow, fmt.Sprintf("how far below its highest sequence a producer's retries are recognized, 1 to %d; older ones are refused (409)", maxProducerWindow))
+	fs.IntVar(&c.snapshots.Every, "snapshot-every", defaultSnapshotEvery, "records of a stream between saves of its producer snapshot (0: none by count)")
+	fs.DurationVar(&c.snapshots.Interval, "snapshot-interval", defaultSnapshotPeriod, "time between saves of a stream's producer snapshot when records came (0: none by time)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight and the streams' departures")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -196,6 +206,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 		return nil, envErr
 	}
 	c.decisionDelay, c.poll, c.openWait = authority.DefaultDecisionDelay, 50*time.Millisecond, 10*time.Second
+	c.producers.Window = uint64(window)
 	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, refuse("log-level", *level, "debug, info, warn or error")
 	}
@@ -283,8 +294,32 @@ func (c *settings) check(set map[string]bool) error {
 		return refuse("shutdown-timeout", c.shutdownTimeout, "more than 0")
 	case c.latency < 0 || c.latency > 10*time.Second:
 		return refuse("latency", c.latency, "0 to 10s")
+	case c.producers.Max < 1:
+		return refuse("producers", c.producers.Max, "1 to %d", maxProducers)
+	case c.producers.Window < 1:
+		return refuse("producer-window", c.producers.Window, "1 to %d", maxProducerWindow)
+	case c.snapshots.Every < 0:
+		return refuse("snapshot-every", c.snapshots.Every, "0 (none by count) or more records")
+	case c.snapshots.Interval < 0:
+		return refuse("snapshot-interval", c.snapshots.Interval, "0 (none by time) or more")
+	}
+	if err := c.producers.validate(); err != nil {
+		return err
 	}
 	return nil
+}
+
+// snapshotTiming is -snapshot-every and -snapshot-interval in the node's
+// terms, where 0 is the default and a negative value turns a trigger off.
+func (c *settings) snapshotTiming() snapshotTiming {
+	t := c.snapshots
+	if t.Every == 0 {
+		t.Every = -1
+	}
+	if t.Interval == 0 {
+		t.Interval = -1
+	}
+	return t
 }
 
 // checkBackends refuses backend flags that do not go together: -etcd,
@@ -427,7 +462,7 @@ func start(ctx context.Context, cfg *settings, log *slog.Logger) (_ *process, er
 		Name: cfg.node, Domain: cfg.domain, Store: p.be.store, Buckets: p.be.zones,
 		Constants: epoch.Constants{Class: "standard", W: cfg.w, Window: cfg.window, Prefix: "streams"},
 		Dial:      dial, SessionTTL: cfg.sessionTTL, HeartbeatEvery: cfg.heartbeat, DecisionDelay: cfg.decisionDelay,
-		OpenWait: cfg.openWait, Poll: cfg.poll, Pinger: pinger, Logger: log,
+		OpenWait: cfg.openWait, Poll: cfg.poll, Pinger: pinger, Producers: cfg.producers, Snapshots: cfg.snapshotTiming(), Logger: log,
 	})
 	if err != nil {
 		p.ctl.stop()

@@ -27,6 +27,8 @@ type metrics struct {
 	grantChanges   *prometheus.CounterVec
 	objectRequests *prometheus.CounterVec
 	pings          *prometheus.CounterVec
+	snapshots      *prometheus.CounterVec
+	replayed       prometheus.Counter
 }
 
 // newMetrics registers the node's metrics. inflight reports the slots in
@@ -63,8 +65,15 @@ func newMetrics(inflight, undecidedAge, linksUp func() float64) *metrics {
 		pings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cutline_broker_health_pings_total", Help: "Pings of this node's direct health links, by result (ok, failed).",
 		}, []string{"result"}),
+		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cutline_broker_snapshot_saves_total", Help: "Saves of a stream's producer snapshot, by result (saved, refused: too big, failed).",
+		}, []string{"result"}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cutline_broker_replayed_records_total", Help: "Records a new holder read back to rebuild its producers, past their snapshot.",
+		}),
 	}
 	m.reg.MustRegister(m.appendSeconds, m.fenceSeconds, m.fenceRounds, m.settles, m.gateDecisions, m.grantChanges, m.objectRequests, m.pings,
+		m.snapshots, m.replayed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cutline_broker_slots_in_flight", Help: "Slots the node's current writer has submitted and not acknowledged.",
 		}, inflight),

@@ -21,7 +21,6 @@ import (
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
-	"golang.org/x/sync/errgroup"
 )
 
 // nodeConfig is what a broker node is built from.
@@ -55,17 +54,27 @@ type nodeConfig struct {
 	// AgentOptions.Pinger), and the node declares the vote: its reports
 	// count in the controller's fast fence. Nil: no links and no vote.
 	Pinger func(ctx context.Context, peer string, token authority.Token) error
-	Clock  clock.Clock
-	Logger *slog.Logger
+	// Producers bounds each stream's producer table: at most
+	// Producers.Max producers (the least recently active expire first),
+	// each with the acknowledgements of its sequences within
+	// Producers.Window of its highest. Snapshots time the saves of the
+	// table (lease.Star.SaveSnapshot), which a new holder loads and
+	// replays the stream's tail on.
+	Producers producerLimits
+	Snapshots snapshotTiming
+	Clock     clock.Clock
+	Logger    *slog.Logger
 }
 
 // Settings that are not configurable: OpenWait's interval, how many
-// records a new holder reads at once to rebuild its producers, the wait
+// records a new holder reads at once to rebuild its producers (and how
+// many it reads before applying them, in order), the wait
 // before a star that failed to start is started again, and the bounds of
 // the backoff between dials of the control channel.
 const (
 	openRetry            = 100 * time.Millisecond
 	readAhead            = 16
+	replayChunk          = 256
 	restartAfter         = time.Second
 	redialMin, redialMax = 50 * time.Millisecond, 2 * time.Second
 )
@@ -110,7 +119,11 @@ type node struct {
 	granted   authority.Token           // the grant last seen held, for the metrics
 	retryAt   time.Time                 // no star starts before, after one failed to
 	closing   bool
-	links     map[string]linkState // the last ping of each peer
+	links     map[string]linkState   // the last ping of each peer
+	rebuilds  map[string]rebuildInfo // how each stream's producers were last rebuilt
+
+	// replayReads counts the records read back to rebuild producers.
+	replayReads atomic.Uint64
 }
 
 // linkState is the outcome of the last ping of a health link.
@@ -122,8 +135,11 @@ type linkState struct {
 // newNode builds a node's parts over a Guarded view of the store; start
 // runs it.
 func newNode(cfg nodeConfig) (*node, error) {
+	if err := cfg.Producers.validate(); err != nil {
+		return nil, err
+	}
 	n := &node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), clk: clock.Or(cfg.Clock), recovered: map[string]chain.Position{},
-		links: map[string]linkState{},
+		links: map[string]linkState{}, rebuilds: map[string]rebuildInfo{},
 		// A vote is a report on the direct health links: a node that runs
 		// none has nothing to vote with, and the holder would count it
 		// unreachable.
@@ -436,15 +452,23 @@ func (n *node) startHolding(ctx context.Context, token authority.Token) (*holdin
 	if err != nil {
 		return nil, fmt.Errorf("new session: %w", err)
 	}
+	// The release flush of every departure saves the stream's producer
+	// snapshot; it runs only once an open returned, after the holding
+	// is stored here.
+	var flush atomic.Pointer[holding]
 	star, err := lease.Start(ctx, lease.Config{
 		Star: n.cfg.Name, Store: n.guard, Root: n.cfg.Root, Session: sess,
 		Minter: n.minter, Settler: n.settler, Index: n.refs, Constants: n.consts,
-	}, lease.Options{Admit: n.admit, Clock: n.clk, Logger: n.log})
+	}, lease.Options{Admit: n.admit, Clock: n.clk, Logger: n.log, MaxSnapshot: lease.MaxSnapshotLimit,
+		Flush: func(ctx context.Context, stream string) error { return flush.Load().flush(ctx, stream) }})
 	if err != nil {
 		_ = sess.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return &holding{n: n, token: token, sess: sess, star: star, streams: map[string]*streamState{}, opening: map[string]chan struct{}{}}, nil
+	h := &holding{n: n, token: token, sess: sess, star: star, streams: map[string]*streamState{}, opening: map[string]chan struct{}{}}
+	flush.Store(h)
+	h.startSnapshots()
+	return h, nil
 }
 
 // The authority.Host of the node's agent.
@@ -555,6 +579,13 @@ type holding struct {
 	streams map[string]*streamState  // opened, with their producers
 	opening map[string]chan struct{} // opens in progress
 	acks    sync.WaitGroup           // appends not decided yet
+
+	// The snapshot saves in the background: ended by stopSnapshots,
+	// after which none starts (stopped, guarded by mu).
+	snapCtx  context.Context
+	snapStop context.CancelFunc
+	snaps    sync.WaitGroup
+	stopped  bool
 }
 
 // producerSeq names a record of an idempotent producer.
@@ -578,15 +609,33 @@ type pending struct {
 	err  error
 }
 
-// streamState is what a holding knows of one opened stream: the records
-// of its producers in it, and those in flight.
+// streamState is what a holding knows of one opened stream: its
+// producers' records in it (the table, applied in offset order), the
+// acknowledged records waiting for an earlier one to be applied, and
+// those in flight.
 type streamState struct {
-	seen     map[producerSeq]ack
+	name     string
+	table    *producerTable
+	acked    map[uint64]ackedRecord
 	inflight map[producerSeq]*pending
 	// suspect: an append failed with an unknown outcome (it may still be
 	// in the chain). The stream is left and opened again before the next
-	// produce, which decides it and rebuilds seen from the stream.
+	// produce, which decides it and rebuilds the table from the stream.
 	suspect bool
+	// broken: an append failed; the table stops below it.
+	broken bool
+	// applied is closed and renewed with every record applied.
+	applied chan struct{}
+	// savedAt is the offset of the last snapshot saved or loaded; saving
+	// says a save of it runs.
+	savedAt uint64
+	saving  bool
+}
+
+// ackedRecord is an acknowledged record not applied to the table yet.
+type ackedRecord struct {
+	key producerSeq
+	ack ack
 }
 
 func (h *holding) lost() bool {
@@ -604,6 +653,7 @@ func (h *holding) abort() bool {
 	done := false
 	h.once.Do(func() {
 		done = true
+		h.stopSnapshots()
 		h.star.Abort()
 		h.acks.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -618,6 +668,7 @@ func (h *holding) abort() bool {
 func (h *holding) close(ctx context.Context) error {
 	var err error
 	h.once.Do(func() {
+		h.stopSnapshots()
 		err = h.star.Close(ctx)
 		h.acks.Wait()
 		err = errors.Join(err, h.sess.Close(ctx))
@@ -701,12 +752,15 @@ func (h *holding) open(ctx context.Context, name, token string, reopen bool) (*s
 		return nil, err
 	}
 	n.met.gate(ten)
-	seen, err := n.producers(ctx, name, ten.Next)
+	table, rb, err := h.rebuild(ctx, name, ten.Next)
 	if err != nil {
 		return nil, fmt.Errorf("rebuild the producers of %s: %w", name, err)
 	}
-	n.log.Info("stream ready", "stream", name, "decision", ten.Decision, "tenure", ten.Tenure, "next", ten.Next, "producer_records", len(seen))
-	return &streamState{seen: seen, inflight: map[producerSeq]*pending{}}, nil
+	producers, acks := table.len()
+	n.log.Info("stream ready", "stream", name, "decision", ten.Decision, "tenure", ten.Tenure, "next", ten.Next,
+		"had_snapshot", rb.HadSnapshot, "snapshot", rb.Snapshot, "replayed", rb.Replayed, "producers", producers, "producer_records", acks)
+	return &streamState{name: name, table: table, acked: map[uint64]ackedRecord{}, inflight: map[producerSeq]*pending{},
+		applied: make(chan struct{}), savedAt: rb.Snapshot}, nil
 }
 
 // produceReq is one record to append.
@@ -752,17 +806,19 @@ func (h *holding) submit(ctx context.Context, s *streamState, p produceReq) (*pe
 	defer h.submitMu.Unlock()
 	if p.producer != "" {
 		h.mu.Lock()
-		a, seen := s.seen[key]
+		a, v := s.table.lookup(p.producer, p.seq)
 		pd := s.inflight[key]
 		h.mu.Unlock()
 		switch {
-		case seen:
+		case pd != nil:
+			return pd, nil
+		case v == duplicate:
 			a.Duplicate = true
 			pd = &pending{done: make(chan struct{}), ack: a}
 			close(pd.done)
 			return pd, nil
-		case pd != nil:
-			return pd, nil
+		case v == tooOld:
+			return nil, fmt.Errorf("%w: %s's sequence %d", errSequenceTooOld, p.producer, p.seq)
 		}
 	}
 	off, err := h.star.Next(p.stream)
@@ -803,11 +859,16 @@ func (h *holding) await(f *lease.Future, s *streamState, key producerSeq, off ui
 		pd.err = fmt.Errorf("%w: %w", errUnknownOutcome, err)
 	}
 	h.mu.Lock()
-	if key.producer != "" {
-		delete(s.inflight, key)
-		if err == nil {
-			s.seen[key] = pd.ack
+	if err == nil {
+		// Applied in offset order: a retry finds the record in flight
+		// until it is in the table.
+		s.acked[off] = ackedRecord{key: key, ack: pd.ack}
+		h.applyLocked(s)
+	} else {
+		if key.producer != "" {
+			delete(s.inflight, key)
 		}
+		s.broken = true
 	}
 	if err != nil && !errors.Is(err, settle.ErrDropped) {
 		s.suspect = true
@@ -816,47 +877,14 @@ func (h *holding) await(f *lease.Future, s *streamState, key producerSeq, off ui
 	close(pd.done)
 }
 
+// errSequenceTooOld is a producer sequence below the window the table
+// keeps of its producer, not kept: it may be in the stream already, and
+// is refused rather than appended twice.
+var errSequenceTooOld = errors.New("broker: the producer sequence is too old to judge (it may be in the stream already); not appended")
+
 // errUnknownOutcome is an append that was not acknowledged: it may or may
 // not be in the stream. A retry with the same producer sequence is safe.
 var errUnknownOutcome = errors.New("broker: the append was not acknowledged; retry with the same producer sequence")
-
-// producers reads a stream back through the RefIndex and rebuilds what it
-// holds of each producer. The refs must run from 0 to next. The records
-// are read readAhead at a time: a new holder's first append waits for
-// this.
-func (n *node) producers(ctx context.Context, stream string, next uint64) (map[producerSeq]ack, error) {
-	var mu sync.Mutex
-	seen := map[producerSeq]ack{}
-	count := uint64(0)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(readAhead)
-	for ref, err := range n.refs.Refs(gctx, stream) {
-		if err != nil {
-			g.Go(func() error { return err })
-			break
-		}
-		count++
-		g.Go(func() error {
-			r, err := n.readRef(gctx, stream, ref)
-			if err != nil {
-				return err
-			}
-			if r.Producer != "" {
-				mu.Lock()
-				seen[producerSeq{r.Producer, r.Seq}] = ack{Offset: ref.Offset, Epoch: ref.Epoch, Slot: ref.Slot}
-				mu.Unlock()
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	if count != next {
-		return nil, fmt.Errorf("the refs cover %d records of %s, the gate says it continues at %d", count, stream, next)
-	}
-	return seen, nil
-}
 
 // readRef reads the record a ref names, and checks it is the one the ref
 // says.

@@ -217,7 +217,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, authority.ErrNotAdmitted), errors.Is(err, authority.ErrStaleToken):
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "this node does not hold the authority grant", Holder: s.n.holderName(r.Context())})
-	case errors.Is(err, lease.ErrStaleToken):
+	case errors.Is(err, lease.ErrStaleToken), errors.Is(err, errSequenceTooOld):
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error()})
 	case errors.Is(err, config.ErrInvalid):
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})

@@ -262,6 +262,10 @@ func TestFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"broker-1": "https://10.0.0.1:8080", "broker-2": "https://b2.example:8080/"}, cfg.peers)
 	require.Equal(t, 20*time.Millisecond, cfg.latency)
+	cfg, err = parseFlags([]string{"-snapshot-every", "0", "-snapshot-interval", "1m", "-producers", "5"}, env(), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, snapshotTiming{Every: -1, Interval: time.Minute}, cfg.snapshotTiming(), "0 turns a trigger off")
+	require.Equal(t, producerLimits{Max: 5, Window: defaultProducerWindow}, cfg.producers)
 
 	for _, bad := range [][]string{
 		{"-gcs-buckets", "a,b,c"},
@@ -282,6 +286,13 @@ func TestFlags(t *testing.T) {
 		append([]string{"-peers", "b=https://h:1,b=https://h:2"}, tlsFlags...),
 		append([]string{"-role", "controller", "-etcd", "127.0.0.1:2379", "-peers", "b=https://h:1"}, tlsFlags...),
 		{"-latency", "-1ms"},
+		{"-producers", "0"},
+		{"-producers", "65537"},
+		{"-producer-window", "0"},
+		{"-producer-window", "65537"},
+		{"-producer-window", "65536"}, // with 1024 producers, too many acknowledgements
+		{"-snapshot-every", "-1"},
+		{"-snapshot-interval", "-1s"},
 	} {
 		_, err := parseFlags(bad, env(), io.Discard)
 		require.Error(t, err, "%v", bad)

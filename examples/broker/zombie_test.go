@@ -122,6 +122,7 @@ func TestZombieStoppedByTheEpochFence(t *testing.T) {
 	a.hold = nil
 	a.mu.Unlock()
 	require.NotNil(t, h)
+	h.stopSnapshots()
 	h.star.Abort()
 	c.be.store.(*memstore.Store).Suspend(h.sess)
 	select {

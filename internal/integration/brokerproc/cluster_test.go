@@ -50,6 +50,11 @@ type cluster struct {
 	ctl     *proc
 	brokers []*broker
 	led     *ledger
+	// etcd, zones and root (the -etcd-root of every process) are the
+	// backends, for a test that stops them or reads them directly.
+	etcd  *etcdtest.Cluster
+	zones stacktest.Zones
+	root  string
 }
 
 // startCluster starts etcd, the zones, the controller and the brokers,
@@ -60,10 +65,11 @@ func startCluster(ctx context.Context, t testing.TB, bin string) *cluster {
 	zones := stacktest.StartZones(t, zonesK, "brokerproc-")
 	ca := newPKI(t)
 	tokenFile, token := ca.tokenFile()
-	c := &cluster{t: t, ca: ca, api: newAPI(t, ca.pool, ca.client("producer"), token), led: newLedger()}
+	c := &cluster{t: t, ca: ca, api: newAPI(t, ca.pool, ca.client("producer"), token), led: newLedger(),
+		etcd: etcd, zones: zones, root: "/brokerproc-" + stacktest.RandomID() + "/"}
 	logs := t.TempDir()
 	env := processEnv("CUTLINE_S3_SECRET_KEY=" + zones.Secret)
-	common := []string{"-etcd", etcd.Endpoints()[0], "-etcd-root", "/brokerproc-" + stacktest.RandomID() + "/"}
+	common := []string{"-etcd", etcd.Endpoints()[0], "-etcd-root", c.root}
 
 	ctlAddr := freeAddr(t)
 	c.ctl = newProc(t, logs, "ctl", bin, processEnv(), append(append([]string{"-role", "controller", "-node", "ctl", "-controller-listen", ctlAddr, "-lease", lease.String()}, common...), ca.controller("ctl")...)...)
@@ -216,11 +222,16 @@ type key struct {
 	seq              uint64
 }
 
-// entry is where and when a record was acknowledged, and by which broker.
+// entry is where and when a record was acknowledged, and by which broker:
+// its offset, and the epoch and slot of its flight as the acknowledgement
+// gave them (dup: the answer to a retry of a record the stream held
+// already, whose flight another broker's star may have written).
 type entry struct {
-	offset uint64
-	at     time.Time
-	broker string
+	offset      uint64
+	epoch, slot uint64
+	dup         bool
+	at          time.Time
+	broker      string
 }
 
 // ledger is every acknowledgement the producers got.
@@ -243,7 +254,7 @@ func (l *ledger) ack(k key, a ackBody, broker string, at time.Time) {
 		}
 		return
 	}
-	l.acks[k] = entry{offset: a.Offset, at: at, broker: broker}
+	l.acks[k] = entry{offset: a.Offset, epoch: a.Epoch, slot: a.Slot, dup: a.Duplicate, at: at, broker: broker}
 }
 
 // since counts the acknowledgements broker gave after t, and returns the

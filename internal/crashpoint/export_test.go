@@ -1,0 +1,7 @@
+package crashpoint
+
+// StepName and ShorthandName expose the runtime name parsing to the tests.
+var (
+	StepName      = stepName
+	ShorthandName = shorthandName
+)
