@@ -76,6 +76,12 @@ const (
 	DefaultMaxBytes    = 1 << 20
 	MinMaxBytes        = 256
 	DefaultMaxBuffered = 32 << 20
+	// MaxMaxBuffered bounds Options.MaxBuffered.
+	MaxMaxBuffered = 4 << 30
+	// MaxMaxRecords bounds Options.MaxRecords.
+	MaxMaxRecords = 1 << 20
+	// MaxLinger bounds Options.Linger.
+	MaxLinger = time.Minute
 )
 
 func (o *Options) validate() error {
@@ -85,17 +91,17 @@ func (o *Options) validate() error {
 	if o.MaxBytes < MinMaxBytes || o.MaxBytes > chain.MaxPayload {
 		return &config.Error{Field: "MaxBytes", Value: o.MaxBytes, Reason: fmt.Sprintf("must satisfy %d ≤ MaxBytes ≤ %d (chain.MaxPayload; 0 means %d)", MinMaxBytes, chain.MaxPayload, DefaultMaxBytes)}
 	}
-	if o.MaxRecords < 0 {
-		return &config.Error{Field: "MaxRecords", Value: o.MaxRecords, Reason: "must not be negative (0 means no bound but MaxBytes)"}
+	if o.MaxRecords < 0 || o.MaxRecords > MaxMaxRecords {
+		return &config.Error{Field: "MaxRecords", Value: o.MaxRecords, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxRecords ≤ %d (0 means no bound but MaxBytes)", MaxMaxRecords)}
 	}
-	if o.Linger < 0 {
-		return &config.Error{Field: "Linger", Value: o.Linger, Reason: "must not be negative"}
+	if o.Linger < 0 || o.Linger > MaxLinger {
+		return &config.Error{Field: "Linger", Value: o.Linger, Reason: fmt.Sprintf("must satisfy 0 ≤ Linger ≤ %v", MaxLinger)}
 	}
 	if o.MaxBuffered == 0 {
 		o.MaxBuffered = max(DefaultMaxBuffered, 4*o.MaxBytes)
 	}
-	if o.MaxBuffered < o.MaxBytes {
-		return &config.Error{Field: "MaxBuffered", Value: o.MaxBuffered, Reason: fmt.Sprintf("must be at least MaxBytes (%d)", o.MaxBytes)}
+	if o.MaxBuffered < o.MaxBytes || o.MaxBuffered > MaxMaxBuffered {
+		return &config.Error{Field: "MaxBuffered", Value: o.MaxBuffered, Reason: fmt.Sprintf("must satisfy MaxBytes (%d) ≤ MaxBuffered ≤ %d", o.MaxBytes, MaxMaxBuffered)}
 	}
 	o.Clock = clock.Or(o.Clock)
 	return nil

@@ -75,7 +75,7 @@ func TestSizeTriggered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, "s")
 			clk := fakeClock()
-			tc.opts.Linger, tc.opts.Clock = time.Hour, clk
+			tc.opts.Linger, tc.opts.Clock = batch.MaxLinger, clk
 			p := w.producer(tc.opts)
 			var acks []*batch.Ack
 			for i := range tc.per + 1 {
@@ -153,7 +153,7 @@ func TestLingerTriggered(t *testing.T) {
 func TestStreamsShareFlight(t *testing.T) {
 	streams := []string{"a", "b", "c"}
 	w := newWorld(t, streams...)
-	p := w.producer(batch.Options{Linger: time.Hour, Clock: fakeClock()})
+	p := w.producer(batch.Options{Linger: batch.MaxLinger, Clock: fakeClock()})
 	var acks []*batch.Ack
 	for i := range 4 {
 		for _, s := range streams {
@@ -255,7 +255,7 @@ func TestConcurrentReadBack(t *testing.T) {
 // refuses more until Reset.
 func TestStarAbortedMidStream(t *testing.T) {
 	w := newWorld(t, "a", "b")
-	p := w.producer(batch.Options{Linger: time.Hour, Clock: fakeClock()})
+	p := w.producer(batch.Options{Linger: batch.MaxLinger, Clock: fakeClock()})
 	first := add(t, p, "a", "a0")
 	if err := p.Flush(bounded(t)); err != nil {
 		t.Fatal(err)
@@ -304,7 +304,7 @@ func TestStarAbortedMidStream(t *testing.T) {
 // without it, and its records queued behind fail too.
 func TestDepartedStreamFailsAlone(t *testing.T) {
 	w := newWorld(t, "a", "b")
-	p := w.producer(batch.Options{MaxRecords: 4, Linger: time.Hour, Clock: fakeClock()})
+	p := w.producer(batch.Options{MaxRecords: 4, Linger: batch.MaxLinger, Clock: fakeClock()})
 	a0, b0 := add(t, p, "a", "a0"), add(t, p, "b", "b0")
 	if err := p.Flush(bounded(t)); err != nil {
 		t.Fatal(err)
@@ -379,6 +379,9 @@ func TestOptions(t *testing.T) {
 		{"Linger", batch.Options{Linger: -time.Second}},
 		{"MaxBuffered", batch.Options{MaxBytes: 4096, MaxBuffered: 4095}},
 		{"MaxBuffered", batch.Options{MaxBuffered: -1}},
+		{"MaxBuffered", batch.Options{MaxBuffered: batch.MaxMaxBuffered + 1}},
+		{"MaxRecords", batch.Options{MaxRecords: batch.MaxMaxRecords + 1}},
+		{"Linger", batch.Options{Linger: batch.MaxLinger + 1}},
 	} {
 		_, err := batch.New(w.star, tc.opts)
 		var ce *config.Error
@@ -519,7 +522,7 @@ func TestCloseGivesUp(t *testing.T) {
 func TestSessionLostTakeover(t *testing.T) {
 	w := newWorld(t, "s")
 	clk := fakeClock()
-	p := w.producer(batch.Options{Linger: time.Hour, Clock: clk})
+	p := w.producer(batch.Options{Linger: batch.MaxLinger, Clock: clk})
 	var acked []string
 	for i := range 5 {
 		acked = append(acked, rec("s", i))
