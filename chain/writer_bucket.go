@@ -56,9 +56,19 @@ type bucketQueue struct {
 const maxParked = 4
 
 // push queues job for bucket i and makes sure a worker is on its way.
+//
+// A bucket whose workers fall behind (starved of CPU, say, while the
+// others keep up) would queue a job, and its flight, for every slot the
+// others acknowledge meanwhile. So once its queue holds twice the window,
+// push drops the queued jobs of slots already decided: they were only to
+// give the bucket its extra copy (W copies make a slot durable), and
+// memory then follows the window, not the lag.
 func (w *Writer) push(i int, job bucketJob) {
 	q := &w.pipe.queues[i]
 	q.mu.Lock()
+	if len(q.jobs)-q.head >= 2*w.rec.Constants.Window {
+		w.dropDecidedLocked(q)
+	}
 	q.jobs = append(q.jobs, job)
 	if q.waking == 0 {
 		w.wakeLocked(i)
@@ -110,6 +120,22 @@ func (w *Writer) bucketWorker(i int) {
 		w.runBucket(job.f, i, job.key, job.data)
 		q.mu.Lock()
 	}
+}
+
+// dropDecidedLocked removes from q the jobs of slots already decided,
+// keeping the order of the others. q.mu is held.
+func (w *Writer) dropDecidedLocked(q *bucketQueue) {
+	kept := q.jobs[:0]
+	for _, job := range q.jobs[q.head:] {
+		if job.f.state.Load() == slotPending {
+			kept = append(kept, job)
+			continue
+		}
+		w.stats.skipped.Add(1)
+		w.life.wg.Done() // the job's count, taken by Submit
+	}
+	clear(q.jobs[len(kept):])
+	q.jobs, q.head = kept, 0
 }
 
 // pop takes the next job; q.mu is held and the queue is not empty.

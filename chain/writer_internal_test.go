@@ -8,6 +8,7 @@ import (
 
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
 )
 
 func TestSlotKeyMatchesKeys(t *testing.T) {
@@ -41,4 +42,42 @@ func TestBackoffDelay(t *testing.T) {
 	require.Equal(t, w.backoffDelay(3, 1, 2), w.backoffDelay(3, 1, 2), "reproducible")
 	w.opts.Backoff = clock.Backoff{Min: 1, Max: 1}
 	require.Equal(t, time.Duration(1), w.backoffDelay(0, 0, 5))
+}
+
+// TestLaggingBucketQueueBounded: a bucket whose workers fall behind gets
+// a job for every slot the others acknowledge; once its queue holds twice
+// the window, push drops the jobs of decided slots (each counted skipped,
+// its share of the writer's wait group given back) and keeps the pending
+// ones in order, so memory follows the window and not the lag.
+func TestLaggingBucketQueueBounded(t *testing.T) {
+	const window = 4
+	w := &Writer{rec: &epoch.Record{Constants: epoch.Constants{Window: window}}}
+	w.pipe.queues = make([]bucketQueue, 1)
+	q := &w.pipe.queues[0]
+	q.cond.L = &q.mu
+	q.waking = 1 // a worker is on its way: push starts none
+	futures := make([]*Future, 0, 100)
+	for s := range uint64(100) {
+		f := &Future{slot: s}
+		if s%10 != 9 {
+			f.state.Store(slotCommitted) // acknowledged by the other buckets
+		}
+		futures = append(futures, f)
+		w.life.wg.Add(1)
+		w.push(0, bucketJob{f: f})
+		require.LessOrEqual(t, len(q.jobs)-q.head, 2*window+window, "slot %d", s)
+	}
+	var pending []uint64
+	for _, job := range q.jobs[q.head:] {
+		if job.f.state.Load() == slotPending {
+			pending = append(pending, job.f.slot)
+		}
+	}
+	require.Equal(t, []uint64{9, 19, 29, 39, 49, 59, 69, 79, 89, 99}, pending, "pending jobs kept, in order")
+	left := uint64(len(q.jobs) - q.head)
+	require.Equal(t, 100-left, w.stats.skipped.Load(), "every dropped job counted")
+	for range left {
+		w.life.wg.Done() // the workers would run the rest
+	}
+	w.life.wg.Wait() // every dropped job gave its count back
 }
