@@ -25,8 +25,23 @@
 //     lease is 20 s, so that the zombie still believes its grant valid
 //     when it continues.
 //
-// At the end every stream is read back through the holder and through
-// the zombie: every acknowledged record is there exactly once, at the
+// TestBrokerFaults runs the same cluster through the faults of a real
+// deployment, one after the other, with the producers appending
+// throughout: zone c's S3 process is killed mid-append (appends go on at
+// W=2); the holder is killed with zone c down (the successor's fence, and
+// a fence of the test's own, decide a cut at or above every
+// acknowledgement or report fence.ErrUndecided, never a guess); zone c's
+// process is started again; the embedded etcd member is stopped and
+// started again; and a holder is stopped (SIGSTOP) during its takeover
+// and continued afterwards, acknowledging nothing more. Then every stream
+// is read back, every acknowledged record exactly once and in order,
+// cutlinetest.Check runs over the zones' and etcd's raw contents with a
+// History built from the producers' acknowledgements (guarantees 1–6),
+// and every fenced epoch of the three brokers is checked on its own
+// (Env.CheckEpoch).
+//
+// At the end of TestBrokerFailover every stream is read back through the
+// holder and through the zombie: every acknowledged record is there exactly once, at the
 // offset its acknowledgement gave, and nothing else is; the holder's
 // metrics moved across its takeover (append latency, gate decisions,
 // grant changes, the fence and settlement of the zombie's epoch), and no
