@@ -42,7 +42,7 @@ func TestCorruptRecords(t *testing.T) {
 		reason string
 	}{
 		{name: "not JSON", raw: `{"kind":"epoch",`, reason: "not JSON"},
-		{name: "binary", raw: "\x00\xff\x10garbage", reason: "not JSON"},
+		{name: "binary", raw: "\x00\xff\x10garbage", reason: "not UTF-8"},
 		{name: "empty", raw: "", reason: "empty"},
 		{name: "blank", raw: " \n\t", reason: "empty"},
 		{name: "null", raw: "null", reason: "kind"},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // ErrBadRecord: a stored value could not be decoded as the record it should
@@ -61,6 +62,11 @@ func DecodeRecord(key string, data []byte, kind string, maxFormat int, v any) er
 	var h Header
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &RecordError{Key: key, Kind: kind, Reason: "empty value"}
+	}
+	if !utf8.Valid(data) {
+		// encoding/json would replace the bad bytes with U+FFFD and
+		// decode a value that was never written.
+		return &RecordError{Key: key, Kind: kind, Reason: "not UTF-8"}
 	}
 	if err := json.Unmarshal(data, &h); err != nil {
 		return &RecordError{Key: key, Kind: kind, Reason: "not JSON", Err: err}

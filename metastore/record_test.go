@@ -48,6 +48,7 @@ func TestDecodeRecordRejects(t *testing.T) {
 		{"empty", ``, "empty value", false},
 		{"blank", " \n\t", "empty value", false},
 		{"field of the wrong type", `{"kind":"chain","format":1,"next":"eight"}`, "malformed", true},
+		{"not UTF-8 in a string", "{\"kind\":\"chain\",\"format\":1,\"star\":\"a\xffb\"}", "not UTF-8", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
