@@ -220,9 +220,17 @@ func (s *Star) acquire(ctx context.Context, stream string, breakLease bool) (int
 		}
 		s.log.Warn("broke a lease held by another star", "stream", stream, "holder", l.Star)
 		rev, err := metastore.PutBound(ctx, s.cfg.Store, s.cfg.Session, key, v, 0)
-		if err == nil {
+		switch {
+		case err == nil:
 			return rev, nil
+		case errors.Is(err, metastore.ErrSessionExpired):
+			return 0, ErrSessionLost
+		case !errors.Is(err, metastore.ErrConflict):
+			// Its outcome is unknown: a lease of ours may stand, and the
+			// next open finds it ours (above).
+			return 0, fmt.Errorf("lease: take the lease of %s after breaking it: %w", stream, err)
 		}
+		// Another star took it in between: held again.
 	}
 	return 0, &DeferredError{Stream: stream, Reason: LeaseHeld, Holder: l.Star}
 }

@@ -268,8 +268,11 @@ func evictSuccessorFirst(f *fixture) {
 		f.t.Fatalf("successor continues at %d, want 5 (settlement covers the unabsorbed records)", ten.Next)
 	}
 	b.appendN("s", "b", 2)
+	// The evicted star's departure retries on the clock while its store
+	// is down: wait for it to be waiting before the store comes back, or
+	// it may find the store up at its first try and wait for nothing.
+	f.clk.BlockUntil(1)
 	a.store.SetDown(false)
-	f.clk.BlockUntil(1) // the evicted star's departure waits to retry
 	f.clk.Advance(f.retries)
 	// The departure lands on that retry, superseded; it may have ended
 	// before this Finish joins it (then the stream is no longer held).
