@@ -488,10 +488,16 @@ func (w *world) fence(star string, rec *epoch.Record) {
 	fencer := p.Fencer
 	if zombie && w.r.IntN(2) == 0 {
 		// A walk one slot at a time, which a writer that keeps appending
-		// outpaces: the fence must plant a barrier ahead of it.
+		// outpaces: the fence must plant a barrier ahead of it. The writer
+		// gets a burst long enough to be chased past 3·window slots.
 		f, err := fence.New(p.Minter, p.Zones, fence.Options{Identity: p.Name, Span: 1, Fanout: 2})
 		if err == nil {
 			fencer = f
+		}
+		if n := w.nodes[star]; n != nil && !n.crashed {
+			if hs := held(n); len(hs) > 0 {
+				w.burst(n, hs[w.r.IntN(len(hs))], 4*rec.Constants.Window+8)
+			}
 		}
 	}
 	w.note("fence %s/%d crashAt=%v", star, rec.Epoch, crashAt)
