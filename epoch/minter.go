@@ -570,9 +570,12 @@ func (m *Minter) update(ctx context.Context, star string, epoch uint64, f func(r
 		if err != nil {
 			return nil, err
 		}
-		rev, err := metastore.Put(ctx, m.store, m.RecordKey(star, epoch), v, cur.Revision)
+		var rev int64
 		if planted.On(planted.CutPlainPut) && cur.State == StateOpen && next.State == StateFenced {
+			// planted: a plain put instead of the compare-and-set
 			rev, err = m.store.Txn(ctx, metastore.Txn{Then: []metastore.Op{{Key: m.RecordKey(star, epoch), Value: v}}})
+		} else {
+			rev, err = metastore.Put(ctx, m.store, m.RecordKey(star, epoch), v, cur.Revision)
 		}
 		if errors.Is(err, metastore.ErrConflict) {
 			continue
