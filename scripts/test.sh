@@ -27,7 +27,7 @@ for mod in $(git ls-files '*go.mod' 2>/dev/null || find . -name go.mod); do
       # Allocation counts, without the race detector (it allocates on its own).
       go test -count=1 -run 'TestAppendAllocs' -v ./chain/ 2>&1 || exit 1
       go vet -tags cutline_planted ./... || exit 1
-      go test -race -count=1 -timeout 10m -tags cutline_planted -run 'Planted' -v ./fence/ ./internal/sim/ 2>&1 || exit 1
+      go test -race -count=1 -timeout 10m -tags cutline_planted -run 'Planted' -v ./fence/ ./internal/sim/ ./internal/modelcheck/ 2>&1 || exit 1
     fi
   ) || status=1
 done
