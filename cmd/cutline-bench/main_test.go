@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var (
 	rowIDs = []string{
 		"appends.mem", "appends.fs", "appends.s3", "appends.s3.concurrent",
-		"pipeline.5ms", "pipeline.20ms",
+		"pipeline.5ms", "pipeline.20ms", "pipeline.5ms.measured", "pipeline.20ms.measured",
 		"latency.fixed20.p50", "latency.fixed20.p99", "latency.lognormal.p50", "latency.lognormal.p99",
 		"allocs.ns", "allocs.allocs",
 		"fence.10.rounds", "fence.10.requests", "fence.10.time",
