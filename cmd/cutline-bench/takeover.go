@@ -199,6 +199,12 @@ func plannedRolls(ctx context.Context, n int) (time.Duration, benchfix.Requests,
 			return 0, benchfix.Requests{}, err
 		}
 		c.Window = window - i%2 - 1 // a change of constants every time
+		// The writer's extra copies (the zone after W) of the last slots
+		// are still in flight: let them land, so that the roll is
+		// charged only its own requests.
+		if err := quiesce(ctx, h.counted); err != nil {
+			return 0, benchfix.Requests{}, err
+		}
 		benchfix.Reset(h.counted)
 		start := time.Now()
 		if err := h.r.Roll(ctx, c); err != nil {
@@ -208,6 +214,25 @@ func plannedRolls(ctx context.Context, n int) (time.Duration, benchfix.Requests,
 		req = req.Add(benchfix.Count(h.counted))
 	}
 	return total / time.Duration(n), req.Div(n), nil
+}
+
+// quiesce waits until the zones have answered no request for 100 ms, at
+// most 10 s.
+func quiesce(ctx context.Context, zones []*fault.Bucket) error {
+	last, since := benchfix.Count(zones).Total(), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if n := benchfix.Count(zones).Total(); n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= 100*time.Millisecond {
+			return nil
+		}
+	}
+	return errors.New("the writer's requests never stopped")
 }
 
 // countingStore counts the requests made of a metastore.Store.
