@@ -21,15 +21,21 @@
 //     release point never passes the cut, so no flight lies further out.
 //     Poison stays until the star is decommissioned: a partitioned
 //     zombie's write may arrive arbitrarily late, and only standing poison
-//     keeps it from ever reaching a quorum at the cut. The span is probed
-//     MaxParallel objects at a time, so memory does not grow with the
-//     window, and a context that ends stops it between batches. (A
+//     keeps it from ever reaching a quorum at the cut. Each zone lists
+//     the span (slot keys sort in slot order), a page of at most 1,000
+//     keys at a time, and only what it lists is probed and, when it holds
+//     a flight, deleted, MaxParallel requests at a time; a flight copy
+//     the settlement's own fence read past the cut (fence.Report.Garbage)
+//     is deleted without a probe. Memory holds a page per zone, not the
+//     window, and a context that ends stops it between requests. (A
 //     Roller's planned roll from a cleanly closed writer skips this step:
 //     see "The Roller and the unratified tail");
 //  3. it hands every committed flight in [checkpoint, cut) to the host's
-//     Coverage, in order. No bytes move: refs point into the flights where
-//     they are;
-//  4. it marks the record settled, which moves the checkpoint to the cut.
+//     Coverage, in order, side by side with step 2 (they touch disjoint
+//     slots), reading them ahead as far as MaxParallel (chain.Reader.Range).
+//     No bytes move: refs point into the flights where they are;
+//  4. once both are done, it marks the record settled, which moves the
+//     checkpoint to the cut.
 //
 // Every step is idempotent, so a settler that crashed anywhere (before a
 // request, or after it landed with its answer lost) is finished by running
