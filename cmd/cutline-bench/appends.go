@@ -76,14 +76,16 @@ func figAppendsMem(s *scope, cfg config) ([]Row, error) {
 	return []Row{appendsRow("appends.mem", "mem", a, r, cfg.memRounds, cfg.memRound)}, nil
 }
 
-func figAppendsFS(s *scope, cfg config) ([]Row, error) {
+// fsZonesOf returns a maker of K fresh filesystem zones in s's temporary
+// directories, closed when s ends.
+func fsZonesOf(s *scope) func() ([]objstore.Bucket, error) {
 	var open []*fs.Bucket
 	s.Cleanup(func() {
 		for _, b := range open {
 			_ = b.Close()
 		}
 	})
-	zones := func() ([]objstore.Bucket, error) {
+	return func() ([]objstore.Bucket, error) {
 		out := make([]objstore.Bucket, k)
 		for i := range out {
 			b, err := fs.New(s.TempDir(), fs.Options{Name: zoneName(i)})
@@ -95,7 +97,10 @@ func figAppendsFS(s *scope, cfg config) ([]Row, error) {
 		}
 		return out, nil
 	}
-	a, r, err := throughput(s.Context(), zones, cfg.fsRounds, cfg.fsRound, sequential)
+}
+
+func figAppendsFS(s *scope, cfg config) ([]Row, error) {
+	a, r, err := throughput(s.Context(), fsZonesOf(s), cfg.fsRounds, cfg.fsRound, sequential)
 	if err != nil {
 		return nil, err
 	}

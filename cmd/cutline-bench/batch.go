@@ -13,7 +13,6 @@ import (
 	"github.com/cutline/cutline/lease/batch"
 	metamem "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/fs"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -181,25 +180,7 @@ func figBatch(s *scope, cfg config) ([]Row, error) {
 	}
 	rows = append(rows, batchRow("batch.mem", "mem", a, r, f, cfg.memRounds, cfg.memRound))
 
-	var open []*fs.Bucket
-	s.Cleanup(func() {
-		for _, b := range open {
-			_ = b.Close()
-		}
-	})
-	fsZones := func() ([]objstore.Bucket, error) {
-		out := make([]objstore.Bucket, k)
-		for i := range out {
-			b, err := fs.New(s.TempDir(), fs.Options{Name: zoneName(i)})
-			if err != nil {
-				return nil, err
-			}
-			open = append(open, b)
-			out[i] = b
-		}
-		return out, nil
-	}
-	if a, r, f, err = batchThroughput(ctx, fsZones, cfg.fsRounds, cfg.fsRound); err != nil {
+	if a, r, f, err = batchThroughput(ctx, fsZonesOf(s), cfg.fsRounds, cfg.fsRound); err != nil {
 		return nil, fmt.Errorf("fs: %w", err)
 	}
 	rows = append(rows, batchRow("batch.fs", "fs (fsync on)", a, r, f, cfg.fsRounds, cfg.fsRound))
