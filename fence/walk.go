@@ -109,15 +109,14 @@ func (w *walk) slot(n uint64) wire.Addr {
 
 // observe reads slots in every bucket, all in parallel: one round trip.
 // With whole, each object is read whole and verified, and only its digest
-// is kept (so that memory holds at most MaxParallel objects at once);
-// otherwise only its header is probed.
+// is kept; otherwise only its header is probed.
 //
 // A slot read whole that needs a repair keeps the bytes of one verified
 // copy (see keep), so that the repair does not read it again. To find
 // out, the first flight copy of each slot is held until the slot's K
 // reads are in; every other copy is dropped at once. So a call holds at
-// most 2·MaxParallel objects: MaxParallel being read, and one per slot
-// whose reads are still in flight.
+// most 2·MaxParallel objects besides the kept ones: MaxParallel being
+// read, and one per slot whose reads are still in flight.
 func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]wire.Observation {
 	w.rep.Rounds++
 	out := make([][]wire.Observation, len(slots))
