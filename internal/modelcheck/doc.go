@@ -137,8 +137,8 @@
 //
 //	go test -run TestGuarantees -timeout 0 ./internal/modelcheck/ -mc.full
 //
-// (add -mc.only=3/2 for one of them, -mc.strict for the stricter
-// fingerprint). They take far longer than the default: hours, not
+// (add -mc.only=3/2 for one of them, -mc.slots=N for chains of N slots
+// instead of 4, -mc.strict for the stricter fingerprint). They take far longer than the default: hours, not
 // minutes; TestGuarantees logs a table of the search sizes.
 //
 // Planted variants of the fence and the writer (internal/planted) are

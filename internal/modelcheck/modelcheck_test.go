@@ -16,6 +16,7 @@ var (
 	flagFull   = flag.Bool("mc.full", false, "explore the full configurations: 4 slots, two fencers, one fault and one crash per party (long: see the package doc)")
 	flagStrict = flag.Bool("mc.strict", false, "fingerprint parties by the order of their answers (prunes less, assumes less)")
 	flagOnly   = flag.String("mc.only", "", "explore only the configurations whose K/W is this (e.g. 3/2)")
+	flagSlots  = flag.Int("mc.slots", 0, "with -mc.full, chains of this many slots (1 to 4) instead of 4")
 )
 
 func TestMain(m *testing.M) {
@@ -52,6 +53,14 @@ func TestGuarantees(t *testing.T) {
 	cfgs := defaultConfigs()
 	if *flagFull {
 		cfgs = fullConfigs()
+		if n := *flagSlots; n != 0 {
+			if n < 1 || n > 4 {
+				t.Fatalf("-mc.slots=%d: the full configurations have 1 to 4 slots", n)
+			}
+			for i := range cfgs {
+				cfgs[i].Slots = n
+			}
+		}
 	}
 	var rows []Result
 	for _, c := range cfgs {
