@@ -92,7 +92,9 @@ func (x *exec) fingerprint() fingerprint {
 			fencers = append(fencers, b.String())
 		}
 	}
-	sort.Strings(fencers)
+	if !x.cfg.NoSymmetry {
+		sort.Strings(fencers)
+	}
 	for _, f := range fencers {
 		line("fencer", f)
 	}

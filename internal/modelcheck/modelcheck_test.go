@@ -13,10 +13,13 @@ import (
 )
 
 var (
-	flagFull   = flag.Bool("mc.full", false, "explore the full configurations: 4 slots, two fencers, one fault and one crash per party (long: see the package doc)")
-	flagStrict = flag.Bool("mc.strict", false, "fingerprint parties by the order of their answers (prunes less, assumes less)")
-	flagOnly   = flag.String("mc.only", "", "explore only the configurations whose K/W is this (e.g. 3/2)")
-	flagSlots  = flag.Int("mc.slots", 0, "with -mc.full, chains of this many slots (1 to 4) instead of 4")
+	flagFull    = flag.Bool("mc.full", false, "explore the full configurations: 4 slots, two fencers, one fault and one crash per party (long: see the package doc)")
+	flagStrict  = flag.Bool("mc.strict", false, "fingerprint parties by the order of their answers (prunes less, assumes less)")
+	flagOnly    = flag.String("mc.only", "", "explore only the configurations whose K/W is this (e.g. 3/2)")
+	flagSlots   = flag.Int("mc.slots", 0, "with -mc.full, chains of this many slots (1 to 4) instead of 4")
+	flagConfig  = flag.String("mc.config", "", "explore this one configuration instead: K/W/slots/fencers/faults/crashes (e.g. 3/2/4/2/1/1)")
+	flagEvery   = flag.Int("mc.progress", 0, "log the search's size every this many executions (0: never)")
+	flagWorkers = flag.Int("mc.workers", 1, "searches at once, sharing the states explored (states and verdicts do not depend on it)")
 )
 
 func TestMain(m *testing.M) {
@@ -51,7 +54,14 @@ func fullConfigs() []Config {
 // search complete. It logs a table of the search sizes.
 func TestGuarantees(t *testing.T) {
 	cfgs := defaultConfigs()
-	if *flagFull {
+	if *flagConfig != "" {
+		var c Config
+		if _, err := fmt.Sscanf(*flagConfig, "%d/%d/%d/%d/%d/%d", &c.K, &c.W, &c.Slots, &c.Fencers, &c.Faults, &c.Crashes); err != nil {
+			t.Fatalf("-mc.config=%q: want K/W/slots/fencers/faults/crashes: %v", *flagConfig, err)
+		}
+		c.Window = 2
+		cfgs = []Config{c}
+	} else if *flagFull {
 		cfgs = fullConfigs()
 		if n := *flagSlots; n != 0 {
 			if n < 1 || n > 4 {
@@ -68,6 +78,13 @@ func TestGuarantees(t *testing.T) {
 			continue
 		}
 		c.Strict = *flagStrict
+		c.Workers = *flagWorkers
+		if n := *flagEvery; n > 0 {
+			c.Progress = func(r Result) {
+				t.Logf("%s: %d states, %d executions, %d pruned, %d terminal", c.Name(), r.States, r.Executions, r.Pruned, r.Terminal)
+			}
+			c.ProgressEvery = n
+		}
 		res, err := Explore(t, c)
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name(), err)
@@ -149,12 +166,47 @@ func TestReductionAgrees(t *testing.T) {
 	}
 }
 
+// TestWorkersAgree checks the parallel search against the sequential one:
+// without the fencers' symmetry (which makes the search's size depend on
+// the order in which it meets mirror-image states), both must explore
+// exactly the same states, end in the same terminal and deferred states,
+// and every worker must have taken part.
+func TestWorkersAgree(t *testing.T) {
+	c := Config{K: 1, W: 1, Window: 1, Slots: 1, Fencers: 2, Crashes: 1, NoSymmetry: true}
+	var res [2]Result
+	for i, n := range []int{1, 2} {
+		c.Workers = n
+		r, err := Explore(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Violation != nil || !r.Complete {
+			t.Fatalf("%d workers: violation %v, complete %v", n, r.Violation, r.Complete)
+		}
+		if len(r.WorkerExecutions) != n {
+			t.Fatalf("%d workers: executions per worker %v", n, r.WorkerExecutions)
+		}
+		for w, e := range r.WorkerExecutions {
+			if e == 0 {
+				t.Errorf("%d workers: worker %d ran no execution", n, w)
+			}
+		}
+		res[i] = r
+		t.Logf("%d workers: %d states, executions %v", n, r.States, r.WorkerExecutions)
+	}
+	if a, b := res[0], res[1]; a.States != b.States || a.Terminal != b.Terminal || a.Deferred != b.Deferred {
+		t.Errorf("1 worker: %d states, %d terminal, %d deferred; 2 workers: %d, %d, %d", a.States, a.Terminal, a.Deferred, b.States, b.Terminal, b.Deferred)
+	}
+}
+
 func TestConfigRefused(t *testing.T) {
 	for _, c := range []Config{
 		{K: 2, W: 3, Window: 1, Slots: 1},
 		{K: 1, W: 1, Window: 0, Slots: 1},
 		{K: 1, W: 1, Window: 1, Slots: MaxSlots + 1},
 		{K: 1, W: 1, Window: 1, Slots: 1, Faults: -1},
+		{K: 1, W: 1, Window: 1, Slots: 1, Workers: -1},
+		{K: 1, W: 1, Window: 1, Slots: 1, Workers: MaxWorkers + 1},
 	} {
 		_, err := Explore(t, c)
 		var ce *config.Error

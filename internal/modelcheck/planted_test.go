@@ -89,6 +89,24 @@ func TestPlanted(t *testing.T) {
 		}
 	}
 	t.Logf("caught %d of %d planted variants tried (%d claimed)", caught, len(cases), claimed)
+
+	// The parallel search must find them too, and stop every worker.
+	for _, pc := range cases {
+		if !pc.claimed {
+			continue
+		}
+		restore := planted.Set(pc.bug)
+		c := pc.cfg
+		c.MaxExecutions, c.Workers = 50000, 2
+		res, err := Explore(t, c)
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := res.Violation; v == nil || v.Guarantee == "model" {
+			t.Errorf("planted %v, 2 workers: not caught (%d executions, violation %v)", pc.bug, res.Executions, v)
+		}
+	}
 }
 
 func joinLines(lines []string) string {
