@@ -159,7 +159,7 @@
 // fencers and no fault explores 19,746 states at one slot and 3,582,904
 // at two (12 minutes). At one slot, a fault multiplies it by about 22 and
 // a crash of every party by about 1.5. If each further slot multiplies it
-// alike, four slots are on the order of 10¹³ states: a table of their
+// alike, four slots come to some 4·10¹² states: a table of their
 // fingerprints alone outgrows any one machine's memory, and the search
 // would take years at a few thousand states a second.
 //
