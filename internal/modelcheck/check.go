@@ -370,6 +370,104 @@ func row(obs []wire.Observation) string {
 	return "[" + strings.Join(out, " ") + "]"
 }
 
+// observation is a state as the checks see it: what the zones and the
+// record hold, which slots the writer acknowledged and how it halted, and
+// what the fencers that ended returned (as a set). A fencer that crashed
+// and one still running look alike: neither returned anything.
+type observation struct {
+	objects map[string]string // zone and key → digest
+	record  string            // "open", or the state and cut
+	acked   string
+	halt    string
+	fencers []string // sorted; "none" for a fencer that returned nothing
+}
+
+// key names the observation: equal observations have equal keys.
+func (o observation) key() string {
+	keys := make([]string, 0, len(o.objects))
+	for k := range o.objects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", k, o.objects[k])
+	}
+	fmt.Fprintf(&b, "record %s\nacknowledged%s\nhalt %s\nfencers %s\n", o.record, o.acked, o.halt, strings.Join(o.fencers, ", "))
+	return b.String()
+}
+
+// subsumes reports whether every check that fails in m fails in o too:
+// the writer acknowledged the same slots, and halted alike unless it had
+// not halted in m, o holds every object m holds, o's record is m's unless
+// m's is open, and o's fencers returned at least what m's did. A check fails on what exists, what was
+// acknowledged and what was returned, never on their absence, except for
+// a count of copies or of poison, and the reductions only ever add an
+// object at a slot that no running party can still write or read (see
+// stableLocked), where a count that fails in m failed already in the
+// state before it.
+func (o observation) subsumes(m observation) bool {
+	if o.acked != m.acked || (m.halt != "" && o.halt != m.halt) || (m.record != "open" && o.record != m.record) {
+		return false
+	}
+	for k, v := range m.objects {
+		if o.objects[k] != v {
+			return false
+		}
+	}
+	have := map[string]int{}
+	for _, f := range o.fencers {
+		have[f]++
+	}
+	for _, f := range m.fencers {
+		if f == "none" {
+			continue
+		}
+		if have[f] == 0 {
+			return false
+		}
+		have[f]--
+	}
+	return true
+}
+
+func (x *exec) observe() observation {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	o := observation{objects: map[string]string{}, record: "open"}
+	for i, z := range x.shadow {
+		for k, v := range z {
+			o.objects[fmt.Sprintf("z%d %s", i, k[strings.LastIndex(k, "/")+1:])] = v
+		}
+	}
+	if x.cached != nil && x.cached.Fenced() {
+		o.record = recState(x.cached)
+	}
+	for i, f := range x.futures {
+		if _, err := f.Result(); err == nil {
+			o.acked += " " + strconv.Itoa(i)
+		}
+	}
+	var fe *chain.FencedError
+	if err := x.w.Err(); errors.As(err, &fe) {
+		o.halt = strconv.FormatUint(fe.Slot, 10)
+	}
+	for _, p := range x.parties {
+		switch {
+		case p == x.writer:
+			continue
+		case !p.done || p.crashed:
+			o.fencers = append(o.fencers, "none")
+		case p.err != nil:
+			o.fencers = append(o.fencers, outcomeClass(p.err))
+		default:
+			o.fencers = append(o.fencers, fmt.Sprintf("cut %d", p.cut))
+		}
+	}
+	sort.Strings(o.fencers)
+	return o
+}
+
 // outcome describes a final state: what the zones and the record hold,
 // the writer's outcomes and the fencers' results (as a set: fencers are
 // interchangeable).

@@ -60,14 +60,12 @@
 // -mc.strict drops that assumption, at the price of a larger search.
 //
 // Two partial-order reductions keep the search tractable (Config.NoReduce
-// turns them off; TestReductionAgrees checks on small models, and on one
-// more with a fault and crashes under -mc.full, that the reduced search
-// and the plain one, with the strict fingerprint, reach exactly the same
-// final states):
+// turns them off):
 //
 //   - Faults are decided once per request and per answer its party gets:
 //     when a request is sent, and again each time its party gets
-//     another answer while it waits. Withholding an answer or crashing a
+//     another answer while it waits (when no fault is left in the budget
+//     and the party may no longer crash, there is nothing to decide). Withholding an answer or crashing a
 //     party changes nothing another party can see, and does not depend on
 //     when it happens between two answers of the party (what the party
 //     makes of it does depend on its other answers: a writer retries a
@@ -87,6 +85,24 @@
 //     (the writer writes below it and the walk stops at the first dead
 //     slot); an execution in which somebody does is reported, since the
 //     reduction relies on it.
+//
+// Delivering a stable request alone skips the states in which the other
+// parties move on while it waits, but each of them is subsumed by a state
+// that is explored: the same state with the request delivered. What it
+// changes lies where no running party can write or read, so the other
+// parties do the same either way; and a check fails on what exists, was
+// acknowledged or was returned, so adding an object, a published cut or
+// a fencer's result can make a check fail, never pass, except a count of
+// copies or of poison, which a stable request only adds to where the
+// state before it was checked already.
+//
+// TestReductionAgrees checks all of this on small models (and on one more
+// with a fault and crashes under -mc.full) against the plain search with
+// the strict fingerprint: all reach the same final states; without the
+// delivery of stable requests alone, the reduced search reaches exactly
+// the states the plain one does as the checks see them (the zones, the
+// record, the acknowledgements, the writer's halt and the fencers'
+// results); with it, every state it skips is subsumed by one it reaches.
 //
 // States are counted as distinct fingerprints, including the
 // intermediate states in which a fault is being decided. The reductions

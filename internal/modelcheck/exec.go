@@ -349,6 +349,11 @@ func (x *exec) options(reduce bool) []decision {
 			if r.considered {
 				continue
 			}
+			if !x.faultableLocked(r) {
+				// No fault left to decide: nothing to branch on.
+				r.considered = true
+				continue
+			}
 			out = append(out, decision{proceed, id})
 			if x.faults < x.cfg.Faults {
 				out = append(out, decision{unreach, id})
@@ -359,7 +364,7 @@ func (x *exec) options(reduce bool) []decision {
 			return out
 		}
 		for _, id := range ids {
-			if r := x.pending[id]; x.soleLocked(r) && x.fixedLocked(r) {
+			if r := x.pending[id]; !x.cfg.noStable && x.soleLocked(r) && x.fixedLocked(r) {
 				out = []decision{{deliver, id}}
 				if r.mutating && x.faults < x.cfg.Faults {
 					// It may still land without its answer.
@@ -408,6 +413,14 @@ func (x *exec) options(reduce bool) []decision {
 		}
 	}
 	return out
+}
+
+// faultableLocked reports whether a fault can still be decided for r:
+// the fault budget is not spent, or r's party may still crash. x.mu is
+// held.
+func (x *exec) faultableLocked(r *request) bool {
+	p := r.party
+	return x.faults < x.cfg.Faults || (!p.done && !p.crashed && p.crashes < x.cfg.Crashes)
 }
 
 // requestOptionsLocked lists every decision about r alone: delivered,

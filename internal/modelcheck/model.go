@@ -63,6 +63,13 @@ type Config struct {
 	// finals, when not nil, collects the outcome of every final state
 	// (see exec.outcome): a test compares the searches' outcomes.
 	finals map[string]bool
+	// observed, when not nil, collects every state as the checks see it
+	// (see observation), by key.
+	observed map[string]observation
+	// noStable turns off the delivery of stable requests alone (see
+	// stableLocked), which skips states that the checks see differently
+	// but that those after it subsume.
+	noStable bool
 }
 
 // Bounds of Config.
@@ -387,6 +394,12 @@ func runOnce(c Config, stack *[]frame, sh *shared, cache *caches, res *Result) (
 		}
 		if v := x.check(); v != nil {
 			return v, nil
+		}
+		if c.observed != nil {
+			o := x.observe()
+			sh.mu.Lock()
+			c.observed[o.key()] = o
+			sh.mu.Unlock()
 		}
 		if x.hopeless() {
 			// A read put off until a change that can no longer come: the
