@@ -17,6 +17,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/authority"
+	"github.com/cutline/cutline/metastore"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 )
@@ -62,9 +63,15 @@ func (c *cluster) join(name string) *testNode { return c.joinWith(name, c.be.zon
 
 // joinWith starts a node that reaches the zones through buckets.
 func (c *cluster) joinWith(name string, buckets []objstore.Bucket) *testNode {
+	return c.joinWithStore(name, buckets, c.be.store)
+}
+
+// joinWithStore starts a node that reaches the zones through buckets and
+// the metastore through store.
+func (c *cluster) joinWithStore(name string, buckets []objstore.Bucket, store metastore.Store) *testNode {
 	crashed, beat := &atomic.Bool{}, &atomic.Pointer[chain.Position]{}
 	n, err := newNode(nodeConfig{
-		Name: name, Domain: c.cfg.domain, Store: c.be.store, Buckets: buckets,
+		Name: name, Domain: c.cfg.domain, Store: store, Buckets: buckets,
 		Constants: epoch.Constants{Class: "standard", W: c.cfg.w, Window: c.cfg.window, Prefix: "streams"},
 		Dial: func(_ context.Context, node string, caps authority.Capabilities, token authority.Token) (authority.Conn, error) {
 			conn, err := c.ctl.local.Dial(node, caps, token)

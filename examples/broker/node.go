@@ -748,10 +748,25 @@ func (h *holding) open(ctx context.Context, name, token string, reopen bool) (*s
 	wctx, cancel := context.WithTimeout(ctx, n.cfg.OpenWait)
 	ten, err := h.star.OpenWait(wctx, name, lease.OpenOptions{Token: token}, openRetry)
 	cancel()
-	if err != nil {
+	switch {
+	case errors.Is(err, lease.ErrHeld) && !reopen:
+		// The star holds the stream, but this node has no state for it:
+		// an earlier open took the tenure and then failed to rebuild the
+		// producers (its request ended, a read failed). Nothing was
+		// appended since, so the tenure still starts where the rebuild
+		// must end: adopt it and rebuild again.
+		t, ok := h.heldTenure(name)
+		next, nerr := h.star.Next(name)
+		if !ok || nerr != nil {
+			return nil, err
+		}
+		ten, ten.Next = t, next
+		n.log.Info("adopting a held stream whose producers were not rebuilt", "stream", name, "tenure", ten.Tenure, "next", ten.Next)
+	case err != nil:
 		return nil, err
+	default:
+		n.met.gate(ten)
 	}
-	n.met.gate(ten)
 	table, rb, err := h.rebuild(ctx, name, ten.Next)
 	if err != nil {
 		return nil, fmt.Errorf("rebuild the producers of %s: %w", name, err)
@@ -761,6 +776,16 @@ func (h *holding) open(ctx context.Context, name, token string, reopen bool) (*s
 		"had_snapshot", rb.HadSnapshot, "snapshot", rb.Snapshot, "replayed", rb.Replayed, "producers", producers, "producer_records", acks)
 	return &streamState{name: name, table: table, acked: map[uint64]ackedRecord{}, inflight: map[producerSeq]*pending{},
 		applied: make(chan struct{}), savedAt: rb.Snapshot}, nil
+}
+
+// heldTenure returns the star's tenure of stream, when it holds it.
+func (h *holding) heldTenure(stream string) (lease.Tenure, bool) {
+	for _, t := range h.star.Streams() {
+		if t.Stream == stream {
+			return t, true
+		}
+	}
+	return lease.Tenure{}, false
 }
 
 // produceReq is one record to append.

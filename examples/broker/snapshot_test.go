@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/authority"
+	"github.com/cutline/cutline/metastore"
 )
 
 // The holder saves its producer snapshot every 10 records and dies
@@ -119,4 +124,52 @@ func TestSnapshotByTime(t *testing.T) {
 	produceN(t, a, 5, 3, sent, acks)
 	fake.Advance(time.Hour)
 	require.Eventually(t, func() bool { return read().Offset == 8 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// failingSnapshots is a metastore whose reads of producer snapshots fail
+// while failing is set.
+type failingSnapshots struct {
+	metastore.Store
+	failing atomic.Bool
+}
+
+func (s *failingSnapshots) Get(ctx context.Context, key string) (metastore.KV, error) {
+	if s.failing.Load() && strings.HasSuffix(key, "/snapshot") {
+		return metastore.KV{}, fmt.Errorf("snapshot read refused by the test: %w", metastore.ErrUnavailable)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// A holder whose open took the stream's tenure but could not rebuild its
+// producers (the snapshot did not load) keeps the stream: the next
+// produce adopts the tenure and rebuilds, instead of being refused for as
+// long as the star holds the stream.
+func TestRebuildRetriedAfterFailure(t *testing.T) {
+	c := newClusterWith(t, "-snapshot-every", "0", "-snapshot-interval", "0")
+	a := c.join("node-a")
+	waitHolding(t, a.node)
+	store := &failingSnapshots{Store: c.be.store}
+	b := c.joinWithStore("node-b", c.be.zones, store)
+
+	sent, acks := map[string]bool{}, map[uint64]ack{}
+	produceN(t, a, 0, 5, sent, acks)
+	require.NoError(t, c.ctl.driver().Step(t.Context(), authority.HandoffRequest{Target: "node-b"}))
+	waitHolding(t, b.node)
+
+	store.failing.Store(true)
+	code, _, e := b.api.produce("orders", []byte("refused"), "producer-1", 5)
+	require.NotEqual(t, http.StatusOK, code)
+	require.Contains(t, e.Error, "rebuild the producers of orders")
+	h, err := b.holder()
+	require.NoError(t, err)
+	var held []string
+	for _, ten := range h.star.Streams() {
+		held = append(held, ten.Stream)
+	}
+	require.Equal(t, []string{"orders"}, held, "the star holds the stream it could not make ready")
+
+	store.failing.Store(false)
+	requireRetried(t, b, 3, acks[3])
+	produceN(t, b, 5, 3, sent, acks)
+	checkStream(t, b.api.consume("orders"), sent)
 }
