@@ -55,8 +55,9 @@ type Config struct {
 	// execution that gets there is a violation (a party that never ends).
 	MaxDepth int
 
-	// Progress, when not nil, is called with the search's counts every
-	// ProgressEvery executions.
+	// Progress, when not nil, is called every ProgressEvery executions
+	// with the states and executions counted so far (the other counts
+	// are not kept across workers until the search ends).
 	Progress      func(Result)
 	ProgressEvery int
 
