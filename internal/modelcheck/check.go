@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,11 +39,7 @@ func (x *exec) fingerprint() fingerprint {
 	}
 	line("faults", strconv.Itoa(x.faults))
 	for i, z := range x.shadow {
-		keys := make([]string, 0, len(z))
-		for k := range z {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(z))
 		line("zone", strconv.Itoa(i))
 		for _, k := range keys {
 			line(k, z[k])
@@ -70,12 +68,7 @@ func (x *exec) fingerprint() fingerprint {
 				b.WriteByte('\n')
 			}
 		default:
-			ids := make([]string, 0, len(p.perID))
-			for id := range p.perID {
-				ids = append(ids, id)
-			}
-			sort.Strings(ids)
-			for _, id := range ids {
+			for _, id := range slices.Sorted(maps.Keys(p.perID)) {
 				b.WriteString(strings.TrimPrefix(id, p.name+" "))
 				b.WriteString(" = ")
 				b.WriteString(strings.Join(p.perID[id], ", "))
@@ -384,11 +377,7 @@ type observation struct {
 
 // key names the observation: equal observations have equal keys.
 func (o observation) key() string {
-	keys := make([]string, 0, len(o.objects))
-	for k := range o.objects {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(o.objects))
 	var b strings.Builder
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s=%s\n", k, o.objects[k])
@@ -476,11 +465,7 @@ func (x *exec) outcome() string {
 	defer x.mu.Unlock()
 	var b strings.Builder
 	for i, z := range x.shadow {
-		keys := make([]string, 0, len(z))
-		for k := range z {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(z))
 		fmt.Fprintf(&b, "zone %d:", i)
 		for _, k := range keys {
 			fmt.Fprintf(&b, " %s=%s", k[strings.LastIndex(k, "/")+1:], z[k])
