@@ -17,7 +17,7 @@ var (
 	flagStrict  = flag.Bool("mc.strict", false, "fingerprint parties by the order of their answers (prunes less, assumes less)")
 	flagOnly    = flag.String("mc.only", "", "explore only the configurations whose K/W is this (e.g. 3/2)")
 	flagSlots   = flag.Int("mc.slots", 0, "with -mc.full, chains of this many slots (1 to 4) instead of 4")
-	flagConfig  = flag.String("mc.config", "", "explore this one configuration instead: K/W/slots/fencers/faults/crashes (e.g. 3/2/4/2/1/1)")
+	flagConfig  = flag.String("mc.config", "", "explore this one configuration instead: K/W/slots/fencers/faults/crashes[/window] (e.g. 3/2/4/2/1/1; window 2 by default)")
 	flagEvery   = flag.Int("mc.progress", 0, "log the search's size every this many executions (0: never)")
 	flagWorkers = flag.Int("mc.workers", 1, "searches at once, sharing the states explored (states and verdicts do not depend on it)")
 )
@@ -55,11 +55,11 @@ func fullConfigs() []Config {
 func TestGuarantees(t *testing.T) {
 	cfgs := defaultConfigs()
 	if *flagConfig != "" {
-		var c Config
-		if _, err := fmt.Sscanf(*flagConfig, "%d/%d/%d/%d/%d/%d", &c.K, &c.W, &c.Slots, &c.Fencers, &c.Faults, &c.Crashes); err != nil {
-			t.Fatalf("-mc.config=%q: want K/W/slots/fencers/faults/crashes: %v", *flagConfig, err)
+		c := Config{Window: 2}
+		n, err := fmt.Sscanf(*flagConfig, "%d/%d/%d/%d/%d/%d/%d", &c.K, &c.W, &c.Slots, &c.Fencers, &c.Faults, &c.Crashes, &c.Window)
+		if n < 6 || (err != nil && n != 6) {
+			t.Fatalf("-mc.config=%q: want K/W/slots/fencers/faults/crashes[/window]: %v", *flagConfig, err)
 		}
-		c.Window = 2
 		cfgs = []Config{c}
 	} else if *flagFull {
 		cfgs = fullConfigs()
