@@ -171,13 +171,19 @@
 // (add -mc.only=3/2 for one of them, -mc.slots=N for chains of N slots
 // instead of 4, -mc.strict for the stricter fingerprint). Only 1/1 ends
 // in reasonable time (3,240,870 states). With two zones the search grew
-// 181-fold from a chain of one slot to a chain of two: 2/2 with two
-// fencers and no fault explores 19,746 states at one slot and 3,582,904
-// at two (12 minutes). At one slot, a fault multiplies it by about 22 and
-// a crash of every party by about 1.5. If each further slot multiplies it
-// alike, four slots come to some 4·10¹² states: a table of their
-// fingerprints alone outgrows any one machine's memory, and the search
-// would take years at a few thousand states a second.
+// 168-fold from a chain of one slot to a chain of two: 2/2 with two
+// fencers and no fault explores 12,351 states at one slot and 2,069,354
+// at two (17 minutes). At one slot, a fault and a crash of every party
+// multiply it by 50 (623,708 states). What grows is not the number of
+// orders of the same steps, which a reduction could merge, but the
+// number of different things one fencer can have seen (for each object it
+// reads, whether the writer's create came first): with one fencer, 2/2
+// explores 195, 3,875, 36,879 and 322,983 states at one to four slots,
+// and two fencers multiply what each can see. If each further slot
+// multiplied the search alike, four slots would come to some 3·10¹²
+// states: a table of their fingerprints alone outgrows any one machine's
+// memory, and the search would take years at a few thousand states a
+// second.
 //
 // Planted variants of the fence and the writer (internal/planted) are
 // tried by TestPlanted:
