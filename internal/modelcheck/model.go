@@ -37,8 +37,9 @@ type Config struct {
 	// arrived (and the writer also by its counters), instead of by the
 	// answers of each of its requests. It prunes less and assumes less.
 	Strict bool
-	// MaxExecutions stops the search after that many executions (0: no
-	// bound); a search stopped so is reported incomplete.
+	// MaxExecutions stops the search once a worker has run that many
+	// executions (0: no bound); a search stopped so is reported
+	// incomplete.
 	MaxExecutions int
 	// NoSymmetry fingerprints the fencers one by one instead of as a set
 	// (see the package doc): the search is larger, and its size no longer
@@ -49,7 +50,8 @@ type Config struct {
 	// every state.
 	NoReduce bool
 	// Workers is how many searches run at once, sharing the states
-	// explored (default 1). States and the verdict do not depend on it.
+	// explored (default 1). The verdict does not depend on it, nor does
+	// States except through the fencers' symmetry (see NoSymmetry).
 	Workers int
 	// MaxDepth bounds the decisions of one execution (default 1000): an
 	// execution that gets there is a violation (a party that never ends).
