@@ -19,7 +19,7 @@ var (
 	flagSlots   = flag.Int("mc.slots", 0, "with -mc.full, chains of this many slots (1 to 4) instead of 4")
 	flagConfig  = flag.String("mc.config", "", "explore this one configuration instead: K/W/slots/fencers/faults/crashes[/window] (e.g. 3/2/4/2/1/1; window 2 by default)")
 	flagEvery   = flag.Int("mc.progress", 0, "log the search's size every this many executions (0: never)")
-	flagWorkers = flag.Int("mc.workers", 1, "searches at once, sharing the states explored (states and verdicts do not depend on it)")
+	flagWorkers = flag.Int("mc.workers", 1, "searches at once, sharing the states explored (the verdict does not depend on it)")
 )
 
 func TestMain(m *testing.M) {
