@@ -723,9 +723,12 @@ func (h *holding) stream(ctx context.Context, name, token string) (*streamState,
 		delete(h.opening, name)
 		if err == nil {
 			h.streams[name] = ns
-		} else if s != nil {
-			delete(h.streams, name)
 		}
+		// A reopen that failed leaves the suspect state in place: the
+		// next produce leaves the stream through Finish again, which
+		// decides the append of unknown outcome if the failed one did
+		// not get that far. Only a stream never opened has no state (see
+		// open, which adopts a tenure held without it).
 		h.mu.Unlock()
 		close(ch)
 		return ns, err

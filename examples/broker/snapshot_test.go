@@ -173,3 +173,48 @@ func TestRebuildRetriedAfterFailure(t *testing.T) {
 	produceN(t, b, 5, 3, sent, acks)
 	checkStream(t, b.api.consume("orders"), sent)
 }
+
+// A reopen (after an append of unknown outcome) that fails keeps the
+// stream suspect: the next produce leaves the stream through Finish again
+// and opens a new tenure, rather than adopting the one the failed reopen
+// left held, whose start no Finish may have decided.
+func TestFailedReopenStaysSuspect(t *testing.T) {
+	c := newClusterWith(t, "-snapshot-every", "0", "-snapshot-interval", "0")
+	store := &failingSnapshots{Store: c.be.store}
+	b := c.joinWithStore("node-b", c.be.zones, store)
+	waitHolding(t, b.node)
+	sent, acks := map[string]bool{}, map[uint64]ack{}
+	produceN(t, b, 0, 3, sent, acks)
+
+	h, err := b.holder()
+	require.NoError(t, err)
+	tenure := func() uint64 {
+		for _, ten := range h.star.Streams() {
+			if ten.Stream == "orders" {
+				return ten.Tenure
+			}
+		}
+		return 0
+	}
+	h.mu.Lock()
+	h.streams["orders"].suspect = true
+	h.mu.Unlock()
+	first := tenure()
+
+	store.failing.Store(true)
+	code, _, e := b.api.produce("orders", []byte("refused"), "producer-1", 3)
+	require.NotEqual(t, http.StatusOK, code)
+	require.Contains(t, e.Error, "rebuild the producers of orders")
+	failed := tenure()
+	require.Greater(t, failed, first, "the reopen left the stream and opened it again")
+	h.mu.Lock()
+	s := h.streams["orders"]
+	h.mu.Unlock()
+	require.True(t, s != nil && s.suspect, "the stream stays suspect after a failed reopen")
+
+	store.failing.Store(false)
+	requireRetried(t, b, 1, acks[1])
+	require.Greater(t, tenure(), failed, "the next produce left the stream through Finish again")
+	produceN(t, b, 3, 2, sent, acks)
+	checkStream(t, b.api.consume("orders"), sent)
+}
