@@ -63,14 +63,15 @@
 // turns them off):
 //
 //   - Faults are decided once per request and per answer its party gets:
-//     when a request is sent, and again each time its party gets
-//     another answer while it waits (when no fault is left in the budget
-//     and the party may no longer crash, there is nothing to decide). Withholding an answer or crashing a
-//     party changes nothing another party can see, and does not depend on
-//     when it happens between two answers of the party (what the party
-//     makes of it does depend on its other answers: a writer retries a
-//     create that failed before its slot was decided, not after). A lost
-//     answer runs the request, so it stays an option at every step.
+//     when a request is sent, and again each time its party gets another
+//     answer while it waits (when no fault is left in the budget and the
+//     party may no longer crash, there is nothing to decide). Withholding
+//     an answer or crashing a party changes nothing another party can
+//     see, and does not depend on when it happens between two answers of
+//     the party (what the party makes of it does depend on its other
+//     answers: a writer retries a create that failed before its slot was
+//     decided, not after). A lost answer runs the request, so it stays an
+//     option at every step.
 //   - A request that is its party's only one, and whose answer cannot
 //     change any more (an object that exists: objects are never
 //     overwritten and no party of the model deletes; an object or the
