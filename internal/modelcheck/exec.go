@@ -7,7 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -559,12 +560,7 @@ func (x *exec) slotOf(key string) (uint64, bool) {
 }
 
 func (x *exec) pendingIDsLocked() []string {
-	ids := make([]string, 0, len(x.pending))
-	for id := range x.pending {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
+	return slices.Sorted(maps.Keys(x.pending))
 }
 
 // valid reports whether d is possible now.
