@@ -261,6 +261,13 @@ func (st *store) List(ctx context.Context, prefix string) ([]metastore.KV, int64
 	return st.Store.List(ctx, prefix)
 }
 
+func (st *store) Floor(ctx context.Context, prefix, key string) (metastore.KV, error) {
+	if st.s.Dead() {
+		return metastore.KV{}, metastore.Unavailable(ErrCrashed)
+	}
+	return metastore.Floor(ctx, st.Store, prefix, key)
+}
+
 func (st *store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 	what := "txn"
 	if len(t.Then) > 0 {

@@ -15,10 +15,11 @@ import (
 
 // Stats are the requests a Store forwarded since it was made or reset.
 type Stats struct {
-	Gets  int // Get calls, found or not
-	Lists int // List calls
-	Keys  int // keys read: one per Get that found its key, every key a List returned
-	Txns  int // Txn calls
+	Gets   int // Get calls, found or not
+	Floors int // Floor calls (metastore.Floorer), found or not
+	Lists  int // List calls
+	Keys   int // keys read: one per Get or Floor that found its key, every key a List returned
+	Txns   int // Txn calls
 }
 
 // Store is a counting metastore.Store. It is safe for concurrent use.
@@ -63,6 +64,22 @@ func (c *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
 	})
 	return kv, err
 }
+
+// Floor counts one floor read, and one key read when it found one. It
+// forwards to the wrapped store's Floorer, or to its List fallback.
+func (c *Store) Floor(ctx context.Context, prefix, key string) (metastore.KV, error) {
+	kv, err := metastore.Floor(ctx, c.Store, prefix, key)
+	c.add(func(s *Stats) {
+		s.Floors++
+		if err == nil {
+			s.Keys++
+		}
+	})
+	return kv, err
+}
+
+// Reads is every read request: gets, floors and lists.
+func (s Stats) Reads() int { return s.Gets + s.Floors + s.Lists }
 
 // List counts one list and every key it returned.
 func (c *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {

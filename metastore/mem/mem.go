@@ -472,3 +472,31 @@ func (s *Store) Resume(sess metastore.Session) {
 
 // Expire ends the session now, as if its TTL had run out.
 func (s *Store) Expire(sess metastore.Session) { s.end(sess.ID()) }
+
+var _ metastore.Floorer = (*Store)(nil)
+
+// Floor implements metastore.Floorer, under the store's lock.
+func (s *Store) Floor(ctx context.Context, prefix, key string) (metastore.KV, error) {
+	if err := ctx.Err(); err != nil {
+		return metastore.KV{}, err
+	}
+	if err := metastore.CheckFloor(prefix, key); err != nil {
+		return metastore.KV{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.unreachableLocked("floor", key); err != nil {
+		return metastore.KV{}, err
+	}
+	var best metastore.KV
+	found := false
+	for k, kv := range s.kvs {
+		if strings.HasPrefix(k, prefix) && k <= key && (!found || k > best.Key) {
+			best, found = kv, true
+		}
+	}
+	if !found {
+		return metastore.KV{}, fmt.Errorf("metastore floor %q under %q: %w", key, prefix, metastore.ErrNotFound)
+	}
+	return clone(best), nil
+}

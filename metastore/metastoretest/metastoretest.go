@@ -106,6 +106,7 @@ func Run(t *testing.T, newStore func(t *testing.T) metastore.Store, opts ...Opti
 		{"ConcurrentCASCounter", s.casCounter},
 		{"ConcurrentTransfers", s.transfers},
 		{"ListPrefixInKeyOrder", s.listPrefix},
+		{"Floor", s.floor},
 		{"RevisionsGrow", s.revisionsGrow},
 		{"WatchReplaysFromRevision", s.watchReplay},
 		{"WatchFromNow", s.watchFromNow},
