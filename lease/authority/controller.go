@@ -133,6 +133,9 @@ func NewController(cfg ControllerConfig, st State, now time.Time) (*Controller, 
 		return nil, &config.Error{Field: "state", Value: st.Domain, Reason: fmt.Sprintf("belongs to another domain than %q", cfg.Domain)}
 	}
 	st.Domain = cfg.Domain
+	if err := st.check(); err != nil {
+		return nil, err
+	}
 	if st.Phase == "" {
 		st.Phase = Vacant
 	}
@@ -228,12 +231,20 @@ func (c *Controller) Step(ev Event) error {
 	case Challenge:
 		return c.challenge(e)
 	}
-	return fmt.Errorf("authority: unknown event %T", ev)
+	// A nil or foreign event is the host's mistake, not a node's: it is
+	// refused as an invalid argument, and changes nothing.
+	return &config.Error{Field: "event", Value: fmt.Sprintf("%T", ev), Reason: "not an event of the controller"}
 }
 
 func (c *Controller) connect(e Connect) error {
 	if err := epoch.ValidateName("node", e.Node); err != nil {
 		return err
+	}
+	if e.Token > c.st.Token {
+		// Every token is durable before any node learns it: a greater one
+		// was never issued, and believing it would let a node claim a
+		// grant no controller gave.
+		return refused(e.Node, e, "token %d was never issued (the last is %d)", e.Token, c.st.Token)
 	}
 	if e.Caps.Zero() {
 		// Invisible to the topology: nothing to record.

@@ -3,9 +3,11 @@ package authority
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -139,9 +141,82 @@ var (
 	// ErrDeposed: a controller's election is gone; its writes fail.
 	ErrDeposed = errors.New("authority: controller deposed")
 	// ErrRefused: the controller refused an event (an impostor, a stale
-	// token, an offer out of turn). The error is a *RefusedError.
+	// token, a token never issued, an offer out of turn). The error is a
+	// *RefusedError.
 	ErrRefused = errors.New("authority: refused")
+	// ErrBadState: a durable State no controller writes (a phase it does
+	// not know, Granted without a holder, ...): a controller does not
+	// start from it. The error is a *StateError.
+	ErrBadState = errors.New("authority: inconsistent state")
 )
+
+// StateError says what is inconsistent in a durable State.
+type StateError struct {
+	Domain string
+	Phase  Phase
+	Reason string
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("authority: the state of %s (phase %q) is inconsistent: %s", e.Domain, e.Phase, e.Reason)
+}
+
+func (e *StateError) Unwrap() error { return ErrBadState }
+
+// check refuses a state that no controller writes. The zero phase is a
+// domain never written, which reads as Vacant.
+func (s State) check() error {
+	bad := func(format string, args ...any) error {
+		return &StateError{Domain: s.Domain, Phase: s.Phase, Reason: fmt.Sprintf(format, args...)}
+	}
+	name := func(field, v string, want bool) error {
+		switch {
+		case !want && v != "":
+			return bad("%s %q is set", field, v)
+		case want && v == "":
+			return bad("no %s", field)
+		case want:
+			if err := epoch.ValidateName(field, v); err != nil {
+				return bad("%v", err)
+			}
+		}
+		return nil
+	}
+	holder, candidate, target := false, false, false
+	switch s.Phase {
+	case "", Vacant:
+	case Granted:
+		holder = true
+	case Handoff:
+		holder, target = true, true
+	case Recovering:
+		candidate = true
+	default:
+		return bad("unknown phase")
+	}
+	for _, err := range []error{name("holder", s.Holder, holder), name("candidate", s.Candidate, candidate), name("target", s.Target, target)} {
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case holder && s.Token == 0:
+		return bad("a holder without a token")
+	case target && s.Target == s.Holder:
+		return bad("the holder %q is its own handoff target", s.Holder)
+	case s.Token == math.MaxUint64:
+		// Every grant needs a token greater than the last.
+		return bad("token %d leaves no next token", s.Token)
+	case s.Required.Star == "" && s.Required.Pos != (chain.Position{}):
+		return bad("a required position %v on no star", s.Required.Pos)
+	}
+	if s.Required.Star != "" {
+		if err := epoch.ValidateName("required star", s.Required.Star); err != nil {
+			return bad("%v", err)
+		}
+	}
+	return nil
+}
 
 // NotAdmittedError says why a runtime does not admit writes.
 type NotAdmittedError struct {
