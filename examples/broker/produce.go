@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cutline/cutline/lease"
+	"github.com/cutline/cutline/settle"
+)
+
+// produceReq is one record to append.
+type produceReq struct {
+	stream   string
+	data     []byte
+	producer string // "" for none: no deduplication
+	seq      uint64
+	token    string // the producer's fencing token, "" for none
+}
+
+// produce appends one record and returns where it was acknowledged. A
+// record of a producer sequence the stream holds already is not appended
+// again: its first acknowledgement is returned (Duplicate); one in flight
+// is waited for.
+func (n *node) produce(ctx context.Context, p produceReq) (ack, error) {
+	h, err := n.holder()
+	if err != nil {
+		return ack{}, err
+	}
+	if err := h.star.CheckToken(ctx, p.stream, p.token); err != nil {
+		return ack{}, err
+	}
+	s, err := h.stream(ctx, p.stream, p.token)
+	if err != nil {
+		return ack{}, err
+	}
+	pd, err := h.submit(ctx, s, p)
+	if err != nil {
+		return ack{}, err
+	}
+	select {
+	case <-pd.done:
+		return pd.ack, pd.err
+	case <-ctx.Done():
+		return ack{}, ctx.Err()
+	}
+}
+
+func (h *holding) submit(ctx context.Context, s *streamState, p produceReq) (*pending, error) {
+	key := producerSeq{p.producer, p.seq}
+	h.submitMu.Lock()
+	defer h.submitMu.Unlock()
+	if p.producer != "" {
+		h.mu.Lock()
+		a, v := s.table.lookup(p.producer, p.seq)
+		pd := s.inflight[key]
+		h.mu.Unlock()
+		switch {
+		case pd != nil:
+			return pd, nil
+		case v == duplicate:
+			a.Duplicate = true
+			pd = &pending{done: make(chan struct{}), ack: a}
+			close(pd.done)
+			return pd, nil
+		case v == tooOld:
+			return nil, fmt.Errorf("%w: %s's sequence %d", errSequenceTooOld, p.producer, p.seq)
+		}
+	}
+	off, err := h.star.Next(p.stream)
+	if err != nil {
+		h.forget(p.stream, s, err)
+		return nil, err
+	}
+	start := h.n.clk.Now()
+	// Counted before it can be decided: a drain or a close that waits
+	// for the appends sees it.
+	h.acks.Add(1)
+	f, err := h.star.Submit(ctx, record{Stream: p.stream, Offset: off, Producer: p.producer, Seq: p.seq, Data: p.data}.encode())
+	if err != nil {
+		h.acks.Done()
+		h.forget(p.stream, s, err)
+		return nil, err
+	}
+	pd := &pending{done: make(chan struct{})}
+	if p.producer != "" {
+		h.mu.Lock()
+		s.inflight[key] = pd
+		h.mu.Unlock()
+	}
+	go h.await(f, s, key, off, pd, start)
+	return pd, nil
+}
+
+// await decides one append: every Future is answered, at the latest when
+// the star closes or aborts.
+func (h *holding) await(f *lease.Future, s *streamState, key producerSeq, off uint64, pd *pending, start time.Time) {
+	defer h.acks.Done()
+	<-f.Done()
+	pos, err := f.Wait(context.Background())
+	if err == nil {
+		pd.ack = ack{Offset: off, Epoch: pos.Epoch, Slot: pos.Slot}
+		h.n.acknowledged(pos, h.n.clk.Now().Sub(start))
+	} else {
+		pd.err = fmt.Errorf("%w: %w", errUnknownOutcome, err)
+	}
+	h.mu.Lock()
+	if err == nil {
+		// Applied in offset order: a retry finds the record in flight
+		// until it is in the table.
+		s.acked[off] = ackedRecord{key: key, ack: pd.ack}
+		h.applyLocked(s)
+	} else {
+		if key.producer != "" {
+			delete(s.inflight, key)
+		}
+		s.broken = true
+	}
+	if err != nil && !errors.Is(err, settle.ErrDropped) {
+		s.suspect = true
+	}
+	h.mu.Unlock()
+	close(pd.done)
+}
+
+// errSequenceTooOld is a producer sequence below the window the table
+// keeps of its producer, not kept: it may be in the stream already, and
+// is refused rather than appended twice.
+var errSequenceTooOld = errors.New("broker: the producer sequence is too old to judge (it may be in the stream already); not appended")
+
+// errUnknownOutcome is an append that was not acknowledged: it may or may
+// not be in the stream. A retry with the same producer sequence is safe.
+var errUnknownOutcome = errors.New("broker: the append was not acknowledged; retry with the same producer sequence")
