@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/cutline/cutline/config"
 )
 
-// ErrAliased: VerifyDistinct found two Bucket handles that reach one
+// ErrAliased: VerifyZones found two Bucket handles that reach one
 // physical store, or two that share a name. The error is a *AliasError.
 var ErrAliased = errors.New("objstore: buckets are not distinct stores")
 
-// AliasError names the two buckets VerifyDistinct refused. It matches
+// AliasError names the two buckets VerifyZones refused. It matches
 // ErrAliased.
 type AliasError struct {
 	// A and B are the buckets' names: a probe created through A was
@@ -29,38 +31,41 @@ func (e *AliasError) Error() string {
 
 func (e *AliasError) Unwrap() error { return ErrAliased }
 
-// VerifyDistinct checks at start-up that buckets, the zone set of an
-// epoch, are as many physical stores as handles. Two handles on one store
-// (two fs buckets on one directory, one S3 bucket listed under two names)
-// would count one physical copy twice, so a write acknowledged by W zones
-// could have fewer than W copies.
+// VerifyDistinct is VerifyZones over buckets with the probes at the
+// bucket's root.
 //
-// It refuses duplicate names before sending anything. It then creates one
-// probe under VerifyDir in each bucket, checks that each probe is readable
-// through its own bucket and absent (ErrNotFound) from every other, and
-// deletes the probes, best effort, on every way out while ctx allows:
-// 2K + K² requests for K buckets.
-//
-// A probe seen through another bucket, or a shared name, is an
-// *AliasError matching ErrAliased. Any other failure is returned wrapped
-// with the bucket's name: an unreachable bucket fails the check with an
-// error matching ErrUnavailable, never a pass, and a done ctx with its
-// error. A nil bucket is an error. Fewer than two buckets have nothing to
-// compare; each still gets its probe, so the check also says that every
-// bucket is reachable and lets a probe be created, read and deleted.
+// Deprecated: use VerifyZones, which names what it is: the one start-up
+// check of a zone set. VerifyDistinct has become the same check, so that
+// no host verifies that its zones are distinct stores without verifying
+// that each enforces create-only writes, or the other way round.
 func VerifyDistinct(ctx context.Context, buckets ...Bucket) error {
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("objstore: verify distinct: "+format, args...)
-	}
+	return VerifyZones(ctx, buckets, VerifyOptions{})
+}
+
+// checkNames refuses a nil bucket and two buckets with one name, before
+// anything is sent.
+func checkNames(buckets []Bucket) error {
 	byName := make(map[string]int, len(buckets))
 	for i, b := range buckets {
 		if b == nil {
-			return fail("bucket %d is nil", i)
+			return &config.Error{Field: fmt.Sprintf("zones[%d]", i), Reason: fmt.Sprintf("bucket %d is nil", i)}
 		}
 		if _, dup := byName[b.Name()]; dup {
 			return &AliasError{A: b.Name(), B: b.Name()}
 		}
 		byName[b.Name()] = i
+	}
+	return nil
+}
+
+// verifyDistinct checks that buckets are as many physical stores as
+// handles: it creates one probe under prefix/VerifyDir in each bucket,
+// checks that each probe is readable through its own bucket and absent
+// (ErrNotFound) from every other, and deletes the probes, best effort, on
+// every way out while ctx allows: 2K + K² requests for K buckets.
+func verifyDistinct(ctx context.Context, prefix string, buckets []Bucket) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("objstore: verify distinct: "+format, args...)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail("%w", err)
@@ -68,7 +73,7 @@ func VerifyDistinct(ctx context.Context, buckets ...Bucket) error {
 
 	keys := make([]string, len(buckets))
 	for i := range keys {
-		keys[i] = fmt.Sprintf("%s/distinct-%016x%016x", VerifyDir, rand.Uint64(), rand.Uint64())
+		keys[i] = probeKey(prefix, fmt.Sprintf("distinct-%016x%016x", rand.Uint64(), rand.Uint64()))
 		if err := ValidateKey(keys[i]); err != nil {
 			return fail("probe key: %w", err)
 		}

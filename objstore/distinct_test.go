@@ -3,11 +3,14 @@ package objstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/internal/racystore"
 	"github.com/cutline/cutline/objstore/mem"
 )
 
@@ -29,7 +32,10 @@ func TestVerifyDistinctAcceptsDistinctBuckets(t *testing.T) {
 		require.Equal(t, 0, z.Len(), "%s: the probe is deleted", z.Name())
 	}
 	require.NoError(t, objstore.VerifyDistinct(t.Context(), a), "one bucket has nothing to compare")
-	require.NoError(t, objstore.VerifyDistinct(t.Context()))
+	err := objstore.VerifyZones(t.Context(), nil, objstore.VerifyOptions{})
+	require.ErrorIs(t, err, config.ErrInvalid, "a zone set of no bucket")
+	require.NoError(t, objstore.VerifyZones(t.Context(), []objstore.Bucket{a, b, c}, objstore.VerifyOptions{Prefix: "tenant/x"}))
+	require.Equal(t, 0, a.Len()+b.Len()+c.Len())
 }
 
 func TestVerifyDistinctRefusesAliases(t *testing.T) {
@@ -58,9 +64,14 @@ func TestVerifyDistinctRefusesAliases(t *testing.T) {
 	}
 }
 
+// verifyGets is how many Gets Verify sends to a bucket that passes: two
+// in the sequential check, one read-back per key in the concurrent one.
+const verifyGets = 2 + objstore.VerifyRaceKeys
+
 // TestVerifyDistinctNeverPassesSilently: a bucket that cannot answer fails
 // the check as unavailable (never as a pass, never as an alias), and the
-// probes already created elsewhere are removed.
+// probes already created elsewhere are removed. The failures of the
+// comparison come after the create-only checks, which each bucket passes.
 func TestVerifyDistinctNeverPassesSilently(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -70,16 +81,18 @@ func TestVerifyDistinctNeverPassesSilently(t *testing.T) {
 	}{
 		{name: "create-unavailable", unavailable: true, contains: "create probe",
 			broken: func(m *mem.Bucket) objstore.Bucket { return &failing{Bucket: m, op: "create", calls: map[string]int{}} }},
-		// zone-b's first Get reads zone-a's probe, its second its own.
+		// After Verify, zone-b's first Get reads zone-a's probe, its
+		// second its own.
 		{name: "get-of-other-probe-unavailable", unavailable: true, contains: `of bucket "zone-a"`,
 			broken: func(m *mem.Bucket) objstore.Bucket {
-				return &failing{Bucket: m, op: "get", n: 1, calls: map[string]int{}}
+				return &failing{Bucket: m, op: "get", n: verifyGets + 1, calls: map[string]int{}}
 			}},
 		{name: "get-of-own-probe-unavailable", unavailable: true, contains: "read back its own probe",
 			broken: func(m *mem.Bucket) objstore.Bucket {
-				return &failing{Bucket: m, op: "get", n: 2, calls: map[string]int{}}
+				return &failing{Bucket: m, op: "get", n: verifyGets + 2, calls: map[string]int{}}
 			}},
-		{name: "creates-land-elsewhere", contains: "read back its own probe",
+		// The create-only check already finds the probe missing.
+		{name: "creates-land-elsewhere", contains: "verify bucket \"zone-b\": read back",
 			broken: func(m *mem.Bucket) objstore.Bucket { return createsElsewhere{Bucket: m, sink: mem.New("sink")} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,5 +123,54 @@ func TestVerifyDistinctCanceled(t *testing.T) {
 func TestVerifyDistinctNilBucket(t *testing.T) {
 	err := objstore.VerifyDistinct(t.Context(), mem.New("zone-a"), nil)
 	require.ErrorContains(t, err, "bucket 1 is nil")
+	require.ErrorIs(t, err, config.ErrInvalid)
 	require.NotErrorIs(t, err, objstore.ErrAliased)
+}
+
+// TestVerifyZonesCatchesOneStoreTwice: two handles on one store each pass
+// the create-only checks, and the one start-up check still refuses the
+// set, so a host that runs it cannot miss the alias.
+func TestVerifyZonesCatchesOneStoreTwice(t *testing.T) {
+	a, b := mem.New("zone-a"), mem.New("zone-b")
+	alias := sameStore{a, "zone-c"}
+	for _, z := range []objstore.Bucket{a, b, alias} {
+		require.NoError(t, objstore.Verify(t.Context(), z), "%s alone passes", z.Name())
+	}
+	err := objstore.VerifyZones(t.Context(), []objstore.Bucket{a, b, alias}, objstore.VerifyOptions{})
+	var ae *objstore.AliasError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, objstore.AliasError{A: "zone-a", B: "zone-c"}, *ae)
+	require.Equal(t, 0, a.Len()+b.Len())
+}
+
+// TestVerifyZonesRefusesARacyZone: one zone that is create-only only one
+// request at a time fails the start-up check of the whole set, named.
+func TestVerifyZonesRefusesARacyZone(t *testing.T) {
+	inner := mem.New("zone-b")
+	racy := racystore.Wrap(inner, racystore.Options{Match: isRaceProbe})
+	err := objstore.VerifyZones(t.Context(), []objstore.Bucket{mem.New("zone-a"), racy, mem.New("zone-c")}, objstore.VerifyOptions{})
+	require.ErrorIs(t, err, objstore.ErrNotCreateOnly)
+	require.NotErrorIs(t, err, objstore.ErrAliased)
+	require.Contains(t, err.Error(), `"zone-b"`)
+	require.Empty(t, racy.Missed())
+	require.Equal(t, 0, inner.Len(), "the probes are deleted")
+}
+
+// TestVerifyZonesCost counts the requests of the start-up check of K
+// zones: K × VerifyRequests, then 2K + K² for the comparison.
+func TestVerifyZonesCost(t *testing.T) {
+	for k := 1; k <= 5; k++ {
+		zones := make([]objstore.Bucket, k)
+		counters := make([]*counting, k)
+		for i := range zones {
+			counters[i] = &counting{Bucket: mem.New(fmt.Sprintf("zone-%c", 'a'+i))}
+			zones[i] = counters[i]
+		}
+		require.NoError(t, objstore.VerifyZones(t.Context(), zones, objstore.VerifyOptions{}))
+		total := 0
+		for _, c := range counters {
+			total += int(c.n.Load())
+		}
+		require.Equal(t, k*objstore.VerifyRequests+2*k+k*k, total, "K=%d", k)
+	}
 }

@@ -1,13 +1,13 @@
 // Package objstore is cutline's view of object storage: the Bucket
 // interface, its error classification and key rules, and the start-up
-// checks Verify and VerifyDistinct.
+// check VerifyZones.
 //
 // One Bucket is one zone's bucket. cutline writes each slot of a chain to
 // the same key in K buckets and needs exactly five operations from each:
 // Create, Get, GetRange, Delete and List. Implementations live in
 // subpackages and hosts pick one: mem (in memory), fs (a local directory),
-// s3 (aws-sdk-go-v2) and gcs (in its own module). No package of the
-// library imports a backend.
+// s3 (aws-sdk-go-v2), and gcs and azblob (each in its own module). No
+// package of the library imports a backend.
 //
 // # The contract
 //
@@ -45,8 +45,8 @@
 //     unsupported; retrying it unchanged will not help.
 //   - ErrInvalidKey (a *KeyError), ErrInvalidRange: the request was
 //     refused locally; nothing was sent.
-//   - ErrNotCreateOnly (from Verify), ErrAliased (from VerifyDistinct, an
-//     *AliasError): the start-up checks refused a bucket or a zone set.
+//   - ErrNotCreateOnly (from Verify), ErrAliased (an *AliasError): the
+//     start-up check VerifyZones refused a bucket or a zone set.
 //
 // Only nil, ErrNotFound and ErrExists tell anything about the object at
 // the key. Every other error, the refusals and the context's error
@@ -66,37 +66,42 @@
 // # Verify before use
 //
 // Several S3-compatible stores accept a conditional write and silently
-// overwrite. Such a bucket would break every fencing guarantee without a
-// single error, so hosts call Verify on every bucket at start-up:
+// overwrite, and some refuse a second create one request at a time but
+// let concurrent creates of one key all succeed. Such a bucket would break
+// every fencing guarantee without a single error, so a host runs one
+// check over its zone set at start-up:
 //
-//	for _, b := range buckets {
-//		if err := objstore.Verify(ctx, b); err != nil {
-//			return err // errors.Is(err, objstore.ErrNotCreateOnly): never use it
-//		}
+//	if err := objstore.VerifyZones(ctx, zones, objstore.VerifyOptions{}); err != nil {
+//		return err // ErrNotCreateOnly: never use that bucket; ErrAliased: fix the configuration
 //	}
 //
-// Verify creates a probe under ".cutline-verify/", tries to overwrite it,
-// reads it back, deletes it, and refuses a bucket that let the overwrite
-// through with an error matching ErrNotCreateOnly and naming the bucket.
-// VerifyUnder puts the probe below a prefix, for credentials scoped to one.
-//
-// Each bucket of a zone set must also be its own physical store: two
+// VerifyZones refuses the set unless every bucket enforces create-only
+// writes and the buckets are as many physical stores as handles. Two
 // handles on one store (two fs buckets on one directory, one S3 bucket
-// listed under two names) count one copy twice, so a write acknowledged
-// by W zones could have fewer than W copies. Hosts call VerifyDistinct at
-// start-up over the zone set of an epoch, after Verify:
+// listed under two names) each pass the create-only checks, yet count one
+// copy twice, so that a write acknowledged by W zones could have fewer
+// than W copies: the checks are one call so that no host runs one without
+// the other.
 //
-//	if err := objstore.VerifyDistinct(ctx, buckets...); err != nil {
-//		return err // errors.Is(err, objstore.ErrAliased): fix the configuration
-//	}
+// Its create-only check of each bucket is Verify: a probe under
+// ".cutline-verify/" is created, created again (ErrExists expected), read
+// back, deleted and read again (ErrNotFound expected); then
+// VerifyRaceCreators creates of each of VerifyRaceKeys fresh keys are sent
+// at once, and of each key's creates exactly one must succeed, every other
+// answer ErrExists, and the key must read back as the survivor's bytes.
+// That is VerifyRequests (29) requests per bucket in eight rounds, the
+// buckets side by side. The comparison of the buckets then creates a probe
+// in each, reads every probe through every bucket, and deletes them: 2K +
+// K² requests for K buckets. The probes are deleted on every way out.
+// VerifyOptions.Prefix puts them below a prefix, for credentials scoped to
+// one.
 //
-// It refuses two buckets with one name, creates a probe under
-// ".cutline-verify/" in each bucket, and refuses the set with an
-// *AliasError (matching ErrAliased, naming both buckets) when a probe is
-// visible through another bucket than its own; it deletes the probes on
-// every way out. An unreachable bucket fails the check with an error
-// matching ErrUnavailable: the check never passes without an answer from
-// every bucket.
+// A bucket that lets a second create through is refused with an error
+// matching ErrNotCreateOnly; two handles on one store with an *AliasError
+// matching ErrAliased, naming both. An unreachable bucket fails the check
+// with an error matching ErrUnavailable: it never passes without an answer
+// from every bucket. Verify alone checks one bucket, for a tool that looks
+// at a bucket before it joins a zone set.
 //
 // # Choosing a backend
 //
@@ -106,6 +111,7 @@
 //   - s3: AWS S3 and compatible stores that honour If-None-Match: *
 //     (verify them).
 //   - gcs: Google Cloud Storage, with ifGenerationMatch=0.
+//   - azblob: Azure Blob Storage, with If-None-Match: *.
 //
 // # Wrappers
 //

@@ -1,14 +1,20 @@
 package objstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fs"
+	"github.com/cutline/cutline/objstore/internal/racystore"
 	"github.com/cutline/cutline/objstore/mem"
 )
 
@@ -57,10 +63,13 @@ type failing struct {
 	*mem.Bucket
 	op    string
 	n     int
+	mu    sync.Mutex
 	calls map[string]int
 }
 
 func (f *failing) fail(op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.calls[op]++
 	if op == f.op && (f.n == 0 || f.calls[op] == f.n) {
 		return objstore.Unavailable(errors.New("connection reset"))
@@ -154,4 +163,187 @@ func TestVerifyUnderBadPrefix(t *testing.T) {
 	err := objstore.VerifyUnder(t.Context(), mem.New("zone-a"), "../x")
 	require.ErrorIs(t, err, objstore.ErrInvalidKey)
 	require.True(t, strings.Contains(err.Error(), "zone-a"))
+}
+
+// isRaceProbe matches the keys of Verify's concurrent check.
+func isRaceProbe(key string) bool { return strings.Contains(key, "-race-") }
+
+// counting counts every request.
+type counting struct {
+	objstore.Bucket
+	n atomic.Int64
+}
+
+func (c *counting) Create(ctx context.Context, key string, data []byte) error {
+	c.n.Add(1)
+	return c.Bucket.Create(ctx, key, data)
+}
+
+func (c *counting) Get(ctx context.Context, key string) ([]byte, error) {
+	c.n.Add(1)
+	return c.Bucket.Get(ctx, key)
+}
+
+func (c *counting) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	c.n.Add(1)
+	return c.Bucket.GetRange(ctx, key, off, n)
+}
+
+func (c *counting) Delete(ctx context.Context, key string) error {
+	c.n.Add(1)
+	return c.Bucket.Delete(ctx, key)
+}
+
+func (c *counting) List(ctx context.Context, prefix, after string, limit int) ([]objstore.ObjectInfo, error) {
+	c.n.Add(1)
+	return c.Bucket.List(ctx, prefix, after, limit)
+}
+
+// TestVerifyRefusesCheckThenPut: a store that refuses a second create one
+// request at a time but checks and then writes, with a gap, under
+// concurrent creates is refused, every time: its gap is held open until
+// every create of a key has checked, so the outcome does not depend on
+// timing. That the gates fill also shows that Verify's creates of one key
+// are in flight together.
+func TestVerifyRefusesCheckThenPut(t *testing.T) {
+	const runs = 50
+	for range runs {
+		inner := mem.New("cheap-s3")
+		racy := racystore.Wrap(inner, racystore.Options{Match: isRaceProbe})
+		err := objstore.Verify(t.Context(), racy)
+		require.ErrorIs(t, err, objstore.ErrNotCreateOnly)
+		require.NotErrorIs(t, err, objstore.ErrUnavailable)
+		require.Contains(t, err.Error(), `"cheap-s3"`)
+		require.Contains(t, err.Error(), "4 of 4 concurrent creates of "+objstore.VerifyDir+"/")
+		require.Empty(t, racy.Missed(), "every create of a key checked before any wrote")
+		require.Equal(t, objstore.VerifyRaceKeys*objstore.VerifyRaceCreators, racy.Raced())
+		require.Equal(t, 0, inner.Len(), "the probes are deleted after the refusal")
+	}
+}
+
+// TestVerifyPassesCreateOnlyStoresEveryTime runs Verify many times on the
+// in-process backends: a correct store never fails it.
+func TestVerifyPassesCreateOnlyStoresEveryTime(t *testing.T) {
+	const runs = 100
+	m := mem.New("zone-a")
+	f, err := fs.New(t.TempDir(), fs.Options{Name: "zone-b"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	for _, b := range []objstore.Bucket{m, f} {
+		for i := range runs {
+			require.NoError(t, objstore.Verify(t.Context(), b), "%s, run %d", b.Name(), i)
+		}
+		page, err := b.List(t.Context(), "", "", 10)
+		require.NoError(t, err)
+		require.Empty(t, page, "%s: the probes are deleted", b.Name())
+	}
+}
+
+func TestVerifyCost(t *testing.T) {
+	c := &counting{Bucket: mem.New("zone-a")}
+	require.NoError(t, objstore.Verify(t.Context(), c))
+	require.Equal(t, int64(objstore.VerifyRequests), c.n.Load())
+	require.Equal(t, 29, objstore.VerifyRequests, "the documented figure")
+}
+
+// raceBroken answers the concurrent creates of a key in a scripted way.
+type raceBroken struct {
+	*mem.Bucket
+	// create answers one create of a race key; nil means create-only.
+	create func(b *mem.Bucket, ctx context.Context, key string, data []byte) error
+}
+
+func (r raceBroken) Create(ctx context.Context, key string, data []byte) error {
+	if r.create == nil || !isRaceProbe(key) {
+		return r.Bucket.Create(ctx, key, data)
+	}
+	return r.create(r.Bucket, ctx, key, data)
+}
+
+func TestVerifyConcurrentVerdicts(t *testing.T) {
+	var mu sync.Mutex
+	for _, tc := range []struct {
+		name        string
+		create      func(b *mem.Bucket, ctx context.Context, key string, data []byte) error
+		notCreate   bool
+		unavailable bool
+		contains    string
+	}{
+		{name: "last-writer-wins-behind-exists", notCreate: true, contains: "was refused but overwrote the survivor's bytes",
+			// Every create lands; all but the first answer ErrExists.
+			create: func(b *mem.Bucket, ctx context.Context, key string, data []byte) error {
+				mu.Lock()
+				defer mu.Unlock()
+				_, err := b.Get(ctx, key)
+				_ = b.Delete(ctx, key)
+				_ = b.Create(ctx, key, data)
+				if err == nil {
+					return objstore.ErrExists
+				}
+				return nil
+			}},
+		{name: "fresh-key-exists", notCreate: true, contains: "answered ErrExists",
+			create: func(*mem.Bucket, context.Context, string, []byte) error { return objstore.ErrExists }},
+		{name: "loser-unavailable", unavailable: true, contains: "did not answer ErrExists",
+			create: func(b *mem.Bucket, ctx context.Context, key string, data []byte) error {
+				if err := b.Create(ctx, key, data); err != nil {
+					return objstore.Unavailable(errors.New("connection reset"))
+				}
+				return nil
+			}},
+		{name: "torn-object", notCreate: true, contains: "never written",
+			create: func(b *mem.Bucket, ctx context.Context, key string, data []byte) error {
+				return b.Create(ctx, key, bytes.ToUpper(data))
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner := mem.New("cheap-s3")
+			err := objstore.Verify(t.Context(), raceBroken{inner, tc.create})
+			require.Error(t, err)
+			require.Equal(t, tc.notCreate, errors.Is(err, objstore.ErrNotCreateOnly), "ErrNotCreateOnly: %v", err)
+			require.Equal(t, tc.unavailable, errors.Is(err, objstore.ErrUnavailable), "ErrUnavailable: %v", err)
+			require.Contains(t, err.Error(), `"cheap-s3"`)
+			require.Contains(t, err.Error(), tc.contains)
+			require.Equal(t, 0, inner.Len(), "the probes are deleted")
+		})
+	}
+}
+
+// blocking holds every create of a race key until its context ends.
+type blocking struct {
+	*mem.Bucket
+	held chan struct{}
+	once sync.Once
+}
+
+func (b *blocking) Create(ctx context.Context, key string, data []byte) error {
+	if !isRaceProbe(key) {
+		return b.Bucket.Create(ctx, key, data)
+	}
+	b.once.Do(func() { close(b.held) })
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestVerifyConcurrentHonoursContext: a store that never answers the
+// concurrent creates holds Verify only as long as the caller's context.
+func TestVerifyConcurrentHonoursContext(t *testing.T) {
+	b := &blocking{Bucket: mem.New("slow"), held: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- objstore.Verify(ctx, b) }()
+	select {
+	case <-b.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the concurrent creates were never sent")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, objstore.ErrNotCreateOnly)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Verify did not return after its context ended")
+	}
 }

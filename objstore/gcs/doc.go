@@ -10,7 +10,8 @@
 //
 //	b, err := gcs.New(client, "zone-c-bucket", gcs.Options{Name: "zone-c"})
 //	...
-//	if err := objstore.Verify(ctx, b); err != nil { ... } // at start-up
+//	// at start-up, over every zone the host writes to:
+//	if err := objstore.VerifyZones(ctx, zones, objstore.VerifyOptions{}); err != nil { ... }
 //
 // # Create-only writes
 //

@@ -9,7 +9,8 @@
 //
 //	b, err := s3.New(client, "zone-a-bucket", s3.Options{Name: "zone-a"})
 //	...
-//	if err := objstore.Verify(ctx, b); err != nil { ... } // at start-up
+//	// at start-up, over every zone the host writes to:
+//	if err := objstore.VerifyZones(ctx, zones, objstore.VerifyOptions{}); err != nil { ... }
 //
 // NewClient builds a client from static credentials for tests, demos and
 // tools; it reads no environment variable or shared config file. Give
@@ -67,10 +68,18 @@
 // Some S3-compatible stores, and older releases of others, accept the
 // If-None-Match header on PUT and ignore it: the second writer silently
 // overwrites the first. Such a store breaks every fencing guarantee, and
-// nothing in a single successful PUT reveals it. objstore.Verify catches it:
-// it creates a probe twice and refuses the bucket with
-// objstore.ErrNotCreateOnly when the second create is not refused. Run it
-// once per bucket when the host starts.
+// nothing in a single successful PUT reveals it. Others refuse the second
+// of two PUTs one after the other, but check for the key and then write
+// with a gap between, so that concurrent PUTs of one key all succeed.
+// objstore.Verify catches both: it creates a probe twice, then sends
+// several concurrent creates of a few fresh keys, and refuses the bucket
+// with objstore.ErrNotCreateOnly unless every second create is refused and
+// exactly one of each key's concurrent creates succeeds. It is part of
+// objstore.VerifyZones, which a host runs over its zones when it starts.
+//
+// GetRange sends "Range: bytes=off-end", or the open-ended "bytes=off-"
+// when the range runs past MaxObjectSize (and so to the end of any object
+// this package reads): some stores add to an end near 2⁶³ and overflow.
 //
 // # Errors
 //
