@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 
@@ -206,8 +205,12 @@ func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	return b.readBody(ctx, op, key, out.Body, out.ContentLength)
 }
 
-// GetRange implements objstore.Bucket. It sends "Range: bytes=off-end"; a
-// 416 InvalidRange (offset at or past the end) is an empty result.
+// GetRange implements objstore.Bucket. It sends "Range: bytes=off-end",
+// or the open-ended "bytes=off-" when the range runs past MaxObjectSize:
+// no object this package reads is that long, so such a range runs to the
+// end, and saying so spares the store an end near 2⁶³ that some add to
+// and overflow. A 416 InvalidRange (offset at or past the end) is an
+// empty result.
 func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	const op = "getrange"
 	if err := b.check(ctx, op, key); err != nil {
@@ -216,11 +219,7 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 	if offset < 0 || length <= 0 {
 		return nil, b.opError(op, key, fmt.Errorf("%w: offset %d length %d", objstore.ErrInvalidRange, offset, length))
 	}
-	last := int64(math.MaxInt64)
-	if length <= math.MaxInt64-offset {
-		last = offset + length - 1
-	}
-	rng := fmt.Sprintf("bytes=%d-%d", offset, last)
+	rng := rangeHeader(offset, length)
 	out, err := b.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.bucket, Key: &key, Range: &rng})
 	if err != nil {
 		cerr := classifyCall(ctx, err)
@@ -244,6 +243,14 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 		data = data[:length]
 	}
 	return data, nil
+}
+
+// rangeHeader is GetRange's Range header.
+func rangeHeader(offset, length int64) string {
+	if length > MaxObjectSize || offset > MaxObjectSize-length {
+		return fmt.Sprintf("bytes=%d-", offset)
+	}
+	return fmt.Sprintf("bytes=%d-%d", offset, offset+length-1)
 }
 
 // Delete implements objstore.Bucket. Deleting a missing object succeeds; a

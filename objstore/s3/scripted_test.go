@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -162,8 +163,7 @@ func (f *scriptedS3) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if rng := r.Header.Get("Range"); rng != "" && !strings.HasPrefix(key, "ignore-range") {
-			var from, to int64
-			_, err := fmt.Sscanf(rng, "bytes=%d-%d", &from, &to)
+			from, to, err := parseRange(rng)
 			require.NoError(f.t, err, rng)
 			if from >= int64(len(data)) {
 				writeError(w, 416, "InvalidRange")
@@ -185,6 +185,22 @@ func (f *scriptedS3) serve(w http.ResponseWriter, r *http.Request) {
 	case "LIST":
 		f.list(w, r)
 	}
+}
+
+// parseRange reads "bytes=from-to" or the open-ended "bytes=from-".
+func parseRange(h string) (from, to int64, err error) {
+	a, b, ok := strings.Cut(strings.TrimPrefix(h, "bytes="), "-")
+	if !ok || !strings.HasPrefix(h, "bytes=") {
+		return 0, 0, fmt.Errorf("not a byte range: %q", h)
+	}
+	if from, err = strconv.ParseInt(a, 10, 64); err != nil {
+		return 0, 0, err
+	}
+	if b == "" {
+		return from, math.MaxInt64, nil
+	}
+	to, err = strconv.ParseInt(b, 10, 64)
+	return from, to, err
 }
 
 type listResult struct {
