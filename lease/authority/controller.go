@@ -83,8 +83,8 @@ type Controller struct {
 	msgs                 []Msg
 
 	// The fast fence: the topology version (it changes whenever the set
-	// of connected voters does), the holder's heartbeats under the
-	// current grant, and the open incident.
+	// of connected voters does; the term is in its high bits), the
+	// holder's heartbeats under the current grant, and the open incident.
 	topo     uint64
 	beats    uint64
 	incident *incident
@@ -140,6 +140,10 @@ func NewController(cfg ControllerConfig, st State, now time.Time) (*Controller, 
 		st.Phase = Vacant
 	}
 	c := &Controller{cfg: cfg, st: st, now: now, peers: map[string]*peer{}, frontier: map[string]Required{}}
+	// Topology versions grow across controllers too (each election
+	// writes the next term), so a node never takes a new controller's
+	// topology for an older one.
+	c.topo = st.Term << 32
 	c.deadline = now.Add(cfg.Lease)
 	c.fenceUntil = now.Add(cfg.Lease)
 	// The holder's channel is not connected to this controller yet: it
@@ -535,7 +539,7 @@ func (c *Controller) topologyMsg(to string) Msg {
 		// The last holder, whose grant ended: peers keep their links to
 		// it, and their concerns can still confirm it unhealthy (see
 		// lateConcern).
-		m.Holder = c.st.Required.Star
+		m.Holder, m.Ended = c.st.Required.Star, true
 	}
 	return m
 }

@@ -161,9 +161,12 @@ type Msg struct {
 	// Topology is the topology version the message was sent under
 	// (grants, topology, concern answers).
 	Topology uint64
-	// Voters and Holder describe the topology (MsgTopology).
+	// Voters and Holder describe the topology (MsgTopology). Ended says
+	// that Token's grant has ended: no node holds the domain, and Holder
+	// is the last holder, whose links its peers keep.
 	Voters []string
 	Holder string
+	Ended  bool
 	// RetryAfter and Window answer a concern.
 	RetryAfter time.Duration
 	Window     time.Duration

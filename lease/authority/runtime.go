@@ -176,7 +176,8 @@ func (r *Runtime) Fenced() bool { return r.fenced }
 // concern about the holder (or an advisory, without vote) and clears it
 // when health recovers; the holder challenges the controller when the
 // voters it cannot reach, with itself, are a strict majority, and fences
-// itself when no confirmation came within SelfFenceWait.
+// itself when no confirmation came within SelfFenceWait. A fenced holder
+// asks again under each new topology, and reopens only on the answer.
 func (r *Runtime) health() {
 	tp := r.topo
 	if tp == nil || tp.Holder == "" {
@@ -225,21 +226,36 @@ func (r *Runtime) health() {
 	suspect := missing > 0 && 2*(missing+1) > len(voters)
 	key := [2]uint64{uint64(tp.Token), tp.Topology}
 	switch {
-	case !suspect:
+	case !suspect && !r.fenced:
 		r.challenging = false
-	case !r.challenging && r.decision == key && r.now.Before(r.confirmed.Add(PingEvery)):
+	case r.challenging && r.decision == key && r.fenced && !r.now.Before(r.challenged.Add(PingEvery)):
+		// Still fenced: ask again at the heartbeat's pace, since a
+		// challenge or its answer may have been lost.
+		r.challenged = r.now
+		r.out = append(r.out, Challenge{Node: r.cfg.Node, Token: tp.Token, Topology: tp.Topology})
+	case r.challenging && r.decision == key:
+		if !r.now.Before(r.challenged.Add(SelfFenceWait)) {
+			r.fenced = true
+		}
+	case !r.fenced && r.decision == key && r.now.Before(r.confirmed.Add(PingEvery)):
 		// Confirmed a moment ago: ask again at the heartbeat's pace.
-	case !r.challenging || r.decision != key:
+	default:
+		// A new decision: a suspicion, or a fenced holder under a new
+		// topology, which reopens only on a confirmation for it (even
+		// when the new topology no longer makes it suspect).
 		r.challenging, r.challenged, r.decision = true, r.now, key
 		r.out = append(r.out, Challenge{Node: r.cfg.Node, Token: tp.Token, Topology: tp.Topology})
-	case !r.now.Before(r.challenged.Add(SelfFenceWait)):
-		r.fenced = true
 	}
 }
 
 // Step applies one message from the controller. A message for another
-// node or domain, or bound to a token older than one already seen, is
-// refused and changes nothing.
+// node or domain, a grant older than one already seen, or a message it
+// does not know is refused and changes nothing. Any other message that
+// shows a token newer than the grant held ends that grant at once (even
+// when refused for what else it asks), and admission under the older
+// token stays closed for good: whatever order the controller's messages
+// arrive in, and whichever of them is lost, the first that shows the
+// newer token closes it.
 func (r *Runtime) Step(m Msg) error {
 	if m.To != r.cfg.Node {
 		return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "addressed to another node"}
@@ -250,6 +266,14 @@ func (r *Runtime) Step(m Msg) error {
 		if g.Domain != r.cfg.Domain || g.Holder != r.cfg.Node || g.Token != m.Token {
 			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "not a grant of this node"}
 		}
+	case MsgRevoke, MsgRequired, MsgRecover, MsgRelease, MsgTopology, MsgHeartbeatNow, MsgConcernAnswer:
+	default:
+		return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "unknown message"}
+	}
+	r.see(m.Token)
+	switch m.Kind {
+	case MsgGrant:
+		g := m.Grant
 		if g.Token < r.maxToken || g.Token <= r.ended || (g.Token == r.grant.Token && g.Deadline.Before(r.grant.Deadline)) {
 			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: fmt.Sprintf("token %d is stale (seen %d)", g.Token, r.maxToken)}
 		}
@@ -267,22 +291,14 @@ func (r *Runtime) Step(m Msg) error {
 		r.grant, r.maxToken = g, g.Token
 		r.required, r.recovery, r.offered = nil, nil, false
 	case MsgRevoke:
-		r.maxToken = max(r.maxToken, m.Token)
-		r.ended = max(r.ended, m.Token)
-		if r.grant.Token != 0 && r.grant.Token <= m.Token {
-			r.grant, r.draining = Grant{}, false
-		}
+		r.end(m.Token)
 	case MsgRequired:
 		if m.Token < r.maxToken || !r.cfg.Caps.Promotable {
 			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "stale or not promotable"}
 		}
-		r.maxToken = m.Token
-		r.ended = max(r.ended, m.Token)
+		r.end(m.Token)
 		mm := m
 		r.required, r.requiredAt, r.offered = &mm, r.now, false
-		if r.grant.Token != 0 && r.grant.Token <= m.Token {
-			r.grant, r.draining = Grant{}, false
-		}
 	case MsgRecover:
 		if m.Token < r.maxToken || m.Grant.Holder != r.cfg.Node {
 			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "stale or for another node"}
@@ -298,9 +314,14 @@ func (r *Runtime) Step(m Msg) error {
 		if r.topo != nil && m.Topology < r.topo.Topology {
 			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "an older topology"}
 		}
+		if m.Ended {
+			r.end(m.Token)
+		}
 		if r.topo == nil || r.topo.Topology != m.Topology || r.topo.Token != m.Token {
-			// A topology or authority change starts a new decision.
-			r.challenging, r.fenced, r.concerned, r.advised, r.retryAt = false, false, false, false, time.Time{}
+			// A topology or authority change starts a new decision, from
+			// where the last one left admission: a self-fenced holder
+			// stays fenced until a confirmation for the new topology.
+			r.challenging, r.concerned, r.advised, r.retryAt = false, false, false, time.Time{}
 		}
 		mm := m
 		r.topo = &mm
@@ -315,10 +336,29 @@ func (r *Runtime) Step(m Msg) error {
 		} else {
 			r.retryAt = r.now.Add(min(m.Window, HealthWindow))
 		}
-	default:
-		return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "unknown message"}
 	}
 	return nil
+}
+
+// see records a token the controller showed: every token is issued only
+// after the grant before it ended, so a grant older than it is over.
+func (r *Runtime) see(t Token) {
+	if t <= r.maxToken {
+		return
+	}
+	r.maxToken = t
+	if r.grant.Token != 0 && r.grant.Token < t {
+		r.end(r.grant.Token)
+	}
+}
+
+// end records that the grant under t (and every one before it) ended.
+func (r *Runtime) end(t Token) {
+	r.maxToken = max(r.maxToken, t)
+	r.ended = max(r.ended, t)
+	if r.grant.Token != 0 && r.grant.Token <= t {
+		r.grant, r.draining = Grant{}, false
+	}
 }
 
 // Tick advances the runtime's clock: a promotable node offers once the
@@ -371,9 +411,12 @@ func (r *Runtime) NextTick() time.Time {
 			at(l.lastOK.Add(HealthWindow))
 		}
 	}
-	if r.challenging {
+	switch {
+	case r.challenging && r.fenced:
+		at(r.challenged.Add(PingEvery))
+	case r.challenging:
 		at(r.challenged.Add(SelfFenceWait))
-	} else if !r.confirmed.IsZero() {
+	case !r.confirmed.IsZero():
 		at(r.confirmed.Add(PingEvery))
 	}
 	return next

@@ -160,6 +160,7 @@ type wireMsg struct {
 	Topology   uint64       `json:"topology,omitempty"`
 	Voters     []string     `json:"voters,omitempty"`
 	Holder     string       `json:"holder,omitempty"`
+	Ended      bool         `json:"ended,omitempty"`
 	RetryAfter int64        `json:"retry_after_ms,omitempty"`
 	Window     int64        `json:"window_ms,omitempty"`
 }
@@ -169,7 +170,7 @@ func toWireMsg(m authority.Msg) wireMsg {
 	return wireMsg{To: m.To, Kind: string(m.Kind), Token: uint64(m.Token),
 		Grant:    wireGrant{Domain: g.Domain, Holder: g.Holder, Token: uint64(g.Token), Deadline: g.Deadline, Revision: g.Revision},
 		Required: wireRequired{Star: m.Required.Star, Pos: toPos(m.Required.Pos)},
-		Topology: m.Topology, Voters: m.Voters, Holder: m.Holder,
+		Topology: m.Topology, Voters: m.Voters, Holder: m.Holder, Ended: m.Ended,
 		RetryAfter: m.RetryAfter.Milliseconds(), Window: m.Window.Milliseconds()}
 }
 
@@ -178,7 +179,7 @@ func (w wireMsg) msg() authority.Msg {
 	return authority.Msg{To: w.To, Kind: authority.MsgKind(w.Kind), Token: authority.Token(w.Token),
 		Grant:    authority.Grant{Domain: g.Domain, Holder: g.Holder, Token: authority.Token(g.Token), Deadline: g.Deadline, Revision: g.Revision},
 		Required: authority.Required{Star: w.Required.Star, Pos: w.Required.Pos.pos()},
-		Topology: w.Topology, Voters: w.Voters, Holder: w.Holder,
+		Topology: w.Topology, Voters: w.Voters, Holder: w.Holder, Ended: w.Ended,
 		RetryAfter: time.Duration(w.RetryAfter) * time.Millisecond, Window: time.Duration(w.Window) * time.Millisecond}
 }
 

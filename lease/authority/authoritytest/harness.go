@@ -40,8 +40,13 @@ type node struct {
 	caps      authority.Capabilities
 	connected bool
 	// partitioned: the node's channel looks open to the controller, but
-	// nothing gets through either way.
-	partitioned bool
+	// nothing gets through either way. mute: what the node sends is lost,
+	// what it is sent arrives.
+	partitioned, mute bool
+	// hold: the controller's messages to the node are kept in inbox for
+	// the test to deliver, in any order, or not at all.
+	hold  bool
+	inbox []authority.Msg
 }
 
 func newCluster(t *testing.T, b Backend) *cluster {
@@ -134,6 +139,10 @@ func (c *cluster) run() {
 			if nd == nil || !nd.connected || nd.partitioned {
 				continue
 			}
+			if nd.hold {
+				nd.inbox = append(nd.inbox, m)
+				continue
+			}
 			_ = nd.rt.Step(m)
 		}
 		for name, nd := range c.nodes {
@@ -141,7 +150,7 @@ func (c *cluster) run() {
 				continue
 			}
 			rr := nd.rt.Ready()
-			if nd.partitioned {
+			if nd.partitioned || nd.mute {
 				continue // lost on the way
 			}
 			if rr.Recover != nil {

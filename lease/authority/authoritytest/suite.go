@@ -62,6 +62,8 @@ func Run(t *testing.T, b Backend) {
 		{"SelfFence", selfFence},
 		{"PartitionedHolder", partitionedHolder},
 		{"CrashedHolderConfirmedLate", crashedHolderConfirmedLate},
+		{"FormerHolderReconnects", formerHolderReconnects},
+		{"FencedHolderTopologyChange", fencedHolderTopologyChange},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, b) })
 	}
