@@ -71,14 +71,12 @@ func TestRefIndexCoverIsIdempotent(t *testing.T) {
 	require.Equal(t, settle.Ref{Header: r.Header, Stream: stream, Offset: 0, Count: 1, Star: starA, Epoch: 3, Slot: 7,
 		Start: 0, End: uint64(len(f.Payload))}, r)
 	require.Equal(t, chain.Position{Epoch: 3, Slot: 7}, r.Position())
-	kv, err := store.Get(ctx, "tenant/refs/s/00000000000000000000")
-	require.NoError(t, err, "refs live at <root>refs/<stream>/<offset, 20 digits>")
-	require.Contains(t, string(kv.Value), `"star": "star-a"`)
-	require.Contains(t, string(kv.Value), `"end": 5`)
-	kv, err = store.Get(ctx, "tenant/refheads/s")
-	require.NoError(t, err, "the stream's head lives at <root>refheads/<stream>")
-	require.Contains(t, string(kv.Value), `"kind": "refhead"`)
-	require.Contains(t, string(kv.Value), `"next": 1`)
+	kv, err := store.Get(ctx, "tenant/refpages/s/00000000000000000000")
+	require.NoError(t, err, "pages live at <root>refpages/<stream>/<first offset, 20 digits>")
+	require.Contains(t, string(kv.Value), `"kind":"refpage"`)
+	require.Contains(t, string(kv.Value), `"star":"star-a"`)
+	require.Contains(t, string(kv.Value), `"next":1`)
+	require.Contains(t, string(kv.Value), `"spans":[[1,7,0,5]]`, "a span is [count, slot, start, end]")
 
 	_, err = x.Lookup(ctx, stream, 1)
 	require.ErrorIs(t, err, metastore.ErrNotFound)
@@ -139,14 +137,17 @@ func TestRefIndexCoverBundle(t *testing.T) {
 	}
 }
 
-// A bundle whose second span is refused keeps its first span covered, and
-// covering it again once the gap is filled finishes the job.
+// A bundle whose second span is refused writes nothing (its spans are
+// judged before anything is written), and covering it again once the gap
+// is filled finishes the job.
 func TestRefIndexCoverBundlePartly(t *testing.T) {
 	ctx := context.Background()
-	x, _ := newRefIndex(t, locateRuns)
+	x, store := newRefIndex(t, locateRuns)
 	f := flight(1, 1, runs("a 0 1", "b 1 1"))
+	rev := store.Revision()
 	require.ErrorIs(t, x.Cover(ctx, starA, f), settle.ErrGap)
-	require.Len(t, refsOf(t, x, "a"), 1)
+	require.Equal(t, rev, store.Revision(), "a refused cover writes nothing")
+	require.Empty(t, refsOf(t, x, "a"))
 	require.Empty(t, refsOf(t, x, "b"))
 	require.NoError(t, x.Cover(ctx, starA, flight(1, 0, runs("b 0 1"))))
 	require.NoError(t, x.Cover(ctx, starA, f))
@@ -336,24 +337,26 @@ func TestRefIndexRefsNextOrder(t *testing.T) {
 	}
 }
 
-// Next reads the stream's head, not its refs: one key, whatever the
-// stream's length.
+// Next reads the stream's last page, not its refs; a page that disagrees
+// with itself is refused, and no cover is decided from it.
 func TestRefIndexNextReadsHead(t *testing.T) {
 	ctx := context.Background()
 	x, store := newRefIndex(t, locateRuns)
 	require.NoError(t, x.Cover(ctx, starA, flight(1, 0, runs("s 0 5"))))
-	// A ref no head counts (written by hand) does not move Next.
-	_, err := metastore.Put(ctx, store, "tenant/refs/s/00000000000000000005", []byte(`{"kind":"ref","format":1,"stream":"s","offset":5,"count":1,"star":"star-a","epoch":1,"slot":1}`), 0)
-	require.NoError(t, err)
 	n, err := x.Next(ctx, stream)
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), n)
-	// The head and the refs disagree: covering there is refused, not
-	// decided from either.
-	err = x.Cover(ctx, starA, flight(1, 1, runs("s 5 1")))
+	kv, err := store.Get(ctx, "tenant/refpages/s/00000000000000000000")
+	require.NoError(t, err)
+	// A page whose next does not follow from its spans.
+	_, err = metastore.Put(ctx, store, kv.Key, []byte(strings.Replace(string(kv.Value), `"next":5`, `"next":6`, 1)), kv.Revision)
+	require.NoError(t, err)
+	_, err = x.Next(ctx, stream)
 	var re *metastore.RecordError
 	require.ErrorAs(t, err, &re)
-	require.Equal(t, "tenant/refheads/s", re.Key)
+	require.Equal(t, kv.Key, re.Key)
+	err = x.Cover(ctx, starA, flight(1, 1, runs("s 5 1")))
+	require.ErrorAs(t, err, &re, "no cover is decided from a bad page")
 }
 
 func TestCheckSpans(t *testing.T) {
@@ -465,42 +468,52 @@ func TestRefIndexBadInput(t *testing.T) {
 	require.ErrorIs(t, err, config.ErrInvalid)
 }
 
-// A ref whose key and body disagree (hand-edited or corrupt) is reported,
-// not trusted; so is a head that does not decode.
+// A page whose key and body disagree (hand-edited or corrupt) is
+// reported, not trusted, by every read.
 func TestRefIndexCorruptRef(t *testing.T) {
 	ctx := context.Background()
+	good := `{"kind":"refpage","format":1,"stream":"s","first":5,"star":"star-a","epoch":1,"next":6,"spans":[[1,3,0,1]]}`
+	for name, bad := range map[string]string{
+		"not json":         "{not json",
+		"other stream":     strings.Replace(good, `"stream":"s"`, `"stream":"t"`, 1),
+		"other first":      strings.Replace(good, `"first":5`, `"first":4`, 1),
+		"no star":          strings.Replace(good, `"star":"star-a"`, `"star":"../x"`, 1),
+		"epoch 0":          strings.Replace(good, `"epoch":1`, `"epoch":0`, 1),
+		"no spans":         strings.Replace(good, `"next":6,"spans":[[1,3,0,1]]`, `"next":5,"spans":[]`, 1),
+		"empty span":       strings.Replace(good, `[[1,3,0,1]]`, `[[0,3,0,1]]`, 1),
+		"bytes backwards":  strings.Replace(good, `[[1,3,0,1]]`, `[[1,3,2,1]]`, 1),
+		"slots backwards":  strings.Replace(good, `"next":6,"spans":[[1,3,0,1]]`, `"next":7,"spans":[[1,3,0,1],[1,3,1,2]]`, 1),
+		"next disagrees":   strings.Replace(good, `"next":6`, `"next":9`, 1),
+		"sealed last page": strings.Replace(good, `"next":6,`, `"next":6,"sealed":true,`, 1),
+		"another kind":     strings.Replace(good, `"refpage"`, `"ref"`, 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			x, store := newRefIndex(t, locate)
+			key := "tenant/refpages/s/00000000000000000005"
+			_, err := metastore.Put(ctx, store, key, []byte(bad), 0)
+			require.NoError(t, err)
+			var re *metastore.RecordError
+			_, err = x.Next(ctx, stream)
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, key, re.Key)
+			if name != "sealed last page" { // an older page is sealed: Find reads it
+				_, err = x.Find(ctx, stream, 5)
+				require.ErrorAs(t, err, &re)
+			}
+			var errs []error
+			for _, err := range x.Refs(ctx, stream) {
+				errs = append(errs, err)
+			}
+			require.Len(t, errs, 1)
+			require.ErrorAs(t, errs[0], &re)
+			require.ErrorAs(t, x.Cover(ctx, starA, flight(1, 9, record(stream, 6, "q"))), &re)
+		})
+	}
+	// The good page reads.
 	x, store := newRefIndex(t, locate)
-	require.NoError(t, x.Cover(ctx, starA, flight(1, 0, record(stream, 0, "r"))))
-	kv, err := store.Get(ctx, "tenant/refs/s/00000000000000000000")
+	_, err := metastore.Put(ctx, store, "tenant/refpages/s/00000000000000000005", []byte(good), 0)
 	require.NoError(t, err)
-	_, err = metastore.Put(ctx, store, "tenant/refs/s/00000000000000000005", kv.Value, 0)
+	r, err := x.Find(ctx, stream, 5)
 	require.NoError(t, err)
-	_, err = metastore.Put(ctx, store, "tenant/refs/s/00000000000000000006", []byte("{not json"), 0)
-	require.NoError(t, err)
-	_, err = metastore.Put(ctx, store, "tenant/refs/s/00000000000000000007",
-		[]byte(`{"kind":"ref","format":1,"stream":"s","offset":7,"count":1,"star":"star-a","epoch":1,"slot":3,"start":5,"end":4}`), 0)
-	require.NoError(t, err)
-	var errs []error
-	for _, err := range x.Refs(ctx, stream) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	require.Len(t, errs, 3)
-	for _, err := range errs {
-		var re *metastore.RecordError
-		require.ErrorAs(t, err, &re)
-	}
-
-	for _, bad := range []string{"{not json", `{"kind":"ref","format":1}`, `{"kind":"refhead","format":1,"stream":"other","next":4}`} {
-		hk, err := store.Get(ctx, "tenant/refheads/s")
-		require.NoError(t, err)
-		_, err = metastore.Put(ctx, store, "tenant/refheads/s", []byte(bad), hk.Revision)
-		require.NoError(t, err)
-		_, err = x.Next(ctx, stream)
-		var re *metastore.RecordError
-		require.ErrorAs(t, err, &re, bad)
-		require.Equal(t, "tenant/refheads/s", re.Key)
-		require.ErrorAs(t, x.Cover(ctx, starA, flight(1, 1, record(stream, 1, "q"))), &re, "no cover is decided from a bad head")
-	}
+	require.Equal(t, chain.Position{Epoch: 1, Slot: 3}, r.Position())
 }

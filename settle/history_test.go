@@ -219,8 +219,8 @@ func TestTakeoverFlatInStreamLength(t *testing.T) {
 	require.Equal(t, small.objects, large.objects, "object requests grow with the stream")
 }
 
-// TestRefIndexNextReadsOneKey: Next reads the stream's head, one key,
-// whatever the number of refs.
+// TestRefIndexNextReadsOneKey: Next reads the stream's last page, one
+// key, whatever the number of refs; Find reads two.
 func TestRefIndexNextReadsOneKey(t *testing.T) {
 	for _, n := range []int{10, 1000} {
 		h := newHistEnv(t, 16)
@@ -232,7 +232,12 @@ func TestRefIndexNextReadsOneKey(t *testing.T) {
 		next, err := h.refs.Next(ctx, stream)
 		require.NoError(t, err)
 		require.Equal(t, uint64(n), next)
-		require.Equal(t, metacount.Stats{Gets: 1, Keys: 1}, h.store.Stats(), "Next at %d refs", n)
+		require.Equal(t, metacount.Stats{Floors: 1, Keys: 1}, h.store.Stats(), "Next at %d refs", n)
+		h.reset()
+		r, err := h.refs.Find(ctx, stream, uint64(n/2))
+		require.NoError(t, err)
+		require.Equal(t, uint64(n/2), r.Slot)
+		require.Equal(t, 2, h.store.Stats().Reads(), "Find at %d refs", n)
 	}
 }
 

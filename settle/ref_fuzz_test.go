@@ -12,19 +12,21 @@ import (
 	"github.com/cutline/cutline/settle"
 )
 
-// FuzzRefDecode stores arbitrary bytes where a ref lives: reading it back
-// through the index never panics, and anything it accepts is exactly the
-// ref its key names.
+// FuzzRefDecode stores arbitrary bytes where a ref page lives: reading it
+// back through the index never panics, and anything it accepts is a page
+// of the stream its key names, starting at the key's offset, whose refs
+// tile [7, Next) and agree between Find, Refs and Next.
 func FuzzRefDecode(f *testing.F) {
+	f.Add([]byte(`{"kind":"refpage","format":1,"stream":"s","first":7,"star":"star-a","epoch":1,"next":8,"spans":[[1,3,0,1]]}`))
+	f.Add([]byte(`{"kind":"refpage","format":1,"stream":"s","first":7,"star":"star-a","epoch":1,"next":10,"spans":[[1,3,0,1],[2,4,5,9]]}`))
+	f.Add([]byte(`{"kind":"refpage","format":1,"stream":"other","first":7,"star":"star-a","epoch":1,"next":8,"spans":[[1,3,0,1]]}`))
+	f.Add([]byte(`{"kind":"refpage","format":1,"stream":"s","first":7,"star":"star-a","epoch":1,"next":7,"spans":[[0,3,0,1]]}`))
+	f.Add([]byte(`{"kind":"refpage","format":1,"stream":"s","first":7,"star":"../x","epoch":1,"next":8,"spans":[[1,3,0,1]]}`))
+	f.Add([]byte(`{"kind":"refpage","format":1,"stream":"s","first":7,"star":"star-a","epoch":1,"next":8,"spans":[[1,3,9,4]]}`))
+	f.Add([]byte(`{"kind":"refpage","format":1,"stream":"s","first":7,"star":"star-a","epoch":1,"next":6,"spans":[[18446744073709551615,3,0,1]]}`))
+	f.Add([]byte(`{"kind":"refpage","format":1,"stream":"s","first":7,"star":"star-a","epoch":1,"next":8,"sealed":true,"spans":[[1,3,0,1]]}`))
+	f.Add([]byte(`{"kind":"refpage","format":2}`))
 	f.Add([]byte(`{"kind":"ref","format":1,"stream":"s","offset":7,"count":1,"star":"star-a","epoch":1,"slot":3}`))
-	f.Add([]byte(`{"kind":"ref","format":1,"stream":"other","offset":7,"count":1,"star":"star-a","epoch":1,"slot":3}`))
-	f.Add([]byte(`{"kind":"ref","format":1,"stream":"s","offset":7,"count":0,"star":"star-a","epoch":1,"slot":3}`))
-	f.Add([]byte(`{"kind":"ref","format":1,"stream":"s","offset":7,"count":1,"star":"../x","epoch":1,"slot":3}`))
-	f.Add([]byte(`{"kind":"ref","format":1,"stream":"s","offset":7,"count":2,"star":"star-a","epoch":1,"slot":3,"start":4,"end":9}`))
-	f.Add([]byte(`{"kind":"ref","format":1,"stream":"s","offset":7,"count":2,"star":"star-a","epoch":1,"slot":3,"start":9,"end":4}`))
-	f.Add([]byte(`{"kind":"ref","format":1,"stream":"s","offset":7,"count":2,"star":"star-a","epoch":1,"slot":3,"start":-1,"end":4}`))
-	f.Add([]byte(`{"kind":"ref","format":2}`))
-	f.Add([]byte(`{"kind":"epoch","format":1}`))
 	f.Add([]byte("not json"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, value []byte) {
@@ -34,24 +36,41 @@ func FuzzRefDecode(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := "refs/s/00000000000000000007"
+		key := "refpages/s/00000000000000000007"
 		if _, err := metastore.Put(ctx, store, key, value, 0); err != nil {
 			return // the store refuses the value itself
 		}
-		r, err := x.Lookup(ctx, "s", 7)
+		next, nerr := x.Next(ctx, "s")
+		r, err := x.Find(ctx, "s", 7)
 		if err != nil {
 			if !errors.Is(err, metastore.ErrBadRecord) {
-				t.Fatalf("a bad ref is not ErrBadRecord: %v", err)
+				t.Fatalf("a bad page is not ErrBadRecord: %v", err)
+			}
+			if nerr == nil {
+				t.Fatalf("Next accepts what Find refuses (%v)", err)
 			}
 			return
 		}
-		if r.Stream != "s" || r.Offset != 7 || r.Count == 0 || r.Epoch == 0 || r.Star == "" || r.Start > r.End {
+		if r.Stream != "s" || r.Offset != 7 || r.Count == 0 || r.Epoch == 0 || epoch.ValidateName("star", r.Star) != nil || r.Start > r.End {
 			t.Fatalf("accepted a ref that is not the one its key names: %+v", r)
 		}
+		at := uint64(7)
+		var refErr error
 		for got, err := range x.Refs(ctx, "s") {
-			if err != nil || got != r {
-				t.Fatalf("Refs disagrees with Lookup: %+v, %v", got, err)
+			if err != nil {
+				refErr = err
+				break
 			}
+			if got.Offset != at || got.Count == 0 || got.Offset+got.Count < got.Offset {
+				t.Fatalf("Refs does not tile from 7: %+v at %d", got, at)
+			}
+			at += got.Count
+		}
+		if nerr == nil && refErr == nil && at != next {
+			t.Fatalf("Refs end at %d, Next says %d", at, next)
+		}
+		if (nerr == nil) != (refErr == nil) {
+			t.Fatalf("Next (%v) and Refs (%v) disagree on the page", nerr, refErr)
 		}
 	})
 }

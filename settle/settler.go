@@ -426,9 +426,28 @@ func (sw *sweep) count(f func(r *Report)) {
 	f(sw.rep)
 }
 
-// cover hands the committed flights in [checkpoint, cut) to the hook.
+// coverBatch bounds the flights settlement hands to a FlightCoverage in
+// one call. It holds their spans, not their payloads.
+const coverBatch = 64
+
+// cover hands the committed flights in [checkpoint, cut) to the hook: to a
+// FlightCoverage in batches of coverBatch flights (a cover costs per
+// batch, not per span), to any other Coverage one flight at a time.
 func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *Report) error {
 	if rec.Cursors.Checkpoint >= rec.Cut {
+		return nil
+	}
+	fc, batched := s.cov.(FlightCoverage)
+	var batch []Placed
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := fc.CoverFlights(ctx, rec.Star, batch); err != nil {
+			return fmt.Errorf("settle %s/%d: coverage of slots %d to %d: %w", rec.Star, rec.Epoch, batch[0].Position.Slot, batch[len(batch)-1].Position.Slot, err)
+		}
+		rep.Covered += len(batch)
+		batch = batch[:0]
 		return nil
 	}
 	for f, err := range s.reader.Range(ctx, rec, max(rec.Cursors.Checkpoint, rec.Cursors.Trimmed), rec.Cut) {
@@ -436,12 +455,25 @@ func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *Report) err
 			return fmt.Errorf("settle %s/%d: coverage: %w", rec.Star, rec.Epoch, err)
 		}
 		rep.Reads++
-		if err := s.cov.Cover(ctx, rec.Star, f); err != nil {
+		if !batched {
+			if err := s.cov.Cover(ctx, rec.Star, f); err != nil {
+				return fmt.Errorf("settle %s/%d: coverage of slot %d: %w", rec.Star, rec.Epoch, f.Slot, err)
+			}
+			rep.Covered++
+			continue
+		}
+		spans, err := fc.Locate(f.Payload)
+		if err != nil {
 			return fmt.Errorf("settle %s/%d: coverage of slot %d: %w", rec.Star, rec.Epoch, f.Slot, err)
 		}
-		rep.Covered++
+		batch = append(batch, Placed{Position: f.Position, Spans: spans})
+		if len(batch) == coverBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
+	return flush()
 }
 
 // parallel calls f(0) … f(n-1), at most MaxParallel at once, and waits for

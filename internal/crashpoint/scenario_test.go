@@ -45,6 +45,8 @@ var scenarios = []scenario{
 	{"trim", scenarioTrim},
 	{"roll", scenarioRoll},
 	{"lease", scenarioLease},
+	{"retain", scenarioRetain},
+	{"migrate", scenarioMigrate},
 }
 
 // process is the crashing party: its own minter, fencer, index, settler

@@ -1,0 +1,269 @@
+package settle_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/internal/metacount"
+	"github.com/cutline/cutline/metastore"
+	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/settle"
+)
+
+// pageKeys lists the keys of stream's pages.
+func pageKeys(t *testing.T, store metastore.Store, root, stream string) []string {
+	t.Helper()
+	kvs, _, err := store.List(context.Background(), root+"refpages/"+stream+"/")
+	require.NoError(t, err)
+	var out []string
+	for _, kv := range kvs {
+		out = append(out, strings.TrimPrefix(kv.Key, root+"refpages/"+stream+"/"))
+	}
+	return out
+}
+
+// A stream's refs fill pages of PageSpans spans; an epoch change starts a
+// new page; every offset is found at the flight that holds it.
+func TestRefIndexPages(t *testing.T) {
+	ctx := context.Background()
+	x, store := newRefIndex(t, locateRuns)
+	const n = 150
+	var flights []settle.Placed
+	for i := range uint64(n) {
+		ep := uint64(1)
+		if i >= 140 {
+			ep = 2 // a roll: the star's next epoch
+		}
+		flights = append(flights, settle.Placed{Position: chain.Position{Epoch: ep, Slot: i}, Spans: []settle.Span{{Stream: stream, Offset: 2 * i, Count: 2, Start: i, End: i + 1}}})
+	}
+	require.NoError(t, x.CoverFlights(ctx, starA, flights))
+	require.Equal(t, []string{"00000000000000000000", "00000000000000000128", "00000000000000000256", "00000000000000000280"},
+		pageKeys(t, store, "tenant/", stream), "pages of 64 spans; epoch 2 starts its own")
+	next, err := x.Next(ctx, stream)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2*n), next)
+	for off := range uint64(2 * n) {
+		r, err := x.Find(ctx, stream, off)
+		require.NoError(t, err, "offset %d", off)
+		require.Equal(t, off/2, r.Slot, "offset %d", off)
+		require.Equal(t, off/2*2, r.Offset, "offset %d", off)
+	}
+	_, err = x.Lookup(ctx, stream, 3)
+	require.ErrorIs(t, err, metastore.ErrNotFound, "3 lies inside the ref at 2")
+	_, err = x.Find(ctx, stream, 2*n)
+	require.ErrorIs(t, err, metastore.ErrNotFound, "past the coverage")
+	require.Len(t, refsOf(t, x, stream), n)
+	// Covering it all again writes nothing.
+	rev := store.Revision()
+	require.NoError(t, x.CoverFlights(ctx, starA, flights))
+	require.Equal(t, rev, store.Revision())
+	// And so does a fresh index, which must read what is there.
+	y, err := settle.NewRefIndex(store, "tenant/", locateRuns)
+	require.NoError(t, err)
+	require.NoError(t, y.CoverFlights(ctx, starA, flights))
+	require.Equal(t, rev, store.Revision())
+}
+
+// The cost of a cover: writes per stream per call, packed 128 operations
+// to a transaction, and no read for a stream whose head the index wrote.
+func TestRefIndexCoverCost(t *testing.T) {
+	ctx := context.Background()
+	store := metacount.Wrap(memstore.New(memstore.Options{}))
+	x, err := settle.NewRefIndex(store, "", locateRuns)
+	require.NoError(t, err)
+	const streams, flights = 1000, 64
+	batch := func(round uint64) []settle.Placed {
+		out := make([]settle.Placed, flights)
+		for f := range flights {
+			out[f].Position = chain.Position{Epoch: 1, Slot: round*flights + uint64(f)}
+		}
+		for s := range streams {
+			f := s % flights
+			out[f].Spans = append(out[f].Spans, settle.Span{Stream: fmt.Sprintf("s%05d", s), Offset: round, Count: 1})
+		}
+		return out
+	}
+	require.NoError(t, x.CoverFlights(ctx, starA, batch(0)))
+	first := store.Stats()
+	t.Logf("first cover of %d streams in %d flights: %+v", streams, flights, first)
+	require.Equal(t, (streams+settle.MaxTxnOps-1)/settle.MaxTxnOps, first.Txns, "one operation per stream, 128 to a transaction")
+	require.Equal(t, 2*streams, first.Reads(), "a stream never seen costs a page read and a format check")
+	store.Reset()
+	for round := uint64(1); round < 10; round++ {
+		require.NoError(t, x.CoverFlights(ctx, starA, batch(round)))
+	}
+	later := store.Stats()
+	t.Logf("nine more covers: %+v", later)
+	require.Equal(t, 9*((streams+settle.MaxTxnOps-1)/settle.MaxTxnOps), later.Txns)
+	require.Zero(t, later.Reads(), "the holder's own heads are not read again")
+	for _, s := range []string{"s00000", "s00999"} {
+		next, err := x.Next(ctx, s)
+		require.NoError(t, err)
+		require.Equal(t, uint64(10), next)
+	}
+}
+
+// A cover split over several transactions that crashes after some of them
+// landed is finished by covering again, from another index: every span
+// covered once, none twice.
+func TestRefIndexSplitCoverCrash(t *testing.T) {
+	ctx := context.Background()
+	const streams = 300 // three transactions
+	var flight []settle.Span
+	for s := range streams {
+		flight = append(flight, settle.Span{Stream: fmt.Sprintf("s%03d", s), Offset: 0, Count: 1, Start: uint64(s), End: uint64(s + 1)})
+	}
+	placed := []settle.Placed{{Position: chain.Position{Epoch: 1, Slot: 0}, Spans: flight}}
+	for _, lost := range []bool{false, true} {
+		for at := 1; at <= 3; at++ {
+			t.Run(fmt.Sprintf("at=%d,lost=%v", at, lost), func(t *testing.T) {
+				store := memstore.New(memstore.Options{})
+				k := newKillSwitch(at, lost)
+				x, err := settle.NewRefIndex(&crashStore{Store: store, k: k}, "", locateRuns)
+				require.NoError(t, err)
+				err = x.CoverFlights(ctx, starA, placed)
+				require.ErrorIs(t, err, metastore.ErrUnavailable)
+				y, err := settle.NewRefIndex(store, "", locateRuns)
+				require.NoError(t, err)
+				require.NoError(t, y.CoverFlights(ctx, starA, placed))
+				for s := range streams {
+					id := fmt.Sprintf("s%03d", s)
+					refs := refsOf(t, y, id)
+					require.Len(t, refs, 1, id)
+					require.Equal(t, uint64(s), refs[0].Start, id)
+				}
+			})
+		}
+	}
+}
+
+// Retention: reads below the point are refused with where the stream now
+// starts; pages wholly below it go, the last page always stays; Needed
+// says which slots of an epoch a retained ref still points into.
+func TestRefIndexRetain(t *testing.T) {
+	ctx := context.Background()
+	x, store := newRefIndex(t, locateRuns)
+	var flights []settle.Placed
+	for i := range uint64(200) {
+		flights = append(flights, settle.Placed{Position: chain.Position{Epoch: 1, Slot: i},
+			Spans: []settle.Span{{Stream: stream, Offset: i, Count: 1}, {Stream: "other", Offset: i, Count: 1}}})
+	}
+	require.NoError(t, x.CoverFlights(ctx, starA, flights))
+	require.Len(t, pageKeys(t, store, "tenant/", stream), 4)
+
+	rep, err := x.Retain(ctx, stream, 130)
+	require.NoError(t, err)
+	require.Equal(t, settle.RetainReport{Stream: stream, Start: 130, PagesDeleted: 2}, rep)
+	require.Equal(t, []string{"00000000000000000128", "00000000000000000192"}, pageKeys(t, store, "tenant/", stream))
+	_, err = x.Find(ctx, stream, 129)
+	var te *settle.TrimmedError
+	require.ErrorAs(t, err, &te)
+	require.ErrorIs(t, err, settle.ErrTrimmed)
+	require.Equal(t, uint64(130), te.Start)
+	r, err := x.Find(ctx, stream, 130)
+	require.NoError(t, err)
+	require.Equal(t, uint64(130), r.Slot)
+	refs := refsOf(t, x, stream)
+	require.Equal(t, uint64(130), refs[0].Offset, "Refs start at the retention point")
+	start, err := x.Start(ctx, stream)
+	require.NoError(t, err)
+	require.Equal(t, uint64(130), start)
+
+	// The point only moves up; past the coverage is refused.
+	rep, err = x.Retain(ctx, stream, 10)
+	require.NoError(t, err)
+	require.Equal(t, uint64(130), rep.Start)
+	_, err = x.Retain(ctx, stream, 201)
+	require.Error(t, err)
+
+	// "other" still needs slot 0.
+	slot, ok, err := x.Needed(ctx, starA, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Zero(t, slot)
+	_, err = x.Retain(ctx, "other", 150)
+	require.NoError(t, err)
+	slot, ok, err = x.Needed(ctx, starA, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint64(130), slot)
+	// Everything retained away: the last page stays, and says where the
+	// stream goes on.
+	_, err = x.Retain(ctx, stream, 200)
+	require.NoError(t, err)
+	_, err = x.Retain(ctx, "other", 200)
+	require.NoError(t, err)
+	require.Len(t, pageKeys(t, store, "tenant/", stream), 1)
+	_, ok, err = x.Needed(ctx, starA, 1)
+	require.NoError(t, err)
+	require.False(t, ok)
+	next, err := x.Next(ctx, stream)
+	require.NoError(t, err)
+	require.Equal(t, uint64(200), next)
+	require.NoError(t, x.CoverFlights(ctx, starA, []settle.Placed{{Position: chain.Position{Epoch: 1, Slot: 200}, Spans: []settle.Span{{Stream: stream, Offset: 200, Count: 1}}}}))
+}
+
+// writeV1 writes a stream's refs in format 1 (one key per span and a
+// head), as an index of the previous release left them.
+func writeV1(t *testing.T, store metastore.Store, root, stream string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		v := fmt.Sprintf(`{"kind":"ref","format":1,"stream":%q,"offset":%d,"count":1,"star":"star-a","epoch":%d,"slot":%d,"start":0,"end":1}`, stream, i, 1+i/100, i)
+		_, err := metastore.Put(ctx, store, fmt.Sprintf("%srefs/%s/%020d", root, stream, i), []byte(v), 0)
+		require.NoError(t, err)
+	}
+	_, err := metastore.Put(ctx, store, root+"refheads/"+stream, []byte(fmt.Sprintf(`{"kind":"refhead","format":1,"stream":%q,"next":%d}`, stream, n)), 0)
+	require.NoError(t, err)
+}
+
+// An index in format 1 is refused with a typed error that names the
+// migration; Migrate converts it, idempotently, also after a crash.
+func TestRefIndexMigrate(t *testing.T) {
+	ctx := context.Background()
+	x, store := newRefIndex(t, locateRuns)
+	writeV1(t, store, "tenant/", stream, 150)
+	_, err := x.Next(ctx, stream)
+	var fe *settle.FormatError
+	require.ErrorAs(t, err, &fe)
+	require.ErrorIs(t, err, settle.ErrIndexFormat)
+	require.Contains(t, err.Error(), "cutline index migrate")
+	_, err = x.Find(ctx, stream, 3)
+	require.ErrorIs(t, err, settle.ErrIndexFormat)
+	require.ErrorIs(t, x.CoverFlights(ctx, starA, []settle.Placed{{Position: chain.Position{Epoch: 2, Slot: 150}, Spans: []settle.Span{{Stream: stream, Offset: 150, Count: 1}}}}), settle.ErrIndexFormat)
+
+	// A migration that crashed after its first page.
+	k := newKillSwitch(2, false)
+	crashing, err := settle.NewRefIndex(&crashStore{Store: store, k: k}, "tenant/", locateRuns)
+	require.NoError(t, err)
+	_, err = crashing.Migrate(ctx, stream)
+	require.ErrorIs(t, err, metastore.ErrUnavailable)
+
+	var reps []settle.MigrateReport
+	for rep, err := range x.MigrateAll(ctx) {
+		require.NoError(t, err)
+		reps = append(reps, rep)
+	}
+	require.Equal(t, []settle.MigrateReport{{Stream: stream, Refs: 150, Pages: 3}}, reps, "epochs 1 and 2: pages of 64, 36 and 50")
+	kvs, _, err := store.List(ctx, "tenant/refs/")
+	require.NoError(t, err)
+	require.Empty(t, kvs, "format-1 keys are deleted")
+	next, err := x.Next(ctx, stream)
+	require.NoError(t, err)
+	require.Equal(t, uint64(150), next)
+	for off := range uint64(150) {
+		r, err := x.Find(ctx, stream, off)
+		require.NoError(t, err)
+		require.Equal(t, off, r.Slot)
+		require.Equal(t, 1+off/100, r.Epoch)
+	}
+	rep, err := x.Migrate(ctx, stream)
+	require.NoError(t, err)
+	require.Zero(t, rep.Pages, "nothing left to migrate")
+	require.NoError(t, x.CoverFlights(ctx, starA, []settle.Placed{{Position: chain.Position{Epoch: 2, Slot: 150}, Spans: []settle.Span{{Stream: stream, Offset: 150, Count: 1}}}}))
+}
