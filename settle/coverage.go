@@ -204,4 +204,3 @@ func CheckSpans(payload []byte, spans []Span) error {
 	}
 	return nil
 }
-

@@ -103,7 +103,9 @@ func (x *RefIndex) pageKey(stream string, first uint64) string {
 }
 
 // lastPageKey is the bound whose floor is a stream's last page.
-func (x *RefIndex) lastPageKey(stream string) string { return x.pagePrefix(stream) + "99999999999999999999" }
+func (x *RefIndex) lastPageKey(stream string) string {
+	return x.pagePrefix(stream) + "99999999999999999999"
+}
 
 // decodePage decodes the page at kv, which must be one of stream's: a
 // page whose key, stream, star, epoch or spans do not agree with each
