@@ -25,8 +25,9 @@ import (
 type Index interface {
 	// Locate reads and checks the spans a flight's payload carries.
 	Locate(payload []byte) ([]settle.Span, error)
-	// CoverSpan records the ref of span s of the flight at pos of star.
-	CoverSpan(ctx context.Context, star string, pos chain.Position, s settle.Span) error
+	// CoverFlights records the refs of every span of flights of star,
+	// in chain order, skipping those covered already.
+	CoverFlights(ctx context.Context, star string, flights []settle.Placed) error
 	// Next returns the stream's first offset not covered.
 	Next(ctx context.Context, stream string) (uint64, error)
 }
@@ -118,17 +119,19 @@ type Star struct {
 	tenMu sync.Mutex
 	cur   *epoch.Record
 
-	mu        sync.Mutex
-	held      map[string]*tenure
-	opening   map[string]bool
-	queue     []*Future      // submitted, not yet answered, in order
-	acked     []placed       // acknowledged, not absorbed, in order
-	kick      chan struct{}  // wakes the answer loop
-	absorbReq chan struct{}  // wakes the absorb loop
-	absorbMu  sync.Mutex     // one absorb at a time
-	absorbed  chain.Position // the last flight absorbed; guarded by mu
-	closed    bool
-	lost      bool // the session ended
+	mu          sync.Mutex
+	held        map[string]*tenure
+	opening     map[string]bool
+	queue       []*Future      // submitted, not yet answered, in order
+	acked       []placed       // acknowledged, not absorbed, in order
+	kick        chan struct{}  // wakes the answer loop
+	absorbReq   chan struct{}  // wakes the absorb loop
+	absorbMu    sync.Mutex     // one absorb at a time
+	absorbed    chain.Position // the last flight absorbed; guarded by mu
+	room        chan struct{}  // closed when an absorb shrinks the backlog
+	absorbStats AbsorbStats
+	closed      bool
+	lost        bool // the session ended
 }
 
 // placed is one acknowledged flight and the spans it carries.
@@ -472,10 +475,14 @@ func (s *Star) answer() {
 			return
 		}
 		pos, err := head.inner.Wait(s.ctx)
+		if err == nil && !s.waitRoom() {
+			return
+		}
 		s.mu.Lock()
 		s.queue = s.queue[1:]
 		if err == nil {
 			s.acked = append(s.acked, placed{pos: pos, spans: head.spans})
+			s.absorbStats.MaxPending = max(s.absorbStats.MaxPending, len(s.acked))
 		}
 		for _, sp := range head.spans {
 			t := s.held[sp.Stream]
@@ -530,8 +537,33 @@ func (s *Star) Absorbed() (last chain.Position, pending int) {
 	return s.absorbed, len(s.acked)
 }
 
+// AbsorbStats are the counters of a star's absorbs.
+type AbsorbStats struct {
+	// Pending is how many acknowledged flights are not covered yet;
+	// MaxPending the most there ever were. The star keeps Pending at
+	// most Options.AbsorbEvery plus its epoch's window: an answer that
+	// would pass it waits for the absorb running then.
+	Pending, MaxPending int
+	// Absorbs counts the absorbs that covered something, Flights the
+	// flights they covered, Failures the absorbs that failed (retried
+	// at the next one).
+	Absorbs, Flights, Failures int
+	// Waits counts the answers that waited for an absorb to make room.
+	Waits int
+}
+
+// AbsorbStats returns the star's absorb counters.
+func (s *Star) AbsorbStats() AbsorbStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.absorbStats
+	st.Pending = len(s.acked)
+	return st
+}
+
 // Absorb covers every acknowledged flight not covered yet in the Index, in
-// order, and advances the epoch's checkpoint past them.
+// one Index.CoverFlights call, and advances the epoch's checkpoint past
+// them.
 func (s *Star) Absorb(ctx context.Context) error {
 	s.absorbMu.Lock()
 	defer s.absorbMu.Unlock()
@@ -541,44 +573,78 @@ func (s *Star) Absorb(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	done := 0
-	var err error
-	for _, p := range batch {
-		for _, sp := range p.spans {
-			if err = s.cfg.Index.CoverSpan(ctx, s.cfg.Star, p.pos, sp); err != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
-		done++
+	flights := make([]settle.Placed, len(batch))
+	for i, p := range batch {
+		flights[i] = settle.Placed{Position: p.pos, Spans: p.spans}
 	}
-	if done > 0 {
-		last := batch[done-1].pos
-		s.mu.Lock()
-		s.acked = s.acked[done:]
-		s.absorbed = last
-		for _, t := range s.held {
-			i := 0
-			for i < len(t.pending) && t.pending[i].pos.Compare(last) <= 0 {
-				i++
-			}
-			t.pending = t.pending[i:]
-		}
-		s.mu.Unlock()
-		// Only the current epoch's checkpoint moves here: a roll settled
-		// the earlier ones, which put theirs at the cut.
-		if cur := s.roller.Epoch(); cur.Epoch == last.Epoch {
-			if cerr := s.roller.Checkpoint(ctx, chain.Position{Epoch: last.Epoch, Slot: last.Slot + 1}); cerr != nil && err == nil {
-				err = cerr
-			}
-		}
-	}
+	err := s.cfg.Index.CoverFlights(ctx, s.cfg.Star, flights)
+	s.mu.Lock()
 	if err != nil {
+		s.absorbStats.Failures++
+		s.mu.Unlock()
 		return fmt.Errorf("lease: absorb: %w", err)
 	}
+	last := batch[len(batch)-1].pos
+	s.acked = s.acked[len(batch):]
+	s.absorbed = last
+	s.absorbStats.Absorbs++
+	s.absorbStats.Flights += len(batch)
+	for _, t := range s.held {
+		i := 0
+		for i < len(t.pending) && t.pending[i].pos.Compare(last) <= 0 {
+			i++
+		}
+		t.pending = t.pending[i:]
+	}
+	s.roomLocked()
+	s.mu.Unlock()
+	// Only the current epoch's checkpoint moves here: a roll settled
+	// the earlier ones, which put theirs at the cut.
+	if cur := s.roller.Epoch(); cur.Epoch == last.Epoch {
+		if err := s.roller.Checkpoint(ctx, chain.Position{Epoch: last.Epoch, Slot: last.Slot + 1}); err != nil {
+			return fmt.Errorf("lease: absorb: %w", err)
+		}
+	}
 	return nil
+}
+
+// roomLocked wakes the answers waiting for the backlog to shrink.
+func (s *Star) roomLocked() {
+	if s.room != nil {
+		close(s.room)
+		s.room = nil
+	}
+}
+
+// maxBacklog is how many acknowledged flights may wait for an absorb.
+func (s *Star) maxBacklog() int { return s.opts.AbsorbEvery + s.roller.Epoch().Constants.Window }
+
+// waitRoom blocks the answer loop while the backlog is full: the writer's
+// window then fills and Submit waits, so memory follows what the index
+// can absorb. It returns false when the star stops.
+func (s *Star) waitRoom() bool {
+	for {
+		s.mu.Lock()
+		if len(s.acked) < s.maxBacklog() {
+			s.mu.Unlock()
+			return true
+		}
+		if s.room == nil {
+			s.room = make(chan struct{})
+		}
+		room := s.room
+		s.absorbStats.Waits++
+		s.mu.Unlock()
+		select {
+		case s.absorbReq <- struct{}{}:
+		default:
+		}
+		select {
+		case <-room:
+		case <-s.ctx.Done():
+			return false
+		}
+	}
 }
 
 // republish runs in every roll, once the old epoch is fenced and settled
