@@ -120,13 +120,21 @@ func TestGCSPreconditionFailedIsExists(t *testing.T) {
 	require.ErrorContains(t, err, "412", "the server's conditionNotMet, read from Writer.Close")
 }
 
+// TestGCSVerify: fake-gcs-server enforces DoesNotExist one request at a
+// time and under concurrent creates, so Verify accepts it, in every one
+// of many runs, through the in-process client and over TCP.
 func TestGCSVerify(t *testing.T) {
+	const runs = 20
 	srv := startFakeGCS(t)
-	b := newBucket(t, inProcessClient(t, srv), freshBucket(t, srv), gcs.Options{})
-	require.NoError(t, objstore.Verify(t.Context(), b))
-	page, err := b.List(t.Context(), "", "", 10)
-	require.NoError(t, err)
-	require.Empty(t, page, "Verify removes its probe")
+	for _, c := range []*storage.Client{inProcessClient(t, srv), networkClient(t, srv, nil)} {
+		b := newBucket(t, c, freshBucket(t, srv), gcs.Options{})
+		for i := range runs {
+			require.NoError(t, objstore.Verify(t.Context(), b), "run %d", i)
+		}
+		page, err := b.List(t.Context(), "", "", 10)
+		require.NoError(t, err)
+		require.Empty(t, page, "Verify removes its probes")
+	}
 }
 
 func TestGCSNoSuchBucket(t *testing.T) {
