@@ -135,13 +135,19 @@ func (s *Star) Open(ctx context.Context, stream string, opts OpenOptions) (Tenur
 	if err != nil {
 		return Tenure{}, err
 	}
+	return s.gateRounds(ctx, stream, opts, leaseRev, false)
+}
+
+// gateRounds passes the gate for stream, whose lease the open holds at
+// leaseRev, in as many rounds as concurrent writers of its records make
+// it take; it releases the lease when it does not admit.
+func (s *Star) gateRounds(ctx context.Context, stream string, opts OpenOptions, leaseRev int64, distrust bool) (Tenure, error) {
 	admitted := false
 	defer func() {
 		if !admitted {
 			s.release(stream, leaseRev)
 		}
 	}()
-	distrust := false
 	for range maxGateRounds {
 		ten, err := s.gate(ctx, stream, opts, leaseRev, &distrust)
 		if errors.Is(err, errRegate) {
@@ -154,10 +160,14 @@ func (s *Star) Open(ctx context.Context, stream string, opts OpenOptions) (Tenur
 			return Tenure{}, err
 		}
 		admitted = true
-		s.log.Info("stream opened", "stream", stream, "tenure", ten.Tenure, "decision", ten.Decision, "next", ten.Next, "epoch", ten.Epoch)
+		s.opened(ten)
 		return ten, nil
 	}
 	return Tenure{}, fmt.Errorf("lease: open %s: the stream's records changed %d times during the open", stream, maxGateRounds)
+}
+
+func (s *Star) opened(ten Tenure) {
+	s.log.Info("stream opened", "stream", ten.Stream, "tenure", ten.Tenure, "decision", ten.Decision, "next", ten.Next, "epoch", ten.Epoch)
 }
 
 // OpenWait is Open retried while it is deferred: every interval on the
@@ -254,40 +264,69 @@ func hdr(kind string) metastore.Header { return metastore.Header{Kind: kind, For
 // gate is one round of the open gate: read, decide, settle, admit by
 // compare-and-set. errRegate asks for another round.
 func (s *Star) gate(ctx context.Context, stream string, opts OpenOptions, leaseRev int64, distrust *bool) (Tenure, error) {
+	g, err := s.readGate(ctx, stream)
+	if err != nil {
+		return Tenure{}, err
+	}
+	ten, err := s.decide(ctx, stream, opts, g, distrust, s.settlePredecessor)
+	if err != nil {
+		return Tenure{}, err
+	}
+	return s.admit(ctx, ten, g.w, g.markRev, g.tok, leaseRev)
+}
+
+// gateRecords are the records of a stream the gate judges.
+type gateRecords struct {
+	w       *Writer
+	m       *Mark
+	markRev int64
+	tok     *Token
+}
+
+// readGate reads the stream's last-writer record, mark and token.
+func (s *Star) readGate(ctx context.Context, stream string) (gateRecords, error) {
 	store := s.cfg.Store
-	var w *Writer
-	var m *Mark
-	tok := &Token{Stream: stream, Mode: Any}
+	g := gateRecords{tok: &Token{Stream: stream, Mode: Any}}
 	if kv, ok, err := getOptional(ctx, store, s.keys.writer(stream)); err != nil {
-		return Tenure{}, fmt.Errorf("lease: read the last writer of %s: %w", stream, err)
+		return g, fmt.Errorf("lease: read the last writer of %s: %w", stream, err)
 	} else if ok {
-		if w, err = decodeWriter(kv, stream); err != nil {
-			return Tenure{}, err
+		if g.w, err = decodeWriter(kv, stream); err != nil {
+			return g, err
 		}
 	}
-	markRev := int64(0)
 	if kv, ok, err := getOptional(ctx, store, s.keys.release(stream)); err != nil {
-		return Tenure{}, fmt.Errorf("lease: read the release mark of %s: %w", stream, err)
+		return g, fmt.Errorf("lease: read the release mark of %s: %w", stream, err)
 	} else if ok {
-		markRev = kv.Revision
-		if m, err = decodeMark(kv, stream); err != nil {
+		g.markRev = kv.Revision
+		if g.m, err = decodeMark(kv, stream); err != nil {
 			// A mark that does not decode certifies nothing; the admit
 			// deletes it with the rest.
 			s.log.Warn("ignoring a bad release mark", "stream", stream, "err", err)
-			m = nil
+			g.m = nil
 		}
 	}
 	if kv, ok, err := getOptional(ctx, store, s.keys.token(stream)); err != nil {
-		return Tenure{}, fmt.Errorf("lease: read the token of %s: %w", stream, err)
+		return g, fmt.Errorf("lease: read the token of %s: %w", stream, err)
 	} else if ok {
-		if tok, err = decodeToken(kv, stream); err != nil {
-			return Tenure{}, err
+		if g.tok, err = decodeToken(kv, stream); err != nil {
+			return g, err
 		}
 	}
-	if err := tok.judge(opts.Token); err != nil {
+	return g, nil
+}
+
+// settleFunc resolves an abandonment (settlePredecessor, or a bulk open's
+// shared resolution of it).
+type settleFunc func(ctx context.Context, stream string, w *Writer) (Decision, *settle.Report, error)
+
+// decide judges the records g of stream: the token, then the tenure it
+// follows (settling an abandonment with settleFn), then where the stream
+// continues. It writes nothing of the tenure; admit does.
+func (s *Star) decide(ctx context.Context, stream string, opts OpenOptions, g gateRecords, distrust *bool, settleFn settleFunc) (Tenure, error) {
+	w, m := g.w, g.m
+	if err := g.tok.judge(opts.Token); err != nil {
 		return Tenure{}, err
 	}
-
 	ten := Tenure{Stream: stream, Star: s.cfg.Star, Tenure: 1, Predecessor: w}
 	switch {
 	case w == nil:
@@ -298,7 +337,7 @@ func (s *Star) gate(ctx context.Context, stream string, opts OpenOptions, leaseR
 		if m != nil && !m.certifies(w) {
 			s.log.Warn("a release mark for another tenure certifies nothing", "stream", stream, "mark_tenure", m.Tenure, "mark_star", m.Star, "tenure", w.Tenure, "star", w.Star)
 		}
-		d, rep, err := s.settlePredecessor(ctx, stream, w)
+		d, rep, err := settleFn(ctx, stream, w)
 		if err != nil {
 			return Tenure{}, err
 		}
@@ -319,7 +358,7 @@ func (s *Star) gate(ctx context.Context, stream string, opts OpenOptions, leaseR
 		return Tenure{}, errRegate
 	}
 	ten.Next = next
-	return s.admit(ctx, ten, w, markRev, tok, leaseRev)
+	return ten, nil
 }
 
 // settlePredecessor resolves an abandonment: a predecessor tenure without
@@ -374,26 +413,9 @@ func (s *Star) admit(ctx context.Context, ten Tenure, w *Writer, markRev int64, 
 	defer s.tenMu.Unlock()
 	cur := s.cur
 	ten.Epoch = cur.Epoch
-	nw := &Writer{Header: hdr(writerKind), Stream: ten.Stream, Star: s.cfg.Star, Epoch: cur.Epoch, Class: cur.Constants.Class, Tenure: ten.Tenure}
-	v, err := encode(nw)
-	if err != nil {
+	var txn metastore.Txn
+	if err := s.admitOps(&txn, ten, w, markRev, tok, leaseRev); err != nil {
 		return Tenure{}, err
-	}
-	wrev := int64(0)
-	if w != nil {
-		wrev = w.Revision
-	}
-	txn := metastore.Txn{
-		If: []metastore.Compare{
-			{Key: s.keys.writer(ten.Stream), Revision: wrev},
-			{Key: s.keys.release(ten.Stream), Revision: markRev},
-			{Key: s.keys.lease(ten.Stream), Revision: leaseRev},
-			{Key: s.keys.token(ten.Stream), Revision: tok.Revision},
-		},
-		Then: []metastore.Op{{Key: s.keys.writer(ten.Stream), Value: v}},
-	}
-	if markRev != 0 {
-		txn.Then = append(txn.Then, metastore.Op{Key: s.keys.release(ten.Stream), Delete: true})
 	}
 	rev, err := s.cfg.Store.Txn(ctx, txn)
 	var ce *metastore.ConflictError
@@ -409,4 +431,29 @@ func (s *Star) admit(ctx context.Context, ten Tenure, w *Writer, markRev int64, 
 	defer s.mu.Unlock()
 	s.held[ten.Stream] = &tenure{info: ten, writerRev: rev, epoch: cur.Epoch, leaseRev: leaseRev, next: ten.Next}
 	return ten, nil
+}
+
+// admitOps adds to txn the compares and writes that admit ten (whose
+// Epoch is set): 4 compares and at most 2 operations.
+func (s *Star) admitOps(txn *metastore.Txn, ten Tenure, w *Writer, markRev int64, tok *Token, leaseRev int64) error {
+	nw := &Writer{Header: hdr(writerKind), Stream: ten.Stream, Star: s.cfg.Star, Epoch: ten.Epoch, Class: s.cur.Constants.Class, Tenure: ten.Tenure}
+	v, err := encode(nw)
+	if err != nil {
+		return err
+	}
+	wrev := int64(0)
+	if w != nil {
+		wrev = w.Revision
+	}
+	txn.If = append(txn.If,
+		metastore.Compare{Key: s.keys.writer(ten.Stream), Revision: wrev},
+		metastore.Compare{Key: s.keys.release(ten.Stream), Revision: markRev},
+		metastore.Compare{Key: s.keys.lease(ten.Stream), Revision: leaseRev},
+		metastore.Compare{Key: s.keys.token(ten.Stream), Revision: tok.Revision},
+	)
+	txn.Then = append(txn.Then, metastore.Op{Key: s.keys.writer(ten.Stream), Value: v})
+	if markRev != 0 {
+		txn.Then = append(txn.Then, metastore.Op{Key: s.keys.release(ten.Stream), Delete: true})
+	}
+	return nil
 }

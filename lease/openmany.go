@@ -1,0 +1,267 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/settle"
+)
+
+// Bounds of a bulk open.
+const (
+	// MaxOpenMany bounds the streams of one OpenMany call.
+	MaxOpenMany = 1 << 16
+	// admitPerTxn is how many admissions share one transaction: each
+	// compares four keys, within etcd's 128 operations per request.
+	admitPerTxn = 32
+	// openParallel bounds the reads a bulk open has in flight.
+	openParallel = 16
+)
+
+// OpenMany opens streams in bulk, with the gate of Open deciding each one
+// exactly as Open would. It returns a Tenure or an error per stream, in
+// the order given: a refusal of one (deferred, stale token, held, a bad
+// record) does not fail the others. opts applies to every stream.
+//
+// Its cost is per batch, not per stream: the leases are taken in
+// transactions of up to 128 streams, the admissions in transactions of
+// 32, the reads run 16 at a time, and each predecessor epoch is settled
+// once for all the streams it left, not once per stream. A stream whose
+// batch loses a compare (a racing open, a record that changed) goes
+// through Open's own rounds, so racing opens still admit exactly one star
+// per stream.
+func (s *Star) OpenMany(ctx context.Context, streams []string, opts OpenOptions) ([]Tenure, []error) {
+	tens := make([]Tenure, len(streams))
+	errs := make([]error, len(streams))
+	fail := func(err error) ([]Tenure, []error) {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return tens, errs
+	}
+	if len(streams) > MaxOpenMany {
+		return fail(&config.Error{Field: "streams", Value: len(streams), Reason: fmt.Sprintf("more than %d in one call", MaxOpenMany)})
+	}
+	if err := ValidateToken(opts.Token); err != nil {
+		return fail(err)
+	}
+	if s.opts.Admit != nil {
+		if err := s.opts.Admit(); err != nil {
+			return fail(err)
+		}
+	}
+	// Reserve each stream as Open does; a name given twice is refused
+	// the second time.
+	var todo []int
+	seen := map[string]bool{}
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return fail(err)
+	}
+	for i, id := range streams {
+		if errs[i] = epoch.ValidateName("stream", id); errs[i] != nil {
+			continue
+		}
+		switch t := s.held[id]; {
+		case seen[id]:
+			errs[i] = &config.Error{Field: "streams", Value: id, Reason: "given twice"}
+		case t != nil && t.departing:
+			errs[i] = &DeferredError{Stream: id, Reason: InLimbo, Holder: s.cfg.Star}
+		case t != nil || s.opening[id]:
+			errs[i] = &StreamError{Stream: id, Err: ErrHeld}
+		default:
+			s.opening[id] = true
+			todo = append(todo, i)
+		}
+		seen[id] = true
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		for _, i := range todo {
+			delete(s.opening, streams[i])
+		}
+		s.mu.Unlock()
+	}()
+
+	leases := s.acquireMany(ctx, streams, todo, opts, errs)
+	b := &bulkOpen{s: s, settled: map[string]*bulkSettle{}}
+	recs := make([]gateRecords, len(streams))
+	var fallback []int
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(openParallel)
+	for _, i := range todo {
+		if errs[i] != nil {
+			continue
+		}
+		g.Go(func() error {
+			id := streams[i]
+			rec, err := s.readGate(ctx, id)
+			distrust := false
+			var ten Tenure
+			if err == nil {
+				ten, err = s.decide(ctx, id, opts, rec, &distrust, b.settle)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, errRegate):
+				fallback = append(fallback, i)
+			case err != nil:
+				errs[i] = err
+			default:
+				tens[i], recs[i] = ten, rec
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var ready []int
+	for _, i := range todo {
+		switch {
+		case errs[i] == nil && tens[i].Stream != "":
+			ready = append(ready, i)
+		case errs[i] != nil && leases[i] != 0:
+			s.release(streams[i], leases[i])
+		}
+	}
+	fallback = append(fallback, s.admitMany(ctx, tens, recs, leases, ready, errs)...)
+	for _, i := range fallback {
+		tens[i], errs[i] = s.gateRounds(ctx, streams[i], opts, leases[i], false)
+	}
+	return tens, errs
+}
+
+// acquireMany takes the leases of streams[todo] in transactions of up to
+// MaxTxnOps streams. A batch that loses a compare (a lease held, by
+// another star or by an earlier open of ours) takes each of its leases
+// as Open does. A stream whose lease is not taken gets its error in errs.
+func (s *Star) acquireMany(ctx context.Context, streams []string, todo []int, opts OpenOptions, errs []error) []int64 {
+	revs := make([]int64, len(streams))
+	for from := 0; from < len(todo); from += settle.MaxTxnOps {
+		chunk := todo[from:min(len(todo), from+settle.MaxTxnOps)]
+		var txn metastore.Txn
+		for _, i := range chunk {
+			v, err := encode(&leaseRecord{Header: hdr(leaseKind), Stream: streams[i], Star: s.cfg.Star, Session: s.cfg.Session.ID()})
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			key := s.keys.lease(streams[i])
+			txn.If = append(txn.If, metastore.Compare{Key: key, Revision: 0})
+			txn.Then = append(txn.Then, metastore.Op{Key: key, Value: v, Session: s.cfg.Session})
+		}
+		rev, err := s.cfg.Store.Txn(ctx, txn)
+		if err == nil {
+			for _, i := range chunk {
+				if errs[i] == nil {
+					revs[i] = rev
+				}
+			}
+			continue
+		}
+		for _, i := range chunk {
+			if errs[i] == nil {
+				revs[i], errs[i] = s.acquire(ctx, streams[i], opts.BreakLease)
+			}
+		}
+	}
+	return revs
+}
+
+// admitMany admits the tenures tens[ready] in transactions of
+// admitPerTxn, under the star's tenure lock. It returns the streams of the
+// batches that lost a compare, for Open's own rounds.
+func (s *Star) admitMany(ctx context.Context, tens []Tenure, recs []gateRecords, leases []int64, ready []int, errs []error) (again []int) {
+	s.tenMu.Lock()
+	defer s.tenMu.Unlock()
+	cur := s.cur
+	for from := 0; from < len(ready); from += admitPerTxn {
+		chunk := ready[from:min(len(ready), from+admitPerTxn)]
+		var txn metastore.Txn
+		for _, i := range chunk {
+			tens[i].Epoch = cur.Epoch
+			if err := s.admitOps(&txn, tens[i], recs[i].w, recs[i].markRev, recs[i].tok, leases[i]); err != nil {
+				errs[i] = err
+			}
+		}
+		rev, err := s.cfg.Store.Txn(ctx, txn)
+		switch {
+		case errors.Is(err, metastore.ErrConflict):
+			again = append(again, chunk...)
+			continue
+		case err != nil:
+			for _, i := range chunk {
+				if errs[i] == nil {
+					errs[i] = fmt.Errorf("lease: admit %s: %w", tens[i].Stream, err)
+					s.release(tens[i].Stream, leases[i])
+				}
+				tens[i] = Tenure{}
+			}
+			continue
+		}
+		s.mu.Lock()
+		for _, i := range chunk {
+			if errs[i] != nil {
+				continue
+			}
+			t := tens[i]
+			s.held[t.Stream] = &tenure{info: t, writerRev: rev, epoch: cur.Epoch, leaseRev: leases[i], next: t.Next}
+		}
+		s.mu.Unlock()
+		for _, i := range chunk {
+			if errs[i] == nil {
+				s.opened(tens[i])
+			}
+		}
+	}
+	return again
+}
+
+// bulkOpen shares the resolution of abandonments among the streams of a
+// bulk open: each predecessor epoch is judged and settled once.
+type bulkOpen struct {
+	s       *Star
+	mu      sync.Mutex
+	settled map[string]*bulkSettle
+}
+
+type bulkSettle struct {
+	once sync.Once
+	d    Decision
+	rep  *settle.Report
+	err  error
+}
+
+// settle is settlePredecessor, once per predecessor epoch. A deferral is
+// reported for each stream with its own name; a roll of this star's own
+// head (errRegate) is not shared: each such stream takes Open's rounds.
+func (b *bulkOpen) settle(ctx context.Context, stream string, w *Writer) (Decision, *settle.Report, error) {
+	key := fmt.Sprintf("%s/%d", w.Star, w.Epoch)
+	b.mu.Lock()
+	r := b.settled[key]
+	if r == nil {
+		r = &bulkSettle{}
+		b.settled[key] = r
+	}
+	b.mu.Unlock()
+	r.once.Do(func() { r.d, r.rep, r.err = b.s.settlePredecessor(ctx, stream, w) })
+	var de *DeferredError
+	if errors.As(r.err, &de) {
+		cp := *de
+		cp.Stream = stream
+		return "", nil, &cp
+	}
+	return r.d, r.rep, r.err
+}
