@@ -37,9 +37,24 @@ type Host interface {
 	// Release drains every stream the node holds (through Finish) for a
 	// handoff and returns where its chain ends.
 	Release(ctx context.Context) (chain.Position, error)
-	// Frontier says how far the node has recovered star's chain, and
-	// whether its storage can serve.
+	// Frontier says how far the node has recovered (materialized) star's
+	// chain, and whether its storage can serve.
 	Frontier(star string) (chain.Position, bool)
+}
+
+// RecoverableHost is a Host that can also say how far the node can
+// recover star's chain, judged from its local image and the object
+// storage it reaches: possibly beyond its Frontier, possibly short of the
+// requirement, in which case the node does not offer. The agent asks
+// while a requirement waits for the node's offer; an error means it
+// cannot say, and the node does not offer yet.
+//
+// A Host without it whose storage is usable can recover whatever the last
+// holder acknowledged: every acknowledged record is in the object storage,
+// and RecoverChain fences and settles it.
+type RecoverableHost interface {
+	Host
+	Recoverable(ctx context.Context, star string) (chain.Position, error)
 }
 
 // AgentOptions configures an Agent.
@@ -268,10 +283,36 @@ func (a *Agent) flush(ctx context.Context) error {
 func (a *Agent) flushOnce(ctx context.Context) (bool, error) {
 	a.mu.Lock()
 	a.rt.Tick(a.opts.Clock.Now())
-	if q := a.rt.required; q != nil {
-		pos, usable := a.host.Frontier(q.Required.Star)
-		a.rt.frontier, a.rt.usable = Required{Star: q.Required.Star, Pos: pos}, usable
-		a.rt.Tick(a.opts.Clock.Now())
+	q, offered := a.rt.required, a.rt.offered
+	a.mu.Unlock()
+	if q != nil {
+		// The host is asked without the lock: Admit never waits on it.
+		star := q.Required.Star
+		pos, usable := a.host.Frontier(star)
+		rec, ask := pos, !offered
+		rh, ok := a.host.(RecoverableHost)
+		switch {
+		case ok && ask:
+			p, err := rh.Recoverable(ctx, star)
+			if err != nil {
+				a.opts.Logger.Warn("authority: how far the node can recover is unknown", "star", star, "err", err)
+				p = chain.Position{}
+				star = "" // covers nothing but a first grant
+			}
+			rec = p
+		case !ok && usable && pos.Less(q.Required.Pos):
+			rec = q.Required.Pos
+		}
+		a.mu.Lock()
+		if a.rt.required == q {
+			a.rt.frontier, a.rt.usable = Required{Star: q.Required.Star, Pos: pos}, usable
+			if ask {
+				a.rt.recoverable = Required{Star: star, Pos: rec}
+			}
+			a.rt.Tick(a.opts.Clock.Now())
+		}
+	} else {
+		a.mu.Lock()
 	}
 	rd := a.rt.Ready()
 	pending := append(a.retry, rd.Events...)

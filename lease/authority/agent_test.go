@@ -293,3 +293,84 @@ func TestAgentHostFrontierDisagrees(t *testing.T) {
 	require.LessOrEqual(t, h.calls.Load(), int32(16), "recoveries in three passes of the loop")
 	require.GreaterOrEqual(t, h.calls.Load(), int32(1))
 }
+
+// judgingHost says how far it can recover (authority.RecoverableHost),
+// and has materialized nothing.
+type judgingHost struct {
+	nopHost
+	mu    sync.Mutex
+	can   chain.Position
+	err   error
+	calls int
+}
+
+func (h *judgingHost) Frontier(string) (chain.Position, bool) { return chain.Position{}, true }
+
+func (h *judgingHost) Recoverable(_ context.Context, star string) (chain.Position, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls++
+	return h.can, h.err
+}
+
+func (h *judgingHost) set(can chain.Position, err error) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.can, h.err = can, err
+	return h.calls
+}
+
+var _ authority.RecoverableHost = (*judgingHost)(nil)
+
+// A node whose host can say how far it can recover offers only once that
+// covers the requirement, not while it falls short or cannot say; the
+// offer carries what it has materialized and what it can recover, and the
+// host is no longer asked once the node offered.
+func TestAgentOffersOnlyWhenItCanRecover(t *testing.T) {
+	clk := clock.NewFake(t0)
+	rt, err := authority.NewRuntime(authority.RuntimeConfig{Node: "cand", Domain: "orders", Caps: authority.Capabilities{Promotable: true}}, clk.Now())
+	require.NoError(t, err)
+	conn := &fakeConn{msgs: make(chan authority.Msg)}
+	h := &judgingHost{}
+	h.set(chain.Position{Epoch: 2, Slot: 6}, nil) // one short
+	a, err := authority.NewAgent(rt, conn, h, authority.AgentOptions{Clock: clk, HeartbeatEvery: time.Minute})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	barrier := authority.Msg{To: "nobody"}
+	req := authority.Required{Star: "old", Pos: chain.Position{Epoch: 2, Slot: 7}}
+	conn.msgs <- authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: req}
+	conn.msgs <- barrier
+	clk.BlockUntil(1)
+	clk.Advance(time.Second) // past the decision delay
+	offers := func() []authority.Offer {
+		var out []authority.Offer
+		for _, ev := range conn.events() {
+			if o, ok := ev.(authority.Offer); ok {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	conn.msgs <- barrier
+	conn.msgs <- barrier
+	require.Empty(t, offers(), "it cannot recover the requirement: no offer")
+	h.set(chain.Position{}, errors.New("zone-b unreachable"))
+	conn.msgs <- barrier
+	conn.msgs <- barrier
+	require.Empty(t, offers(), "it cannot say: no offer")
+	h.set(chain.Position{Epoch: 2, Slot: 9}, nil)
+	conn.msgs <- barrier
+	conn.msgs <- barrier
+	require.Equal(t, []authority.Offer{{Node: "cand", Token: 1, Star: "old", Frontier: chain.Position{}, Recoverable: chain.Position{Epoch: 2, Slot: 9}, Usable: true}}, offers())
+	calls := h.set(chain.Position{Epoch: 2, Slot: 9}, nil)
+	conn.msgs <- barrier
+	conn.msgs <- barrier
+	require.Equal(t, calls, h.set(chain.Position{Epoch: 2, Slot: 9}, nil), "asked again after it offered")
+	require.Len(t, offers(), 1)
+}

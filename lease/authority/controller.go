@@ -21,12 +21,19 @@ type ControllerConfig struct {
 	// channel reserves its token for the same node to resume. 0 means
 	// 2 s; at most Lease.
 	Reconnect time.Duration
+	// RecoveryTimeout is how long a candidate placed in recovery has to
+	// report a frontier covering the requirement. Past it the candidate
+	// loses the selection, its offers are refused for as long again, and
+	// another candidate can be chosen. 0 means 1 min; between 1 ms and
+	// 1 h.
+	RecoveryTimeout time.Duration
 }
 
 // Default timings.
 const (
-	DefaultLease     = 10 * time.Second
-	DefaultReconnect = 2 * time.Second
+	DefaultLease           = 10 * time.Second
+	DefaultReconnect       = 2 * time.Second
+	DefaultRecoveryTimeout = time.Minute
 )
 
 func (c *ControllerConfig) validate() error {
@@ -44,6 +51,12 @@ func (c *ControllerConfig) validate() error {
 	}
 	if c.Reconnect < 0 || c.Reconnect > c.Lease {
 		return &config.Error{Field: "Reconnect", Value: c.Reconnect, Reason: "must lie in [0, Lease]"}
+	}
+	if c.RecoveryTimeout == 0 {
+		c.RecoveryTimeout = DefaultRecoveryTimeout
+	}
+	if c.RecoveryTimeout < time.Millisecond || c.RecoveryTimeout > time.Hour {
+		return &config.Error{Field: "RecoveryTimeout", Value: c.RecoveryTimeout, Reason: "must lie in [1ms, 1h]"}
 	}
 	return nil
 }
@@ -81,6 +94,11 @@ type Controller struct {
 	progress             chain.Position
 	frontier             map[string]Required // candidates' reported frontiers for st.Token
 	msgs                 []Msg
+	// recovering: when the candidate in recovery was placed. backoff:
+	// candidates that did not recover in time, and until when their
+	// offers are refused.
+	recovering time.Time
+	backoff    map[string]time.Time
 
 	// The fast fence: the topology version (it changes whenever the set
 	// of connected voters does; the term is in its high bits), the
@@ -139,7 +157,7 @@ func NewController(cfg ControllerConfig, st State, now time.Time) (*Controller, 
 	if st.Phase == "" {
 		st.Phase = Vacant
 	}
-	c := &Controller{cfg: cfg, st: st, now: now, peers: map[string]*peer{}, frontier: map[string]Required{}}
+	c := &Controller{cfg: cfg, st: st, now: now, peers: map[string]*peer{}, frontier: map[string]Required{}, backoff: map[string]time.Time{}, recovering: now}
 	// Topology versions grow across controllers too (each election
 	// writes the next term), so a node never takes a new controller's
 	// topology for an older one.
@@ -359,13 +377,18 @@ func (c *Controller) offer(e Offer) error {
 		return refused(e.Node, e, "another decision is being made durable")
 	case !e.Usable:
 		return refused(e.Node, e, "not usable")
+	case !st.Required.Covers(e.Star, e.Recoverable) && !st.Required.Covers(e.Star, e.Frontier):
+		return refused(e.Node, e, "it can recover %s to %v, short of the requirement %s/%v", e.Star, e.Recoverable, st.Required.Star, st.Required.Pos)
+	case c.now.Before(c.backoff[e.Node]):
+		return refused(e.Node, e, "it did not recover in time when selected; it may offer again from %v", c.backoff[e.Node])
 	}
 	next := st
 	next.Phase, next.Candidate = Recovering, e.Node
 	c.frontier = map[string]Required{e.Node: {Star: e.Star, Pos: e.Frontier}}
-	covers := st.Required.Covers(e.Star, e.Frontier)
+	materialized := st.Required.Covers(e.Star, e.Frontier)
 	c.propose(next, func(s State) []Msg {
-		if covers {
+		c.recovering = c.now
+		if materialized {
 			return nil
 		}
 		return []Msg{{To: e.Node, Kind: MsgRecover, Token: s.Token, Required: s.Required,
@@ -403,8 +426,40 @@ func (c *Controller) maybeGrant() {
 	c.propose(next, func(s State) []Msg {
 		c.deadline = c.now.Add(c.cfg.Lease)
 		c.progress, c.beats, c.incident = chain.Position{}, 0, nil
+		clear(c.backoff)
 		return append([]Msg{c.grantMsg(s)}, c.topologyAll()...)
 	})
+}
+
+// recoveryTimedOut withdraws the selection of a candidate that has not
+// reported a frontier covering the requirement within RecoveryTimeout:
+// the grant is vacant again, and the candidate's offers are refused for
+// as long again, so that another can be chosen.
+func (c *Controller) recoveryTimedOut() {
+	st := c.st
+	if st.Phase != Recovering || c.busy() || c.now.Before(c.recovering.Add(c.cfg.RecoveryTimeout)) {
+		return
+	}
+	if f, ok := c.frontier[st.Candidate]; ok && st.Required.Covers(f.Star, f.Pos) {
+		return // recovered: the grant waits only for the former holder's fence
+	}
+	c.backoff[st.Candidate] = c.now.Add(c.cfg.RecoveryTimeout)
+	c.vacate(st.Token, st.Required, fmt.Sprintf("the candidate %s did not recover within %v", st.Candidate, c.cfg.RecoveryTimeout))
+}
+
+// askAgain asks a candidate whose backoff ran out for an offer again: it
+// offered once for this requirement and was refused.
+func (c *Controller) askAgain() {
+	for _, n := range c.sortedPeers() {
+		until, ok := c.backoff[n]
+		if !ok || c.now.Before(until) {
+			continue
+		}
+		delete(c.backoff, n)
+		if c.st.Phase == Vacant && c.peers[n].caps.Promotable {
+			c.msgs = append(c.msgs, Msg{To: n, Kind: MsgRequired, Token: c.st.Token, Required: c.st.Required})
+		}
+	}
 }
 
 func (c *Controller) handoff(e HandoffRequest) error {
@@ -451,6 +506,7 @@ func (c *Controller) released(e Released) error {
 	c.propose(next, func(s State) []Msg {
 		c.deadline = c.now.Add(c.cfg.Lease)
 		c.progress, c.beats, c.incident = chain.Position{}, 0, nil
+		clear(c.backoff)
 		return append([]Msg{c.grantMsg(s), {To: old, Kind: MsgRevoke, Token: st.Token}}, c.topologyAll()...)
 	})
 	return nil
@@ -472,6 +528,9 @@ func (c *Controller) tick() {
 		}
 	case Recovering:
 		c.maybeGrant()
+		c.recoveryTimedOut()
+	case Vacant:
+		c.askAgain()
 	}
 }
 

@@ -343,7 +343,9 @@ func failoverTimeline(t testing.TB, objectLatency time.Duration) timeline {
 	require.False(t, ended.IsZero(), "the grant never ended")
 	// node-b offers, is placed in recovery, recovers with the library.
 	w.parts(b)
+	// It reaches every zone: it can recover whatever node-a acknowledged.
 	b.rt.SetFrontier("node-a", chain.Position{}, true)
+	b.rt.SetRecoverable("node-a", w.d.State().Required.Pos)
 	for i := 0; w.d.State().Phase != authority.Recovering && i < 40; i++ {
 		w.advance(50 * time.Millisecond)
 	}

@@ -103,3 +103,20 @@ func TestConnectClaimingATokenNeverIssued(t *testing.T) {
 		require.ErrorIs(t, ctl.Step(authority.Offer{Node: "node-b", Token: st.Token, Usable: true}), authority.ErrRefused, "not connected")
 	}
 }
+
+// Timings out of range are refused, each naming its field.
+func TestControllerConfigRefused(t *testing.T) {
+	for field, cfg := range map[string]authority.ControllerConfig{
+		"Lease":           {Domain: "orders", Lease: 2 * time.Hour},
+		"Reconnect":       {Domain: "orders", Lease: time.Second, Reconnect: 2 * time.Second},
+		"RecoveryTimeout": {Domain: "orders", RecoveryTimeout: -time.Second},
+	} {
+		_, err := authority.NewController(cfg, authority.State{}, t0)
+		require.ErrorIs(t, err, config.ErrInvalid, field)
+		ce, ok := errors.AsType[*config.Error](err)
+		require.True(t, ok, field)
+		require.Equal(t, field, ce.Field)
+	}
+	_, err := authority.NewController(authority.ControllerConfig{Domain: "orders", RecoveryTimeout: 2 * time.Hour}, authority.State{}, t0)
+	require.ErrorIs(t, err, config.ErrInvalid)
+}

@@ -34,15 +34,19 @@ type Heartbeat struct {
 	Progress chain.Position
 }
 
-// Offer: a promotable node offers to take the grant after Token, having
-// recovered Star's chain up to Frontier; Usable says its storage and
-// state can serve.
+// Offer: a promotable node offers to take the grant after Token. On
+// Star's chain, Frontier is how far it has materialized (recovered), and
+// Recoverable how far it can recover, judged from its local image and the
+// object storage it reaches (Frontier at least). Usable says its storage
+// and state can serve. Only an offer that can recover the requirement is
+// taken; one that has not materialized it is placed in recovery.
 type Offer struct {
-	Node     string
-	Token    Token
-	Star     string
-	Frontier chain.Position
-	Usable   bool
+	Node        string
+	Token       Token
+	Star        string
+	Frontier    chain.Position
+	Recoverable chain.Position
+	Usable      bool
 }
 
 // Recovered: the candidate in recovery after Token has restored a

@@ -48,9 +48,11 @@ type Runtime struct {
 	offered    bool
 	// Recovery placement, if selected.
 	recovery *Msg
-	// The host's report of its recovered frontier.
-	frontier Required
-	usable   bool
+	// The host's reports: how far it has recovered (materialized) the
+	// last holder's chain, how far it can recover it, and whether its
+	// storage can serve.
+	frontier, recoverable Required
+	usable                bool
 
 	out     []Event
 	release bool // the host is to drain and call Released
@@ -298,7 +300,9 @@ func (r *Runtime) Step(m Msg) error {
 		}
 		r.end(m.Token)
 		mm := m
-		r.required, r.requiredAt, r.offered = &mm, r.now, false
+		// A new requirement also ends a recovery placement: the
+		// controller withdrew it.
+		r.required, r.requiredAt, r.offered, r.recovery = &mm, r.now, false, nil
 	case MsgRecover:
 		if m.Token < r.maxToken || m.Grant.Holder != r.cfg.Node {
 			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "stale or for another node"}
@@ -363,16 +367,33 @@ func (r *Runtime) end(t Token) {
 
 // Tick advances the runtime's clock: a promotable node offers once the
 // decision delay after the end of a grant has passed, if the host reports
-// its state usable (SetFrontier).
+// its state usable and what it can recover covering the requirement
+// (SetFrontier, SetRecoverable).
 func (r *Runtime) Tick(now time.Time) {
 	if now.After(r.now) {
 		r.now = now
 	}
 	r.health()
-	if q := r.required; q != nil && !r.offered && r.usable && !r.now.Before(r.requiredAt.Add(r.cfg.DecisionDelay)) {
-		r.offered = true
-		r.out = append(r.out, Offer{Node: r.cfg.Node, Token: q.Token, Star: r.frontier.Star, Frontier: r.frontier.Pos, Usable: true})
+	q := r.required
+	if q == nil || r.offered || !r.usable || r.now.Before(r.requiredAt.Add(r.cfg.DecisionDelay)) {
+		return
 	}
+	req := q.Required
+	if !req.Covers(r.recoverable.Star, r.recoverable.Pos) && !req.Covers(r.frontier.Star, r.frontier.Pos) {
+		return
+	}
+	on := func(f Required) chain.Position {
+		if f.Star != req.Star {
+			return chain.Position{}
+		}
+		return f.Pos
+	}
+	r.offered = true
+	frontier, recoverable := on(r.frontier), on(r.recoverable)
+	if recoverable.Less(frontier) {
+		recoverable = frontier
+	}
+	r.out = append(r.out, Offer{Node: r.cfg.Node, Token: q.Token, Star: req.Star, Frontier: frontier, Recoverable: recoverable, Usable: true})
 }
 
 // NextTick returns the earliest time after the runtime's clock at which
@@ -422,9 +443,19 @@ func (r *Runtime) NextTick() time.Time {
 	return next
 }
 
-// SetFrontier is the host's report of how far it has recovered the last
-// holder's chain, and whether its storage can serve. During recovery a
-// frontier that covers the requirement is reported to the controller.
+// SetRecoverable is the host's report of how far it can recover star's
+// chain, judged from its local image and the object storage it reaches:
+// the node offers only when that (or its frontier) covers the
+// requirement. Until reported, it can recover only as far as its
+// frontier.
+func (r *Runtime) SetRecoverable(star string, pos chain.Position) {
+	r.recoverable = Required{Star: star, Pos: pos}
+}
+
+// SetFrontier is the host's report of how far it has recovered
+// (materialized) the last holder's chain, and whether its storage can
+// serve. During recovery a frontier that covers the requirement is
+// reported to the controller.
 func (r *Runtime) SetFrontier(star string, pos chain.Position, usable bool) {
 	r.frontier, r.usable = Required{Star: star, Pos: pos}, usable
 	if rc := r.recovery; rc != nil && rc.Required.Covers(star, pos) {

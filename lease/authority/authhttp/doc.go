@@ -47,7 +47,7 @@
 // takes one envelope, {"kind": ..., "event": {...}}, at most 64 KiB:
 //
 //	{"kind":"heartbeat","event":{"node":"node-a","token":1,"progress":{"epoch":3,"slot":40}}}
-//	{"kind":"offer","event":{"node":"node-b","token":1,"star":"node-a","frontier":{"epoch":3,"slot":40},"usable":true}}
+//	{"kind":"offer","event":{"node":"node-b","token":1,"star":"node-a","frontier":{"epoch":3,"slot":12},"recoverable":{"epoch":3,"slot":40},"usable":true}}
 //	{"kind":"recovered","event":{"node":"node-b","token":1,"star":"node-a","frontier":{"epoch":3,"slot":40}}}
 //	{"kind":"released","event":{"node":"node-a","token":1,"progress":{"epoch":3,"slot":41}}}
 //	{"kind":"handoff","event":{"target":"node-b"}}

@@ -196,11 +196,12 @@ type wireHeartbeat struct {
 }
 
 type wireOffer struct {
-	Node     string  `json:"node"`
-	Token    uint64  `json:"token"`
-	Star     string  `json:"star"`
-	Frontier wirePos `json:"frontier"`
-	Usable   bool    `json:"usable"`
+	Node        string  `json:"node"`
+	Token       uint64  `json:"token"`
+	Star        string  `json:"star"`
+	Frontier    wirePos `json:"frontier"`
+	Recoverable wirePos `json:"recoverable"`
+	Usable      bool    `json:"usable"`
 }
 
 type wireRecovered struct {
@@ -248,7 +249,7 @@ func encodeEvent(ev authority.Event) ([]byte, error) {
 	case authority.Heartbeat:
 		kind, body = KindHeartbeat, wireHeartbeat{Node: e.Node, Token: uint64(e.Token), Progress: toPos(e.Progress)}
 	case authority.Offer:
-		kind, body = KindOffer, wireOffer{Node: e.Node, Token: uint64(e.Token), Star: e.Star, Frontier: toPos(e.Frontier), Usable: e.Usable}
+		kind, body = KindOffer, wireOffer{Node: e.Node, Token: uint64(e.Token), Star: e.Star, Frontier: toPos(e.Frontier), Recoverable: toPos(e.Recoverable), Usable: e.Usable}
 	case authority.Recovered:
 		kind, body = KindRecovered, wireRecovered{Node: e.Node, Token: uint64(e.Token), Star: e.Star, Frontier: toPos(e.Frontier)}
 	case authority.Released:
@@ -306,7 +307,7 @@ func decodeEvent(r io.Reader) (authority.Event, string, string, error) {
 	case KindOffer:
 		var w wireOffer
 		err := decodeStrict(body, &w)
-		return authority.Offer{Node: w.Node, Token: authority.Token(w.Token), Star: w.Star, Frontier: w.Frontier.pos(), Usable: w.Usable}, w.Node, env.Kind, err
+		return authority.Offer{Node: w.Node, Token: authority.Token(w.Token), Star: w.Star, Frontier: w.Frontier.pos(), Recoverable: w.Recoverable.pos(), Usable: w.Usable}, w.Node, env.Kind, err
 	case KindRecovered:
 		var w wireRecovered
 		err := decodeStrict(body, &w)

@@ -148,8 +148,8 @@ func deadlineEndsGrantAtOnce(t *testing.T, b Backend) {
 }
 
 // Offers: only from connected promotable nodes, for the ended token, when
-// usable; the first one taken is durable, racing and duplicate ones
-// cannot bypass it.
+// usable and able to recover the requirement; the first one taken is
+// durable, racing and duplicate ones cannot bypass it.
 func offers(t *testing.T, b Backend) {
 	c := newCluster(t, b)
 	a := c.join("node-a", promotable)
@@ -165,8 +165,13 @@ func offers(t *testing.T, b Backend) {
 	_ = a
 
 	offer := func(node string, tok authority.Token, usable bool) authority.Offer {
-		return authority.Offer{Node: node, Token: tok, Star: "node-a", Frontier: chain.Position{Epoch: 3, Slot: 10}, Usable: usable}
+		return authority.Offer{Node: node, Token: tok, Star: "node-a", Frontier: chain.Position{Epoch: 3, Slot: 10},
+			Recoverable: chain.Position{Epoch: 3, Slot: 40}, Usable: usable}
 	}
+	short := offer("node-b", st.Token, true)
+	short.Recoverable = chain.Position{Epoch: 3, Slot: 39}
+	elsewhere := offer("node-b", st.Token, true)
+	elsewhere.Star = "node-z"
 	for _, tc := range []struct {
 		name string
 		ev   authority.Offer
@@ -176,6 +181,8 @@ func offers(t *testing.T, b Backend) {
 		{"a stale token", offer("node-b", st.Token-1, true)},
 		{"a future token", offer("node-b", st.Token+1, true)},
 		{"not usable", offer("node-b", st.Token, false)},
+		{"cannot recover as far as required", short},
+		{"can recover another chain", elsewhere},
 	} {
 		require.ErrorIs(t, c.ctl.Step(tc.ev), authority.ErrRefused, tc.name)
 	}
@@ -205,6 +212,7 @@ func recoveryReadOnlyUntilGrant(t *testing.T, b Backend) {
 	st := c.state()
 	require.Equal(t, authority.Vacant, st.Phase)
 	nb.SetFrontier("node-a", chain.Position{Epoch: 1, Slot: 3}, true) // behind
+	nb.SetRecoverable("node-a", chain.Position{Epoch: 2, Slot: 7})    // but able to recover it
 	c.advance(time.Second)
 	st = c.state()
 	require.Equal(t, authority.Recovering, st.Phase)

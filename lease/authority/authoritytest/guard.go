@@ -43,6 +43,7 @@ func staleTokenOnEveryWritePath(t *testing.T, b Backend) {
 	recov := c.state()
 	require.Equal(t, authority.Vacant, recov.Phase)
 	nb.SetFrontier("node-a", chain.Position{}, true)
+	nb.SetRecoverable("node-a", recov.Required.Pos)
 	c.advance(time.Second)
 	order := c.recover["node-b"]
 	require.NotNil(t, order)

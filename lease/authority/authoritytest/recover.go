@@ -50,6 +50,7 @@ func recoveryWithTheLibrary(t *testing.T, b Backend) {
 	require.Equal(t, authority.Vacant, c.state().Phase)
 
 	nb.SetFrontier("node-a", chain.Position{}, true)
+	nb.SetRecoverable("node-a", c.state().Required.Pos) // every acknowledged record is in the zones
 	c.advance(time.Second)
 	order := c.recover["node-b"]
 	require.NotNil(t, order, "node-b is placed in recovery")

@@ -64,6 +64,8 @@ func Run(t *testing.T, b Backend) {
 		{"CrashedHolderConfirmedLate", crashedHolderConfirmedLate},
 		{"FormerHolderReconnects", formerHolderReconnects},
 		{"FencedHolderTopologyChange", fencedHolderTopologyChange},
+		{"CoveringCandidateSelected", coveringCandidateSelected},
+		{"RecoveryTimeout", recoveryTimeout},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, b) })
 	}
