@@ -161,11 +161,10 @@
 // first (their product is at most 4194304). A snapshot is at most
 // lease.MaxSnapshotLimit bytes: a table too big for one is not saved
 // (cutline_broker_snapshot_saves_total{result="refused"}), and a new
-// holder replays from the last one that was. An expired producer is new again: its retries are no longer
-// recognized, as after a Kafka producer id expired.
+// holder replays from the last one that was. An expired producer is new
+// again: its retries are no longer recognized.
 //
-// The table's state after every record below an offset is a pure
-// function of those records. The holder saves it, with that offset, as
+// The holder saves the table, with the offset it is applied up to, as
 // the stream's snapshot (lease.Star.SaveSnapshot, fenced by its tenure)
 // every -snapshot-every records (1000) and every -snapshot-interval (30s)
 // when records came, and in the release flush of every departure
@@ -175,6 +174,19 @@
 // snapshot after a crash. A snapshot that does not load is set aside and
 // the whole stream is read. The log line "stream ready" says how many
 // records were read back (replayed) and from which snapshot offset.
+//
+// The window travels with the snapshot: each producer's entry keeps the
+// lowest sequence it can still judge, and a sequence below it that it does
+// not keep is refused with 409 whatever the window of the broker judging
+// it. So a change of -producer-window (a rolling restart with another
+// value) takes effect as the table goes on: a narrower window lets go of
+// the excess when the next holder loads the snapshot; a wider one does not
+// bring back what the narrower one let go of, and those sequences stay
+// refused until the producer's sequences have moved the wider window past
+// them. The table is thus a function of the stream's records and of the
+// windows of the holders that applied them. A whole replay (no snapshot,
+// or one that does not load) saw every record, and judges with the loading
+// broker's window alone.
 //
 // # The payload
 //

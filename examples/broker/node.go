@@ -742,6 +742,11 @@ func (h *holding) stream(ctx context.Context, name, token string) (*streamState,
 // landed.
 func (h *holding) open(ctx context.Context, name, token string, reopen bool) (*streamState, error) {
 	n := h.n
+	// Every submit that was judged by the stream's state it replaces has
+	// reached the star (and, on a reopen, Finish decides it); later ones
+	// find that state replaced.
+	h.submitMu.Lock()
+	h.submitMu.Unlock()
 	if reopen {
 		if err := h.star.Finish(ctx, name, lease.ReasonReestablish); err != nil && !errors.Is(err, lease.ErrNotHeld) {
 			return nil, err

@@ -35,38 +35,71 @@ func (n *node) produce(ctx context.Context, p produceReq) (ack, error) {
 	if err != nil {
 		return ack{}, err
 	}
-	pd, err := h.submit(ctx, s, p)
-	if err != nil {
-		return ack{}, err
-	}
-	select {
-	case <-pd.done:
-		return pd.ack, pd.err
-	case <-ctx.Done():
-		return ack{}, ctx.Err()
+	return h.produce(ctx, s, p)
+}
+
+// produce submits p through the stream's state s and waits for its
+// outcome. A state that was replaced (the stream was reopened, or left
+// and opened again) or is suspect judges nothing more: the produce takes
+// the current one, which knows what went through the replaced one.
+func (h *holding) produce(ctx context.Context, s *streamState, p produceReq) (ack, error) {
+	for {
+		pd, err := h.submit(ctx, s, p)
+		if errors.Is(err, errStateReplaced) {
+			if s, err = h.stream(ctx, p.stream, p.token); err != nil {
+				return ack{}, err
+			}
+			continue
+		}
+		if err != nil {
+			return ack{}, err
+		}
+		select {
+		case <-pd.done:
+			return pd.ack, pd.err
+		case <-ctx.Done():
+			return ack{}, ctx.Err()
+		}
 	}
 }
 
+// errStateReplaced is a submit through a stream's state that is no longer
+// the current one, or is suspect.
+var errStateReplaced = errors.New("broker: the stream's state was replaced")
+
+// submit appends p through s, unless s judges it a duplicate (or too
+// old), or is no longer the stream's current state (errStateReplaced).
+// It holds submitMu from the check to the Submit: open waits for it
+// before it starts a new tenure, so that nothing judged by a replaced
+// state reaches the new one.
 func (h *holding) submit(ctx context.Context, s *streamState, p produceReq) (*pending, error) {
 	key := producerSeq{p.producer, p.seq}
 	h.submitMu.Lock()
 	defer h.submitMu.Unlock()
-	if p.producer != "" {
-		h.mu.Lock()
-		a, v := s.table.lookup(p.producer, p.seq)
-		pd := s.inflight[key]
+	h.mu.Lock()
+	if h.streams[p.stream] != s || s.suspect {
 		h.mu.Unlock()
-		switch {
-		case pd != nil:
-			return pd, nil
-		case v == duplicate:
-			a.Duplicate = true
-			pd = &pending{done: make(chan struct{}), ack: a}
-			close(pd.done)
-			return pd, nil
-		case v == tooOld:
-			return nil, fmt.Errorf("%w: %s's sequence %d", errSequenceTooOld, p.producer, p.seq)
-		}
+		return nil, errStateReplaced
+	}
+	var v verdict
+	var a ack
+	var pd *pending
+	if p.producer != "" {
+		a, v = s.table.lookup(p.producer, p.seq)
+		pd = s.inflight[key]
+	}
+	h.mu.Unlock()
+	switch {
+	case pd != nil:
+		return pd, nil
+	case p.producer == "":
+	case v == duplicate:
+		a.Duplicate = true
+		pd = &pending{done: make(chan struct{}), ack: a}
+		close(pd.done)
+		return pd, nil
+	case v == tooOld:
+		return nil, fmt.Errorf("%w: %s's sequence %d", errSequenceTooOld, p.producer, p.seq)
 	}
 	off, err := h.star.Next(p.stream)
 	if err != nil {
@@ -83,7 +116,7 @@ func (h *holding) submit(ctx context.Context, s *streamState, p produceReq) (*pe
 		h.forget(p.stream, s, err)
 		return nil, err
 	}
-	pd := &pending{done: make(chan struct{})}
+	pd = &pending{done: make(chan struct{})}
 	if p.producer != "" {
 		h.mu.Lock()
 		s.inflight[key] = pd

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -15,17 +16,22 @@ import (
 //
 //   - per producer, the acknowledgements of its sequences within window of
 //     the highest one it sent (hi): a retry of one of those is answered
-//     with its first acknowledgement. A sequence at or below hi − window
-//     that is not kept is too old to judge and is refused (never appended
+//     with its first acknowledgement. A sequence below the ones the table
+//     keeps (low) is too old to judge and is refused (never appended
 //     twice);
 //   - at most max producers, the least recently active (by the offset of
 //     its last record) expiring first. An expired producer is new again:
 //     like a Kafka producer id that expired, its retries are no longer
 //     recognized.
 //
-// Its state after every record below next is a pure function of those
-// records, in offset order: what a snapshot holds (lease.SaveSnapshot),
-// and what a replay of the stream's tail from a snapshot rebuilds.
+// Its state after every record below next is a function of those
+// records, in offset order, and of the windows of the holders that
+// applied them: what a snapshot holds (lease.SaveSnapshot), and what a
+// replay of the stream's tail from a snapshot rebuilds. The window
+// travels with the table, as each producer's low: a table loaded with a
+// wider window than it was saved with refuses what the narrower one let
+// go of, until the producer's sequences move past it; a narrower window
+// lets go of the excess at once.
 type producerTable struct {
 	max    int
 	window uint64
@@ -34,11 +40,13 @@ type producerTable struct {
 	lru    *list.List               // least recently active first
 }
 
-// producerEntry is one producer's state.
+// producerEntry is one producer's state: the acknowledgement of each of
+// its records whose sequence is from low to hi.
 type producerEntry struct {
 	name string
 	last uint64 // offset of its last record
 	hi   uint64 // its highest sequence
+	low  uint64 // below it, no sequence is kept: too old to judge
 	acks map[uint64]ack
 }
 
@@ -52,7 +60,7 @@ type verdict int
 const (
 	fresh     verdict = iota // not seen: append it
 	duplicate                // seen: answer with its acknowledgement
-	tooOld                   // below the producer's window and not kept: refuse
+	tooOld                   // below what the table keeps of the producer: refuse
 )
 
 // lookup judges producer's record seq.
@@ -65,10 +73,18 @@ func (pt *producerTable) lookup(producer string, seq uint64) (ack, verdict) {
 	if a, ok := e.acks[seq]; ok {
 		return a, duplicate
 	}
-	if seq < e.hi && e.hi-seq >= pt.window {
+	if seq < e.low {
 		return ack{}, tooOld
 	}
 	return ack{}, fresh
+}
+
+// floor is the lowest sequence a window keeps below hi.
+func (pt *producerTable) floor(hi uint64) uint64 {
+	if hi < pt.window {
+		return 0
+	}
+	return hi - pt.window + 1
 }
 
 // apply applies the record at offset next: producer's record seq ("" for
@@ -81,7 +97,7 @@ func (pt *producerTable) apply(producer string, seq uint64, a ack) {
 	}
 	el := pt.byName[producer]
 	if el == nil {
-		el = pt.lru.PushBack(&producerEntry{name: producer, hi: seq, acks: map[uint64]ack{}})
+		el = pt.lru.PushBack(&producerEntry{name: producer, hi: seq, low: pt.floor(seq), acks: map[uint64]ack{}})
 		pt.byName[producer] = el
 	} else {
 		pt.lru.MoveToBack(el)
@@ -90,9 +106,10 @@ func (pt *producerTable) apply(producer string, seq uint64, a ack) {
 	e.last = off
 	a.Duplicate = false
 	if seq > e.hi {
-		pt.raise(e, seq)
+		e.hi = seq
+		pt.raise(e, pt.floor(seq))
 	}
-	if e.hi-seq < pt.window {
+	if seq >= e.low {
 		e.acks[seq] = a
 	}
 	for pt.lru.Len() > pt.max {
@@ -101,30 +118,25 @@ func (pt *producerTable) apply(producer string, seq uint64, a ack) {
 	}
 }
 
-// raise moves e's highest sequence up to hi and lets go of the
-// acknowledgements that fall out of its window: by walking the sequences
-// that left it when they are fewer than those kept, else by a scan.
-func (pt *producerTable) raise(e *producerEntry, hi uint64) {
-	old := e.hi
-	e.hi = hi
-	if hi < pt.window {
+// raise moves e's low up to low and lets go of the acknowledgements below
+// it: by walking the sequences that left when they are fewer than those
+// kept, else by a scan.
+func (pt *producerTable) raise(e *producerEntry, low uint64) {
+	if low <= e.low {
 		return
 	}
-	if hi-old > uint64(len(e.acks)) {
+	if low-e.low > uint64(len(e.acks)) {
 		for s := range e.acks {
-			if hi-s >= pt.window {
+			if s < low {
 				delete(e.acks, s)
 			}
 		}
-		return
+	} else {
+		for s := e.low; s < low; s++ {
+			delete(e.acks, s)
+		}
 	}
-	lo := uint64(0)
-	if old+1 > pt.window {
-		lo = old + 1 - pt.window
-	}
-	for s := lo; s <= hi-pt.window; s++ {
-		delete(e.acks, s)
-	}
+	e.low = low
 }
 
 // len returns how many producers and acknowledgements the table keeps.
@@ -135,20 +147,26 @@ func (pt *producerTable) len() (producers, acks int) {
 	return pt.lru.Len(), acks
 }
 
-// The snapshot encoding of a producerTable, version 1:
+// The snapshot encoding of a producerTable, version 2:
 //
-//	4 bytes  magic "cbs1"
+//	4 bytes  magic "cbs2"
 //	uvarint  next
 //	uvarint  number of producers, then each, least recently active first:
 //	  uvarint  length of the name, then the name
-//	  uvarint  last, uvarint hi
+//	  uvarint  last, uvarint hi, uvarint hi − low
 //	  uvarint  number of acknowledgements, then each, by sequence:
 //	    uvarint  hi − seq
 //	    varint   offset − last, varint epoch − the previous one's
 //	    uvarint  slot
 //
 // Deltas keep a window of consecutive records to a few bytes each.
-const snapMagic = "cbs1"
+// Version 1 ("cbs1", what earlier brokers saved) has no low: it is read as
+// the lowest sequence kept, which refuses everything the window of the
+// broker that saved it may have let go of.
+const (
+	snapMagic   = "cbs2"
+	snapMagicV1 = "cbs1"
+)
 
 // errBadSnapshot is snapshot bytes that are not a table of this format.
 var errBadSnapshot = errors.New("broker: malformed producer snapshot")
@@ -164,11 +182,8 @@ func (pt *producerTable) encode() []byte {
 		b = append(b, e.name...)
 		b = binary.AppendUvarint(b, e.last)
 		b = binary.AppendUvarint(b, e.hi)
-		seqs := make([]uint64, 0, len(e.acks))
-		for s := range e.acks {
-			seqs = append(seqs, s)
-		}
-		slices.Sort(seqs)
+		b = binary.AppendUvarint(b, e.hi-e.low)
+		seqs := slices.Sorted(maps.Keys(e.acks))
 		b = binary.AppendUvarint(b, uint64(len(seqs)))
 		prevEpoch := uint64(0)
 		for _, s := range seqs {
@@ -183,11 +198,18 @@ func (pt *producerTable) encode() []byte {
 	return b
 }
 
-// decodeProducerTable parses snapshot bytes made by encode into a table
-// bounded by max and window (which may be tighter than the ones it was
-// saved with: the excess goes as it would have).
+// decodeProducerTable parses snapshot bytes made by encode (or by
+// version 1's) into a table bounded by max and window, which may differ
+// from the ones it was saved with: a tighter bound lets the excess go as
+// it would have, a wider window does not bring back what was let go of
+// (each producer's low stays).
 func decodeProducerTable(data []byte, max int, window uint64) (*producerTable, error) {
-	if !bytes.HasPrefix(data, []byte(snapMagic)) {
+	var v1 bool
+	switch {
+	case bytes.HasPrefix(data, []byte(snapMagic)):
+	case bytes.HasPrefix(data, []byte(snapMagicV1)):
+		v1 = true
+	default:
 		return nil, fmt.Errorf("%w: no magic", errBadSnapshot)
 	}
 	b := data[len(snapMagic):]
@@ -240,6 +262,16 @@ func decodeProducerTable(data []byte, max int, window uint64) (*producerTable, e
 		if e.hi, err = uv("highest sequence"); err != nil {
 			return nil, err
 		}
+		if !v1 {
+			d, err := uv("lowest sequence")
+			if err != nil {
+				return nil, err
+			}
+			if d > e.hi {
+				return nil, fmt.Errorf("%w: lowest sequence below 0", errBadSnapshot)
+			}
+			e.low = e.hi - d
+		}
 		if e.last >= pt.next {
 			return nil, fmt.Errorf("%w: producer %q last at %d, the table holds offsets below %d", errBadSnapshot, e.name, e.last, pt.next)
 		}
@@ -253,8 +285,11 @@ func decodeProducerTable(data []byte, max int, window uint64) (*producerTable, e
 		if m > uint64(len(b))/4 {
 			return nil, fmt.Errorf("%w: %d acknowledgements in %d bytes", errBadSnapshot, m, len(b))
 		}
+		if v1 && m == 0 {
+			return nil, fmt.Errorf("%w: producer %q without its highest sequence", errBadSnapshot, e.name)
+		}
 		epoch := uint64(0)
-		for range m {
+		for i := range m {
 			d, err := uv("sequence")
 			if err != nil {
 				return nil, err
@@ -274,15 +309,21 @@ func decodeProducerTable(data []byte, max int, window uint64) (*producerTable, e
 			if d > e.hi {
 				return nil, fmt.Errorf("%w: sequence below 0", errBadSnapshot)
 			}
+			seq := e.hi - d
+			if v1 && i == 0 {
+				e.low = seq // the lowest: they come by sequence
+			}
+			if seq < e.low {
+				return nil, fmt.Errorf("%w: sequence %d of %q below its lowest, %d", errBadSnapshot, seq, e.name, e.low)
+			}
 			epoch += uint64(de)
 			a := ack{Offset: e.last + uint64(do), Epoch: epoch, Slot: slot}
 			if a.Offset > e.last {
 				return nil, fmt.Errorf("%w: an acknowledgement past the producer's last record", errBadSnapshot)
 			}
-			if d < window {
-				e.acks[e.hi-d] = a
-			}
+			e.acks[seq] = a
 		}
+		pt.raise(e, pt.floor(e.hi))
 		pt.byName[e.name] = pt.lru.PushBack(e)
 	}
 	if len(b) != 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -105,6 +106,89 @@ func requireSameTable(t *testing.T, want, got *producerTable) {
 	}
 }
 
+// The window travels with the snapshot: a table saved with window 8 and
+// loaded with window 128 refuses what the narrower window let go of, until
+// the producer's sequences move past it; loaded with window 4, it lets go
+// of the excess at once.
+func TestProducerWindowTravels(t *testing.T) {
+	pt := newProducerTable(4, 8)
+	for seq := range uint64(20) {
+		pt.apply("p", seq, at(seq))
+	}
+	data := pt.encode()
+
+	wide, err := decodeProducerTable(data, 4, 128)
+	require.NoError(t, err)
+	requireSameTable(t, pt, wide)
+	for _, tc := range []struct {
+		seq  uint64
+		want verdict
+	}{{0, tooOld}, {5, tooOld}, {11, tooOld}, {12, duplicate}, {19, duplicate}, {20, fresh}} {
+		_, v := wide.lookup("p", tc.seq)
+		require.Equal(t, tc.want, v, "seq %d", tc.seq)
+	}
+	// Sequences 20 to 140: the wider window fills up, and from 140 on it
+	// lets go of what falls out of it, as any window does.
+	for seq := uint64(20); seq <= 140; seq++ {
+		wide.apply("p", seq, at(seq))
+		_, v := wide.lookup("p", 11)
+		require.Equal(t, tooOld, v, "seq 11 after %d", seq)
+	}
+	_, v := wide.lookup("p", 12)
+	require.Equal(t, tooOld, v, "12 left the window of 128 below 140")
+	_, v = wide.lookup("p", 13)
+	require.Equal(t, duplicate, v)
+
+	narrow, err := decodeProducerTable(data, 4, 4)
+	require.NoError(t, err)
+	_, v = narrow.lookup("p", 15)
+	require.Equal(t, tooOld, v)
+	_, v = narrow.lookup("p", 16)
+	require.Equal(t, duplicate, v)
+	_, acks := narrow.len()
+	require.Equal(t, 4, acks)
+}
+
+// A snapshot of version 1, which has no low, is read with the lowest
+// sequence it keeps as the producer's low: nothing its window let go of is
+// judged fresh.
+func TestProducerSnapshotVersion1(t *testing.T) {
+	// next 20; one producer "p", last 19, hi 19; 8 acknowledgements, of
+	// sequences 12 to 19 at offsets 12 to 19, epoch 1, slots 12 to 19.
+	b := []byte(snapMagicV1)
+	b = binary.AppendUvarint(b, 20)
+	b = binary.AppendUvarint(b, 1)
+	b = binary.AppendUvarint(b, 1)
+	b = append(b, 'p')
+	b = binary.AppendUvarint(b, 19)
+	b = binary.AppendUvarint(b, 19)
+	b = binary.AppendUvarint(b, 8)
+	for seq := uint64(12); seq < 20; seq++ {
+		b = binary.AppendUvarint(b, 19-seq)
+		b = binary.AppendVarint(b, int64(seq)-19)
+		epoch := int64(0)
+		if seq == 12 {
+			epoch = 1
+		}
+		b = binary.AppendVarint(b, epoch)
+		b = binary.AppendUvarint(b, seq)
+	}
+	pt, err := decodeProducerTable(b, 4, 128)
+	require.NoError(t, err)
+	for seq := range uint64(20) {
+		a, v := pt.lookup("p", seq)
+		if seq < 12 {
+			require.Equal(t, tooOld, v, "seq %d", seq)
+			continue
+		}
+		require.Equal(t, duplicate, v, "seq %d", seq)
+		require.Equal(t, ack{Offset: seq, Epoch: 1, Slot: seq}, a)
+	}
+	again, err := decodeProducerTable(pt.encode(), 4, 128)
+	require.NoError(t, err)
+	requireSameTable(t, pt, again)
+}
+
 // Bytes that are not a snapshot of this format are refused with
 // errBadSnapshot.
 func TestProducerSnapshotCorrupt(t *testing.T) {
@@ -113,11 +197,13 @@ func TestProducerSnapshotCorrupt(t *testing.T) {
 	pt.apply("q", 1, at(1))
 	good := pt.encode()
 	for name, b := range map[string][]byte{
-		"empty":     nil,
-		"magic":     []byte("cbr1"),
-		"truncated": good[:len(good)-1],
-		"trailing":  append(append([]byte(nil), good...), 0),
-		"count":     append([]byte(snapMagic), 2, 0xff, 0xff, 0xff, 0x0f),
+		"empty":      nil,
+		"magic":      []byte("cbr1"),
+		"truncated":  good[:len(good)-1],
+		"trailing":   append(append([]byte(nil), good...), 0),
+		"count":      append([]byte(snapMagic), 2, 0xff, 0xff, 0xff, 0x0f),
+		"low":        []byte("cbs2\x05\x01\x01p\x00\x01\x02\x00"),
+		"v1 no acks": []byte("cbs1\x05\x01\x01p\x00\x00\x00"),
 	} {
 		_, err := decodeProducerTable(b, 4, 8)
 		require.ErrorIs(t, err, errBadSnapshot, name)
@@ -133,7 +219,8 @@ func FuzzDecodeProducerTable(f *testing.F) {
 	}
 	f.Add(pt.encode())
 	f.Add([]byte(snapMagic))
-	f.Add([]byte("cbs1\x05\x01\x01p\x00\x00\x00"))
+	f.Add([]byte("cbs1\x05\x01\x01p\x00\x00\x01\x00\x00\x00\x00"))
+	f.Add([]byte("cbs2\x05\x01\x01p\x00\x03\x01\x01\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := decodeProducerTable(b, 8, 16)
 		if err != nil {
