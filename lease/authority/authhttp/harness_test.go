@@ -89,6 +89,18 @@ func newEnv(t *testing.T, opts authhttp.ServerOptions) *env {
 // otherwise.
 func newEnvProto(t *testing.T, opts authhttp.ServerOptions, h2 bool) *env {
 	t.Helper()
+	return newEnvWith(t, opts, h2, nil)
+}
+
+// newEnvAt is newEnv whose controller starts from the durable state at
+// (its term aside), as if earlier controllers had brought it there.
+func newEnvAt(t *testing.T, opts authhttp.ServerOptions, at authority.State) *env {
+	t.Helper()
+	return newEnvWith(t, opts, false, &at)
+}
+
+func newEnvWith(t *testing.T, opts authhttp.ServerOptions, h2 bool, at *authority.State) *env {
+	t.Helper()
 	e := &env{t: t, h2: h2, ctx: t.Context(), clock: clock.NewFake(t0), ca: testpki.New(t, "cutline test CA"),
 		ended: make(chan string, 64), clients: map[string]*client{}}
 	e.store = mem.New(mem.Options{Clock: e.clock})
@@ -99,6 +111,12 @@ func newEnvProto(t *testing.T, opts authhttp.ServerOptions, h2 bool) *env {
 	require.NoError(t, err)
 	st, err := el.Load(e.ctx)
 	require.NoError(t, err)
+	if at != nil {
+		next := *at
+		next.Term = st.Term
+		st, err = el.Save(e.ctx, st, next)
+		require.NoError(t, err)
+	}
 	ctl, err := authority.NewController(authority.ControllerConfig{Domain: domain, Lease: lease, Reconnect: 2 * time.Second}, st, e.clock.Now())
 	require.NoError(t, err)
 	if opts.Operators == nil {
