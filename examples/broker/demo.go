@@ -65,11 +65,20 @@ const (
 // one producer.
 const demoProducers = 16
 
-// producerLimits keeps every retry of the demonstration's producer
-// recognizable: its window spans every record it sends (up to the
-// table's bound).
-func (c *demoConfig) producerLimits() producerLimits {
-	return producerLimits{Max: demoProducers, Window: uint64(min(maxProducerWindow, max(defaultProducerWindow, c.records)))}
+// producerLimits bounds node i's producer table. The nodes run different
+// windows, as in the middle of a rolling change of -producer-window:
+// broker-1 the narrowest, which still spans the appends it has in flight
+// at once; the others wide enough for every retry after the failure
+// (what broker-1 had in flight and all that follows), broker-3 twice
+// broker-2's. A retry is judged by the window its producer's table went
+// through, whichever node judges it.
+func (c *demoConfig) producerLimits(i int) producerLimits {
+	first := max(defaultProducerWindow, 4*c.inflight)
+	w := first
+	if i > 0 {
+		w = max(2*first, c.records-c.crashAfter+2*c.inflight) << (i - 1)
+	}
+	return producerLimits{Max: demoProducers, Window: uint64(min(maxProducerWindow, w))}
 }
 
 // snapshotTiming saves the producer snapshot every -snapshot-every
@@ -335,7 +344,7 @@ func (d *demo) setup(ctx context.Context) error {
 			},
 			SessionTTL: cfg.sessionTTL, HeartbeatEvery: time.Second, DecisionDelay: authority.DefaultDecisionDelay,
 			OpenWait: 10 * time.Second, Poll: demoPoll, Pinger: d.pinger(name), Logger: d.log,
-			Producers: cfg.producerLimits(), Snapshots: cfg.snapshotTiming(),
+			Producers: cfg.producerLimits(i), Snapshots: cfg.snapshotTiming(),
 		})
 		if err != nil {
 			return err
@@ -563,6 +572,9 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.findings = append(d.findings, fmt.Sprintf("%s answered %d produces after it failed, none with an acknowledgement (by status: %v)",
 		first.name, total(ans), ans))
+	if err := d.handoff(ctx); err != nil {
+		return err
+	}
 	return d.verify(ctx)
 }
 
@@ -789,6 +801,11 @@ func (d *demo) header() {
 	}
 	fmt.Fprintf(d.out, "  K=%d W=%d (a slot dies at B=%d poisons), window %d, %s\n", cfg.be.k, cfg.be.w, cfg.be.k-cfg.be.w+1, cfg.be.window, lat)
 	fmt.Fprintf(d.out, "  the controller and %d broker nodes in this process (authority.Local), each node's HTTP API over TLS with a bearer token\n", demoNodes)
+	var windows []string
+	for i := range demoNodes {
+		windows = append(windows, fmt.Sprintf("broker-%d %d", i+1, cfg.producerLimits(i).Window))
+	}
+	fmt.Fprintf(d.out, "  producer windows, as in a rolling change of -producer-window: %s\n", strings.Join(windows, ", "))
 	fmt.Fprintf(d.out, "  stream %q: %d records from one producer over HTTP; the holder fails after %d, with %d appends in flight\n\n",
 		demoStream, cfg.records, cfg.crashAfter, cfg.inflight)
 }

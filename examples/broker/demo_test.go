@@ -85,6 +85,42 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, s, "object requests by kind")
 	require.Regexp(t, `broker-1 \(failed, zombie\) +228 +0 +0 +0 +0 +canceled 33, ok 195`, s)
 	require.Regexp(t, `broker-[23] \(successor\) +\d+ +\d+ +\d+ +9 +\d+ +ok \d+`, s)
+
+	// The handoff to the third node, whose producer window is another:
+	// every record sent again is a duplicate (the windows span them all).
+	timelineLine(t, s, `hands the grant from broker-[23] \(producer window (256|512)\) to broker-[23] \(producer window (256|512)\)`)
+	dups, old := resentCounts(t, s, 120)
+	require.Equal(t, 120, dups)
+	require.Zero(t, old)
+}
+
+// resentCounts returns how many of the records sent again after the
+// handoff were answered as duplicates and how many were refused as too
+// old, and requires that none was appended again.
+func resentCounts(t *testing.T, s string, records int) (dups, tooOld int) {
+	t.Helper()
+	m := regexp.MustCompile(`after the handoff from broker-[23] \(producer window \d+\) to broker-[23] \(window \d+\), the producer sent all (\d+) records again: ` +
+		`(\d+) answered as duplicates with their first acknowledgements, (\d+) refused as too old to judge \(409\), 0 appended again`).FindStringSubmatch(s)
+	require.NotNil(t, m, s)
+	require.Equal(t, records, atoi(t, m[1]))
+	dups, tooOld = atoi(t, m[2]), atoi(t, m[3])
+	require.Equal(t, records, dups+tooOld)
+	return dups, tooOld
+}
+
+// The producer windows differ by node, as in a rolling change of
+// -producer-window: broker-1's (128) lets go of the oldest records before
+// it fails, and neither its successor nor the third node, with wider
+// windows, judges them fresh: sent again after the handoff, they are
+// refused as too old, and nothing is appended twice.
+func TestDemoWindowChange(t *testing.T) {
+	t.Parallel()
+	s := runDemoOK(t, 260, "-crash-after", "200", "-inflight", "8", "-latency", "0", "-snapshot-every", "50")
+	require.Contains(t, s, "producer windows, as in a rolling change of -producer-window: broker-1 128, broker-2 256, broker-3 512")
+	_, old := resentCounts(t, s, 260)
+	// broker-1's snapshot holds at least its records up to 150: its
+	// window of 128 let go of at least 150 - 128 of them.
+	require.GreaterOrEqual(t, old, 150-128)
 }
 
 // Other shapes, and another seed, which changes the injected latency

@@ -113,6 +113,19 @@ func (p *producer) wait() error {
 // cannot take it now), 500 and a request without an answer are retried;
 // any other answer is an error.
 func (p *producer) deliver(ctx context.Context, seq uint64) error {
+	node, code, a, e, err := p.send(ctx, seq)
+	switch {
+	case err != nil:
+		return err
+	case code != http.StatusOK:
+		return fmt.Errorf("record %d: %s answered %d: %s", seq, node, code, e.Error)
+	}
+	return p.acknowledged(seq, node, a)
+}
+
+// send sends record seq, always with the same sequence, until a node
+// answers other than 503 or 500, and returns that node and its answer.
+func (p *producer) send(ctx context.Context, seq uint64) (string, int, ack, errorBody, error) {
 	backoff := retryMin
 	for {
 		p.mu.Lock()
@@ -121,11 +134,9 @@ func (p *producer) deliver(ctx context.Context, seq uint64) error {
 		code, a, e, err := p.post(ctx, node, p.id, seq, p.data(seq))
 		switch {
 		case ctx.Err() != nil:
-			return fmt.Errorf("record %d: %w", seq, ctx.Err())
-		case err == nil && code == http.StatusOK:
-			return p.acknowledged(seq, node, a)
+			return node, 0, a, e, fmt.Errorf("record %d: %w", seq, ctx.Err())
 		case err == nil && code != http.StatusServiceUnavailable && code != http.StatusInternalServerError:
-			return fmt.Errorf("record %d: %s answered %d: %s", seq, node, code, e.Error)
+			return node, code, a, e, nil
 		}
 		p.follow(node, e.Holder)
 		t := time.NewTimer(backoff)
@@ -133,10 +144,52 @@ func (p *producer) deliver(ctx context.Context, seq uint64) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("record %d: %w", seq, ctx.Err())
+			return node, 0, a, e, fmt.Errorf("record %d: %w", seq, ctx.Err())
 		}
 		backoff = min(2*backoff, retryMax)
 	}
+}
+
+// resent counts the answers to records sent again.
+type resent struct {
+	duplicates, tooOld int
+}
+
+// resend sends every record of seqs once more, workers at a time, as a
+// client that lost its answers would: each must be answered with its
+// first acknowledgement (a duplicate), or refused as too old to judge
+// (409); a record appended again, or any other answer, is an error.
+func (p *producer) resend(ctx context.Context, seqs []uint64, workers int) (resent, error) {
+	first := p.acknowledgements()
+	var mu sync.Mutex
+	var r resent
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, seq := range seqs {
+		g.Go(func() error {
+			node, code, a, e, err := p.send(gctx, seq)
+			switch {
+			case err != nil:
+				return err
+			case code == http.StatusConflict:
+				mu.Lock()
+				r.tooOld++
+				mu.Unlock()
+				return nil
+			case code != http.StatusOK:
+				return fmt.Errorf("record %d sent again: %s answered %d: %s", seq, node, code, e.Error)
+			case !a.Duplicate || a.Offset != first[seq].Offset:
+				return fmt.Errorf("%w: record %d, acknowledged at offset %d, sent again: %s answered offset %d (duplicate %v)",
+					errDidNotHold, seq, first[seq].Offset, node, a.Offset, a.Duplicate)
+			}
+			mu.Lock()
+			r.duplicates++
+			mu.Unlock()
+			return nil
+		})
+	}
+	err := g.Wait()
+	return r, err
 }
 
 // follow moves the target after node failed: to the holder it named, or

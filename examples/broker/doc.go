@@ -31,24 +31,29 @@
 // granted, its open gate admits the stream, and the producer goes on
 // there, retrying what was not acknowledged with the same sequences.
 // Then the old holder comes back as a zombie: its held-back PUTs land, it
-// learns that its grant is gone, and it never acknowledges. The stream is
-// read back through the API and checked against every acknowledgement,
-// and cutlinetest.Check checks cutline's six guarantees over the zones
-// and the store. It prints the timeline, taken from the nodes' logs and
-// the grant's changes, with times from the failure: the gate's decisions,
-// the grant changes, the fence's cut, what settlement deleted and
-// covered; then the nodes' object requests by kind, and, last, the
-// verdict: "acknowledged N, readable N, lost 0, duplicated 0". Among the
-// findings before it: how many records the successor read back to
-// rebuild its producers, past the snapshot its predecessor saved. It exits
-// with status 1 if anything did not hold.
+// learns that its grant is gone, and it never acknowledges. Last, an
+// operator hands the grant to the third broker, whose -producer-window is
+// another (the brokers run different ones, as in the middle of a rolling
+// change of configuration), and the producer sends every record again, as
+// a client that lost its answers would: each is answered as a duplicate
+// with its first acknowledgement, or refused as too old to judge (409);
+// none is appended again. The stream is read back through the API and
+// checked against every acknowledgement, and cutlinetest.Check checks
+// cutline's six guarantees over the zones and the store. It prints the
+// timeline, taken from the nodes' logs and the grant's changes, with times
+// from the failure: the gate's decisions, the grant changes, the fence's
+// cut, what settlement deleted and covered; then the nodes' object
+// requests by kind, and, last, the verdict: "acknowledged N, readable N,
+// lost 0, duplicated 0". Among the findings before it: how many records
+// the successor read back to rebuild its producers, past the snapshot its
+// predecessor saved. It exits with status 1 if anything did not hold.
 //
 // Its flags: -records, -crash-after, -inflight, -snapshot-every (records
-// between the holder's producer snapshots, 50), -k, -w, -window,
-// -latency, -seed, -session-ttl, -timeout, -logs (the brokers' logs on
-// stderr), and -etcd and the S3 flags, which run it against real servers
-// (each run keeps its metadata under /cutline-demo/<run>/ and its objects
-// under demo-<run>/); -h lists them with their ranges.
+// between the holder's producer snapshots, 50), -k, -w, -window, -latency,
+// -seed, -session-ttl, -timeout, -logs (the brokers' logs on stderr), and
+// -etcd and the S3 flags, which run it against real servers (each run
+// keeps its metadata under /cutline-demo/<run>/ and its objects under
+// demo-<run>/); -h lists them with their ranges.
 //
 // # Trying it
 //
