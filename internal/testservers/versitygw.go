@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -29,7 +28,7 @@ const VersityGWBinary = "versitygw"
 
 // readyTimeout bounds how long a started server may take to accept
 // connections.
-const readyTimeout = 10 * time.Second
+const readyTimeout = 30 * time.Second
 
 // S3Options configures StartVersityGW. The zero value works.
 type S3Options struct {
@@ -255,7 +254,7 @@ func (s *S3Server) start() error {
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	if err := waitListening(s.addr, exited); err != nil {
+	if err := waitListening("versitygw", s.addr, exited); err != nil {
 		_ = cmd.Process.Kill()
 		<-exited
 		return err
@@ -265,14 +264,15 @@ func (s *S3Server) start() error {
 }
 
 // waitListening polls addr until it accepts a TCP connection, the process
-// exits, or readyTimeout passes. Polling is how one waits for another
-// process to bind a port; the number of attempts is bounded.
-func waitListening(addr string, exited <-chan struct{}) error {
+// (the server called name) exits, or readyTimeout passes. Polling is how
+// one waits for another process to bind a port; the number of attempts is
+// bounded.
+func waitListening(name, addr string, exited <-chan struct{}) error {
 	const interval = 20 * time.Millisecond
 	for range int(readyTimeout / interval) {
 		select {
 		case <-exited:
-			return errors.New("versitygw exited before accepting connections")
+			return fmt.Errorf("%s exited before accepting connections", name)
 		default:
 		}
 		c, err := net.DialTimeout("tcp", addr, interval)
@@ -282,11 +282,11 @@ func waitListening(addr string, exited <-chan struct{}) error {
 		}
 		select {
 		case <-exited:
-			return errors.New("versitygw exited before accepting connections")
+			return fmt.Errorf("%s exited before accepting connections", name)
 		case <-time.After(interval):
 		}
 	}
-	return fmt.Errorf("versitygw did not accept connections on %s within %v", addr, readyTimeout)
+	return fmt.Errorf("%s did not accept connections on %s within %v", name, addr, readyTimeout)
 }
 
 // serverEnv is the environment without variables that would reconfigure
@@ -300,6 +300,11 @@ func serverEnv() []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// splitAddr splits "host:port".
+func splitAddr(addr string) (host, port string, err error) {
+	return net.SplitHostPort(addr)
 }
 
 // freeAddr returns a 127.0.0.1 address whose port was free a moment ago.

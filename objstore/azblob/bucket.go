@@ -1,0 +1,326 @@
+package azblob
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	sdk "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/objstore"
+)
+
+// DefaultRetries is how many times Create re-sends an upload whose
+// outcome was unknown, when Options.Retries is 0.
+const DefaultRetries = 3
+
+// MaxRetries bounds the retries of one Create that Options allows.
+const MaxRetries = 100
+
+// maxListPage is Azure's page size limit for List Blobs.
+const maxListPage = 5000
+
+// MaxObjectSize is the largest object, in bytes, that Create writes and
+// Get and GetRange read: a chain's largest flight (64 MiB of payload and a
+// header) with room to spare. A body announced or found to be larger is
+// refused with ErrTooLarge rather than buffered without bound.
+const MaxObjectSize = 64<<20 + 1<<20
+
+// ErrTooLarge is returned, as an objstore.ErrRejected, for an object
+// larger than MaxObjectSize: by Create before anything is sent, by Get and
+// GetRange before the body is read past the limit.
+var ErrTooLarge = fmt.Errorf("azblob: object larger than MaxObjectSize (%d bytes)", MaxObjectSize)
+
+// Options are the optional settings of a Bucket. The zero value works.
+type Options struct {
+	// Name identifies the bucket in logs and errors (a zone name such as
+	// "zone-d"). Default: the container name.
+	Name string
+	// Logger receives debug and warning records. Default: discard.
+	Logger *slog.Logger
+	// Clock times the backoff between Create's retries. Default: the wall
+	// clock.
+	Clock clock.Clock
+	// Retries bounds how often Create re-sends an upload after an answer
+	// that left the outcome unknown (5xx, 408, 429, a dropped connection),
+	// at most MaxRetries. 0 means DefaultRetries.
+	Retries int
+	// Backoff spaces those retries, jittered so that racing creators
+	// spread out. Zero fields mean 100ms and 2s.
+	Backoff clock.Backoff
+}
+
+// Bucket is an objstore.Bucket over one Azure Blob Storage container. It
+// is safe for concurrent use. Create it with New.
+type Bucket struct {
+	backoff    clock.Backoff
+	container  *container.Client
+	cname      string
+	name       string
+	log        *slog.Logger
+	clk        clock.Clock
+	maxRetries int
+}
+
+var _ objstore.Bucket = (*Bucket)(nil)
+
+// New returns a Bucket that stores objects as block blobs in the container
+// named containerName through client. The client is the host's: its
+// service URL, credentials (shared key, SAS, Entra ID), transport and
+// retry policy for reads are used untouched. New sends no request; run
+// objstore.VerifyZones at start-up.
+func New(client *sdk.Client, containerName string, opts Options) (*Bucket, error) {
+	switch {
+	case client == nil:
+		return nil, &config.Error{Field: "client", Reason: "nil"}
+	case containerName == "":
+		return nil, &config.Error{Field: "container", Reason: "empty"}
+	case !validContainer(containerName):
+		return nil, &config.Error{Field: "container", Value: fmt.Sprintf("%q", containerName),
+			Reason: "not a container name (3 to 63 of a-z, 0-9 and '-', starting with a letter or digit, no '--')"}
+	case opts.Retries < 0 || opts.Retries > MaxRetries:
+		return nil, &config.Error{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
+	}
+	if err := opts.Backoff.Validate("Backoff"); err != nil {
+		return nil, err
+	}
+	b := &Bucket{
+		container:  client.ServiceClient().NewContainerClient(containerName),
+		cname:      containerName,
+		name:       opts.Name,
+		log:        opts.Logger,
+		clk:        clock.Or(opts.Clock),
+		maxRetries: opts.Retries,
+		backoff:    opts.Backoff.Or(clock.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}),
+	}
+	if b.name == "" {
+		b.name = containerName
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	if b.maxRetries == 0 {
+		b.maxRetries = DefaultRetries
+	}
+	return b, nil
+}
+
+// validContainer is Azure's rule for container names, checked before
+// anything is sent so that a name cannot reach another path of the
+// account.
+func validContainer(name string) bool {
+	if len(name) < 3 || len(name) > 63 || name[0] == '-' || name[len(name)-1] == '-' || strings.Contains(name, "--") {
+		return false
+	}
+	for _, c := range name {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// Name implements objstore.Bucket.
+func (b *Bucket) Name() string { return b.name }
+
+// ContainerName returns the Azure container name.
+func (b *Bucket) ContainerName() string { return b.cname }
+
+func (b *Bucket) opError(op, key string, err error) error {
+	return &objstore.OpError{Op: op, Bucket: b.name, Key: key, Err: err}
+}
+
+func (b *Bucket) check(ctx context.Context, op, key string) error {
+	if err := objstore.Precheck(ctx, key); err != nil {
+		return b.opError(op, key, err)
+	}
+	return nil
+}
+
+// Get implements objstore.Bucket.
+func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
+	const op = "get"
+	if err := b.check(ctx, op, key); err != nil {
+		return nil, err
+	}
+	resp, err := b.container.NewBlobClient(key).DownloadStream(ctx, nil)
+	if err != nil {
+		return nil, b.opError(op, key, classifyCall(ctx, err))
+	}
+	return b.readBody(ctx, op, key, resp.Body, resp.ContentLength)
+}
+
+// GetRange implements objstore.Bucket. A range that runs past
+// MaxObjectSize is sent open-ended ("bytes=off-"): no object this package
+// reads is that long, so it runs to the end. A 416 InvalidRange (offset
+// at or past the end, or any range of an empty blob) is an empty result.
+func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	const op = "getrange"
+	if err := b.check(ctx, op, key); err != nil {
+		return nil, err
+	}
+	if offset < 0 || length <= 0 {
+		return nil, b.opError(op, key, fmt.Errorf("%w: offset %d length %d", objstore.ErrInvalidRange, offset, length))
+	}
+	rng := blob.HTTPRange{Offset: offset, Count: length} // Count 0: to the end
+	if length > MaxObjectSize || offset > MaxObjectSize-length {
+		rng.Count = 0
+	}
+	resp, err := b.container.NewBlobClient(key).DownloadStream(ctx, &blob.DownloadStreamOptions{Range: rng})
+	if err != nil {
+		cerr := classifyCall(ctx, err)
+		if errors.Is(cerr, errRange) {
+			return []byte{}, nil
+		}
+		return nil, b.opError(op, key, cerr)
+	}
+	data, err := b.readBody(ctx, op, key, resp.Body, resp.ContentLength)
+	if err != nil {
+		return nil, err
+	}
+	if (resp.ContentRange == nil || *resp.ContentRange == "") && offset > 0 {
+		// The whole object came back: no Range was sent (offset 0, to the
+		// end) or the store ignored it.
+		if offset >= int64(len(data)) {
+			return []byte{}, nil
+		}
+		data = data[offset:]
+	}
+	if int64(len(data)) > length {
+		data = data[:length]
+	}
+	return data, nil
+}
+
+// readBody reads an object body of size bytes (nil or negative: unknown)
+// into one slice. A failure while reading is a transport failure: the
+// object may well exist, so it is ErrUnavailable (or the context's error),
+// never ErrNotFound.
+func (b *Bucket) readBody(ctx context.Context, op, key string, body io.ReadCloser, size *int64) ([]byte, error) {
+	defer body.Close()
+	fail := func(err error) ([]byte, error) {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, b.opError(op, key, objstore.ContextEnded(ctxErr, err))
+		}
+		return nil, b.opError(op, key, objstore.Unavailable(fmt.Errorf("reading body: %w", err)))
+	}
+	if size == nil || *size < 0 {
+		data, err := io.ReadAll(io.LimitReader(body, MaxObjectSize+1))
+		switch {
+		case err != nil:
+			return fail(err)
+		case len(data) > MaxObjectSize:
+			return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected,
+				fmt.Errorf("%w: the body has no Content-Length and is longer", ErrTooLarge)))
+		}
+		return data, nil
+	}
+	if *size > MaxObjectSize {
+		return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected,
+			fmt.Errorf("%w: Content-Length %d", ErrTooLarge, *size)))
+	}
+	data := make([]byte, *size)
+	if _, err := io.ReadFull(body, data); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fail(err)
+	}
+	var extra [1]byte
+	switch n, err := io.ReadFull(body, extra[:]); {
+	case n > 0:
+		return fail(fmt.Errorf("the body is longer than its Content-Length %d", *size))
+	case err != io.EOF:
+		return fail(err)
+	}
+	return data, nil
+}
+
+// Delete implements objstore.Bucket, with the blob's snapshots. Deleting a
+// missing blob succeeds; a missing container does not.
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	const op = "delete"
+	if err := b.check(ctx, op, key); err != nil {
+		return err
+	}
+	_, err := b.container.NewBlobClient(key).Delete(ctx, &blob.DeleteOptions{DeleteSnapshots: to.Ptr(blob.DeleteSnapshotsOptionTypeInclude)})
+	if err != nil {
+		cerr := classifyCall(ctx, err)
+		if errors.Is(cerr, objstore.ErrNotFound) {
+			return nil
+		}
+		return b.opError(op, key, cerr)
+	}
+	return nil
+}
+
+// List implements objstore.Bucket with List Blobs (Prefix, StartFrom,
+// MaxResults). StartFrom is inclusive, so the startAfter key itself is
+// skipped. A page holds at most 5000 objects whatever limit asks.
+func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
+	const op = "list"
+	if err := ctx.Err(); err != nil {
+		return nil, b.opError(op, prefix, err)
+	}
+	if err := objstore.ValidatePrefix(prefix); err != nil {
+		return nil, b.opError(op, prefix, err)
+	}
+	if limit <= 0 || limit > maxListPage {
+		limit = maxListPage
+	}
+	o := &container.ListBlobsFlatOptions{MaxResults: to.Ptr(int32(min(limit+1, maxListPage)))}
+	if prefix != "" {
+		o.Prefix = &prefix
+	}
+	if startAfter > prefix {
+		o.StartFrom = &startAfter
+	}
+	pager := b.container.NewListBlobsFlatPager(o)
+	page := make([]objstore.ObjectInfo, 0, min(limit, 64))
+	for pager.More() && len(page) < limit {
+		resp, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, b.opError(op, prefix, classifyCall(ctx, err))
+		}
+		for _, item := range resp.Segment.BlobItems {
+			k := deref(item.Name)
+			// A store that ignores Prefix or StartFrom cannot leak keys.
+			if k == "" || k <= startAfter || !strings.HasPrefix(k, prefix) {
+				continue
+			}
+			var size int64
+			if item.Properties != nil {
+				size = deref(item.Properties.ContentLength)
+			}
+			page = append(page, objstore.ObjectInfo{Key: k, Size: size})
+			if len(page) == limit {
+				break
+			}
+		}
+	}
+	sortInfos(page)
+	return page, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func sortInfos(infos []objstore.ObjectInfo) {
+	slices.SortFunc(infos, func(a, b objstore.ObjectInfo) int { return cmp.Compare(a.Key, b.Key) })
+}
