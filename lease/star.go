@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -129,6 +130,7 @@ type Star struct {
 	absorbMu    sync.Mutex     // one absorb at a time
 	absorbed    chain.Position // the last flight absorbed; guarded by mu
 	room        chan struct{}  // closed when an absorb shrinks the backlog
+	qroom       chan struct{}  // closed when the answer loop takes an answer
 	absorbStats AbsorbStats
 	closed      bool
 	lost        bool // the session ended
@@ -351,6 +353,9 @@ func (s *Star) Submit(ctx context.Context, payload []byte) (*Future, error) {
 	}
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
+	if err := s.waitQueue(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
 		s.mu.Unlock()
@@ -480,6 +485,10 @@ func (s *Star) answer() {
 		}
 		s.mu.Lock()
 		s.queue = s.queue[1:]
+		if s.qroom != nil {
+			close(s.qroom)
+			s.qroom = nil
+		}
 		if err == nil {
 			s.acked = append(s.acked, placed{pos: pos, spans: head.spans})
 			s.absorbStats.MaxPending = max(s.absorbStats.MaxPending, len(s.acked))
@@ -514,16 +523,35 @@ func (s *Star) answer() {
 	}
 }
 
+// absorbLoop absorbs when asked. A failed absorb is retried
+// Options.Backoff apart while a batch is due: the answers that wait for
+// room in the backlog depend on it, and nothing else would ask again.
 func (s *Star) absorbLoop() {
 	defer s.wg.Done()
+	seed := rand.Uint64()
 	for {
 		select {
 		case <-s.absorbReq:
-			if err := s.Absorb(s.ctx); err != nil && s.ctx.Err() == nil {
-				s.log.Warn("absorb failed; retried at the next batch", "err", err)
-			}
 		case <-s.ctx.Done():
 			return
+		}
+		for attempt := 0; ; attempt++ {
+			err := s.Absorb(s.ctx)
+			if err == nil || s.ctx.Err() != nil {
+				break
+			}
+			s.mu.Lock()
+			due := len(s.acked) >= s.opts.AbsorbEvery
+			s.mu.Unlock()
+			if !due {
+				s.log.Warn("absorb failed; retried at the next batch", "err", err)
+				break
+			}
+			delay := s.opts.Backoff.Delay(attempt, seed)
+			s.log.Warn("absorb failed; retrying", "in", delay, "err", err)
+			if clock.Sleep(s.ctx, s.clock, delay) != nil {
+				return
+			}
 		}
 	}
 }
@@ -613,6 +641,31 @@ func (s *Star) roomLocked() {
 	if s.room != nil {
 		close(s.room)
 		s.room = nil
+	}
+}
+
+// waitQueue blocks a submission while a window's worth of appends wait
+// for the answer loop: when that loop waits for an absorb, submissions
+// wait too, instead of piling answered appends up behind it.
+func (s *Star) waitQueue(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if len(s.queue) < s.roller.Epoch().Constants.Window || s.closed || s.lost {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.qroom == nil {
+			s.qroom = make(chan struct{})
+		}
+		room := s.qroom
+		s.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.ctx.Done():
+			return ErrClosed
+		}
 	}
 }
 
