@@ -88,7 +88,7 @@
 //  2. Create a session (Store.NewSession) and Start the star with them and
 //     its epoch constants. Start registers the star, settles what an
 //     earlier run of it left, and mints its epoch.
-//  3. Open each stream the star is to lead. On a *DeferredError, retry
+//  3. Open each stream the star is to lead (OpenMany for many at once). On a *DeferredError, retry
 //     later (or route the producer elsewhere); on a *TokenError, refuse
 //     the producer. The Tenure says where the stream continues (Next).
 //  4. Submit payloads whose spans continue their streams exactly at Next
@@ -99,6 +99,20 @@
 //     running) or Close (shut down); on SIGTERM, Close before exiting.
 //  6. Watch Lost: when the session ends, the star evicts every stream on
 //     its own; start a new Star on a new session.
+//
+// # What it costs
+//
+// The metadata a star writes grows with flights and streams, never with
+// records. Absorb covers a whole batch of acknowledged flights in one
+// Index.CoverFlights call: one write per stream the batch touches, 128 to
+// a transaction (settle.RefIndex). The answers wait while AbsorbEvery
+// plus the window flights are acknowledged and not covered, and Submit
+// waits while a window of appends waits for an answer, so memory follows
+// what the index absorbs (AbsorbStats shows the backlog). OpenMany opens N
+// streams in about N ÷ 128 lease transactions and N ÷ 32 admissions, 16
+// reads at a time, and settles each predecessor epoch once, whatever the
+// number of streams it left; a takeover of a dead star's streams costs
+// one settlement per epoch of it, not one per stream.
 //
 // See the Example for the whole sequence on in-memory backends, and
 // package leasetest for the scenarios every backend passes.

@@ -107,8 +107,8 @@
 //
 //	chains/<star>                  counter: next epoch number, head epoch per class, settlement cursor (epoch)
 //	chains/<star>/<epoch>          epoch record: constants, state, cut, cursors (epoch)
-//	refs/<stream>/<offset>         span ref: where a run of the stream's offsets lies (settle.RefIndex)
-//	refheads/<stream>              the first offset of a stream that no ref covers (settle.RefIndex)
+//	refpages/<stream>/<first>      a page of up to 64 span refs of the stream, and where it goes on (settle.RefIndex)
+//	refstart/<stream>              the stream's retention point (settle.RefIndex.Retain)
 //	stars/<star>                   registry entry, bound to the star's session (lease)
 //	streams/<id>/writer            last-writer record: star, epoch, class, tenure (lease)
 //	streams/<id>/release           clean-release mark, the final write of a departure (lease)

@@ -60,7 +60,7 @@
 // length. SettleAll finds the unsettled epochs from the star's settlement
 // cursor (epoch.Minter.Unsettled, moved by every settlement), each Settle
 // reads its epoch's record by number and the flights of [checkpoint, cut)
-// only, and RefIndex.Next reads one key, the stream's head. Epoch records
+// only, and RefIndex.Next reads one key, the stream's last page. Epoch records
 // are kept, settled or trimmed (a settled record is the cut a late fencer
 // adopts); nothing on this path lists them. SettleAll over n unsettled
 // epochs reads a bounded number of keys per epoch (one listing of the
@@ -93,11 +93,12 @@
 //
 // # RefIndex
 //
-// RefIndex is a ready Coverage in the metastore, one key per span and one
-// head per stream:
+// RefIndex is a ready Coverage in the metastore. It keeps a stream's refs
+// in pages of up to PageSpans (64) spans of one star's epoch, and the
+// stream's retention point once it has one:
 //
-//	<root>refs/<stream>/<offset, 20 digits>  →  star, epoch, slot, count, start, end
-//	<root>refheads/<stream>                  →  next: the first offset no ref covers
+//	<root>refpages/<stream>/<first offset, 20 digits>  →  star, epoch, next, [count, slot, start, end]…
+//	<root>refstart/<stream>                            →  start: the first offset still served
 //
 // One flight may bundle records of several streams (a star's chain is
 // shared by every stream it leads). A Locator (the host's payload format)
@@ -108,17 +109,45 @@
 // the offset space, byte ranges inside the payload that do not overlap, at
 // most one span per stream (ErrLocate otherwise).
 //
-// A stream's spans tile it: CoverSpan writes a span's ref only where the
-// stream's coverage ends, and moves the head past it in the same
-// transaction. Covering is idempotent (the same ref again is nil); a span
-// starting below the head is refused with a *DoubleCoverError
+// A stream's spans tile it: CoverFlights writes a span only where the
+// stream's coverage ends (the last page's next). Covering is idempotent
+// (the same ref again is skipped); a span starting below the coverage
+// end that is not that ref is refused with a *DoubleCoverError
 // (ErrDoubleCover), one starting above it with a *GapError (ErrGap).
-// Nothing is ever overwritten, so two positions can never cover one
-// offset, and no offset below the head is left uncovered. Racing covers of
-// the same span both succeed; one writes. Cover covers every span of a
-// flight, in the Locator's order. Lookup reads one ref, Refs yields a
-// stream's refs in offset order, Next reads the head: where the stream's
-// next append goes, also after a takeover.
+// Nothing is ever overwritten: a page is written by compare-and-set on
+// the revision it was read at, and a full page is sealed in the
+// transaction that starts the next, so two positions can never cover one
+// offset, and no offset below the coverage end is left uncovered.
+//
+// What it costs, for a star leading S streams:
+//
+//   - CoverFlights (an absorb, a release flush, a settlement's batch of 64
+//     flights): one operation per stream it touches, whatever the number
+//     of flights, packed 128 to a transaction (about S ÷ 128 transactions
+//     when every stream has a record in the batch); no read for a stream
+//     whose head the index wrote or read last, one otherwise;
+//   - the index grows by one key per 64 spans of a stream; a page is
+//     rewritten whole when a span joins it (about 30 bytes a span);
+//   - Next: one read (Floor of the stream's last page); Find: two (the
+//     retention point and the page holding the offset), at any length;
+//     Refs lists the stream's pages.
+//
+// Reads use metastore.Floor; a Store without the Floorer capability falls
+// back on listing the stream's pages, which grows with the stream.
+//
+// Retain moves a stream's retention point up and deletes the pages wholly
+// below it (its last page stays: it says where the stream goes on); a
+// read below the point is a *TrimmedError (ErrTrimmed) naming where the
+// stream now starts. Flights bundle many streams, so their objects go
+// only once no retained ref needs them: Needed names the lowest slot of
+// an epoch still referenced, and Trim deletes below it.
+//
+// An index written by an earlier release (format 1: one key per span under
+// refs/, a head per stream under refheads/) is refused with a
+// *FormatError (ErrIndexFormat) that names the way out: Migrate (or
+// MigrateAll, or `cutline index migrate`), run while no star writes,
+// rewrites each stream into pages and then deletes the old keys; a
+// migration that crashed is finished by running it again.
 //
 // A host that assigns offsets from Next, in the order its writer assigns
 // slots, keeps the tiling by construction: settlement covers the flights
@@ -234,8 +263,10 @@
 // RefIndex returns ErrDoubleCover (*DoubleCoverError), ErrGap
 // (*GapError), ErrLocate for a payload the Locator cannot read or spans
 // CheckSpans refuses, config.ErrInvalid for an invalid stream or star
-// name, and a *metastore.RecordError for a ref or head that does not
-// decode. The Roller returns ErrRollerClosed after Close, ErrDropped for
+// name, ErrTrimmed (*TrimmedError) below a stream's retention point,
+// ErrIndexFormat (*FormatError) for a stream in the old format, and a
+// *metastore.RecordError for a page or retention point that does not
+// decode or disagrees with its key. The Roller returns ErrRollerClosed after Close, ErrDropped for
 // an append the Republish hook dropped, and the writer's errors otherwise.
 // Invalid options are a *config.Error naming the field.
 package settle
