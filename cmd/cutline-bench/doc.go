@@ -9,6 +9,7 @@
 //	go -C cmd/cutline-bench run . -only fence,mint
 //	go -C cmd/cutline-bench run . -quick          # a small run: every row, rough figures
 //	go -C cmd/cutline-bench run . -price-standard-put 0.0055   # the cost model at other prices
+//	go -C cmd/cutline-bench run . -only streams -streams-rate 20000 -streams-load 60s
 //
 // It starts the servers it needs itself, as the tests do: three versitygw
 // processes (S3; scripts/install-servers.sh installs the binary) and one
@@ -54,7 +55,23 @@
 //	          apart (counted on the wire, beside one per TTL/3); and the
 //	          lease/authority controller and holder over the same period of
 //	          simulated time (heartbeats every second, ticks every 100 ms)
+//	batch     records/s of 100-byte records through lease/batch.Producer
+//	          on a star, on mem, fs and versitygw ÷ raw create-only PUTs
+//	          of the producer's mean flight at the writer's concurrency
 //	cost      object requests per append (writer on counted zones) ÷ K
+//	streams   10, 100, 1,000 and 10,000 streams on one lease.Star (embedded
+//	          etcd; three in-memory zones at 20 ms per request; K=3, W=2,
+//	          window 64, the Star's defaults): 100-byte records offered
+//	          round robin at 5,000 records/s for 5 s through batch.Producer
+//	          (Linger 5 ms); metastore transactions, reads and keys created
+//	          per record, live bytes and bytes put in etcd per record, the
+//	          largest absorb backlog ÷ AbsorbEvery + window, the time and
+//	          transactions of a fresh OpenMany of every stream, and of a
+//	          successor's OpenMany of every stream after the star was killed
+//	          under load (Abort, session revoked); each count ÷ the same at
+//	          10 streams. -streams-rate, -streams-load and -streams-counts
+//	          change the load and the counts (the first is the reference).
+//	          A compact table of it follows the main one
 //
 // After the table comes the cost model: the object-store request cost of
 // a million appends (at K creates per flight, the writer's most, and as
@@ -78,7 +95,8 @@
 //
 // -quick shrinks every figure (20,000 appends for the heap, 1 s of idleness
 // on a 2 s session, 1 ms per request for the fence and the takeover
-// sizes, 10, 100 and 1,000 past epochs) so that a test can check that
+// sizes, 10, 100 and 1,000 past epochs, 10 and 100 streams at 1,000
+// records/s for 300 ms at 1 ms per request) so that a test can check that
 // every row is there; its times and rates are rough.
 //
 // Request and round-trip counts do not depend on the machine; times and

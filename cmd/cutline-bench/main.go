@@ -59,6 +59,14 @@ type config struct {
 	scaleReps    int
 	// cost: appends counted
 	costAppends int
+	// streams: the stream counts (the first is the reference), the
+	// offered rate, how long it is offered before the counts are read and
+	// then until the star is killed, and the latency per object request
+	streamCounts   []int
+	streamsRate    float64
+	streamsLoad    time.Duration
+	streamsTail    time.Duration
+	streamsLatency time.Duration
 }
 
 func fullConfig() config {
@@ -81,6 +89,9 @@ func fullConfig() config {
 		scaleLatency: 20 * time.Millisecond,
 		scaleReps:    3,
 		costAppends:  10_000,
+		streamCounts: []int{10, 100, 1_000, 10_000},
+		streamsRate:  5_000, streamsLoad: 5 * time.Second, streamsTail: 200 * time.Millisecond,
+		streamsLatency: 20 * time.Millisecond,
 	}
 }
 
@@ -105,6 +116,9 @@ func quickConfig() config {
 		scaleLatency: time.Millisecond,
 		scaleReps:    1,
 		costAppends:  1000,
+		streamCounts: []int{10, 100},
+		streamsRate:  1_000, streamsLoad: 300 * time.Millisecond, streamsTail: 50 * time.Millisecond,
+		streamsLatency: time.Millisecond,
 	}
 }
 
@@ -130,6 +144,7 @@ var figures = []figure{
 	{"idle", figIdle},
 	{"batch", figBatch},
 	{"cost", figCost},
+	{"streams", figStreams},
 }
 
 func figureNames() []string {
@@ -163,8 +178,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	verbose := fs.Bool("v", false, "log progress and server output to stderr")
 	prices := defaultPrices()
 	priceFlags(fs, prices)
+	applyStreams := streamsFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cutline-bench [-json] [-quick] [-only figure,...] [-v] [-price-<class>-<put|get> USD per 1,000 requests]")
+		fmt.Fprintln(stderr, "usage: cutline-bench [-json] [-quick] [-only figure,...] [-v] [-price-<class>-<put|get> USD per 1,000 requests] [-streams-rate r] [-streams-load d] [-streams-counts n,...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -198,6 +214,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(names) > 0 {
 		mode += ", -only " + strings.Join(names, ",")
+	}
+	if err := applyStreams(&cfg, &mode); err != nil {
+		return err
 	}
 	logw := io.Discard
 	if *verbose {

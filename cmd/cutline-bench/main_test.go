@@ -50,6 +50,11 @@ func quickRowIDs() []string {
 	if slices.Contains(figureNames(), "batch") {
 		ids = append(ids, "batch.mem", "batch.fs", "batch.s3")
 	}
+	for _, n := range quickConfig().streamCounts {
+		for _, c := range streamsColumns {
+			ids = append(ids, fmt.Sprintf("streams.%d.%s", n, c.row))
+		}
+	}
 	return ids
 }
 
@@ -132,6 +137,30 @@ func TestQuick(t *testing.T) {
 			}
 		}
 	}
+	// Each stream count is beside the first, but for the rate (beside the
+	// rate offered) and the absorb backlog, which the star keeps within
+	// AbsorbEvery + window whatever the machine.
+	for i, n := range quickConfig().streamCounts {
+		for _, c := range streamsColumns {
+			id := fmt.Sprintf("streams.%d.%s", n, c.row)
+			r := byID[id]
+			switch {
+			case c.row == "rate" || c.row == "backlog":
+				if r.RefLabel == "" || r.RefValue <= 0 {
+					t.Errorf("row %s: no reference: %+v", id, r)
+				}
+			case i == 0:
+				if r.RefLabel != "" || !strings.Contains(r.Note, "reference count") {
+					t.Errorf("row %s is the reference, yet has one: %+v", id, r)
+				}
+			case r.RefLabel == "" || r.Ratio <= 0:
+				t.Errorf("row %s: no reference or ratio: %+v", id, r)
+			}
+		}
+		if r := byID[fmt.Sprintf("streams.%d.backlog", n)]; r.Value > r.RefValue {
+			t.Errorf("%d streams: an absorb backlog of %v flights, past AbsorbEvery + window (%v)", n, r.Value, r.RefValue)
+		}
+	}
 	// The writer creates W to K copies of a flight (it skips a zone whose
 	// turn comes after the slot was decided), and reads nothing.
 	if r, n := byID["cost.append"], quickConfig().costAppends; r.Objects == nil || r.Objects.Creates < w*n || r.Objects.Creates > k*n+k || r.Objects.Reads != 0 {
@@ -195,6 +224,9 @@ func TestQuick(t *testing.T) {
 		if !strings.Contains(table.String(), "| "+l.What+" | ") {
 			t.Errorf("cost table lacks %q:\n%s", l.What, table.String())
 		}
+	}
+	if !strings.Contains(table.String(), "| streams | rec/s |") {
+		t.Errorf("no table of the streams figure:\n%s", table.String())
 	}
 	if !strings.Contains(table.String(), "| object-store request cost |") || !strings.Contains(table.String(), "check the current") {
 		t.Errorf("no cost table, or no word on its prices:\n%s", table.String())

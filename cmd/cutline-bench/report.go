@@ -136,6 +136,7 @@ func (res *Result) writeTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %s | | | %s |\n", f.Figure, what, strings.ReplaceAll(oneLine(f.Error), "|", "\\|"))
 	}
+	writeStreamsTable(w, res.Rows)
 	if res.Cost != nil {
 		fmt.Fprintln(w)
 		res.Cost.writeTable(w)
