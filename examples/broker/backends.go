@@ -52,8 +52,8 @@ func zoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
 // zone: an endpoint that is not an http or https URL, an empty bucket
 // name, more buckets than zone names, or one bucket on one endpoint given
 // for two zones, which would count one physical copy as two. Two names of
-// one server (localhost and 127.0.0.1) look distinct here: the probe of
-// the buckets at start-up (objstore.VerifyDistinct) catches those.
+// one server (localhost and 127.0.0.1) look distinct here: the start-up
+// check of the zones (objstore.VerifyZones) catches those.
 func checkStores(endpoints, buckets []string) error {
 	servers := make([]string, len(endpoints))
 	for i, e := range endpoints {
@@ -90,7 +90,8 @@ func checkStores(endpoints, buckets []string) error {
 // openBackends opens the store and the zones the flags name: by default
 // an in-memory metastore and K filesystem zones in a temporary directory;
 // etcd and S3 when their flags are given. The zones are verified
-// (create-only, K distinct stores) before anything is written to them.
+// (create-only, also under concurrent creates, K distinct stores) before
+// anything is written to them.
 func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *backends, err error) {
 	be := &backends{}
 	defer func() {
@@ -171,7 +172,10 @@ func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *back
 			log.Info("zone: S3", "zone", zoneName(i), "endpoint", endpoint, "bucket", name)
 		}
 	}
-	if err := verifyZones(ctx, be.zones); err != nil {
+	// One check of the zone set, before anything is written to it: each
+	// zone create-only, one request at a time and under concurrent
+	// creates, and the zones as many physical stores as zones.
+	if err := objstore.VerifyZones(ctx, be.zones, objstore.VerifyOptions{}); err != nil {
 		return nil, fmt.Errorf("zones: %w", err)
 	}
 	if cfg.latency > 0 {
