@@ -431,6 +431,10 @@ func (h *leaseHost) append(ctx context.Context, stream, id string) error {
 // and closes (Finish of s2, the registry entry's delete). Recovery: its
 // session ends, star-b takes s1 and s2 over through the gate, the
 // producers retry there, and leftover epochs are settled.
+// manyStreams are the streams of the lease scenario's bulk open: more
+// than one batch of admissions.
+var manyStreams = idsOf("m", 40)
+
 func scenarioLease(t *testing.T, sw *crashpoint.Switch) {
 	ctx, cancel := context.WithTimeout(context.Background(), scenarioTimeout)
 	defer cancel()
@@ -485,6 +489,11 @@ func scenarioLease(t *testing.T, sw *crashpoint.Switch) {
 				}
 				return err
 			}},
+			{"open many", func() error {
+				// A bulk open: leases and admissions in batches.
+				_, errs := a.star.OpenMany(pctx, manyStreams, lease.OpenOptions{})
+				return errors.Join(errs...)
+			}},
 			{"open s2", func() error { _, err := a.star.Open(pctx, "s2", lease.OpenOptions{}); return err }},
 			{"append", func() error { return a.append(pctx, "s2", s2[0]) }},
 			{"close", func() error { return a.star.Close(pctx) }},
@@ -524,6 +533,13 @@ func scenarioLease(t *testing.T, sw *crashpoint.Switch) {
 		for _, id := range a.left[stream] {
 			require.NoError(t, b.append(ctx, stream, id))
 		}
+	}
+	// The bulk open, wherever it died, is taken over in bulk: every
+	// stream admitted once, by star-b, after the process's tenure.
+	tens, errs := b.star.OpenMany(ctx, manyStreams, lease.OpenOptions{})
+	for i, err := range errs {
+		require.NoError(t, err, "takeover of %s", manyStreams[i])
+		require.Equal(t, "star-b", tens[i].Star)
 	}
 	require.NoError(t, b.star.Close(ctx))
 	require.NoError(t, b.sess.Close(ctx))
