@@ -298,39 +298,37 @@ func (p *producer) answersOf(node string, since time.Time) map[int]int {
 }
 
 // read reads the whole stream back through node's API, readPage records
-// a request, a few requests at a time.
+// a request at most, each request from where the last one said to go on
+// (an answer stops early at the broker's bound of bytes).
 func (p *producer) read(ctx context.Context, node string) ([]consumed, error) {
-	path := func(off uint64) string {
-		return fmt.Sprintf("/v1/streams/%s/records?offset=%d&limit=%d", p.stream, off, readPage)
+	var all []consumed
+	from := uint64(0)
+	for {
+		path := fmt.Sprintf("/v1/streams/%s/records?offset=%d&limit=%d", p.stream, from, readPage)
+		code, body, h, err := p.do(ctx, node, http.MethodGet, path, nil, nil)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("%s answered %d: %s", node, code, body)
+		}
+		var page []consumed
+		if err == nil {
+			err = json.Unmarshal(body, &page)
+		}
+		var next, cont uint64
+		if err == nil {
+			next, err = strconv.ParseUint(h.Get(headerNext), 10, 64)
+		}
+		if err == nil {
+			cont, err = strconv.ParseUint(h.Get(headerContinue), 10, 64)
+		}
+		if err == nil && cont != from+uint64(len(page)) {
+			err = fmt.Errorf("%s: %d after %d records from %d", headerContinue, cont, len(page), from)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s through %s: %w", p.stream, node, err)
+		}
+		all = append(all, page...)
+		if from = cont; from >= next || len(page) == 0 {
+			return all, nil
+		}
 	}
-	code, _, h, err := p.do(ctx, node, http.MethodGet, path(0), nil, nil)
-	if err == nil && code != http.StatusOK {
-		err = fmt.Errorf("%s answered %d", node, code)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s through %s: %w", p.stream, node, err)
-	}
-	next, err := strconv.ParseUint(h.Get(headerNext), 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("read %s through %s: %s: %w", p.stream, node, headerNext, err)
-	}
-	pages := make([][]consumed, (next+readPage-1)/readPage)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(4)
-	for i := range pages {
-		g.Go(func() error {
-			code, body, _, err := p.do(gctx, node, http.MethodGet, path(uint64(i)*readPage), nil, nil)
-			if err == nil && code != http.StatusOK {
-				err = fmt.Errorf("%s answered %d: %s", node, code, body)
-			}
-			if err == nil {
-				err = json.Unmarshal(body, &pages[i])
-			}
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("read %s through %s: %w", p.stream, node, err)
-	}
-	return slices.Concat(pages...), nil
 }

@@ -75,16 +75,19 @@
 //	c 'https://localhost:8080/v1/streams/orders/records?offset=0&limit=10'
 //	# [{"offset":0,"data":"aGVsbG8="},{"offset":1,"data":"YWdhaW4="}]
 //	c https://localhost:8080/v1/streams
-//	c https://localhost:8080/metrics
+//	c https://localhost:8080/metrics          # the token, here too
 //
 // SIGTERM or SIGINT shuts it down cleanly (exit status 0); everything is
 // gone with the process, since the metastore was in memory.
 //
 // # The API
 //
-// Every route under /v1 requires the header "Authorization: Bearer
-// <token>" (401 otherwise; the token is compared in constant time). Errors
-// are {"error": "..."}.
+// Every route under /v1, and /metrics, requires the header
+// "Authorization: Bearer <token>" (401 otherwise, and the connection is
+// closed; the token is compared in constant time). Errors are {"error":
+// "..."}. A 500 says only that it happened: {"error": "...", "request_id":
+// "<id>"}, also in the header Cutline-Request-Id, under which the broker
+// logs its cause.
 //
 //	POST /v1/streams/{stream}/records
 //
@@ -110,25 +113,35 @@
 // and, when known, {"holder": "<node>"}, the broker holding the grant,
 // which a client sends the record to instead. A 503 after the record was
 // submitted means its outcome is unknown: retry with the same producer
-// sequence.
+// sequence. 429 when the stream would be one more than the holder may
+// lead (-max-streams, 1024): each costs a producer table in memory.
 //
 //	GET /v1/streams/{stream}/records?offset=N&limit=M
 //
 // reads up to M (1 to 1000, default 100) records from offset N (default
 // 0) through the coverage index (settle.RefIndex) and a chain.Reader:
-// [{"offset": N, "data": "<base64>"}, ...]; the header Cutline-Next-Offset
-// says where the stream's coverage ends. Any broker serves reads; the
-// holder covers what it acknowledged before it reads (Star.Absorb), so
-// that it reads its own writes, while another broker sees what the
-// holder has covered so far.
+// [{"offset": N, "data": "<base64>"}, ...]. The answer stops early, before
+// the record that would take it past -max-read-bytes (8 MiB; one record
+// at least, whatever its size): the header Cutline-Continue-Offset says
+// where to read on (one past its last record), and Cutline-Next-Offset
+// where the stream's coverage ends. It is written record by record as
+// each is read, so a read holds about one record in memory; a record that
+// cannot be read once the answer has begun cuts the connection, so that
+// the client sees a failed read, never a short one. At most -max-reads
+// (16) reads are served at once; more are answered 503 with
+// Retry-After: 1. Any broker serves reads; the holder covers what it
+// acknowledged before it reads (Star.Absorb), so that it reads its own
+// writes, while another broker sees what the holder has covered so far.
 //
-//	GET /v1/streams
+//	GET /v1/streams?after=NAME&limit=N
 //
-// lists every stream: {"holder": "<node holding the grant>", "streams":
-// [{"stream", "holder" (the star holding its lease), "writer", "epoch",
-// "tenure", "epoch_state", "cut" (once fenced), "next", "released" (the
-// reason of a standing clean-release mark)}]}, from lease.Inspect and
-// RefIndex.Next.
+// lists the streams whose names follow NAME (from the first by default),
+// N at most (1 to 1000, default 100), in name order: {"holder": "<node
+// holding the grant>", "streams": [{"stream", "holder" (the star holding
+// its lease), "writer", "epoch", "tenure", "epoch_state", "cut" (once
+// fenced), "next", "released" (the reason of a standing clean-release
+// mark)}], "next": "<the after of the next page, when there is one>"},
+// from lease.Inspect and RefIndex.Next.
 //
 //	POST /v1/health?token=N
 //
@@ -141,7 +154,10 @@
 //
 //	GET /metrics
 //
-// is the Prometheus page (no token). The registry is the node's own:
+// is the Prometheus page, behind the token like /v1 (Prometheus sends one
+// with its authorization settings); -metrics-listen serves it without the
+// token on a plain-HTTP listener of its own, which serves nothing else,
+// for a scraper on a private network. The registry is the node's own:
 //
 //	cutline_broker_append_seconds              histogram: Submit to acknowledgement
 //	cutline_broker_slots_in_flight             gauge: slots the current writer has in flight
@@ -156,6 +172,8 @@
 //	cutline_broker_object_requests_total       counter by zone, op (create, get, get_range, delete, list) and result (ok, not_found, exists, canceled, error)
 //	cutline_broker_health_pings_total          counter by result (ok, failed): pings of the node's direct health links
 //	cutline_broker_health_links_up             gauge: links of the current topology whose last ping completed
+//	cutline_broker_api_connections             gauge: connections the API keeps open
+//	cutline_broker_api_connections_refused_total  counter by reason (total, per_address): connections closed on accept
 //
 // # Producers and snapshots
 //

@@ -25,19 +25,22 @@ import (
 // cluster is a controller and broker nodes in one process, on the
 // embedded backends, the nodes connected through authority.Local.
 type cluster struct {
-	t   *testing.T
+	t   testing.TB
 	cfg *settings
 	// snapClock, when set, times the nodes' snapshot intervals.
 	snapClock clock.Clock
-	log       *slog.Logger
-	be        *backends
-	ctl       *controller
+	// serverOpts are the options of the nodes' APIs (their Logger is
+	// the cluster's).
+	serverOpts serverOptions
+	log        *slog.Logger
+	be         *backends
+	ctl        *controller
 }
 
-func newCluster(t *testing.T) *cluster { return newClusterWith(t) }
+func newCluster(t testing.TB) *cluster { return newClusterWith(t) }
 
 // newClusterWith is newCluster with the nodes' flags args.
-func newClusterWith(t *testing.T, args ...string) *cluster {
+func newClusterWith(t testing.TB, args ...string) *cluster {
 	c := &cluster{t: t, cfg: testSettings(t, append([]string{"-insecure"}, args...)...), log: slog.New(slog.DiscardHandler)}
 	var err error
 	c.be, err = openBackends(t.Context(), c.cfg, c.log)
@@ -53,6 +56,7 @@ func newClusterWith(t *testing.T, args ...string) *cluster {
 // off (a crash), and the progress of its last heartbeat.
 type testNode struct {
 	*node
+	srv     *server
 	api     *apiClient
 	crashed *atomic.Bool
 	beat    *atomic.Pointer[chain.Position]
@@ -82,15 +86,18 @@ func (c *cluster) joinWithStore(name string, buckets []objstore.Bucket, store me
 		},
 		SessionTTL: c.cfg.sessionTTL, HeartbeatEvery: c.cfg.heartbeat, DecisionDelay: c.cfg.decisionDelay,
 		OpenWait: c.cfg.openWait, Poll: c.cfg.poll, Producers: c.cfg.producers, Snapshots: c.snapshotTiming(),
-		Logger: c.log.With("test_node", name),
+		MaxStreams: c.cfg.maxStreams, Logger: c.log.With("test_node", name),
 	})
 	require.NoError(c.t, err)
 	n.start()
 	c.t.Cleanup(func() { require.NoError(c.t, n.shutdown(shutdownCtx(c.t))) })
-	srv := httptest.NewServer(newServer(n, serverOptions{Logger: c.log}))
+	opts := c.serverOpts
+	opts.Logger = c.log
+	api := newServer(n, opts)
+	srv := httptest.NewServer(api)
 	c.t.Cleanup(srv.Close)
 	require.Eventually(c.t, func() bool { return n.agent.Load() != nil }, 10*time.Second, 10*time.Millisecond, "%s never connected", name)
-	return &testNode{node: n, api: &apiClient{t: c.t, base: srv.URL, hc: srv.Client()}, crashed: crashed, beat: beat}
+	return &testNode{node: n, srv: api, api: &apiClient{t: c.t, base: srv.URL, hc: srv.Client()}, crashed: crashed, beat: beat}
 }
 
 func (c *cluster) snapshotTiming() snapshotTiming {
@@ -145,7 +152,7 @@ func (c *cluster) crash(n *testNode) {
 
 // produceN produces count records of producer-1 to orders, from seq on,
 // and returns what it sent and the acknowledgements.
-func produceN(t *testing.T, n *testNode, from, count uint64, sent map[string]bool, acks map[uint64]ack) {
+func produceN(t testing.TB, n *testNode, from, count uint64, sent map[string]bool, acks map[uint64]ack) {
 	t.Helper()
 	for seq := from; seq < from+count; seq++ {
 		data := fmt.Sprintf("record %d, produced on %s", seq, n.cfg.Name)
@@ -157,7 +164,7 @@ func produceN(t *testing.T, n *testNode, from, count uint64, sent map[string]boo
 }
 
 // requireRetried requires a retry of seq to get its first answer.
-func requireRetried(t *testing.T, n *testNode, seq uint64, first ack) {
+func requireRetried(t testing.TB, n *testNode, seq uint64, first ack) {
 	t.Helper()
 	code, again, e := n.api.produce("orders", []byte("retried"), "producer-1", seq)
 	require.Equal(t, http.StatusOK, code, e.Error)

@@ -19,7 +19,7 @@ import (
 // fraction of a second, heartbeats far inside the lease even on a loaded
 // machine), without the environment, and shortens the node's decision
 // delay and polls.
-func testSettings(t *testing.T, args ...string) *settings {
+func testSettings(t testing.TB, args ...string) *settings {
 	t.Helper()
 	timings := []string{"-lease", "2s", "-heartbeat", "100ms", "-session-ttl", "2s"}
 	cfg, err := parseFlags(append(timings, args...), func(string) string { return "" }, io.Discard)
@@ -29,14 +29,14 @@ func testSettings(t *testing.T, args ...string) *settings {
 }
 
 // waitHolding waits until n holds the grant and its star runs.
-func waitHolding(t *testing.T, n *node) {
+func waitHolding(t testing.TB, n *node) {
 	t.Helper()
 	require.Eventually(t, func() bool { _, err := n.holder(); return err == nil }, 20*time.Second, 10*time.Millisecond, "%s never held the grant", n.cfg.Name)
 }
 
 // apiClient speaks the broker's API.
 type apiClient struct {
-	t     *testing.T
+	t     testing.TB
 	base  string
 	hc    *http.Client
 	token string
@@ -84,7 +84,8 @@ func (c *apiClient) produce(stream string, data []byte, producer string, seq uin
 	return code, a, e
 }
 
-// consume reads a whole stream back, page by page.
+// consume reads a whole stream back, page by page, each from where the
+// last said to go on.
 func (c *apiClient) consume(stream string) []consumed {
 	c.t.Helper()
 	var all []consumed
@@ -93,6 +94,9 @@ func (c *apiClient) consume(stream string) []consumed {
 		code, hdr := c.do(http.MethodGet, fmt.Sprintf("/v1/streams/%s/records?offset=%d&limit=7", stream, len(all)), nil, nil, &page)
 		require.Equal(c.t, http.StatusOK, code)
 		all = append(all, page...)
+		cont, err := strconv.Atoi(hdr.Get(headerContinue))
+		require.NoError(c.t, err)
+		require.Equal(c.t, len(all), cont, "%s says where the page ended", headerContinue)
 		next, err := strconv.Atoi(hdr.Get(headerNext))
 		require.NoError(c.t, err)
 		if len(all) >= next {
@@ -108,6 +112,9 @@ func (c *apiClient) metric(sample string) float64 {
 	c.t.Helper()
 	req, err := http.NewRequestWithContext(c.t.Context(), http.MethodGet, c.base+"/metrics", nil)
 	require.NoError(c.t, err)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.hc.Do(req)
 	require.NoError(c.t, err)
 	defer resp.Body.Close()
@@ -124,7 +131,7 @@ func (c *apiClient) metric(sample string) float64 {
 
 // checkStream requires the stream to hold exactly the records sent, each
 // once, at offsets 0, 1, 2…
-func checkStream(t *testing.T, got []consumed, sent map[string]bool) {
+func checkStream(t testing.TB, got []consumed, sent map[string]bool) {
 	t.Helper()
 	seen := map[string]int{}
 	for i, r := range got {
@@ -146,7 +153,7 @@ func checkStream(t *testing.T, got []consumed, sent map[string]bool) {
 	require.Len(t, got, len(sent))
 }
 
-func shutdownCtx(t *testing.T) context.Context {
+func shutdownCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx

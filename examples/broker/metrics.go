@@ -29,6 +29,13 @@ type metrics struct {
 	pings          *prometheus.CounterVec
 	snapshots      *prometheus.CounterVec
 	replayed       prometheus.Counter
+	conns          prometheus.Gauge
+	connsRefused   *prometheus.CounterVec
+}
+
+// connCounter counts the API listener's connections.
+func (m *metrics) connCounter() connCounter {
+	return connCounter{open: m.conns.Add, refused: func(reason string) { m.connsRefused.WithLabelValues(reason).Inc() }}
 }
 
 // newMetrics registers the node's metrics. inflight reports the slots in
@@ -71,9 +78,15 @@ func newMetrics(inflight, undecidedAge, linksUp func() float64) *metrics {
 		replayed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cutline_broker_replayed_records_total", Help: "Records a new holder read back to rebuild its producers, past their snapshot.",
 		}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cutline_broker_api_connections", Help: "Connections the API keeps open.",
+		}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cutline_broker_api_connections_refused_total", Help: "Connections the API closed when it accepted them, by the bound they were past (total, per_address).",
+		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.appendSeconds, m.fenceSeconds, m.fenceRounds, m.settles, m.gateDecisions, m.grantChanges, m.objectRequests, m.pings,
-		m.snapshots, m.replayed,
+		m.snapshots, m.replayed, m.conns, m.connsRefused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cutline_broker_slots_in_flight", Help: "Slots the node's current writer has submitted and not acknowledged.",
 		}, inflight),

@@ -61,8 +61,11 @@ type nodeConfig struct {
 	// replays the stream's tail on.
 	Producers producerLimits
 	Snapshots snapshotTiming
-	Clock     clock.Clock
-	Logger    *slog.Logger
+	// MaxStreams bounds the streams a holder leads at once: a produce to
+	// one more is refused (errStreamQuota). 0 means defaultMaxStreams.
+	MaxStreams int
+	Clock      clock.Clock
+	Logger     *slog.Logger
 }
 
 // Settings that are not configurable: OpenWait's interval, how many
@@ -713,6 +716,10 @@ func (h *holding) stream(ctx context.Context, name, token string) (*streamState,
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+		}
+		if s == nil && len(h.streams)+len(h.opening) >= h.n.cfg.maxStreams() {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("%w: %d streams", errStreamQuota, h.n.cfg.maxStreams())
 		}
 		ch := make(chan struct{})
 		h.opening[name] = ch

@@ -157,6 +157,21 @@ func (h *holding) await(f *lease.Future, s *streamState, key producerSeq, off ui
 	close(pd.done)
 }
 
+// errStreamQuota is a produce to a stream past the streams a holder may
+// lead at once (-max-streams): each holds a producer table in memory and
+// keys in the metastore.
+var errStreamQuota = errors.New("broker: this broker leads as many streams as it may (-max-streams); not appended")
+
+// defaultMaxStreams is the streams a holder leads at most by default.
+const defaultMaxStreams = 1024
+
+func (c nodeConfig) maxStreams() int {
+	if c.MaxStreams == 0 {
+		return defaultMaxStreams
+	}
+	return c.MaxStreams
+}
+
 // errSequenceTooOld is a producer sequence below the window the table
 // keeps of its producer, not kept: it may be in the stream already, and
 // is refused rather than appended twice.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cutline/cutline/lease"
@@ -39,10 +40,12 @@ type consumed struct {
 	Data   []byte `json:"data"`
 }
 
-// read reads up to limit records of stream from offset on, and returns
-// them and where the stream's coverage ends. A node that holds the stream
-// absorbs first, so that what it acknowledged is readable.
-func (n *node) read(ctx context.Context, stream string, from uint64, limit int) ([]consumed, uint64, error) {
+// planRead returns the refs of the records a read of stream answers with:
+// up to limit, from offset from on, as many as fit in maxBytes of answer
+// (one at least), and where the stream's coverage ends. A node that holds
+// the stream absorbs first, so that what it acknowledged is readable.
+// What each record takes is known from its ref before it is read.
+func (n *node) planRead(ctx context.Context, stream string, from uint64, limit int, maxBytes int64) ([]settle.Ref, uint64, error) {
 	h := n.current()
 	if h != nil {
 		if _, err := h.star.Next(stream); err == nil {
@@ -55,19 +58,24 @@ func (n *node) read(ctx context.Context, stream string, from uint64, limit int) 
 	if err != nil {
 		return nil, 0, err
 	}
-	out := []consumed{}
-	for off := from; off < next && len(out) < limit; off++ {
+	var refs []settle.Ref
+	used := int64(0)
+	for off := from; off < next && len(refs) < limit; off++ {
 		ref, err := n.refs.Lookup(ctx, stream, off)
 		if err != nil {
 			return nil, 0, err
 		}
-		r, err := n.readRef(ctx, stream, ref)
-		if err != nil {
-			return nil, 0, err
+		if ref.End < ref.Start {
+			return nil, 0, fmt.Errorf("ref %s/%d: bytes [%d, %d)", stream, off, ref.Start, ref.End)
 		}
-		out = append(out, consumed{Offset: off, Data: r.Data})
+		size := answerBytes(ref.End - ref.Start)
+		if len(refs) > 0 && used+size > maxBytes {
+			break
+		}
+		used += size
+		refs = append(refs, ref)
 	}
-	return out, next, nil
+	return refs, next, nil
 }
 
 // streamInfo describes one stream for the listing.
@@ -88,45 +96,64 @@ type streamInfo struct {
 	Released string `json:"released,omitempty"`
 }
 
-// streams lists every stream ever opened under the root.
-func (n *node) streams(ctx context.Context) ([]streamInfo, error) {
+// streams lists the streams ever opened under the root whose names
+// follow after, limit at most, in name order, and reports whether more
+// follow. The metastore lists the keys of every stream at once; the page
+// bounds the reads of each stream's state.
+func (n *node) streams(ctx context.Context, after string, limit int) ([]streamInfo, bool, error) {
 	prefix := n.cfg.Root + "streams/"
 	kvs, _, err := n.cfg.Store.List(ctx, prefix)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	out := []streamInfo{}
+	var ids []string
 	for _, kv := range kvs {
+		// The keys of one stream are contiguous in key order.
 		id, leaf, ok := strings.Cut(kv.Key[len(prefix):], "/")
-		if !ok || leaf == "" || (len(out) > 0 && out[len(out)-1].Stream == id) {
-			continue
+		if ok && leaf != "" && id > after && (len(ids) == 0 || ids[len(ids)-1] != id) {
+			ids = append(ids, id)
 		}
-		st, err := lease.Inspect(ctx, n.cfg.Store, n.cfg.Root, id)
+	}
+	slices.Sort(ids)
+	more := len(ids) > limit
+	ids = ids[:min(limit, len(ids))]
+	out := []streamInfo{}
+	for _, id := range ids {
+		info, err := n.streamInfo(ctx, id)
 		if err != nil {
-			return nil, err
-		}
-		info := streamInfo{Stream: id, Holder: st.Holder}
-		if w := st.Writer; w != nil {
-			info.Writer, info.Epoch, info.Tenure = w.Star, w.Epoch, w.Tenure
-			rec, err := n.minter.Get(ctx, w.Star, w.Epoch)
-			if err != nil {
-				return nil, err
-			}
-			info.EpochState = string(rec.State)
-			if rec.Fenced() {
-				c := rec.Cut
-				info.Cut = &c
-			}
-		}
-		if st.Mark != nil {
-			info.Released = string(st.Mark.Reason)
-		}
-		if info.Next, err = n.refs.Next(ctx, id); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, info)
 	}
-	return out, nil
+	return out, more, nil
+}
+
+// streamInfo reads one stream's state for the listing.
+func (n *node) streamInfo(ctx context.Context, id string) (streamInfo, error) {
+	st, err := lease.Inspect(ctx, n.cfg.Store, n.cfg.Root, id)
+	if err != nil {
+		return streamInfo{}, err
+	}
+	info := streamInfo{Stream: id, Holder: st.Holder}
+	if w := st.Writer; w != nil {
+		info.Writer, info.Epoch, info.Tenure = w.Star, w.Epoch, w.Tenure
+		rec, err := n.minter.Get(ctx, w.Star, w.Epoch)
+		if err != nil {
+			return streamInfo{}, err
+		}
+		info.EpochState = string(rec.State)
+		if rec.Fenced() {
+			c := rec.Cut
+			info.Cut = &c
+		}
+	}
+	if st.Mark != nil {
+		info.Released = string(st.Mark.Reason)
+	}
+	if info.Next, err = n.refs.Next(ctx, id); err != nil {
+		return streamInfo{}, err
+	}
+	return info, nil
 }
 
 // holderName is the name of the node holding the domain's grant, as the

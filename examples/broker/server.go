@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,10 +30,12 @@ import (
 
 // The API's headers.
 const (
-	headerProducer = "Cutline-Producer"
-	headerSequence = "Cutline-Sequence"
-	headerToken    = "Cutline-Fencing-Token"
-	headerNext     = "Cutline-Next-Offset"
+	headerProducer  = "Cutline-Producer"
+	headerSequence  = "Cutline-Sequence"
+	headerToken     = "Cutline-Fencing-Token"
+	headerNext      = "Cutline-Next-Offset"
+	headerContinue  = "Cutline-Continue-Offset"
+	headerRequestID = "Cutline-Request-Id"
 )
 
 // Bounds of the API.
@@ -40,6 +45,10 @@ const (
 	maxProducerLen   = 128
 	defaultLimit     = 100
 	maxLimit         = 1000
+	// DefaultMaxReadBytes bounds the bytes of one read's answer, and
+	// defaultMaxReads the reads served at once.
+	DefaultMaxReadBytes = 8 << 20
+	defaultMaxReads     = 16
 	// produceTimeout bounds a produce: the open of its stream and its
 	// acknowledgement.
 	produceTimeout = 30 * time.Second
@@ -47,36 +56,58 @@ const (
 
 // serverOptions configures the API.
 type serverOptions struct {
-	// Token is the bearer token every /v1 request must carry; nil serves
-	// them without authentication (-insecure).
+	// Token is the bearer token every /v1 request and /metrics must
+	// carry; nil serves them without authentication (-insecure).
 	Token []byte
 	// MaxRecord bounds a produce's body; 0 means DefaultMaxRecord.
 	MaxRecord int64
-	Logger    *slog.Logger
+	// MaxReadBytes bounds the bytes of a read's answer (it stops before
+	// the record that would pass it, but holds one record at least);
+	// MaxReads bounds the reads served at once (503 past it). 0 means
+	// DefaultMaxReadBytes and defaultMaxReads.
+	MaxReadBytes int64
+	MaxReads     int
+	Logger       *slog.Logger
 }
 
 // server is the broker's HTTP API over one node, and its metrics.
 type server struct {
-	n    *node
-	opts serverOptions
-	log  *slog.Logger
-	mux  *http.ServeMux
-	want [sha256.Size]byte // the token's digest
+	n     *node
+	opts  serverOptions
+	log   *slog.Logger
+	mux   *http.ServeMux
+	want  [sha256.Size]byte // the token's digest
+	reads chan struct{}     // a place per read served
 }
 
 func newServer(n *node, opts serverOptions) *server {
 	if opts.MaxRecord == 0 {
 		opts.MaxRecord = DefaultMaxRecord
 	}
-	s := &server{n: n, opts: opts, log: opts.Logger, mux: http.NewServeMux(), want: sha256.Sum256(opts.Token)}
+	if opts.MaxReadBytes == 0 {
+		opts.MaxReadBytes = DefaultMaxReadBytes
+	}
+	if opts.MaxReads == 0 {
+		opts.MaxReads = defaultMaxReads
+	}
+	s := &server{n: n, opts: opts, log: opts.Logger, mux: http.NewServeMux(), want: sha256.Sum256(opts.Token),
+		reads: make(chan struct{}, opts.MaxReads)}
 	s.mux.Handle("POST /v1/streams/{stream}/records", s.auth(s.produce))
 	s.mux.Handle("GET /v1/streams/{stream}/records", s.auth(s.consume))
 	s.mux.Handle("GET /v1/streams", s.auth(s.list))
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
+	// The metrics name the zones and show the traffic: behind the token
+	// here; -metrics-listen serves them without it on a listener of
+	// their own.
+	s.mux.Handle("GET /metrics", s.auth(metricsHandler(n).ServeHTTP))
 	// The peers' pings: authenticated by their node certificates (mutual
 	// TLS), not by the bearer token.
 	s.mux.Handle("POST "+authhttp.RouteHealth, n.health)
 	return s
+}
+
+// metricsHandler serves the node's metrics page.
+func metricsHandler(n *node) http.Handler {
+	return promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{})
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
@@ -89,6 +120,9 @@ func (s *server) auth(h http.HandlerFunc) http.Handler {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			d := sha256.Sum256([]byte(got))
 			if subtle.ConstantTimeCompare(d[:], s.want[:]) != 1 || !ok {
+				// Nothing more is served on this connection: a client
+				// without the token holds no descriptor past its answer.
+				w.Header().Set("Connection", "close")
 				w.Header().Set("WWW-Authenticate", `Bearer realm="cutline"`)
 				writeJSON(w, http.StatusUnauthorized, errorBody{Error: "a valid bearer token is required"})
 				return
@@ -102,6 +136,8 @@ type errorBody struct {
 	Error string `json:"error"`
 	// Holder is the node holding the grant, for a 503 from another node.
 	Holder string `json:"holder,omitempty"`
+	// RequestID names a 500 in the broker's log, which holds its cause.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -163,7 +199,10 @@ func (s *server) produce(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a)
 }
 
-// consume: GET /v1/streams/{stream}/records?offset=N&limit=M.
+// consume: GET /v1/streams/{stream}/records?offset=N&limit=M. The
+// answer is written record by record, as each is read, so that a read
+// holds one record in memory; it stops before the record that would take
+// it past MaxReadBytes, and Cutline-Continue-Offset says where to go on.
 func (s *server) consume(w http.ResponseWriter, r *http.Request) {
 	name, ok := stream(w, r)
 	if !ok {
@@ -180,13 +219,75 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("limit: 1 to %d", maxLimit)})
 		return
 	}
-	recs, next, err := s.n.read(r.Context(), name, from, int(limit))
+	select {
+	case s.reads <- struct{}{}:
+		defer func() { <-s.reads }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: fmt.Sprintf("this broker serves %d reads at once; retry", s.opts.MaxReads)})
+		return
+	}
+	refs, next, err := s.n.planRead(r.Context(), name, from, int(limit), s.opts.MaxReadBytes)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	var first record
+	if len(refs) > 0 {
+		// The first record is read before the answer starts: what fails
+		// there still gets its status.
+		if first, err = s.n.readRef(r.Context(), name, refs[0]); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	w.Header().Set(headerNext, strconv.FormatUint(next, 10))
-	writeJSON(w, http.StatusOK, recs)
+	w.Header().Set(headerContinue, strconv.FormatUint(from+uint64(len(refs)), 10))
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, "[")
+	for i, ref := range refs {
+		rec := first
+		if i > 0 {
+			if rec, err = s.n.readRef(r.Context(), name, ref); err != nil {
+				// The answer has begun: all that is left is to cut it, so
+				// that the client sees a failed read, not a short one.
+				if r.Context().Err() == nil {
+					s.log.Error("read failed after its answer began", "stream", name, "offset", ref.Offset, "err", err)
+				}
+				panic(http.ErrAbortHandler)
+			}
+			_, _ = io.WriteString(w, ",")
+		}
+		if err := writeRecord(w, ref.Offset, rec.Data); err != nil {
+			return // the client went away
+		}
+	}
+	_, _ = io.WriteString(w, "]\n")
+}
+
+// writeRecord writes one record of a read's answer, {"offset": N, "data":
+// "<base64>"}, encoding its data as it goes.
+func writeRecord(w io.Writer, offset uint64, data []byte) error {
+	if _, err := fmt.Fprintf(w, `{"offset":%d,"data":"`, offset); err != nil {
+		return err
+	}
+	enc := base64.NewEncoder(base64.StdEncoding, w)
+	if _, err := enc.Write(data); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, `"}`)
+	return err
+}
+
+// answerBytes is at most what one record of size bytes (its data and
+// what the flight holds with it) takes in a read's answer.
+func answerBytes(size uint64) int64 {
+	return int64(len(`{"offset":18446744073709551615,"data":""},`)) + int64(base64.StdEncoding.EncodedLen(int(size)))
 }
 
 func uintParam(v string, def uint64) (uint64, error) {
@@ -196,29 +297,58 @@ func uintParam(v string, def uint64) (uint64, error) {
 	return strconv.ParseUint(v, 10, 64)
 }
 
-// list: GET /v1/streams.
+// streamPage is an answer of GET /v1/streams: Next, when there are more
+// streams, is what to pass as after for the next page.
+type streamPage struct {
+	Holder  string       `json:"holder"`
+	Streams []streamInfo `json:"streams"`
+	Next    string       `json:"next,omitempty"`
+}
+
+// list: GET /v1/streams?after=NAME&limit=N, the streams after NAME (from
+// the first by default), N at most (1 to 1000, 100 by default), in name
+// order.
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
-	infos, err := s.n.streams(r.Context())
+	q := r.URL.Query()
+	limit, err := uintParam(q.Get("limit"), defaultLimit)
+	if err != nil || limit < 1 || limit > maxLimit {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("limit: 1 to %d", maxLimit)})
+		return
+	}
+	after := q.Get("after")
+	if after != "" {
+		if err := epoch.ValidateName("after", after); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+			return
+		}
+	}
+	infos, more, err := s.n.streams(r.Context(), after, int(limit))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Holder  string       `json:"holder"`
-		Streams []streamInfo `json:"streams"`
-	}{s.n.holderName(r.Context()), infos})
+	page := streamPage{Holder: s.n.holderName(r.Context()), Streams: infos}
+	if more {
+		page.Next = infos[len(infos)-1].Stream
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 // fail answers an error: 503 when another node holds the grant (naming
 // it) or this one cannot take the request now, 409 for a stale fencing
-// token, 400 for a refused value, 500 otherwise. The error's text never
-// holds a token: the library's errors never show one.
+// token, 429 past the quota of streams, 400 for a refused value, 500
+// otherwise. The error's text never holds a token: the library's errors
+// never show one. A 500 says only that it happened, and names it by a
+// request id under which the broker logs its cause: the cause may name
+// keys, paths and servers that are none of the client's business.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, authority.ErrNotAdmitted), errors.Is(err, authority.ErrStaleToken):
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "this node does not hold the authority grant", Holder: s.n.holderName(r.Context())})
 	case errors.Is(err, lease.ErrStaleToken), errors.Is(err, errSequenceTooOld):
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error()})
+	case errors.Is(err, errStreamQuota):
+		writeJSON(w, http.StatusTooManyRequests, errorBody{Error: err.Error()})
 	case errors.Is(err, config.ErrInvalid):
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
 	case errors.Is(err, lease.ErrDeferred), errors.Is(err, errStarting), errors.Is(err, errShuttingDown), errors.Is(err, errUnknownOutcome),
@@ -230,7 +360,16 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case r.Context().Err() != nil:
 		// The client went away: nobody reads the answer.
 	default:
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: err.Error()})
+		id := requestID()
+		s.log.Error("request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set(headerRequestID, id)
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error: the broker logged its cause under request id " + id, RequestID: id})
 	}
+}
+
+// requestID names one failed request in the log: 64 random bits.
+func requestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -193,6 +193,7 @@ func assertOK(t *testing.T, code int, e errorBody) bool {
 func metricsPage(t *testing.T, c *apiClient) string {
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, c.base+"/metrics", nil)
 	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+c.token)
 	resp, err := c.hc.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
