@@ -96,8 +96,8 @@ func (c *cmd) minter(ctx context.Context) (*epoch.Minter, error) {
 	return m, nil
 }
 
-// buckets returns the zones' buckets: Env's, or those of -fs-zones and the
-// S3 flags, in that order.
+// buckets returns the zones' buckets: Env's, or those of -fs-zones, the
+// S3 flags and the Azure flags, in that order.
 func (c *cmd) buckets(ctx context.Context) ([]objstore.Bucket, error) {
 	be := c.be()
 	if be.buckets != nil {
@@ -134,8 +134,15 @@ func (c *cmd) buckets(ctx context.Context) ([]objstore.Bucket, error) {
 		}
 		out = append(out, bs...)
 	}
+	if c.g.azure.given() {
+		bs, err := c.azureBuckets(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, bs...)
+	}
 	if len(out) == 0 {
-		return nil, usagef("no zones: give -fs-zones dir,dir,… or -s3-endpoint and -s3-buckets")
+		return nil, usagef("no zones: give -fs-zones dir,dir,…, -s3-endpoint and -s3-buckets, or -azure-url and -azure-containers")
 	}
 	if _, err := chain.NewZones(out...); err != nil {
 		return nil, usagef("bad zones: %v", err)

@@ -92,6 +92,7 @@ type globals struct {
 	root     string
 	fsZones  string
 	s3       s3Flags
+	azure    azureFlags
 	prefix   string
 	yes      bool
 	json     bool
@@ -115,6 +116,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.s3.region, "s3-region", g.s3.region, "S3 region")
 	fs.StringVar(&g.s3.accessKey, "s3-access-key", g.s3.accessKey, "S3 access key (default $AWS_ACCESS_KEY_ID)")
 	fs.StringVar(&g.s3.secretKey, "s3-secret-key", g.s3.secretKey, "S3 secret key (default $AWS_SECRET_ACCESS_KEY)")
+	g.azure.register(fs)
 	fs.StringVar(&g.prefix, "prefix", g.prefix, "object key prefix the credentials reach (verify-zones probes under it; epochs use their own recorded prefix)")
 	fs.BoolVar(&g.yes, "yes", g.yes, "do not ask for confirmation before writing")
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON document on stdout")
