@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -176,6 +177,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	quick := fs.Bool("quick", false, "a small run: every figure, rough values (for tests)")
 	only := fs.String("only", "", "comma-separated figures to run: "+strings.Join(figureNames(), ", ")+` (a name also selects the figures it prefixes with a dash: "appends", "takeover")`)
 	verbose := fs.Bool("v", false, "log progress and server output to stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 	prices := defaultPrices()
 	priceFlags(fs, prices)
 	applyStreams := streamsFlags(fs)
@@ -223,6 +225,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		logw = stderr
 	}
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	res := &Result{Machine: machine(), Mode: mode}
 	start := time.Now()
 	for _, f := range figures {

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,22 +53,31 @@ type streamsResult struct {
 	live    int64 // growth of the live bytes: keys and values
 	absorb  lease.AbsorbStats
 	bound   int // AbsorbEvery + window
+	// the star's covers in the load, the spans they carried and the
+	// streams each touched, summed
+	covers, spans, touched int
 
 	open     time.Duration
 	openMeta metacount.Stats
+	openTxns time.Duration // the sum of the open's transactions
 
 	takeover     time.Duration
 	takeMeta     metacount.Stats
+	takeTxns     time.Duration
 	takeObjects  benchfix.Requests
 	takeDecision lease.Decision
+	takeSettled  *settle.Report // the settlement of the holder's epoch
 }
 
 // putCounter counts the bytes the transactions of a Store put (keys and
 // values): what etcd appends to its log and keeps in its history until a
-// compaction, beyond what stays live.
+// compaction, beyond what stays live. It also sums the time transactions
+// take: the writes of a bulk open go one after another, so their sum is
+// the part of the open spent writing.
 type putCounter struct {
 	metastore.Store
-	bytes atomic.Int64
+	bytes   atomic.Int64
+	txnTime atomic.Int64 // nanoseconds
 }
 
 func (p *putCounter) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
@@ -77,11 +87,18 @@ func (p *putCounter) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 			n += len(op.Key) + len(op.Value)
 		}
 	}
+	start := time.Now()
 	rev, err := p.Store.Txn(ctx, t)
+	p.txnTime.Add(int64(time.Since(start)))
 	if err == nil {
 		p.bytes.Add(int64(n))
 	}
 	return rev, err
+}
+
+func (p *putCounter) reset() {
+	p.bytes.Store(0)
+	p.txnTime.Store(0)
 }
 
 // Floor keeps the wrapped store's one-read Floor (metastore.Floorer):
@@ -90,10 +107,48 @@ func (p *putCounter) Floor(ctx context.Context, prefix, key string) (metastore.K
 	return metastore.Floor(ctx, p.Store, prefix, key)
 }
 
-// streamsStar is a lease.Star of the streams figure and its session.
+// coverCounter is a star's Index, counting what the star's covers carry:
+// the spans, and per call the streams they touch. A cover writes each
+// stream it touches once, up to 128 streams a transaction, and a stream's
+// refs take a key per 64 spans: the two explain the transactions and keys
+// per record.
+type coverCounter struct {
+	lease.Index
+	mu                     sync.Mutex
+	covers, spans, streams int
+}
+
+func (c *coverCounter) CoverFlights(ctx context.Context, star string, flights []settle.Placed) error {
+	touched := map[string]bool{}
+	n := 0
+	for _, f := range flights {
+		for _, sp := range f.Spans {
+			touched[sp.Stream] = true
+			n++
+		}
+	}
+	err := c.Index.CoverFlights(ctx, star, flights)
+	if err == nil {
+		c.mu.Lock()
+		c.covers, c.spans, c.streams = c.covers+1, c.spans+n, c.streams+len(touched)
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// counts returns the covers, spans and streams touched so far.
+func (c *coverCounter) counts() (covers, spans, streams int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.covers, c.spans, c.streams
+}
+
+// streamsStar is a lease.Star of the streams figure, its session and its
+// counted Index.
 type streamsStar struct {
-	star *lease.Star
-	sess metastore.Session
+	star   *lease.Star
+	sess   metastore.Session
+	covers *coverCounter
 }
 
 // startStreamsStar starts a star named name over store and zones (K=3,
@@ -123,13 +178,14 @@ func startStreamsStar(ctx context.Context, store metastore.Store, name string, z
 	if err != nil {
 		return nil, err
 	}
-	star, err := lease.Start(ctx, lease.Config{Star: name, Store: store, Session: sess, Minter: m, Settler: st, Index: refs,
+	covers := &coverCounter{Index: refs}
+	star, err := lease.Start(ctx, lease.Config{Star: name, Store: store, Session: sess, Minter: m, Settler: st, Index: covers,
 		Constants: constants(zones, window)}, lease.Options{})
 	if err != nil {
 		_ = sess.Close(ctx)
 		return nil, err
 	}
-	return &streamsStar{star: star, sess: sess}, nil
+	return &streamsStar{star: star, sess: sess, covers: covers}, nil
 }
 
 // kill stops the star as a crash would, and ends its session: its
@@ -224,9 +280,10 @@ func streamsRun(ctx context.Context, cli *clientv3.Client, n int, cfg config) (s
 	}
 	defer holder.kill(ctx)
 	meta.Reset()
+	puts.reset()
 	start := time.Now()
 	tens, errs := holder.star.OpenMany(ctx, names, lease.OpenOptions{})
-	r.open, r.openMeta = time.Since(start), meta.Stats()
+	r.open, r.openMeta, r.openTxns = time.Since(start), meta.Stats(), time.Duration(puts.txnTime.Load())
 	if err := firstError(names, errs); err != nil {
 		return r, fmt.Errorf("fresh open: %w", err)
 	}
@@ -246,7 +303,7 @@ func streamsRun(ctx context.Context, cli *clientv3.Client, n int, cfg config) (s
 	}
 	defer func() { _ = p.Close(ctx) }()
 	meta.Reset()
-	puts.bytes.Store(0)
+	puts.reset()
 	start = time.Now()
 	added, err := offer(ctx, p, names, 0, cfg.streamsRate, cfg.streamsLoad)
 	if err != nil {
@@ -262,6 +319,7 @@ func streamsRun(ctx context.Context, cli *clientv3.Client, n int, cfg config) (s
 		return r, err
 	}
 	r.meta, r.put, r.absorb = meta.Stats(), puts.bytes.Load(), holder.star.AbsorbStats()
+	r.covers, r.spans, r.touched = holder.covers.counts()
 	st := p.Stats()
 	if added == 0 || st.Failed != 0 || int(st.Records) != added {
 		return r, fmt.Errorf("load: %d records added, %d acknowledged, %d failed", added, st.Records, st.Failed)
@@ -288,10 +346,12 @@ func streamsRun(ctx context.Context, cli *clientv3.Client, n int, cfg config) (s
 	}
 	defer succ.kill(ctx)
 	meta.Reset()
+	puts.reset()
 	benchfix.Reset(counted)
 	start = time.Now()
 	tens, errs = succ.star.OpenMany(ctx, names, lease.OpenOptions{})
 	r.takeover, r.takeMeta, r.takeObjects = time.Since(start), meta.Stats(), benchfix.Count(counted)
+	r.takeTxns = time.Duration(puts.txnTime.Load())
 	if err := firstError(names, errs); err != nil {
 		return r, fmt.Errorf("takeover: %w", err)
 	}
@@ -310,7 +370,7 @@ func streamsRun(ctx context.Context, cli *clientv3.Client, n int, cfg config) (s
 			return r, fmt.Errorf("takeover of %s: %s at %d, want %d to %d after the holder", t.Stream, t.Decision, t.Next, acked, all)
 		}
 	}
-	r.takeDecision = tens[0].Decision
+	r.takeDecision, r.takeSettled = tens[0].Decision, tens[0].Settled
 	return r, nil
 }
 
@@ -361,7 +421,8 @@ func streamsRows(r, ref *streamsResult, cfg config) []Row {
 			ref("offered", cfg.streamsRate, "records/s").
 			note("%s, %s each, Linger %v; %v per object request", load, batchSize(streamsRecord), streamsLinger, cfg.streamsLatency),
 		vs(Row{ID: id + "txns", Figure: what + "metastore transactions per record", Value: perRecord(float64(r.meta.Txns), r), Unit: "txns"}.
-			note("%s transactions over %s", thousands(int64(r.meta.Txns)), load), perRecord(float64(ref.meta.Txns), ref)),
+			note("%s transactions over %s; %d covers of %s spans (%s per record), %s streams touched per cover", thousands(int64(r.meta.Txns)), load,
+				r.covers, thousands(int64(r.spans)), num(perRecord(float64(r.spans), r)), num(float64(r.touched)/float64(max(1, r.covers)))), perRecord(float64(ref.meta.Txns), ref)),
 		vs(Row{ID: id + "reads", Figure: what + "metastore reads per record", Value: perRecord(float64(r.meta.Reads()), r), Unit: "reads"}.
 			note("%d gets, %d floors, %d lists", r.meta.Gets, r.meta.Floors, r.meta.Lists), perRecord(float64(ref.meta.Reads()), ref)),
 		vs(Row{ID: id + "keys", Figure: what + "metastore keys created per record", Value: perRecord(float64(r.keys), r), Unit: "keys"}.
@@ -374,12 +435,24 @@ func streamsRows(r, ref *streamsResult, cfg config) []Row {
 			ref("AbsorbEvery + window", float64(r.bound), "flights").
 			note("%d absorbs of %d flights, %d failed; %d answers waited for room", r.absorb.Absorbs, r.absorb.Flights, r.absorb.Failures, r.absorb.Waits),
 		vs(Row{ID: id + "open", Figure: what + "fresh open of every stream (OpenMany)", Value: ms(r.open), Unit: "ms"}.
-			note("%d gets, %d floors, %d transactions", r.openMeta.Gets, r.openMeta.Floors, r.openMeta.Txns), ms(ref.open)),
+			note("%d gets, %d floors; %d transactions, %s ms in all", r.openMeta.Gets, r.openMeta.Floors, r.openMeta.Txns, num(ms(r.openTxns))), ms(ref.open)),
 		vs(Row{ID: id + "open.txns", Figure: what + "fresh open: metastore transactions", Value: float64(r.openMeta.Txns), Unit: "txns"}, float64(ref.openMeta.Txns)),
 		vs(Row{ID: id + "takeover", Figure: what + "takeover of every stream of a killed star (OpenMany)", Value: ms(r.takeover), Unit: "ms"}.
-			note("%s; %d gets, %d floors, %d transactions; %s", r.takeDecision, r.takeMeta.Gets, r.takeMeta.Floors, r.takeMeta.Txns, r.takeObjects), ms(ref.takeover)),
+			note("%s (%s); %d gets, %d floors; %d transactions, %s ms in all; %s", r.takeDecision, settledString(r.takeSettled), r.takeMeta.Gets, r.takeMeta.Floors, r.takeMeta.Txns, num(ms(r.takeTxns)), r.takeObjects), ms(ref.takeover)),
 		vs(Row{ID: id + "takeover.txns", Figure: what + "takeover: metastore transactions", Value: float64(r.takeMeta.Txns), Unit: "txns"}, float64(ref.takeMeta.Txns)),
 	}
+}
+
+// settledString describes the settlement a takeover ran.
+func settledString(rep *settle.Report) string {
+	if rep == nil {
+		return "no settlement"
+	}
+	rounds := 0
+	if rep.Fence != nil {
+		rounds = rep.Fence.Rounds
+	}
+	return fmt.Sprintf("one settlement: %d fence rounds, %d flights covered", rounds, rep.Covered)
 }
 
 // streamsColumns are the compact table's columns: a heading, the row
