@@ -23,6 +23,7 @@ const benchGetObjects = 256
 //	CreateParallel/1KiB  GOMAXPROCS goroutines (see -cpu), new keys
 //	Get/1KiB             one goroutine, 256 existing keys in turn
 //	GetParallel/1KiB     GOMAXPROCS goroutines
+//	Verify               objstore.Verify, the start-up check of one bucket
 //
 // Each reports bytes/s (b.SetBytes) and allocations. newBucket is called once
 // per sub-benchmark; like Run, the benchmarks work under a random prefix and
@@ -33,6 +34,54 @@ func RunBenchmarks(b *testing.B, newBucket func(b *testing.B) objstore.Bucket) {
 	b.Run("CreateParallel/1KiB", func(b *testing.B) { BenchmarkCreateParallel(b, newBucket(b)) })
 	b.Run("Get/1KiB", func(b *testing.B) { BenchmarkGet(b, newBucket(b)) })
 	b.Run("GetParallel/1KiB", func(b *testing.B) { BenchmarkGetParallel(b, newBucket(b)) })
+	b.Run("Verify", func(b *testing.B) { BenchmarkVerify(b, newBucket(b)) })
+}
+
+// BenchmarkVerify measures objstore.Verify on bucket: the time of one
+// start-up check of a bucket that passes it, and its requests (the
+// metric requests/op, counted at the Bucket interface, which does not
+// depend on the machine).
+func BenchmarkVerify(b *testing.B, bucket objstore.Bucket) {
+	ctx := context.Background()
+	c := &countingBucket{Bucket: bucket}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := objstore.Verify(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(c.n.Load())/float64(b.N), "requests/op")
+}
+
+// countingBucket counts the requests made through it.
+type countingBucket struct {
+	objstore.Bucket
+	n atomic.Int64
+}
+
+func (c *countingBucket) Create(ctx context.Context, key string, data []byte) error {
+	c.n.Add(1)
+	return c.Bucket.Create(ctx, key, data)
+}
+
+func (c *countingBucket) Get(ctx context.Context, key string) ([]byte, error) {
+	c.n.Add(1)
+	return c.Bucket.Get(ctx, key)
+}
+
+func (c *countingBucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	c.n.Add(1)
+	return c.Bucket.GetRange(ctx, key, offset, length)
+}
+
+func (c *countingBucket) Delete(ctx context.Context, key string) error {
+	c.n.Add(1)
+	return c.Bucket.Delete(ctx, key)
+}
+
+func (c *countingBucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
+	c.n.Add(1)
+	return c.Bucket.List(ctx, prefix, startAfter, limit)
 }
 
 func benchPrefix(b *testing.B, bucket objstore.Bucket, name string) string {

@@ -191,3 +191,15 @@ func TestGoFakeS3Takeover(t *testing.T) {
 	}
 	zonekill.Run(t, zones)
 }
+
+// BenchmarkGoFakeS3 runs the shared create/get/Verify benchmarks against
+// gofakes3 over HTTP, a fresh bucket per sub-benchmark.
+func BenchmarkGoFakeS3(b *testing.B) {
+	backend := s3mem.New()
+	f := startFakeS3(b, backend, "bench")
+	objstoretest.RunBenchmarks(b, func(b *testing.B) objstore.Bucket {
+		name := fmt.Sprintf("bench%d", buckets.Add(1))
+		require.NoError(b, backend.CreateBucket(name))
+		return f.bucket(b, name, "gofakes3-"+name)
+	})
+}

@@ -22,7 +22,7 @@ import (
 // closes the listener and every connection, like a killed process;
 // Restart serves the same backend on the same address again.
 type fakeS3 struct {
-	t       *testing.T
+	t       testing.TB
 	backend gofakes3.Backend
 	handler http.Handler
 	addr    string
@@ -35,7 +35,7 @@ type fakeS3 struct {
 
 // startFakeS3 serves backend (nil: a fresh in-memory one) with bucket
 // created; it stops when the test ends.
-func startFakeS3(t *testing.T, backend gofakes3.Backend, bucket string) *fakeS3 {
+func startFakeS3(t testing.TB, backend gofakes3.Backend, bucket string) *fakeS3 {
 	t.Helper()
 	if backend == nil {
 		backend = s3mem.New()
@@ -104,7 +104,7 @@ func (f *fakeS3) client() *awss3.Client {
 	})
 }
 
-func (f *fakeS3) bucket(t *testing.T, bucket, name string) *s3.Bucket {
+func (f *fakeS3) bucket(t testing.TB, bucket, name string) *s3.Bucket {
 	t.Helper()
 	b, err := s3.New(f.client(), bucket, s3.Options{Name: name})
 	require.NoError(t, err)
