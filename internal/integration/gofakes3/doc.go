@@ -17,4 +17,20 @@
 //   - TestGoFakeS3Takeover: the takeover of package zonekill, with a
 //     zone's server stopped while the writer appends and restarted after
 //     the fence.
+//
+// Where gofakes3 differs from S3:
+//
+//   - It does not check request signatures: any credentials are
+//     accepted, so refused credentials (ErrAccessDenied) are tested on
+//     versitygw only.
+//   - A range whose end lies near 2⁶³ overflows when it adds the start to
+//     the length, and the server drops the connection. objstore/s3 sends
+//     an open-ended range ("bytes=off-") whenever the end lies past the
+//     largest object it reads, which gofakes3 answers correctly
+//     (TestGoFakeS3Answers, and the conformance suite's GetRange).
+//   - Its in-memory backend checks If-None-Match under the lock that
+//     writes the object, so concurrent creates of one key have exactly one
+//     winner, as on S3; the other errors it answers (412
+//     PreconditionFailed, NoSuchKey, NoSuchBucket) carry S3's codes, and
+//     the backend's classification holds unchanged.
 package gofakes3
