@@ -1,7 +1,8 @@
 // Package authhttp is the reference transport of the authority layer
 // (package authority): JSON over HTTP, over mutual TLS. A Server serves
-// an authority.Driver to the nodes; Dial gives a node the authority.Conn
-// its authority.Agent runs over; Post sends an operator's handoff request.
+// an authority.Driver to the nodes; a Dialer gives a node the
+// authority.Conn its authority.Agent runs over, and sends an operator's
+// handoff request (Post).
 //
 // # Identity
 //
@@ -16,6 +17,14 @@
 // for another. Handoff requests come only from the identities listed in
 // ServerOptions.Operators, which in turn are not nodes: they open no
 // stream and post no node's event.
+//
+// A node verifies the controller in turn: a Dialer naming the Controller
+// refuses every answer (the stream's first among them) whose certificate
+// names another identity (NodeIdentity, or Dialer.Identity), so a node
+// certificate of the same CA served at the controller's address gives no
+// orders; and any answer the client did not verify against its CA is
+// refused. Each message of the stream is bounded (Dialer.MaxMessage): a
+// longer one ends the stream before it is held in memory.
 //
 // # Routes
 //
@@ -35,7 +44,9 @@
 //	{"to":"node-a","kind":"grant","token":1,"grant":{"domain":"orders","holder":"node-a","token":1,"deadline":"2026-01-01T00:00:21Z","revision":4}}
 //	{"to":"node-b","kind":"required","token":1,"required":{"star":"node-a","pos":{"epoch":3,"slot":40}}}
 //
-// kind is grant, revoke, required, recover or release (authority.MsgKind).
+// kind is grant, revoke, required, recover, release, topology,
+// heartbeat-now or concern-answer (authority.MsgKind); a topology carries
+// "ended" once its token's grant has ended.
 // A second stream of the same node replaces the first, which is closed
 // without a Disconnect. A stream that ends without a goodbye (the client
 // went away, the connection broke, its queue overflowed) is stepped as
