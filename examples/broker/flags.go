@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -28,14 +29,18 @@ type settings struct {
 	peers map[string]string
 
 	etcd, etcdRoot string
+	etcdAuth       etcdAuth
 	dir            string
-	k, w, window   int
-	s3Endpoints    []string
-	s3Buckets      []string
-	s3Region       string
-	s3AccessKey    string
-	s3SecretKey    string
-	latency        time.Duration
+	// zoneFileMode and zoneDirMode are the permissions of the filesystem
+	// zones' objects and directories.
+	zoneFileMode, zoneDirMode os.FileMode
+	k, w, window              int
+	s3Endpoints               []string
+	s3Buckets                 []string
+	s3Region                  string
+	s3AccessKey               string
+	s3SecretKey               string
+	latency                   time.Duration
 
 	tlsCert, tlsKey, tlsCA string
 	authTokenFile          string
@@ -122,7 +127,15 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	peers := fs.String("peers", "", "every broker of the cluster as name=https://host:port (the base URL of its API), comma-separated: this broker runs direct health links with them and votes in the controller's fast fence (default: no links, no vote)")
 	fs.StringVar(&c.etcd, "etcd", "", "etcd endpoints, comma-separated (default: an in-memory metastore, for -role all only)")
 	fs.StringVar(&c.etcdRoot, "etcd-root", "/cutline-broker/", "key prefix of everything the cluster keeps in etcd, ending in '/'")
+	fs.StringVar(&c.etcdAuth.CA, "etcd-ca", "", "PEM CA that verifies etcd's server certificate; the connections to etcd are then TLS (default: plain text, unless -etcd names https:// endpoints)")
+	fs.StringVar(&c.etcdAuth.Cert, "etcd-cert", "", "PEM client certificate the process presents to etcd")
+	fs.StringVar(&c.etcdAuth.Key, "etcd-key", "", "PEM private key of -etcd-cert")
+	fs.StringVar(&c.etcdAuth.User, "etcd-user", "", "etcd user the process authenticates as")
+	fs.StringVar(&c.etcdAuth.Password, "etcd-password", "", "password of -etcd-user (prefer CUTLINE_ETCD_PASSWORD; never logged)")
 	fs.StringVar(&c.dir, "dir", "", "directory of the filesystem zones (default: a temporary directory, removed at exit)")
+	c.zoneFileMode, c.zoneDirMode = defaultZoneFileMode, defaultZoneDirMode
+	fs.Var(modeFlag{&c.zoneFileMode}, "zone-file-mode", "permission of the filesystem zones' objects, in octal, before the umask")
+	fs.Var(modeFlag{&c.zoneDirMode}, "zone-dir-mode", "permission of the filesystem zones' directories, in octal, before the umask")
 	fs.IntVar(&c.k, "k", 3, "number of zones K; with -s3-buckets, their number")
 	fs.IntVar(&c.w, "w", 2, "copy quorum W, 1 to K")
 	fs.IntVar(&c.window, "window", 64, fmt.Sprintf("pipeline window, 1 to %d", epoch.MaxWindow))
@@ -243,6 +256,9 @@ func (c *settings) check(set map[string]bool) error {
 	if err := c.checkBackends(set); err != nil {
 		return err
 	}
+	if err := c.checkZoneModes(); err != nil {
+		return err
+	}
 	switch {
 	case c.lease < 100*time.Millisecond || c.lease > time.Hour:
 		return refuse("lease", c.lease, "100ms to 1h")
@@ -337,6 +353,9 @@ func (c *settings) snapshotTiming() snapshotTiming {
 func (c *settings) checkBackends(set map[string]bool) error {
 	if c.etcd != "" && strings.Contains(","+c.etcd+",", ",,") {
 		return refuse("etcd", c.etcd, "endpoints separated by single commas, none empty")
+	}
+	if err := c.etcdAuth.check(c.etcd); err != nil {
+		return err
 	}
 	if len(c.s3Endpoints) > 0 {
 		switch {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -97,6 +98,9 @@ func start(ctx context.Context, cfg *settings, log *slog.Logger) (_ *process, er
 			p.be.close()
 		}
 	}()
+	if cfg.etcdAuth.User != "" && !cfg.etcdAuth.tls() && !strings.HasPrefix(cfg.etcd, "https://") {
+		log.Warn("the etcd password goes to etcd in plain text: give -etcd-ca (or https:// endpoints)")
+	}
 	if p.be, err = openBackends(ctx, cfg, log); err != nil {
 		return nil, err
 	}
