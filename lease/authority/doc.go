@@ -26,16 +26,29 @@
 //
 // # Rules and where they are enforced
 //
-//	rule (seed "Primary authority and failover")        code                                      test (authoritytest unless named)
+//	rule                                                code                                      test (authoritytest unless named)
 //	only the controller issues grants and tokens        Controller, Election.Save                 TokenMonotonicAcrossControllers
 //	each token is newer than every earlier one          Controller (token+1), Election.Save CAS    TokenMonotonicAcrossControllers, RacingCampaigns
 //	one controller at a time; a deposed one writes      Campaign, Election.Save (compares the      RacingCampaigns, TokenMonotonicAcrossControllers
 //	  nothing                                             election key and the state)
 //	admit only while the local grant matches and its    Runtime.Admit, Agent.Admit                FirstGrantAndRenewal, DeadlineEndsGrantAtOnce
 //	  deadline is valid
-//	a former holder's token cannot reopen admission     Runtime.Step (ended tokens)               TokenMonotonicAcrossControllers, ReconnectReservation
+//	a former holder's token cannot reopen admission:    Runtime.Step (see, end), MsgTopology      FormerHolderReconnects (every order of the
+//	  any message showing a newer token (topology,        (Ended), Runtime.Admit                    reconnect's answers, each one lost),
+//	  grant, heartbeat answer, revocation) ends the                                                 authhttp TestFormerHolderReconnectsOverTheWire,
+//	  older grant at once, for good, whatever their                                                 TokenMonotonicAcrossControllers,
+//	  order or loss                                                                                 ReconnectReservation
 //	... nor advance cursors, coverage, publication      Guard (the token record's revision in     StaleTokenOnEveryWritePath
 //	  (the progress fence)                                every transaction)
+//	tokens are compared whole: a truncated or extended  Controller, Runtime, Guard, authhttp      TestControllerTokenTruncatedOrExtended,
+//	  token is another token                              (stream, Connect, health)                 TestRuntimeTokenTruncatedOrExtended,
+//	                                                                                                TestConcernClearedUnderAnotherToken,
+//	                                                                                                TestGuardRevisionTruncatedOrExtended, authhttp
+//	                                                                                                TestStreamTokenTruncatedOrExtended,
+//	                                                                                                TestHealthTokenTruncatedOrExtended
+//	a controller starts only from a state some          NewController (StateError, ErrBadState),  TestNewControllerRefusesCorruptState,
+//	  controller wrote; a token never issued is           Controller.connect                        TestConnectClaimingATokenNeverIssued, TestStepNil
+//	  refused, not ignored
 //	no roles: capabilities declared independently;      Capabilities, Controller.connect          CapabilitiesAndMisaddressed, Offers
 //	  a zero-capability session is invisible
 //	an unexpected close reserves the token for the      Controller.disconnect, Connect with the   ReconnectReservation, ProcessTakeover
@@ -45,12 +58,22 @@
 //	no next token before the former holder's deadline   Controller (fenceUntil), NewController     RecoveryReadOnlyUntilGrant, TokenMonotonicAcrossControllers
 //	  has passed                                          (assumes a fresh deadline at election)
 //	the controller publishes the minimum required       State.Required, MsgRequired               Offers, RecoveryReadOnlyUntilGrant
-//	offers only for the matching token, after the       Runtime.Tick (DecisionDelay), Controller  Offers
-//	  decision delay, when usable                         .offer
+//	a runtime offers only for the matching token,       Runtime.Tick (DecisionDelay),             Offers, CoveringCandidateSelected,
+//	  after the decision delay, when usable and what      SetRecoverable, RecoverableHost,          TestAgentOffersOnlyWhenItCanRecover
+//	  it can recover (from its image and the object       Offer.Recoverable
+//	  storage, not only what it has materialized)
+//	  covers the requirement
+//	the controller never selects an offer that does     Controller.offer                          Offers, CoveringCandidateSelected
+//	  not cover the requirement
 //	duplicate or racing offers cannot bypass the        Controller.offer (one durable candidate,  Offers
 //	  durable state                                       one proposal in flight)
-//	a candidate that must recover is placed in          MsgRecover, RecoverChain, Guard with the  RecoveryReadOnlyUntilGrant, RecoveryWithTheLibrary
-//	  recovery, read-only until the next token            placement's revision
+//	a covering candidate that has not materialized      MsgRecover, RecoverChain, Guard with the  RecoveryReadOnlyUntilGrant, RecoveryWithTheLibrary,
+//	  the requirement is placed in recovery,              placement's revision                      CoveringCandidateSelected
+//	  read-only until the next token is durable
+//	a candidate that does not recover within            Controller.recoveryTimedOut, askAgain,    RecoveryTimeout
+//	  RecoveryTimeout loses the selection (its guard      ControllerConfig.RecoveryTimeout
+//	  goes stale, its offers wait as long again) and
+//	  another can be chosen
 //	process takeover keeps the grant only while         Resume                                    ProcessTakeover
 //	  identity, token and deadline validate
 //	planned handoff: reserve a target, drain and        Phase Handoff, MsgRelease, Released       PlannedHandoff, HandoffCrashBeforeTransition,
@@ -61,6 +84,8 @@
 //	an impostor cannot speak for another node           authhttp (the authenticated identity is   authhttp tests
 //	                                                      the node; events naming another are
 //	                                                      refused)
+//	a node takes orders only from the controller, in    authhttp.Dialer (Controller, Identity,    authhttp TestDialVerifiesTheController,
+//	  messages of bounded size                            MaxMessage)                               TestStreamMessageBound
 //
 //	direct health: one link per holder–peer pair,     Runtime.Ping, Runtime.HealthPeers, Agent      TestAgentPingsAndConcerns, authhttp TestHealthLinks
 //	  bound to both identities and the token; pings     (AgentOptions.Pinger), authhttp.Pinger and
@@ -83,9 +108,13 @@
 //	  and itself are a strict majority; no
 //	  confirmation within SelfFenceWait closes its
 //	  admission; the grant stays allocated
-//	a confirmation for the same token and topology      Runtime.Step (MsgGrant with the decision's    SelfFence
-//	  restores writes; a topology or authority change   topology), MsgTopology
-//	  starts a new decision
+//	a confirmation for the same token and topology      Runtime.Step (MsgGrant with the decision's    SelfFence, FencedHolderTopologyChange
+//	  restores writes; a topology or authority change   topology), MsgTopology, Runtime.health
+//	  starts a new decision from the fence: the fenced
+//	  holder challenges under the new topology (again
+//	  each PingEvery) and reopens only on its
+//	  confirmation
+//	topology versions grow across controllers           NewController (the term in the high bits)     TestTopologyAcrossControllers
 //	after a fast-fence confirmation the next token      Controller.concern (fenceUntil)               PartitionedHolder
 //	  waits for the holder's self-fence, not its lease
 //	  deadline

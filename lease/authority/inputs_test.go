@@ -2,6 +2,7 @@ package authority_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -119,4 +120,40 @@ func TestControllerConfigRefused(t *testing.T) {
 	}
 	_, err := authority.NewController(authority.ControllerConfig{Domain: "orders", RecoveryTimeout: 2 * time.Hour}, authority.State{}, t0)
 	require.ErrorIs(t, err, config.ErrInvalid)
+}
+
+// A new controller's topology versions start above its predecessor's
+// (the term is in their high bits): a node takes its first topology,
+// rather than refusing it as older than the last one it saw.
+func TestTopologyAcrossControllers(t *testing.T) {
+	rt, err := authority.NewRuntime(authority.RuntimeConfig{Node: "node-a", Domain: "orders", Caps: bothCaps}, t0)
+	require.NoError(t, err)
+	deliver := func(ctl *authority.Controller) uint64 {
+		t.Helper()
+		var last uint64
+		for _, m := range ctl.Ready().Msgs {
+			if m.To == "node-a" && m.Kind == authority.MsgTopology {
+				require.NoError(t, rt.Step(m))
+				last = m.Topology
+			}
+		}
+		return last
+	}
+	old, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, authority.State{Term: 1}, t0)
+	require.NoError(t, err)
+	require.NoError(t, old.Step(authority.Connect{Node: "node-a", Caps: bothCaps}))
+	for i := range 5 { // voters come and go: the version grows
+		n := fmt.Sprintf("voter-%d", i)
+		require.NoError(t, old.Step(authority.Connect{Node: n, Caps: bothCaps}))
+		require.NoError(t, old.Step(authority.Disconnect{Node: n}))
+	}
+	before := deliver(old)
+	require.Equal(t, before, rt.Topology())
+
+	next, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, authority.State{Term: 2}, t0)
+	require.NoError(t, err)
+	require.NoError(t, next.Step(authority.Connect{Node: "node-a", Caps: bothCaps}))
+	after := deliver(next)
+	require.Greater(t, after, before)
+	require.Equal(t, after, rt.Topology(), "the new controller's topology was refused as older")
 }

@@ -6,8 +6,12 @@
 // the deadline, racing and duplicate offers, recovery and read-only until
 // the grant, planned handoff (no state without a holder) and a controller
 // crash between the drain and the transition, process takeover, zero
-// capabilities and misaddressed messages, and a stale token trying every
-// write path (admission, cursor advance, coverage, publication, mint).
+// capabilities and misaddressed messages, a stale token trying every
+// write path (admission, cursor advance, coverage, publication, mint),
+// the fast fence and the self-fence, a former holder's reconnect answered
+// in every order and with each answer lost, a self-fenced holder through
+// a topology change, the selection of a candidate that can recover the
+// requirement, and a candidate that does not recover in time.
 //
 //	func TestScenarios(t *testing.T) {
 //		authoritytest.Run(t, authoritytest.Backend{
