@@ -53,9 +53,9 @@ type streamsResult struct {
 	live    int64 // growth of the live bytes: keys and values
 	absorb  lease.AbsorbStats
 	bound   int // AbsorbEvery + window
-	// the star's covers in the load, the spans they carried and the
-	// streams each touched, summed
-	covers, spans, touched int
+	// the star's covers in the load: the spans they carried, the
+	// streams each touched (summed), and their flights
+	covers coverCounts
 
 	open     time.Duration
 	openMeta metacount.Stats
@@ -114,8 +114,8 @@ func (p *putCounter) Floor(ctx context.Context, prefix, key string) (metastore.K
 // per record.
 type coverCounter struct {
 	lease.Index
-	mu                     sync.Mutex
-	covers, spans, streams int
+	mu sync.Mutex
+	n  coverCounts
 }
 
 func (c *coverCounter) CoverFlights(ctx context.Context, star string, flights []settle.Placed) error {
@@ -130,17 +130,28 @@ func (c *coverCounter) CoverFlights(ctx context.Context, star string, flights []
 	err := c.Index.CoverFlights(ctx, star, flights)
 	if err == nil {
 		c.mu.Lock()
-		c.covers, c.spans, c.streams = c.covers+1, c.spans+n, c.streams+len(touched)
+		if c.n.covers == 0 || len(flights) < c.n.least {
+			c.n.least = len(flights)
+		}
+		c.n.most = max(c.n.most, len(flights))
+		c.n.covers, c.n.spans, c.n.streams = c.n.covers+1, c.n.spans+n, c.n.streams+len(touched)
 		c.mu.Unlock()
 	}
 	return err
 }
 
-// counts returns the covers, spans and streams touched so far.
-func (c *coverCounter) counts() (covers, spans, streams int) {
+// coverCounts are what a coverCounter counted: covers, the spans they
+// carried and the streams each touched (summed), and the fewest and
+// most flights in one.
+type coverCounts struct {
+	covers, spans, streams int
+	least, most            int
+}
+
+func (c *coverCounter) counts() coverCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.covers, c.spans, c.streams
+	return c.n
 }
 
 // streamsStar is a lease.Star of the streams figure, its session and its
@@ -319,7 +330,7 @@ func streamsRun(ctx context.Context, cli *clientv3.Client, n int, cfg config) (s
 		return r, err
 	}
 	r.meta, r.put, r.absorb = meta.Stats(), puts.bytes.Load(), holder.star.AbsorbStats()
-	r.covers, r.spans, r.touched = holder.covers.counts()
+	r.covers = holder.covers.counts()
 	st := p.Stats()
 	if added == 0 || st.Failed != 0 || int(st.Records) != added {
 		return r, fmt.Errorf("load: %d records added, %d acknowledged, %d failed", added, st.Records, st.Failed)
@@ -415,14 +426,16 @@ func streamsRows(r, ref *streamsResult, cfg config) []Row {
 		return row.ref(refLabel, refValue, row.Unit)
 	}
 	load := fmt.Sprintf("%s records in %s flights", thousands(int64(r.records)), thousands(int64(r.flights)))
+	c := r.covers
 	rate := float64(r.records) / r.load.Seconds()
 	return []Row{
 		Row{ID: id + "rate", Figure: what + "records/s acknowledged", Value: rate, Unit: "records/s"}.
 			ref("offered", cfg.streamsRate, "records/s").
 			note("%s, %s each, Linger %v; %v per object request", load, batchSize(streamsRecord), streamsLinger, cfg.streamsLatency),
 		vs(Row{ID: id + "txns", Figure: what + "metastore transactions per record", Value: perRecord(float64(r.meta.Txns), r), Unit: "txns"}.
-			note("%s transactions over %s; %d covers of %s spans (%s per record), %s streams touched per cover", thousands(int64(r.meta.Txns)), load,
-				r.covers, thousands(int64(r.spans)), num(perRecord(float64(r.spans), r)), num(float64(r.touched)/float64(max(1, r.covers)))), perRecord(float64(ref.meta.Txns), ref)),
+			note("%s transactions over %s; %d covers of %d to %d flights, %s spans (%s per record), %s streams touched per cover",
+				thousands(int64(r.meta.Txns)), load, c.covers, c.least, c.most, thousands(int64(c.spans)), num(perRecord(float64(c.spans), r)),
+				num(float64(c.streams)/float64(max(1, c.covers)))), perRecord(float64(ref.meta.Txns), ref)),
 		vs(Row{ID: id + "reads", Figure: what + "metastore reads per record", Value: perRecord(float64(r.meta.Reads()), r), Unit: "reads"}.
 			note("%d gets, %d floors, %d lists", r.meta.Gets, r.meta.Floors, r.meta.Lists), perRecord(float64(ref.meta.Reads()), ref)),
 		vs(Row{ID: id + "keys", Figure: what + "metastore keys created per record", Value: perRecord(float64(r.keys), r), Unit: "keys"}.
