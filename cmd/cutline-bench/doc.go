@@ -10,6 +10,7 @@
 //	go -C cmd/cutline-bench run . -quick          # a small run: every row, rough figures
 //	go -C cmd/cutline-bench run . -price-standard-put 0.0055   # the cost model at other prices
 //	go -C cmd/cutline-bench run . -only streams -streams-rate 20000 -streams-load 60s
+//	go -C cmd/cutline-bench run . -only streams -cpuprofile streams.prof   # go tool pprof reads it
 //
 // It starts the servers it needs itself, as the tests do: three versitygw
 // processes (S3; scripts/install-servers.sh installs the binary) and one
