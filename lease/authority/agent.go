@@ -289,25 +289,26 @@ func (a *Agent) flushOnce(ctx context.Context) (bool, error) {
 		// The host is asked without the lock: Admit never waits on it.
 		star := q.Required.Star
 		pos, usable := a.host.Frontier(star)
-		rec, ask := pos, !offered
-		rh, ok := a.host.(RecoverableHost)
+		var rec Required // what the node can recover; zero when it cannot say
+		rh, judges := a.host.(RecoverableHost)
 		switch {
-		case ok && ask:
-			p, err := rh.Recoverable(ctx, star)
-			if err != nil {
+		case offered:
+		case judges:
+			if p, err := rh.Recoverable(ctx, star); err != nil {
 				a.opts.Logger.Warn("authority: how far the node can recover is unknown", "star", star, "err", err)
-				p = chain.Position{}
-				star = "" // covers nothing but a first grant
+			} else {
+				rec = Required{Star: star, Pos: p}
 			}
-			rec = p
-		case !ok && usable && pos.Less(q.Required.Pos):
-			rec = q.Required.Pos
+		case usable && pos.Less(q.Required.Pos):
+			rec = q.Required
+		default:
+			rec = Required{Star: star, Pos: pos}
 		}
 		a.mu.Lock()
 		if a.rt.required == q {
-			a.rt.frontier, a.rt.usable = Required{Star: q.Required.Star, Pos: pos}, usable
-			if ask {
-				a.rt.recoverable = Required{Star: star, Pos: rec}
+			a.rt.frontier, a.rt.usable = Required{Star: star, Pos: pos}, usable
+			if !offered {
+				a.rt.recoverable = rec
 			}
 			a.rt.Tick(a.opts.Clock.Now())
 		}

@@ -218,7 +218,7 @@ func refused(node string, ev Event, format string, args ...any) error {
 }
 
 // Step applies one event. A refused event changes nothing and returns a
-// *RefusedError.
+// *RefusedError; a nil event is a *config.Error.
 func (c *Controller) Step(ev Event) error {
 	switch e := ev.(type) {
 	case Tick:
