@@ -35,12 +35,14 @@ const (
 	ExitUnreachable = 4
 )
 
-// Env is what run works with: the standard streams and, for tests and
-// embedding, already-built backends. A nil Store is built from -etcd, nil
-// Buckets from -fs-zones or the S3 flags.
+// Env is what run works with: the standard streams, the environment and,
+// for tests and embedding, already-built backends. A nil Store is built
+// from -etcd, nil Buckets from -fs-zones or the S3 flags. Getenv reads the
+// CUTLINE_ variables (nil: none).
 type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	Getenv         func(string) string
 	Store          metastore.Store
 	Buckets        []objstore.Bucket
 }
@@ -89,6 +91,7 @@ func exitCode(err error) int {
 type globals struct {
 	etcd     string
 	etcdRoot string
+	etcdAuth etcdAuth
 	root     string
 	fsZones  string
 	s3       s3Flags
@@ -109,19 +112,23 @@ type s3Flags struct {
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.etcd, "etcd", g.etcd, "etcd endpoints, comma-separated (host:port,…)")
 	fs.StringVar(&g.etcdRoot, "etcd-root", g.etcdRoot, "key root of the etcd store (metastore/etcd Options.Root; empty: its default)")
+	g.etcdAuth.register(fs)
 	fs.StringVar(&g.root, "root", g.root, "cutline metastore root (\"\" or ending in '/'), as in epoch.Options.Root")
 	fs.StringVar(&g.fsZones, "fs-zones", g.fsZones, "filesystem zones, comma-separated: dir or name=dir (name defaults to the directory's base name)")
 	fs.StringVar(&g.s3.endpoint, "s3-endpoint", g.s3.endpoint, "S3 endpoint URLs, comma-separated: one for every zone, or one per zone")
 	fs.StringVar(&g.s3.buckets, "s3-buckets", g.s3.buckets, "S3 zones, comma-separated: bucket or name=bucket (name defaults to the bucket)")
 	fs.StringVar(&g.s3.region, "s3-region", g.s3.region, "S3 region")
-	fs.StringVar(&g.s3.accessKey, "s3-access-key", g.s3.accessKey, "S3 access key (default $AWS_ACCESS_KEY_ID)")
-	fs.StringVar(&g.s3.secretKey, "s3-secret-key", g.s3.secretKey, "S3 secret key (default $AWS_SECRET_ACCESS_KEY)")
+	fs.StringVar(&g.s3.accessKey, "s3-access-key", g.s3.accessKey, "S3 access key (default $AWS_ACCESS_KEY_ID; never printed)")
+	fs.StringVar(&g.s3.secretKey, "s3-secret-key", g.s3.secretKey, "S3 secret key (default $AWS_SECRET_ACCESS_KEY; prefer CUTLINE_S3_SECRET_KEY; never printed)")
 	g.azure.register(fs)
 	fs.StringVar(&g.prefix, "prefix", g.prefix, "object key prefix the credentials reach (verify-zones probes under it; epochs use their own recorded prefix)")
 	fs.BoolVar(&g.yes, "yes", g.yes, "do not ask for confirmation before writing")
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON document on stdout")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up after this long (unreachable zones make a fence wait)")
 }
+
+// defaultGlobals are the global flags' defaults.
+func defaultGlobals() globals { return globals{timeout: 30 * time.Second} }
 
 // cmd is the state of one invocation: the streams, the flags, the
 // backends as far as they are built.
@@ -174,7 +181,7 @@ func run(ctx context.Context, args []string, env Env) int {
 	if env.Stderr == nil {
 		env.Stderr = io.Discard
 	}
-	c := &cmd{env: env, g: globals{timeout: 30 * time.Second}}
+	c := &cmd{env: env, g: defaultGlobals()}
 	defer c.close()
 	err := c.dispatch(ctx, args)
 	code := exitCode(err)
@@ -198,6 +205,9 @@ func (c *cmd) dispatch(ctx context.Context, args []string) error {
 		}
 		return usagef("%v (cutline -h lists the flags)", err)
 	}
+	if err := c.fromEnv(top); err != nil {
+		return err
+	}
 	rest := top.Args()
 	if len(rest) == 0 {
 		usage(c.env.Stderr, top)
@@ -216,11 +226,41 @@ func (c *cmd) dispatch(ctx context.Context, args []string) error {
 	return k.run(ctx, c, rest[1:])
 }
 
+// fromEnv gives each global flag not given before the command the value
+// of its variable CUTLINE_<NAME> (upper case, '-' as '_'): -etcd is
+// CUTLINE_ETCD, -etcd-password CUTLINE_ETCD_PASSWORD. A flag given beats
+// its variable, before the command or after it. -yes has none: a write
+// is confirmed on the command line or on stdin.
+func (c *cmd) fromEnv(top *flag.FlagSet) error {
+	if c.env.Getenv == nil {
+		return nil
+	}
+	given := map[string]bool{"yes": true}
+	top.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	top.VisitAll(func(f *flag.Flag) {
+		env := "CUTLINE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := c.env.Getenv(env); v != "" && !given[f.Name] && err == nil {
+			if serr := top.Set(f.Name, v); serr != nil {
+				// The value is not echoed: it may be a credential.
+				err = usagef("%s: not a valid value of -%s", env, f.Name)
+			}
+		}
+	})
+	return err
+}
+
 // flags returns a flag set for subcommand name carrying the global flags.
+// Their defaults in its help are the flags' own, never the values given
+// before the command or by the environment, which may be credentials.
 func (c *cmd) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("cutline "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.g.register(fs)
+	own := flag.NewFlagSet("defaults", flag.ContinueOnError)
+	d := defaultGlobals()
+	d.register(own)
+	own.VisitAll(func(f *flag.Flag) { fs.Lookup(f.Name).DefValue = f.DefValue })
 	return fs
 }
 

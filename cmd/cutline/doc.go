@@ -3,18 +3,18 @@
 // tenure records and a domain's authority state, and, when asked, fences,
 // settles and trims epochs and verifies zones.
 //
-// It is part of the library's module, with no dependency beyond the
-// library's own; install it with
+// It is a module of its own, so that the SDKs of its zones stay out of the
+// library's module; it builds against the checkout it is in:
 //
-//	go install github.com/cutline/cutline/cmd/cutline@latest
-//
-// or, from a checkout, with go install ./cmd/cutline.
+//	go -C cmd/cutline install .
 //
 // # Backends
 //
 // Global flags name the backends, before or after the command:
 //
 //	-etcd host:port,…       the metastore (etcd v3); -etcd-root is the etcd store's key root
+//	-etcd-ca ca.pem         TLS to etcd, verified with this CA; -etcd-cert and -etcd-key
+//	                        the client certificate; -etcd-user and -etcd-password the etcd user
 //	-root prod/             the cutline root inside it (epoch.Options.Root, lease and authority roots)
 //	-fs-zones a,b,c         filesystem zones: dir or name=dir (the name defaults to the base name)
 //	-s3-endpoint URL,…      S3 zones: one endpoint, or one per bucket, with
@@ -24,6 +24,14 @@
 //	-timeout 30s            give up after this long
 //	-json                   one JSON document on stdout instead of text
 //	-yes                    do not ask before writing
+//
+// Every global flag but -yes may be given as an environment variable
+// instead, CUTLINE_ and its name in upper case with '_' for '-':
+// CUTLINE_ETCD, CUTLINE_ETCD_PASSWORD, CUTLINE_S3_SECRET_KEY (better there
+// than on a command line, where other users of the machine see it). A
+// flag given beats its variable. No help text, error or output ever shows
+// a credential: the help of a command shows each flag's own default, not
+// the value given.
 //
 // Zone names must be the names the epochs recorded (see `cutline chain`):
 // an epoch is read in its own zones, in its own order, under its own
