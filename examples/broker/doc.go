@@ -310,9 +310,11 @@
 // The API then asks its clients for a certificate and verifies one given
 // against -tls-ca; clients without one are served as before.
 //
-//	broker -role controller -node ctl -etcd 10.0.0.5:2379 \
+//	export CUTLINE_ETCD_PASSWORD=...
+//	broker -role controller -node ctl -etcd https://10.0.0.5:2379 -etcd-ca etcd-ca.pem -etcd-user cutline \
 //	    -tls-cert ctl.pem -tls-key ctl.key -tls-ca ca.pem -controller-listen :8443 -operators ops
-//	broker -role broker -node broker-1 -listen :8080 -etcd 10.0.0.5:2379 -controller https://ctl:8443 \
+//	broker -role broker -node broker-1 -listen :8080 -controller https://ctl:8443 \
+//	    -etcd https://10.0.0.5:2379 -etcd-ca etcd-ca.pem -etcd-user cutline \
 //	    -tls-cert broker-1.pem -tls-key broker-1.key -tls-ca ca.pem -auth-token-file token \
 //	    -peers broker-1=https://b1:8080,broker-2=https://b2:8080,broker-3=https://b3:8080 \
 //	    -s3-endpoint http://s3:7070 -s3-buckets zone-a,zone-b,zone-c -s3-access-key KEY
@@ -326,7 +328,28 @@
 // zone request by that much (objstore/latency): a model of remote zones on
 // local ones. -producers, -producer-window, -snapshot-every and
 // -snapshot-interval bound the producer tables and time their snapshots
-// (0 turns a snapshot trigger off).
+// (0 turns a snapshot trigger off). The filesystem zones' objects and
+// directories are the owner's only, -zone-file-mode (0600) and
+// -zone-dir-mode (0700).
+//
+// etcd holds the grants, the epochs and the index: anyone who can write
+// to it can rewrite who holds what. -etcd-ca makes the connections to it
+// TLS, verified with that CA (https:// endpoints do too, with the system's
+// CAs; an http:// endpoint with -etcd-ca is refused, since the etcd client
+// would talk plain text to it); -etcd-cert and -etcd-key are the client
+// certificate etcd's --client-cert-auth asks for, -etcd-user and
+// -etcd-password (better CUTLINE_ETCD_PASSWORD) an etcd user of a role
+// that may read and write under -etcd-root.
+//
+// The API bounds what one client can take: at most -max-conns
+// connections in all (1024) and -max-conns-per-addr (64) from one IP
+// address, the ones past either closed as soon as they are accepted, and
+// together with the controller's listener at most a half of the file
+// descriptor limit (a larger -max-conns is refused, the default lowered),
+// so that the zones and etcd always have descriptors left; a connection
+// gets 5 s to send a request's headers and is closed after 5 s idle.
+// -max-read-bytes, -max-reads and -max-streams bound the reads and the
+// streams (see The API).
 //
 // Every flag can be given as an environment variable instead, CUTLINE_
 // and its name in upper case with '_' for '-': CUTLINE_ETCD,
@@ -347,9 +370,14 @@
 //     producer snapshot, one chain read each; after a crash that is up to
 //     -snapshot-every records (or -snapshot-interval's worth).
 //   - Reads are one record at a time (a Lookup and a chain read each).
+//   - The listing reads the keys of every stream from the metastore at
+//     once (metastore.Store.List has no range); its page bounds the reads
+//     of each stream's state.
 //   - The controller's requirement is as recent as the holder's last
 //     heartbeat; a successor that recovered less is still safe, since its
 //     open gate settles the rest.
-//   - etcd is reached without TLS, and the in-memory metastore loses
-//     everything at exit.
+//   - One bearer token for every client, which may produce to and read
+//     every stream: a deployment that needs identities or per-stream
+//     rights puts a proxy in front that has them.
+//   - The in-memory metastore loses everything at exit.
 package main
