@@ -238,7 +238,7 @@ type bulkOpen struct {
 }
 
 type bulkSettle struct {
-	once sync.Once
+	done chan struct{} // closed once the first caller has settled
 	d    Decision
 	rep  *settle.Report
 	err  error
@@ -251,12 +251,23 @@ func (b *bulkOpen) settle(ctx context.Context, stream string, w *Writer) (Decisi
 	key := fmt.Sprintf("%s/%d", w.Star, w.Epoch)
 	b.mu.Lock()
 	r := b.settled[key]
-	if r == nil {
-		r = &bulkSettle{}
+	first := r == nil
+	if first {
+		r = &bulkSettle{done: make(chan struct{})}
 		b.settled[key] = r
 	}
 	b.mu.Unlock()
-	r.once.Do(func() { r.d, r.rep, r.err = b.s.settlePredecessor(ctx, stream, w) })
+	if first {
+		r.d, r.rep, r.err = b.s.settlePredecessor(ctx, stream, w)
+		close(r.done)
+	} else {
+		// Waiting on a channel, not a lock: the wait ends with ctx.
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return "", nil, ctx.Err()
+		}
+	}
 	var de *DeferredError
 	if errors.As(r.err, &de) {
 		cp := *de

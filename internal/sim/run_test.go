@@ -433,6 +433,38 @@ func (w *world) open(n *node, stream string) {
 	w.note("open %s by %s: %q %v", stream, n.name, ten.Decision, err)
 }
 
+// openMany opens in bulk every stream n does not hold (a takeover of
+// several at once), maybe crashing n half-way.
+func (w *world) openMany(n *node, crash bool) {
+	var todo []string
+	for _, s := range streams {
+		if !slices.Contains(held(n), s) {
+			todo = append(todo, s)
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	run := func(ctx context.Context) error {
+		tens, errs := n.star.OpenMany(ctx, todo, lease.OpenOptions{})
+		for i := range todo {
+			w.gate(tens[i], errs[i])
+			if errs[i] == nil {
+				w.cov.add("open many")
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if crash {
+		w.during(n, "open many", 20*time.Millisecond, run)
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, opBound)
+	defer cancel()
+	err := run(ctx)
+	w.note("open many %v by %s: %v", todo, n.name, err)
+}
+
 func (w *world) gate(ten lease.Tenure, err error) {
 	var de *lease.DeferredError
 	switch {
@@ -771,6 +803,10 @@ func (w *world) step() {
 		w.burst(n, hs[w.r.IntN(len(hs))], 1+w.r.IntN(4))
 	case a < 40: // open a stream (a takeover when another star held it)
 		if n := w.pick(live); n != nil {
+			if w.r.IntN(3) == 0 {
+				w.openMany(n, w.r.IntN(3) == 0)
+				return
+			}
 			s := streams[w.r.IntN(len(streams))]
 			if slices.Contains(held(n), s) {
 				// Not again while held: Open reads the held tenure's
@@ -907,7 +943,13 @@ func (w *world) finish() {
 	if err != nil {
 		t.Fatalf("janitor start: %v", err)
 	}
-	for _, s := range streams {
+	// In bulk first, then each stream left deferred until it opens.
+	tens, errs := jan.OpenMany(ctx, streams, lease.OpenOptions{})
+	for i, s := range streams {
+		if errs[i] == nil {
+			w.gate(tens[i], nil)
+			continue
+		}
 		ten, err := jan.OpenWait(ctx, s, lease.OpenOptions{}, 100*time.Millisecond)
 		if err != nil {
 			jan.Abort()
