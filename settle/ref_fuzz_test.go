@@ -127,3 +127,47 @@ func validSpans(payload []byte, spans []settle.Span) bool {
 	}
 	return true
 }
+
+// FuzzRefPageKey stores a valid page of first offset 7 under an arbitrary
+// key below the stream's page prefix, as a listing finds it. Refs accepts
+// it exactly when the key is the canonical key of offset 7; any other key
+// is refused with a *metastore.RecordError, never read as another offset.
+func FuzzRefPageKey(f *testing.F) {
+	for _, s := range []string{"00000000000000000007", "7", "00000000000000000008", "+0000000000000000007", "00000000000000000007/x", "99999999999999999999", ""} {
+		f.Add(s)
+	}
+	valid := []byte(`{"kind":"refpage","format":1,"stream":"s","first":7,"star":"star-a","epoch":1,"next":8,"spans":[[1,3,0,1]]}`)
+	f.Fuzz(func(t *testing.T, suffix string) {
+		ctx := context.Background()
+		store := memstore.New(memstore.Options{})
+		x, err := settle.NewRefIndex(store, "", locate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "refpages/s/" + suffix
+		if _, err := metastore.Put(ctx, store, key, valid, 0); err != nil {
+			if !errors.Is(err, metastore.ErrInvalidKey) {
+				t.Fatalf("the store refuses a page at %q: %v", key, err)
+			}
+			return // a key the store refuses is never listed
+		}
+		canonical := suffix == "00000000000000000007"
+		var refs []settle.Ref
+		var errs []error
+		for r, err := range x.Refs(ctx, "s") {
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			refs = append(refs, r)
+		}
+		switch {
+		case canonical && (len(refs) != 1 || refs[0].Offset != 7 || len(errs) != 0):
+			t.Fatalf("the page at its own key reads as %+v %v", refs, errs)
+		case !canonical && len(refs) != 0:
+			t.Fatalf("a page at %q is read as offset %d", suffix, refs[0].Offset)
+		case !canonical && (len(errs) != 1 || !errors.Is(errs[0], metastore.ErrBadRecord)):
+			t.Fatalf("a page at %q is not refused as a bad record: %v", suffix, errs)
+		}
+	})
+}
