@@ -74,11 +74,11 @@ func TestAgentPingsAndConcerns(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	conn.msgs <- authority.Msg{To: "voter", Kind: authority.MsgTopology, Topology: 4, Voters: []string{"holder", "voter"}, Holder: "holder", Token: 7}
+	give(t, conn.msgs, authority.Msg{To: "voter", Kind: authority.MsgTopology, Topology: 4, Voters: []string{"holder", "voter"}, Holder: "holder", Token: 7})
 	step := func() {
-		clk.BlockUntil(2) // the heartbeat timer and the ping timer
+		blockUntil(t, clk, 2) // the heartbeat timer and the ping timer
 		clk.Advance(authority.PingEvery)
-		conn.msgs <- authority.Msg{To: "nobody"} // a barrier: the agent is back in its loop
+		give(t, conn.msgs, authority.Msg{To: "nobody"}) // a barrier: the agent is back in its loop
 	}
 	for range 3 {
 		step()
@@ -102,8 +102,7 @@ func TestAgentPingsAndConcerns(t *testing.T) {
 	}
 	require.NotNil(t, concern, "no concern after the health window: %v", conn.events())
 	require.Equal(t, authority.Concern{Node: "voter", Token: 7, Topology: 4, RoundTrip: true}, *concern)
-	cancel()
-	require.NoError(t, <-done)
+	stopAgent(t, cancel, done)
 }
 
 // shortHost recovers, but never as far as required.
@@ -131,11 +130,10 @@ func TestAgentRecoveryShortOfRequirement(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	req := authority.Required{Star: "old", Pos: chain.Position{Epoch: 1, Slot: 9}}
-	conn.msgs <- authority.Msg{To: "cand", Kind: authority.MsgRecover, Token: 1, Required: req,
-		Grant: authority.Grant{Domain: "orders", Holder: "cand", Token: 1, Revision: 3}}
-	conn.msgs <- authority.Msg{To: "nobody"} // the agent is back in its loop
-	cancel()
-	require.NoError(t, <-done)
+	give(t, conn.msgs, authority.Msg{To: "cand", Kind: authority.MsgRecover, Token: 1, Required: req,
+		Grant: authority.Grant{Domain: "orders", Holder: "cand", Token: 1, Revision: 3}})
+	give(t, conn.msgs, authority.Msg{To: "nobody"}) // the agent is back in its loop
+	stopAgent(t, cancel, done)
 	// One attempt per pass of the loop (the recovery order's, the
 	// barrier's), never a loop of its own.
 	require.LessOrEqual(t, h.calls.Load(), int32(2))
@@ -174,7 +172,7 @@ func runUntil(t *testing.T, clk *clock.Fake, waiters int, step, limit time.Durat
 	t.Helper()
 	for end := clk.Now().Add(limit); !cond(); {
 		require.True(t, clk.Now().Before(end), "not within %v of fake time", limit)
-		clk.BlockUntil(waiters)
+		blockUntil(t, clk, waiters)
 		clk.Advance(step)
 	}
 }
@@ -203,7 +201,7 @@ func TestAgentConcernWhenTheWindowRunsOut(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	conn.msgs <- authority.Msg{To: "voter", Kind: authority.MsgTopology, Topology: 1, Voters: []string{"holder", "voter"}, Holder: "holder", Token: 3}
+	give(t, conn.msgs, authority.Msg{To: "voter", Kind: authority.MsgTopology, Topology: 1, Voters: []string{"holder", "voter"}, Holder: "holder", Token: 3})
 	const step = 100 * time.Millisecond
 	runUntil(t, clk, 2, step, 10*time.Second, func() bool {
 		mu.Lock()
@@ -222,8 +220,7 @@ func TestAgentConcernWhenTheWindowRunsOut(t *testing.T) {
 	// at the next heartbeat (a minute).
 	late := at.Sub(ok.Add(authority.HealthWindow))
 	require.True(t, late >= 0 && late < authority.PingEvery, "the concern went %v after the health window ran out (last round trip %v, concern %v)", late, ok, at)
-	cancel()
-	require.NoError(t, <-done)
+	stopAgent(t, cancel, done)
 }
 
 // usableHost's storage can serve: its node offers when a grant ends.
@@ -244,15 +241,14 @@ func TestAgentOffersAfterTheDecisionDelay(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	required := clk.Now()
-	conn.msgs <- authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: authority.Required{Star: "old"}}
-	conn.msgs <- authority.Msg{To: "nobody"} // the required message was taken at the time sent
+	give(t, conn.msgs, authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: authority.Required{Star: "old"}})
+	give(t, conn.msgs, authority.Msg{To: "nobody"}) // the required message was taken at the time sent
 	const step = 10 * time.Millisecond
 	runUntil(t, clk, 1, step, time.Second, func() bool { _, sent := first[authority.Offer](conn); return sent })
 	at, _ := first[authority.Offer](conn)
 	late := at.Sub(required.Add(authority.DefaultDecisionDelay))
 	require.True(t, late >= 0 && late <= 2*step, "the offer went %v after the decision delay (%v)", late, authority.DefaultDecisionDelay)
-	cancel()
-	require.NoError(t, <-done)
+	stopAgent(t, cancel, done)
 }
 
 // forgetfulHost recovers as far as required, but its Frontier never says
@@ -284,12 +280,11 @@ func TestAgentHostFrontierDisagrees(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	req := authority.Required{Star: "old", Pos: chain.Position{Epoch: 1, Slot: 9}}
-	conn.msgs <- authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: req}
-	conn.msgs <- authority.Msg{To: "cand", Kind: authority.MsgRecover, Token: 1, Required: req,
-		Grant: authority.Grant{Domain: "orders", Holder: "cand", Token: 1, Revision: 3}}
-	conn.msgs <- authority.Msg{To: "nobody"} // the agent is back in its loop
-	cancel()
-	require.NoError(t, <-done)
+	give(t, conn.msgs, authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: req})
+	give(t, conn.msgs, authority.Msg{To: "cand", Kind: authority.MsgRecover, Token: 1, Required: req,
+		Grant: authority.Grant{Domain: "orders", Holder: "cand", Token: 1, Revision: 3}})
+	give(t, conn.msgs, authority.Msg{To: "nobody"}) // the agent is back in its loop
+	stopAgent(t, cancel, done)
 	require.LessOrEqual(t, h.calls.Load(), int32(16), "recoveries in three passes of the loop")
 	require.GreaterOrEqual(t, h.calls.Load(), int32(1))
 }
@@ -340,13 +335,18 @@ func TestAgentOffersOnlyWhenItCanRecover(t *testing.T) {
 	go func() { done <- a.Run(ctx) }()
 	defer func() {
 		cancel()
-		require.NoError(t, <-done)
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the agent did not stop")
+		}
 	}()
 	barrier := authority.Msg{To: "nobody"}
 	req := authority.Required{Star: "old", Pos: chain.Position{Epoch: 2, Slot: 7}}
-	conn.msgs <- authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: req}
-	conn.msgs <- barrier
-	clk.BlockUntil(1)
+	give(t, conn.msgs, authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: req})
+	give(t, conn.msgs, barrier)
+	blockUntil(t, clk, 1)
 	clk.Advance(time.Second) // past the decision delay
 	offers := func() []authority.Offer {
 		var out []authority.Offer
@@ -357,20 +357,56 @@ func TestAgentOffersOnlyWhenItCanRecover(t *testing.T) {
 		}
 		return out
 	}
-	conn.msgs <- barrier
-	conn.msgs <- barrier
+	give(t, conn.msgs, barrier)
+	give(t, conn.msgs, barrier)
 	require.Empty(t, offers(), "it cannot recover the requirement: no offer")
 	h.set(chain.Position{}, errors.New("zone-b unreachable"))
-	conn.msgs <- barrier
-	conn.msgs <- barrier
+	give(t, conn.msgs, barrier)
+	give(t, conn.msgs, barrier)
 	require.Empty(t, offers(), "it cannot say: no offer")
 	h.set(chain.Position{Epoch: 2, Slot: 9}, nil)
-	conn.msgs <- barrier
-	conn.msgs <- barrier
+	give(t, conn.msgs, barrier)
+	give(t, conn.msgs, barrier)
 	require.Equal(t, []authority.Offer{{Node: "cand", Token: 1, Star: "old", Frontier: chain.Position{}, Recoverable: chain.Position{Epoch: 2, Slot: 9}, Usable: true}}, offers())
 	calls := h.set(chain.Position{Epoch: 2, Slot: 9}, nil)
-	conn.msgs <- barrier
-	conn.msgs <- barrier
+	give(t, conn.msgs, barrier)
+	give(t, conn.msgs, barrier)
 	require.Equal(t, calls, h.set(chain.Position{Epoch: 2, Slot: 9}, nil), "asked again after it offered")
 	require.Len(t, offers(), 1)
+}
+
+// give hands the agent m, failing the test if it takes nothing for 10 s.
+func give(t *testing.T, ch chan<- authority.Msg, m authority.Msg) {
+	t.Helper()
+	select {
+	case ch <- m:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the agent takes no message (%s)", m.Kind)
+	}
+}
+
+// blockUntil waits until n timers wait on clk, failing the test after
+// 10 s.
+func blockUntil(t *testing.T, clk *clock.Fake, n int) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { clk.BlockUntil(n); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%d timers never waited on the clock", n)
+	}
+}
+
+// stopAgent cancels an agent's Run and waits for it, failing the test
+// after 10 s.
+func stopAgent(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not stop")
+	}
 }

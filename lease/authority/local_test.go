@@ -79,7 +79,7 @@ func (r *localRig) await(match func(authority.Msg) bool) authority.Msg {
 				return m
 			}
 		}
-		r.clk.BlockUntil(1)
+		blockUntil(r.t, r.clk, 1)
 		if at, ok := r.clk.Next(); ok {
 			r.clk.Advance(at.Sub(r.clk.Now()))
 			require.NoError(r.t, r.d.Step(r.ctx, authority.Tick{Now: r.clk.Now()}))
@@ -123,8 +123,7 @@ func TestLocalAgentGetsAGrant(t *testing.T) {
 	require.NoError(t, agent.Admit())
 	require.Equal(t, g.Token, agent.Grant().Token)
 
-	cancel()
-	require.NoError(t, <-done)
+	stopAgent(t, cancel, done)
 	require.NoError(t, conn.Close(), "the goodbye")
 	st = r.d.State()
 	require.Equal(t, authority.Vacant, st.Phase, "a goodbye ends the grant at once: %s", st)

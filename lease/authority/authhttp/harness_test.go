@@ -388,13 +388,21 @@ func (e *env) startAgent(name string, caps authority.Capabilities, usable bool) 
 	go func() { done <- a.Run(ctx) }()
 	e.t.Cleanup(func() {
 		cancel()
-		err := <-done
-		if err != nil && !errors.Is(err, context.Canceled) {
-			e.t.Logf("%s: agent: %v", name, err)
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				e.t.Logf("%s: agent: %v", name, err)
+			}
+		case <-time.After(patience):
+			e.t.Errorf("%s: the agent did not stop", name)
 		}
 		close(tp.stop)
 		_ = conn.Close()
-		<-tp.done
+		select {
+		case <-tp.done:
+		case <-time.After(patience):
+			e.t.Errorf("%s: the tap did not stop", name)
+		}
 	})
 	return &agentNode{name: name, agent: a, tap: tp, host: h}
 }

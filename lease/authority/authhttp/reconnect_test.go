@@ -95,7 +95,12 @@ func TestFormerHolderReconnectsOverTheWire(t *testing.T) {
 			go func() { done <- ag.Run(ctx) }()
 			defer func() {
 				cancel()
-				require.NoError(t, <-done)
+				select {
+				case err := <-done:
+					require.NoError(t, err)
+				case <-time.After(patience):
+					t.Fatal("the agent did not stop")
+				}
 			}()
 			require.NoError(t, ag.Admit(), "before the answers it admits: only they can close it")
 			for _, i := range seq {
