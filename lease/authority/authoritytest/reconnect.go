@@ -1,6 +1,7 @@
 package authoritytest
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -73,39 +74,44 @@ func formerHolderReconnects(t *testing.T, b Backend) {
 			seqs := sequences(len(first.msgs))
 			t.Logf("%d messages (%v), %d orders with at most one lost", len(first.msgs), kindsOf(first.msgs), len(seqs))
 			for _, seq := range seqs {
-				fh := reconnectFormerHolder(t, b, tc.replaced, tc.fenced)
-				require.Equal(t, first.msgs, fh.msgs, "the schedule is deterministic")
-				c, rt := fh.c, fh.rt
 				var order []authority.MsgKind
 				for _, i := range seq {
-					m := fh.msgs[i]
-					order = append(order, m.Kind)
-					_ = rt.Step(m)
-					c.run()
-					require.ErrorIs(t, rt.Admit(c.now), authority.ErrNotAdmitted, "order %v", order)
-					require.Zero(t, rt.Grant().Token, "order %v: the grant under token %d survived", order, fh.grant.Token)
+					order = append(order, first.msgs[i].Kind)
 				}
-				// For good: a delayed grant under the old token is refused,
-				// health and time change nothing while the old deadline
-				// runs, and the next reconnect claims no token.
-				late := fh.grant
-				late.Deadline = late.Deadline.Add(time.Minute)
-				require.ErrorIs(t, rt.Step(authority.Msg{To: "holder", Kind: authority.MsgGrant, Token: late.Token, Topology: rt.Topology(), Grant: late}),
-					authority.ErrRefused, "order %v", order)
-				c.nodes["holder"].hold = false
-				st := c.state()
-				holder := st.Holder
-				if holder == "" {
-					holder = st.Required.Star
-				}
-				for i := 0; c.now.Before(fh.grant.Deadline) && i < 400; i++ {
-					if i%20 == 0 {
-						c.pingRound(holder, st.Token, nil)
+				// Each order in a test of its own: a backend's keyspace is
+				// the test's.
+				t.Run(fmt.Sprint(order), func(t *testing.T) {
+					fh := reconnectFormerHolder(t, b, tc.replaced, tc.fenced)
+					require.Equal(t, first.msgs, fh.msgs, "the schedule is deterministic")
+					c, rt := fh.c, fh.rt
+					for n, i := range seq {
+						_ = rt.Step(fh.msgs[i])
+						c.run()
+						require.ErrorIs(t, rt.Admit(c.now), authority.ErrNotAdmitted, "after %v", order[:n+1])
+						require.Zero(t, rt.Grant().Token, "after %v: the grant under token %d survived", order[:n+1], fh.grant.Token)
 					}
-					c.advance(50 * time.Millisecond)
-					require.ErrorIs(t, rt.Admit(c.now), authority.ErrNotAdmitted, "order %v, %v after the reconnect", order, time.Duration(i+1)*50*time.Millisecond)
-				}
-				require.Zero(t, rt.Grant().Token, "order %v", order)
+					// For good: a delayed grant under the old token is
+					// refused, health and time change nothing while the old
+					// deadline runs, and the next reconnect claims no token.
+					late := fh.grant
+					late.Deadline = late.Deadline.Add(time.Minute)
+					require.ErrorIs(t, rt.Step(authority.Msg{To: "holder", Kind: authority.MsgGrant, Token: late.Token, Topology: rt.Topology(), Grant: late}),
+						authority.ErrRefused)
+					c.nodes["holder"].hold = false
+					st := c.state()
+					holder := st.Holder
+					if holder == "" {
+						holder = st.Required.Star
+					}
+					for i := 0; c.now.Before(fh.grant.Deadline) && i < 400; i++ {
+						if i%20 == 0 {
+							c.pingRound(holder, st.Token, nil)
+						}
+						c.advance(50 * time.Millisecond)
+						require.ErrorIs(t, rt.Admit(c.now), authority.ErrNotAdmitted, "%v after the reconnect", time.Duration(i+1)*50*time.Millisecond)
+					}
+					require.Zero(t, rt.Grant().Token)
+				})
 			}
 		})
 	}
