@@ -399,9 +399,10 @@ func (r *Runtime) Tick(now time.Time) {
 // NextTick returns the earliest time after the runtime's clock at which
 // Tick could act: a health link's window running out, a concern's retry,
 // the self-fence's wait, a fenced holder's next challenge, a new holder's
-// links settling, or the decision delay before an offer. It is the zero time when only a message or a
-// ping result can change anything. A host that ticks at NextTick (and
-// after every message and ping) acts on each of these without delay.
+// links settling, or the decision delay before an offer. It is the zero
+// time when only a message or a ping result can change anything. A host
+// that ticks at NextTick (and after every message and ping) acts on each
+// of these without delay.
 func (r *Runtime) NextTick() time.Time {
 	var next time.Time
 	at := func(t time.Time) {
