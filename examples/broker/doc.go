@@ -173,7 +173,7 @@
 //	cutline_broker_health_pings_total          counter by result (ok, failed): pings of the node's direct health links
 //	cutline_broker_health_links_up             gauge: links of the current topology whose last ping completed
 //	cutline_broker_api_connections             gauge: connections the API keeps open
-//	cutline_broker_api_connections_refused_total  counter by reason (total, per_address): connections closed on accept
+//	cutline_broker_api_connections_refused_total  counter by reason: closed on accept (total, per_address), or silent, to make room (evicted)
 //
 // # Producers and snapshots
 //
@@ -343,11 +343,15 @@
 //
 // The API bounds what one client can take: at most -max-conns
 // connections in all (1024) and -max-conns-per-addr (64) from one IP
-// address, the ones past either closed as soon as they are accepted, and
-// together with the controller's listener at most a half of the file
-// descriptor limit (a larger -max-conns is refused, the default lowered),
-// so that the zones and etcd always have descriptors left; a connection
-// gets 5 s to send a request's headers and is closed after 5 s idle.
+// address. A connection past its address's bound is closed as soon as it
+// is accepted; past the bound in all, the oldest connection that has not
+// begun a request yet is closed to make room (the new one, when every
+// connection has), so that a flood of silent connections cannot keep a
+// client out. Together with the controller's listener the API takes at
+// most a half of the file descriptor limit (a larger -max-conns is
+// refused, the default lowered), so that the zones and etcd always have
+// descriptors left. A connection gets 5 s to send a request's headers and
+// is closed after 5 s idle.
 // -max-read-bytes, -max-reads and -max-streams bound the reads and the
 // streams (see The API).
 //

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +24,7 @@ import (
 // startServing starts a broker process on the embedded default with
 // args, listening on free loopback ports, and waits until it holds the
 // grant; it is shut down when the test ends.
-func startServing(t *testing.T, args ...string) *process {
+func startServing(t testing.TB, args ...string) *process {
 	t.Helper()
 	cfg := testSettings(t, append([]string{"-listen", "127.0.0.1:0"}, args...)...)
 	p, err := start(t.Context(), cfg, slog.New(slog.DiscardHandler))
@@ -43,7 +45,7 @@ func startServing(t *testing.T, args ...string) *process {
 // flood opens n connections to addr from the loopback address from,
 // and closes them when the test ends. They send nothing: each holds a
 // place on the server until it closes it.
-func flood(t *testing.T, addr net.Addr, from string, n int) []net.Conn {
+func flood(t testing.TB, addr net.Addr, from string, n int) []net.Conn {
 	t.Helper()
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
 	conns := make([]net.Conn, 0, n)
@@ -61,39 +63,51 @@ func flood(t *testing.T, addr net.Addr, from string, n int) []net.Conn {
 }
 
 // A flood of connections that send nothing, from one address and then
-// from many, gets no more than -max-conns-per-addr places per address
-// and -max-conns in all: the rest are closed as soon as they are
-// accepted, and a producer from another address is still served, its
-// records written to the filesystem zones (the broker's own
-// descriptors).
+// from many: an address gets no more than -max-conns-per-addr places, the
+// rest of its connections closed as soon as they are accepted; past
+// -max-conns in all, the oldest silent connection makes room for each new
+// one. A producer is served throughout, over its kept-alive connection
+// and over a new one, its records written to the filesystem zones (the
+// broker's own descriptors).
 func TestConnectionFlood(t *testing.T) {
 	p := startServing(t, "-insecure", "-max-conns", "24", "-max-conns-per-addr", "8")
 	addr := p.addrs["api"]
-	c := &apiClient{t: t, base: "http://" + addr.String(), hc: &http.Client{Transport: &http.Transport{}}}
-	t.Cleanup(c.hc.CloseIdleConnections)
+	client := func() *apiClient {
+		tr := &http.Transport{}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &apiClient{t: t, base: "http://" + addr.String(), hc: &http.Client{Transport: tr}}
+	}
+	c := client()
 	m := p.node.met
 	open := func() float64 { return gauge(t, m.conns) }
-	refused := func(reason string) float64 { return counter(t, m.connsRefused.WithLabelValues(reason)) }
+	closed := func(reason string) float64 { return counter(t, m.connsRefused.WithLabelValues(reason)) }
 
 	flood(t, addr, "127.0.0.2", 200)
-	require.Eventually(t, func() bool { return refused("per_address") == 192 }, 10*time.Second, 5*time.Millisecond,
-		"192 of the 200 connections from 127.0.0.2 closed on accept (%v)", refused("per_address"))
+	require.Eventually(t, func() bool { return closed("per_address") == 192 }, 10*time.Second, 5*time.Millisecond,
+		"192 of the 200 connections from 127.0.0.2 closed on accept (%v)", closed("per_address"))
 	require.Equal(t, float64(8), open())
 	code, a, e := c.produce("orders", []byte("during the flood"), "producer-1", 0)
 	require.Equal(t, http.StatusOK, code, e.Error)
 	require.Equal(t, uint64(0), a.Offset)
 
-	// Many addresses: the bound in all holds, and the producer's
-	// keep-alive connection still carries its records.
+	// Six more addresses, 8 connections each: 15 fill the 24 places (the
+	// producer's kept-alive connection has one), each of the other 33
+	// evicts the oldest silent one.
 	for i := 3; i <= 8; i++ {
 		flood(t, addr, fmt.Sprintf("127.0.0.%d", i), 8)
 	}
-	require.Eventually(t, func() bool { return refused("total")+refused("per_address") == 192+48-15 }, 10*time.Second, 5*time.Millisecond,
-		"past the 24 places in all, connections are closed on accept")
+	require.Eventually(t, func() bool { return closed("evicted") == 33 }, 10*time.Second, 5*time.Millisecond,
+		"33 silent connections evicted (%v)", closed("evicted"))
 	require.Equal(t, float64(24), open())
-	code, a, e = c.produce("orders", []byte("during the wider flood"), "producer-1", 1)
+	require.Zero(t, closed("total"), "there was always a silent connection to evict")
+	code, a, e = c.produce("orders", []byte("over the kept-alive connection"), "producer-1", 1)
 	require.Equal(t, http.StatusOK, code, e.Error)
 	require.Equal(t, uint64(1), a.Offset)
+	code, a, e = client().produce("orders", []byte("over a new connection"), "producer-1", 2)
+	require.Equal(t, http.StatusOK, code, e.Error)
+	require.Equal(t, uint64(2), a.Offset)
+	require.Equal(t, float64(34), closed("evicted"))
+	require.Equal(t, float64(24), open())
 }
 
 // A client without the token gets its 401, and its connection is closed:
@@ -188,12 +202,90 @@ func TestDescriptorBudget(t *testing.T) {
 	require.Error(t, cfg.fitDescriptors(1, map[string]bool{}), "no room at all")
 }
 
-func gauge(t *testing.T, g prometheus.Gauge) float64 {
+func gauge(t testing.TB, g prometheus.Gauge) float64 {
 	t.Helper()
 	return testutil.ToFloat64(g)
 }
 
-func counter(t *testing.T, c prometheus.Counter) float64 {
+func counter(t testing.TB, c prometheus.Counter) float64 {
 	t.Helper()
 	return testutil.ToFloat64(c)
+}
+
+// BenchmarkProduceUnderFlood measures a produce over the API of a broker
+// with its default connection bounds (1024 in all, 64 per address), quiet
+// and under a sustained flood: 40 addresses each keep up to 250
+// connections open that send nothing, and dial again whenever the broker
+// closes one (at once past a bound, after 5 s of silence otherwise).
+// Reported: the connections the broker keeps open at the end, and those
+// it closed to keep its bounds during the measure, per produce.
+//
+//	go -C examples/broker test -run '^$' -bench ProduceUnderFlood -benchtime 200x .
+func BenchmarkProduceUnderFlood(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		addrs int
+	}{{"quiet", 0}, {"flood", 40}} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := startServing(b, "-insecure")
+			addr := p.addrs["api"]
+			per := 250
+			if limit, ok := fileLimit(); ok {
+				per = min(per, int(limit/4)/max(tc.addrs, 1))
+			}
+			ctx, stop := context.WithCancel(b.Context())
+			var wg sync.WaitGroup
+			defer func() { stop(); wg.Wait() }()
+			for i := range tc.addrs {
+				from := fmt.Sprintf("127.0.0.%d", i+2)
+				for range per {
+					wg.Go(func() { holdOpen(ctx, addr, from) })
+				}
+			}
+			m := p.node.met
+			if tc.addrs > 0 {
+				require.Eventually(b, func() bool { return gauge(b, m.conns) >= float64(defaultMaxConns)-1 }, time.Minute, 10*time.Millisecond,
+					"the flood fills the API's %d places", defaultMaxConns)
+			}
+			tr := &http.Transport{}
+			b.Cleanup(tr.CloseIdleConnections)
+			c := &apiClient{t: b, base: "http://" + addr.String(), hc: &http.Client{Transport: tr}}
+			// Its connection is made under the flood (it evicts a silent
+			// one), and kept alive by its produces.
+			code, _, e := c.produce("orders", []byte("first"), "", 0)
+			require.Equal(b, http.StatusOK, code, e.Error)
+			refused := func() float64 {
+				n := 0.0
+				for _, r := range []string{"total", "per_address", "evicted"} {
+					n += counter(b, m.connsRefused.WithLabelValues(r))
+				}
+				return n
+			}
+			before := refused()
+			b.ResetTimer()
+			for b.Loop() {
+				code, _, e := c.produce("orders", []byte("a record"), "", 0)
+				require.Equal(b, http.StatusOK, code, e.Error)
+			}
+			b.StopTimer()
+			b.ReportMetric(gauge(b, m.conns), "open-conns")
+			b.ReportMetric((refused()-before)/float64(b.N), "closed-conns/op")
+		})
+	}
+}
+
+// holdOpen keeps one connection from the loopback address from open to
+// addr until ctx ends, dialing again whenever the other end closes it.
+func holdOpen(ctx context.Context, addr net.Addr, from string) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	for ctx.Err() == nil {
+		c, err := d.DialContext(ctx, "tcp", addr.String())
+		if err != nil {
+			continue
+		}
+		stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+		_, _ = c.Read(make([]byte, 1)) // until the broker or ctx closes it
+		stop()
+		_ = c.Close()
+	}
 }

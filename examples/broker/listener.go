@@ -1,6 +1,7 @@
 package main
 
 import (
+	"container/list"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -11,10 +12,13 @@ import (
 )
 
 // connLimits bound the connections one listener keeps open: in all, and
-// from one client address. A connection past either bound is closed as
-// soon as it is accepted, so that a flood of connections, authenticated
-// or not, costs the process at most Total file descriptors and leaves
-// the rest to its zones and its metastore.
+// from one client address. A connection past the bound of its address is
+// closed as soon as it is accepted. Past the bound in all, the oldest
+// connection that has not sent a byte of a request yet is closed to make
+// room (a flood of silent connections cannot keep a client out), or, when
+// there is none, the new one. So a flood of connections, authenticated or
+// not, costs the process at most Total file descriptors and leaves the
+// rest to its zones and its metastore.
 type connLimits struct {
 	Total   int
 	PerAddr int
@@ -42,14 +46,16 @@ type serverTimeouts struct {
 var apiTimeouts = serverTimeouts{ReadHeader: 5 * time.Second, Idle: 5 * time.Second, Request: time.Minute}
 
 // connCounter counts a listener's connections: those open, and those
-// refused by reason ("total", "per_address"). Either may be nil.
+// closed to keep the bounds, by reason ("total", "per_address": refused
+// on accept; "evicted": closed silent to make room). Either may be nil.
 type connCounter struct {
 	open    func(delta float64)
 	refused func(reason string)
 }
 
-// limitListener is a net.Listener whose Accept closes the connections
-// past its connLimits. Its connections release their place on Close.
+// limitListener is a net.Listener whose Accept keeps its connections
+// within its connLimits. Its connections release their place on Close.
+// The HTTP server that serves it reports their states to ConnState.
 type limitListener struct {
 	net.Listener
 	lim connLimits
@@ -58,10 +64,11 @@ type limitListener struct {
 	mu     sync.Mutex
 	total  int
 	byAddr map[string]int
+	silent *list.List // of *limitedConn that have sent nothing yet, oldest first
 }
 
 func newLimitListener(ln net.Listener, lim connLimits, cnt connCounter) *limitListener {
-	return &limitListener{Listener: ln, lim: lim, cnt: cnt, byAddr: map[string]int{}}
+	return &limitListener{Listener: ln, lim: lim, cnt: cnt, byAddr: map[string]int{}, silent: list.New()}
 }
 
 // Accept returns the next connection within the bounds.
@@ -71,46 +78,98 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		addr := clientAddr(c)
-		if reason := l.take(addr); reason != "" {
+		lc := &limitedConn{Conn: c, l: l, addr: clientAddr(c)}
+		reason, evict := l.take(lc)
+		if evict != nil {
+			_ = evict.Close()
+			l.count("evicted")
+		}
+		if reason != "" {
 			_ = c.Close()
-			if l.cnt.refused != nil {
-				l.cnt.refused(reason)
-			}
+			l.count(reason)
 			continue
 		}
 		if l.cnt.open != nil {
 			l.cnt.open(1)
 		}
-		return &limitedConn{Conn: c, release: func() { l.release(addr) }}, nil
+		return lc, nil
 	}
 }
 
-// take takes a place for a connection from addr, or says why there is
-// none.
-func (l *limitListener) take(addr string) string {
+func (l *limitListener) count(reason string) {
+	if l.cnt.refused != nil {
+		l.cnt.refused(reason)
+	}
+}
+
+// take takes a place for c, making room by evicting the oldest silent
+// connection when the listener is full, or says why there is none.
+func (l *limitListener) take(c *limitedConn) (reason string, evict *limitedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.total >= l.lim.Total:
-		return "total"
-	case l.byAddr[addr] >= l.lim.PerAddr:
-		return "per_address"
+	if l.byAddr[c.addr] >= l.lim.PerAddr {
+		return "per_address", nil
+	}
+	if l.total >= l.lim.Total {
+		front := l.silent.Front()
+		if front == nil {
+			return "total", nil
+		}
+		// Its place is given to c now; its Close gives back nothing.
+		evict = l.silent.Remove(front).(*limitedConn)
+		evict.silent, evict.released = nil, true
+		l.freeLocked(evict.addr)
 	}
 	l.total++
-	l.byAddr[addr]++
-	return ""
+	l.byAddr[c.addr]++
+	c.silent = l.silent.PushBack(c)
+	return "", evict
 }
 
-func (l *limitListener) release(addr string) {
-	l.mu.Lock()
+// freeLocked gives back the place of a connection from addr.
+func (l *limitListener) freeLocked(addr string) {
 	l.total--
 	if l.byAddr[addr]--; l.byAddr[addr] == 0 {
 		delete(l.byAddr, addr)
 	}
-	l.mu.Unlock()
 	if l.cnt.open != nil {
 		l.cnt.open(-1)
+	}
+}
+
+// release gives back c's place, once.
+func (l *limitListener) release(c *limitedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.released {
+		return
+	}
+	c.released = true
+	if c.silent != nil {
+		l.silent.Remove(c.silent)
+		c.silent = nil
+	}
+	l.freeLocked(c.addr)
+}
+
+// ConnState is the http.Server's ConnState: a connection that has begun a
+// request is no longer silent.
+func (l *limitListener) ConnState(c net.Conn, st http.ConnState) {
+	if st != http.StateActive {
+		return
+	}
+	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = nc.NetConn() // a TLS connection over it
+	}
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lc.silent != nil {
+		l.silent.Remove(lc.silent)
+		lc.silent = nil
 	}
 }
 
@@ -127,16 +186,19 @@ func clientAddr(c net.Conn) string {
 	return host
 }
 
-// limitedConn gives its place back once, on its first Close.
+// limitedConn gives its place back once, on its first Close. silent and
+// released are guarded by its listener's mu.
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l        *limitListener
+	addr     string
+	silent   *list.Element // in l.silent while it has sent nothing
+	released bool
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.l.release(c)
 	return err
 }
 
@@ -148,11 +210,13 @@ func newHTTPServer(h http.Handler, tc *tls.Config, to serverTimeouts, log *slog.
 		ReadTimeout: to.Request, WriteTimeout: to.Request, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 }
 
-// listenLimited listens on addr, within lim.
-func listenLimited(addr string, lim connLimits, cnt connCounter) (net.Listener, error) {
+// listenLimited listens on addr for srv, within lim.
+func listenLimited(addr string, lim connLimits, cnt connCounter, srv *http.Server) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	return newLimitListener(ln, lim, cnt), nil
+	l := newLimitListener(ln, lim, cnt)
+	srv.ConnState = l.ConnState
+	return l, nil
 }

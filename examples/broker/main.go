@@ -200,7 +200,7 @@ func (p *process) serve() <-chan error {
 	errc := make(chan error, 3)
 	p.addrs = map[string]net.Addr{}
 	listen := func(name, addr string, lim connLimits, cnt connCounter, srv *http.Server) {
-		ln, err := listenLimited(addr, lim, cnt)
+		ln, err := listenLimited(addr, lim, cnt, srv)
 		if err != nil {
 			errc <- err
 			return
