@@ -268,6 +268,13 @@ func (st *store) Floor(ctx context.Context, prefix, key string) (metastore.KV, e
 	return metastore.Floor(ctx, st.Store, prefix, key)
 }
 
+func (st *store) ReadMany(ctx context.Context, reads []metastore.Read) ([]metastore.ReadResult, error) {
+	if st.s.Dead() {
+		return nil, metastore.Unavailable(ErrCrashed)
+	}
+	return metastore.ReadMany(ctx, st.Store, reads)
+}
+
 func (st *store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 	what := "txn"
 	if len(t.Then) > 0 {

@@ -17,6 +17,7 @@ import (
 type Stats struct {
 	Gets   int // Get calls, found or not
 	Floors int // Floor calls (metastore.Floorer), found or not
+	Manys  int // ReadMany requests (metastore.ManyReader), of up to 128 reads
 	Lists  int // List calls
 	Keys   int // keys read: one per Get or Floor that found its key, every key a List returned
 	Txns   int // Txn calls
@@ -78,8 +79,24 @@ func (c *Store) Floor(ctx context.Context, prefix, key string) (metastore.KV, er
 	return kv, err
 }
 
-// Reads is every read request: gets, floors and lists.
-func (s Stats) Reads() int { return s.Gets + s.Floors + s.Lists }
+// ReadMany counts one request per metastore.MaxReadMany reads, and every
+// key found. It forwards to the wrapped store's ManyReader, or one read at
+// a time.
+func (c *Store) ReadMany(ctx context.Context, reads []metastore.Read) ([]metastore.ReadResult, error) {
+	res, err := metastore.ReadMany(ctx, c.Store, reads)
+	c.add(func(s *Stats) {
+		s.Manys++
+		for _, r := range res {
+			if r.Found {
+				s.Keys++
+			}
+		}
+	})
+	return res, err
+}
+
+// Reads is every read request: gets, floors, lists and many-reads.
+func (s Stats) Reads() int { return s.Gets + s.Floors + s.Lists + s.Manys }
 
 // List counts one list and every key it returned.
 func (c *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {

@@ -500,3 +500,38 @@ func (s *Store) Floor(ctx context.Context, prefix, key string) (metastore.KV, er
 	}
 	return clone(best), nil
 }
+
+var _ metastore.ManyReader = (*Store)(nil)
+
+// ReadMany implements metastore.ManyReader, under the store's lock.
+func (s *Store) ReadMany(ctx context.Context, reads []metastore.Read) ([]metastore.ReadResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := metastore.CheckMany(reads); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.unreachableLocked("read many", ""); err != nil {
+		return nil, err
+	}
+	out := make([]metastore.ReadResult, len(reads))
+	for i, r := range reads {
+		if !r.Floor {
+			if kv, ok := s.kvs[r.Key]; ok {
+				out[i] = metastore.ReadResult{KV: clone(kv), Found: true}
+			}
+			continue
+		}
+		for k, kv := range s.kvs {
+			if strings.HasPrefix(k, r.Prefix) && k <= r.Key && (!out[i].Found || k > out[i].KV.Key) {
+				out[i] = metastore.ReadResult{KV: kv, Found: true}
+			}
+		}
+		if out[i].Found {
+			out[i].KV = clone(out[i].KV)
+		}
+	}
+	return out, nil
+}

@@ -57,3 +57,53 @@ func (s *suite) floor(t *testing.T) {
 		})
 	}
 }
+
+// readMany checks metastore.ReadMany through the store's ManyReader (when
+// it has one) and through one read at a time: both must give the same
+// answers, in order, also past one request's MaxReadMany reads.
+func (s *suite) readMany(t *testing.T) {
+	ctx := s.ctx(t)
+	st := s.newStore(t)
+	for _, k := range []string{"r/a/001", "r/a/003", "r/b/002"} {
+		put(t, ctx, st, k, k, 0)
+	}
+	var reads []metastore.Read
+	var want []string // "" for not found
+	for i := range metastore.MaxReadMany + 10 {
+		switch i % 4 {
+		case 0:
+			reads, want = append(reads, metastore.Read{Key: "r/a/001"}), append(want, "r/a/001")
+		case 1:
+			reads, want = append(reads, metastore.Read{Key: "r/a/002"}), append(want, "")
+		case 2:
+			reads, want = append(reads, metastore.Read{Floor: true, Prefix: "r/a/", Key: "r/a/999"}), append(want, "r/a/003")
+		case 3:
+			reads, want = append(reads, metastore.Read{Floor: true, Prefix: "r/b/", Key: "r/b/001"}), append(want, "")
+		}
+	}
+	stores := map[string]metastore.Store{"one by one": listOnly{st}}
+	if _, ok := st.(metastore.ManyReader); ok {
+		stores["many reader"] = st
+	}
+	for name, st := range stores {
+		t.Run(name, func(t *testing.T) {
+			res, err := metastore.ReadMany(ctx, st, reads)
+			require.NoError(t, err)
+			require.Len(t, res, len(reads))
+			for i, r := range res {
+				if want[i] == "" {
+					assert.False(t, r.Found, "read %d (%+v)", i, reads[i])
+					continue
+				}
+				assert.True(t, r.Found, "read %d (%+v)", i, reads[i])
+				assert.Equal(t, want[i], r.KV.Key, "read %d", i)
+				assert.Equal(t, want[i], string(r.KV.Value), "read %d", i)
+				assert.Positive(t, r.KV.Revision)
+			}
+			_, err = metastore.ReadMany(ctx, st, []metastore.Read{{Key: ""}})
+			assert.ErrorIs(t, err, metastore.ErrInvalidKey)
+			_, err = metastore.ReadMany(ctx, st, []metastore.Read{{Floor: true, Prefix: "r/a/", Key: "r/b/1"}})
+			assert.ErrorIs(t, err, metastore.ErrInvalidKey)
+		})
+	}
+}
