@@ -11,3 +11,14 @@ func (w *Writer) ackNow(f *Future) {
 	defer w.mu.Unlock()
 	f.resolve(Position{Epoch: w.epoch, Slot: f.slot}, nil)
 }
+
+// failAloneLocked is DeadSlotNoHalt: it releases the dead slot f at the
+// release point with its *FencedError, as if it were committed, so that
+// the slots past it go on being acknowledged. w.mu is held.
+func (w *Writer) failAloneLocked(cell **Future, f *Future) {
+	*cell = nil
+	w.pipe.relNext++
+	w.pipe.released.Store(w.pipe.relNext)
+	f.resolve(Position{}, &FencedError{Star: w.star, Epoch: w.epoch, Slot: f.slot})
+	<-w.pipe.sem
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -474,6 +475,10 @@ func (w *Writer) onCommit() {
 	for w.pipe.relNext < w.pipe.next && w.pipe.relNext < haltAt {
 		cell := w.at(w.pipe.relNext)
 		f := *cell
+		if planted.On(planted.DeadSlotNoHalt) && f != nil && f.state.Load() == slotDead {
+			w.failAloneLocked(cell, f) // planted: released with its error
+			continue
+		}
 		if f == nil || f.state.Load() != slotCommitted {
 			break
 		}
@@ -518,6 +523,10 @@ func (w *Writer) haltAtLocked(s uint64, err error) {
 }
 
 func (w *Writer) onDead(f *Future) {
+	if planted.On(planted.DeadSlotNoHalt) {
+		w.onCommit() // planted: no halt; onCommit fails the dead slot alone
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.haltAtLocked(f.slot, &FencedError{Star: w.star, Epoch: w.epoch, Slot: f.slot})

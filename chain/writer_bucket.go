@@ -199,7 +199,7 @@ func (w *Writer) runBucket(f *Future, i int, key string, data []byte) {
 			w.vote(f, voteCopy, nil)
 			return
 		case errors.Is(err, objstore.ErrExists):
-			if planted.On(planted.LostCreateCounted) && attempt > 0 {
+			if (planted.On(planted.LostCreateCounted) && attempt > 0) || planted.On(planted.ReadBackSkipped) {
 				w.vote(f, voteCopy, nil) // planted: not read back
 				return
 			}

@@ -234,6 +234,9 @@ func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Repor
 	if err != nil {
 		return rep, err
 	}
+	if planted.On(planted.CutPastDead) {
+		cut++ // planted: one past the dead slot
+	}
 	if _, err := f.minter.Publish(ctx, star, ep, cut); err != nil {
 		if pub, ok := f.lateCut(ctx, star, ep, cut, err); ok {
 			return f.adopt(ctx, rep, pub, start), nil

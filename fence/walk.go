@@ -182,12 +182,16 @@ func (v verdict) String() string {
 func classify(obs []wire.Observation, w int) verdict {
 	t := wire.TallySlot(obs)
 	k := len(obs)
+	b := k - w + 1
+	if planted.On(planted.DeadBelowQuorum) && b > 1 {
+		b-- // planted: dead at B−1 poisons
+	}
 	switch {
 	case t.Conflict:
 		return conflict
 	case t.Copies >= w:
 		return committed
-	case t.Poisons >= k-w+1:
+	case t.Poisons >= b:
 		return dead
 	case t.Copies > 0 && t.Empty > 0:
 		// Completing a slot always wins over killing it: one writer per

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -82,7 +83,8 @@ type Mark struct {
 
 // certifies reports whether m is evidence for the tenure w records.
 func (m *Mark) certifies(w *Writer) bool {
-	return m != nil && w != nil && m.Stream == w.Stream && m.Star == w.Star && m.Tenure == w.Tenure && m.Epoch <= w.Epoch
+	return m != nil && w != nil && m.Stream == w.Stream && m.Star == w.Star &&
+		(m.Tenure == w.Tenure || planted.On(planted.MarkAnyTenure)) && m.Epoch <= w.Epoch
 }
 
 // leaseRecord is the advisory writer lease, streams/<id>/lease, bound to
@@ -155,6 +157,9 @@ func (t *Token) judge(presented string) error {
 		return nil
 	case presented == "" && t.Mode == Any:
 		return nil
+	case planted.On(planted.TokenTruncated) && presented != "" && strings.HasPrefix(t.Token, presented),
+		planted.On(planted.TokenExtended) && t.Token != "" && strings.HasPrefix(presented, t.Token):
+		return nil // planted: compared by prefix
 	}
 	return &TokenError{Stream: t.Stream, Mode: t.Mode, Presented: presented != ""}
 }

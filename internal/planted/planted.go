@@ -60,11 +60,46 @@ const (
 	// point (fence.Fencer.FenceAt) counts the slot dead with poison in
 	// B−1 buckets instead of B (fence, poisonRelease).
 	ReleaseShortPoison
+	// DeadBelowQuorum: the fence counts a slot dead at B−1 poisons
+	// instead of B (fence, classify; B=1 stays at 1).
+	DeadBelowQuorum
+	// DeadSlotNoHalt: the writer, meeting a dead slot, fails that slot
+	// alone and goes on acknowledging the slots past it instead of
+	// halting (chain writer, onDead and onCommit).
+	DeadSlotNoHalt
+	// ReadBackSkipped: a create that finds an object there counts it as
+	// the writer's copy without reading it back, on every attempt
+	// (chain writer, runBucket).
+	ReadBackSkipped
+	// CutPastDead: the fence publishes the cut one slot past the dead
+	// slot it found (fence, FenceReport).
+	CutPastDead
+	// MarkBeforeFlush: a departure stamps the clean-release mark before
+	// the release flush instead of after it (lease, Finish).
+	MarkBeforeFlush
+	// MarkAnyTenure: a clean-release mark certifies the stream's last
+	// writer whatever tenure it names, so a replayed mark is trusted
+	// (lease, Mark.certifies).
+	MarkAnyTenure
+	// TokenTruncated: a producer token passes when it is a prefix of the
+	// installed one, instead of equal to it (lease, Token.judge).
+	TokenTruncated
+	// TokenExtended: a producer token passes when the installed one is a
+	// prefix of it, instead of equal to it (lease, Token.judge).
+	TokenExtended
 )
 
+// Core lists the variants of the core protocol (epoch, chain, fence,
+// settle): fence's TestPlanted hunts each of them with its checks.
+var Core = []Bug{CutPlainPut, BarrierOneWindow, RepairUnverified, PoisonNoReobserve, UnreachableAsEmpty,
+	WalkAboveHole, AckOutOfOrder, AckBelowQuorum, LostCreateCounted, SettleBelowCut, ReleaseShortPoison,
+	DeadBelowQuorum, DeadSlotNoHalt, ReadBackSkipped, CutPastDead}
+
+// Tenure lists the variants of stream tenure (lease).
+var Tenure = []Bug{MarkBeforeFlush, MarkAnyTenure, TokenTruncated, TokenExtended}
+
 // All lists every planted variant, None excluded.
-var All = []Bug{CutPlainPut, BarrierOneWindow, RepairUnverified, PoisonNoReobserve, UnreachableAsEmpty,
-	WalkAboveHole, AckOutOfOrder, AckBelowQuorum, LostCreateCounted, SettleBelowCut, ReleaseShortPoison}
+var All = append(append([]Bug(nil), Core...), Tenure...)
 
 var names = map[Bug]string{
 	None:               "none",
@@ -79,7 +114,46 @@ var names = map[Bug]string{
 	LostCreateCounted:  "lost-create-counted",
 	SettleBelowCut:     "settle-below-cut",
 	ReleaseShortPoison: "release-short-poison",
+	DeadBelowQuorum:    "dead-at-b-1",
+	DeadSlotNoHalt:     "dead-slot-no-halt",
+	ReadBackSkipped:    "read-back-skipped",
+	CutPastDead:        "cut-past-dead",
+	MarkBeforeFlush:    "mark-before-flush",
+	MarkAnyTenure:      "mark-any-tenure",
+	TokenTruncated:     "token-truncated",
+	TokenExtended:      "token-extended",
 }
+
+// caughtBy names, for each variant, the packages whose own tests fail
+// when it is planted for a whole run (CUTLINE_PLANTED), each run with
+// -failfast ending in a FAIL within a minute: scripts/planted.sh requires
+// it. A package is a directory under the module root, in a module of its
+// own when it has a go.mod; "dir=Pattern" runs only the tests Pattern
+// matches there (the broker's other tests are long).
+var caughtBy = map[Bug][]string{
+	CutPlainPut:        {"fence"},
+	BarrierOneWindow:   {"fence"},
+	RepairUnverified:   {"fence"},
+	PoisonNoReobserve:  {"fence"},
+	UnreachableAsEmpty: {"chain", "fence"},
+	WalkAboveHole:      {"fence"},
+	AckOutOfOrder:      {"chain", "cutlinetest"},
+	AckBelowQuorum:     {"chain", "cutlinetest"},
+	LostCreateCounted:  {"chain", "fence", "cutlinetest"},
+	SettleBelowCut:     {"settle", "lease", "lease/batch", "cutlinetest"},
+	ReleaseShortPoison: {"lease", "cutlinetest"},
+	DeadBelowQuorum:    {"fence", "lease", "cutlinetest"},
+	DeadSlotNoHalt:     {"chain", "cutlinetest"},
+	ReadBackSkipped:    {"chain", "cutlinetest"},
+	CutPastDead:        {"fence", "lease", "lease/batch", "cutlinetest"},
+	MarkBeforeFlush:    {"lease"},
+	MarkAnyTenure:      {"lease"},
+	TokenTruncated:     {"lease", "examples/broker=TestProducerTokenForms"},
+	TokenExtended:      {"lease", "examples/broker=TestProducerTokenForms"},
+}
+
+// CaughtBy returns the packages whose own tests catch b (see caughtBy).
+func (b Bug) CaughtBy() []string { return caughtBy[b] }
 
 func (b Bug) String() string {
 	if n, ok := names[b]; ok {
