@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
@@ -16,7 +17,8 @@ import (
 // Write a few records to an epoch on three in-memory zones and read them
 // back.
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	minter, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	if err != nil {
 		panic(err)
@@ -66,7 +68,8 @@ func Example() {
 // Pipelined appends: Submit returns at once, the futures resolve in slot
 // order.
 func ExampleWriter_Submit() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	minter, _ := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	zones := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(zones...), W: 2, Window: 64})
@@ -92,7 +95,8 @@ func ExampleWriter_Submit() {
 // A fencer poisons a slot the writer has not filled yet: the writer halts
 // there and acknowledges nothing from that slot on.
 func ExampleFencedError() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	minter, _ := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	a, b, c := mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(a, b, c), W: 2, Window: 4})
@@ -117,8 +121,12 @@ func ExampleFencedError() {
 		}
 	}
 	_ = w.Close(ctx)
-	<-w.Halted()
-	fmt.Println("writer error:", w.Err())
+	select {
+	case <-w.Halted():
+		fmt.Println("writer error:", w.Err())
+	case <-ctx.Done():
+		fmt.Println("the writer did not halt:", ctx.Err())
+	}
 	// Output:
 	// record 0 at 1/0
 	// record 1 at 1/1

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/internal/synth"
 	metamem "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
@@ -71,7 +71,7 @@ func barrierLead(t testing.TB) {
 		require.NoError(t, err)
 		c := &synth.Chain{Star: star, N: 100, Payload: []byte("x"), Grow: 2}
 		zs := synth.NewZones(c, 3)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), failfast.Bound)
 		rec, err := m.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: int(window), Prefix: "chains"})
 		require.NoError(t, err)
 		l := &leads{read: map[uint64]bool{}}
@@ -83,7 +83,7 @@ func barrierLead(t testing.TB) {
 		require.NoError(t, err)
 		rep, err := f.FenceReport(ctx, star, rec.Epoch)
 		cancel()
-		require.NoError(t, err, "window %d", window)
+		require.NoError(t, err, "window %d: the fence of a writer it cannot catch", window)
 		require.Equal(t, 1, rep.Barriers, "window %d", window)
 		require.NotEmpty(t, l.leads, "window %d: barriers seen", window)
 		require.GreaterOrEqual(t, l.leads[0], 2*window+1, "window %d: the first barrier's lead past the frontier (all %v)", window, l.leads)

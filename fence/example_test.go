@@ -11,6 +11,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/mem"
@@ -20,7 +21,8 @@ import (
 // epoch. The cut is the first slot the writer never filled: the successor
 // poisons it in B = K−W+1 = 2 of the 3 zones.
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	minter, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	if err != nil {
 		panic(err)
@@ -72,7 +74,8 @@ func Example() {
 // append fails with chain.ErrFenced and nothing at or past the cut is
 // acknowledged.
 func Example_liveWriter() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	minter, _ := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	zones := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(zones...), W: 2, Window: 16})
@@ -100,9 +103,11 @@ func Example_liveWriter() {
 // Fence blocks while an unreachable zone holds the deciding vote on a slot.
 // A host watches Undecided (alerting on the age of its entries) and bounds
 // the fence with a context. The fake clock here only makes the example
-// deterministic: it drives the fencer's retries.
+// deterministic: it drives the fencer's retries (and failfast.BlockUntil
+// is its BlockUntil, bounded by a context).
 func ExampleFencer_Undecided() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	minter, _ := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	a, b, c := mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: []string{"zone-a", "zone-b", "zone-c"}, W: 2, Window: 16})
@@ -113,22 +118,33 @@ func ExampleFencer_Undecided() {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	f, _ := fence.New(minter, chain.MustZones(a, b, unreachable{c}), fence.Options{Clock: clk})
 
-	fctx, cancel := context.WithCancel(ctx)
-	done := make(chan error)
+	fctx, giveUp := context.WithCancel(ctx)
+	done := make(chan error, 1)
 	go func() {
 		_, err := f.Fence(fctx, "broker-1", rec.Epoch)
 		done <- err
 	}()
-	clk.BlockUntil(1) // the fence waits to retry
-	clk.Advance(time.Minute)
-	clk.BlockUntil(1) // and waits again: still undecided
+	wait, stopWaiting := context.WithTimeout(ctx, 10*time.Second)
+	defer stopWaiting()
+	err := failfast.BlockUntil(wait, clk, 1) // the fence waits to retry
+	if err == nil {
+		clk.Advance(time.Minute)
+		err = failfast.BlockUntil(wait, clk, 1) // and waits again: still undecided
+	}
+	if err != nil {
+		fmt.Println("the fence did not wait:", err)
+	}
 	for _, u := range f.Undecided() {
 		fmt.Println("slot", u.Slot, "of epoch", u.Epoch, "undecided for", clk.Now().Sub(u.Since), "waiting for", u.Waiting)
 	}
-	cancel() // the host gives up for now
-	err := <-done
-	var ue *fence.UndecidedError
-	fmt.Println(errors.Is(err, fence.ErrUndecided), errors.As(err, &ue) && ue.Slot == 0)
+	giveUp() // the host gives up for now
+	select {
+	case err := <-done:
+		var ue *fence.UndecidedError
+		fmt.Println(errors.Is(err, fence.ErrUndecided), errors.As(err, &ue) && ue.Slot == 0)
+	case <-ctx.Done():
+		fmt.Println("the fence did not end when its context did:", ctx.Err())
+	}
 	// Output:
 	// slot 0 of epoch 1 undecided for 1m0s waiting for [zone-c]
 	// true true

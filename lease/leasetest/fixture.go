@@ -14,6 +14,7 @@ import (
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
@@ -32,6 +33,12 @@ type Backend struct {
 	// TTL is the session TTL of every star. 0 means 10 s.
 	TTL time.Duration
 }
+
+// scenarioBound bounds each scenario, every call of it included: a
+// scenario takes well under a second on any backend, and one that hangs
+// (a planted variant, say) fails with the call it was in, instead of
+// hanging the run.
+const scenarioBound = 30 * time.Second
 
 // fixture is one scenario's world: a store, three in-memory zones, a fake
 // clock for the stars' limbo retries, and the run's history.
@@ -57,7 +64,9 @@ func newFixture(t *testing.T, b Backend) *fixture {
 	for i, z := range env.Zones {
 		views[i] = z
 	}
-	return &fixture{t: t, ctx: t.Context(), b: b, store: store, root: root, env: env,
+	ctx, cancel := context.WithTimeout(t.Context(), scenarioBound)
+	t.Cleanup(cancel)
+	return &fixture{t: t, ctx: ctx, b: b, store: store, root: root, env: env,
 		clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), hist: &cutlinetest.History{},
 		zones: chain.MustZones(views...), retries: 5 * time.Second}
 }
@@ -217,7 +226,7 @@ func (n *node) submit(stream, id string) (*lease.Future, int, error) {
 }
 
 func (n *node) answer(f *lease.Future, ev int) (chain.Position, error) {
-	ctx, cancel := context.WithTimeout(n.f.ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(n.f.ctx, failfast.Bound)
 	defer cancel()
 	pos, err := f.Wait(ctx)
 	if err != nil {
@@ -362,7 +371,7 @@ func (f *fixture) mark(stream string) *lease.Mark {
 // waitMark waits until a mark stands on stream.
 func (f *fixture) waitMark(stream string) {
 	f.t.Helper()
-	ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(f.ctx, failfast.Bound)
 	defer cancel()
 	key := f.root + "streams/" + stream + "/release"
 	kvs, rev, err := f.store.List(ctx, key)
@@ -380,6 +389,34 @@ func (f *fixture) waitMark(stream string) {
 			return
 		}
 	}
+	f.t.Fatalf("waiting for the mark of %s: %v", stream, ctx.Err())
+}
+
+// blockUntil waits until n timers are pending on the stars' clock: the
+// code under test waits on it for what (a limbo retry, say).
+func (f *fixture) blockUntil(n int, what string) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, failfast.Bound)
+	defer cancel()
+	if err := failfast.BlockUntil(ctx, f.clk, n); err != nil {
+		f.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// await waits for ch to deliver, failing the scenario after
+// failfast.Bound with what it waited for.
+func await[T any](f *fixture, ch <-chan T, what string) T {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, failfast.Bound)
+	defer cancel()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		f.t.Fatalf("waiting for %s: %v", what, ctx.Err())
+	}
+	var zero T
+	return zero
 }
 
 func (f *fixture) deleteLease(stream string) {

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
 )
@@ -271,7 +272,7 @@ func evictSuccessorFirst(f *fixture) {
 	// The evicted star's departure retries on the clock while its store
 	// is down: wait for it to be waiting before the store comes back, or
 	// it may find the store up at its first try and wait for nothing.
-	f.clk.BlockUntil(1)
+	f.blockUntil(1, "the evicted star's departure to wait for its retry")
 	a.store.SetDown(false)
 	f.clk.Advance(f.retries)
 	// The departure lands on that retry, superseded; it may have ended
@@ -361,11 +362,10 @@ func alreadySettled(f *fixture) {
 // crashBeforeMark: the release flush lands, the process dies before the
 // mark: the next open settles, never trusts.
 func crashBeforeMark(f *fixture) {
-	var flushed sync.WaitGroup
-	flushed.Add(1)
+	flushed := make(chan struct{})
 	once := sync.Once{}
 	a := f.start("star-a", nodeOpts{absorbEvery: 1000, flush: func(ctx context.Context, stream string) error {
-		once.Do(flushed.Done)
+		once.Do(func() { close(flushed) })
 		return nil
 	}})
 	a.open("s", lease.OpenOptions{})
@@ -384,7 +384,9 @@ func crashBeforeMark(f *fixture) {
 	if !errors.Is(err, lease.ErrLimbo) && !errors.Is(err, context.DeadlineExceeded) {
 		f.t.Fatalf("finish with the mark failing: %v", err)
 	}
-	flushed.Wait()
+	// The flush runs before the mark is tried, so it ran whatever the
+	// mark's fate.
+	await(f, flushed, "the release flush (it must run before the mark)")
 	a.kill()
 	if f.mark("s") != nil {
 		f.t.Fatalf("a mark landed")
@@ -522,7 +524,7 @@ func limbo(f *fixture) {
 		f.t.Fatalf("reopen during limbo: %v", err)
 	}
 	a.store.SetDown(false)
-	f.clk.BlockUntil(1)
+	f.blockUntil(1, "the departure in limbo to wait for its retry")
 	f.clk.Advance(f.retries)
 	// The retry may land before this Finish asks: then the stream is no
 	// longer held, and the open below finds its mark.
@@ -537,7 +539,15 @@ func limbo(f *fixture) {
 	f.verify(b, "s")
 }
 
-// tokens: exact equality, cooperative on Any, mandatory on Fenced.
+// tokenForms are tokens that are not tok but share a prefix with it:
+// truncated or extended.
+func tokenForms(tok string) []string {
+	return []string{tok[:len(tok)-1], tok + "0", tok + tok}
+}
+
+// tokens: exact equality, cooperative on Any, mandatory on Fenced; a
+// truncated or extended form of the installed token is stale, at a
+// one-shot append as at Open.
 func tokens(f *fixture) {
 	a := f.start("star-a", nodeOpts{})
 	must(f.t, a.star.CheckToken(f.ctx, "s", ""), "no token on a fresh Any stream")
@@ -551,6 +561,11 @@ func tokens(f *fixture) {
 	if err := a.star.CheckToken(f.ctx, "s", "p0"); !errors.Is(err, lease.ErrStaleToken) {
 		f.t.Fatalf("a stale token on an Any stream: %v", err)
 	}
+	for _, tok := range tokenForms("p1") {
+		if err := a.star.CheckToken(f.ctx, "s", tok); !errors.Is(err, lease.ErrStaleToken) {
+			f.t.Fatalf("token %q for the installed p1 on an Any stream: %v", tok, err)
+		}
+	}
 	_, err = a.star.Fence(f.ctx, "s", lease.Fenced, "p2")
 	must(f.t, err, "install p2 (fenced)")
 	var te *lease.TokenError
@@ -562,6 +577,14 @@ func tokens(f *fixture) {
 	}
 	if _, err := a.star.Open(f.ctx, "s", lease.OpenOptions{}); !errors.Is(err, lease.ErrStaleToken) {
 		f.t.Fatalf("open without the token of a Fenced stream: %v", err)
+	}
+	for _, tok := range tokenForms("p2") {
+		if err := a.star.CheckToken(f.ctx, "s", tok); !errors.Is(err, lease.ErrStaleToken) {
+			f.t.Fatalf("token %q for the installed p2 on a Fenced stream: %v", tok, err)
+		}
+		if _, err := a.star.Open(f.ctx, "s", lease.OpenOptions{Token: tok}); !errors.Is(err, lease.ErrStaleToken) {
+			f.t.Fatalf("open with token %q for the installed p2: %v", tok, err)
+		}
 	}
 	if _, err := a.star.Fence(f.ctx, "s", lease.Fenced, ""); err == nil {
 		f.t.Fatalf("a Fenced stream without a token was installed")
@@ -596,16 +619,21 @@ func supersededInline(f *fixture) {
 	must(f.t, err, "list")
 	rolled := make(chan error, 1)
 	go func() { rolled <- a.star.Roll(f.ctx, old.Constants) }()
-	ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(f.ctx, failfast.Bound)
 	defer cancel()
+	minted := false
 	for ev, err := range f.store.Watch(ctx, chainKey, rev+1) {
 		must(f.t, err, "watch the chain")
 		if ev.KV.Key == chainKey {
-			break // the new epoch is minted
+			minted = true
+			break
 		}
 	}
+	if !minted {
+		f.t.Fatalf("waiting for the roll to mint the new epoch: %v", ctx.Err())
+	}
 	a.kill()
-	if err := <-rolled; err == nil {
+	if err := await(f, rolled, "the roll to end with its star killed"); err == nil {
 		f.t.Fatalf("the roll finished although its old epoch could not be fenced")
 	}
 	b := f.start("star-b", nodeOpts{})
@@ -740,10 +768,10 @@ func openWait(f *fixture) {
 		ten, err := b.star.OpenWait(f.ctx, "s", lease.OpenOptions{}, time.Second)
 		done <- result{ten, err}
 	}()
-	f.clk.BlockUntil(1) // deferred, waiting to retry
+	f.blockUntil(1, "the deferred open to wait for its retry")
 	must(f.t, a.star.Finish(f.ctx, "s", lease.ReasonHandoff), "finish a")
 	f.clk.Advance(time.Second)
-	r := <-done
+	r := await(f, done, "the open to be admitted once the mark landed")
 	must(f.t, r.err, "open wait")
 	wantDecision(f.t, r.ten, lease.MarkConsumed)
 	b.appendN("s", "b", 1)
