@@ -12,26 +12,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/settle"
 )
 
 // The demonstration (go -C examples/broker run . demo) runs a broker
@@ -685,228 +681,4 @@ func (d *demo) release(ctx context.Context, keys wire.Keys, ep, hole, end uint64
 	}
 	rec.note(time.Now(), z.name, "answers a produce %d: %s; the holder is %q", code, e.Error, e.Holder)
 	return nil
-}
-
-// verify reads the stream back through the successor's API and checks it
-// against what the producer saw acknowledged; then it stops the nodes and
-// checks cutline's guarantees over the finished run (cutlinetest.Check).
-func (d *demo) verify(ctx context.Context) error {
-	p := d.prod
-	acks := p.acknowledgements()
-	got, err := p.read(ctx, d.successor.name)
-	if err != nil {
-		return err
-	}
-	seqOf := make(map[string]uint64, d.cfg.records)
-	for seq := range uint64(d.cfg.records) {
-		seqOf[string(p.data(seq))] = seq
-	}
-	count, at := map[uint64]int{}, map[uint64]uint64{}
-	for i, r := range got {
-		seq, ok := seqOf[string(r.Data)]
-		switch {
-		case r.Offset != uint64(i):
-			d.problems = append(d.problems, fmt.Sprintf("the read returned offset %d at position %d", r.Offset, i))
-		case !ok:
-			d.problems = append(d.problems, fmt.Sprintf("offset %d holds a record nobody acknowledged: %q", r.Offset, r.Data))
-		}
-		count[seq]++
-		at[seq] = r.Offset
-	}
-	lost, duplicated := 0, 0
-	for seq, a := range acks {
-		if off, ok := at[seq]; !ok || off != a.Offset {
-			lost++
-		}
-	}
-	for _, n := range count {
-		duplicated += n - 1
-	}
-	d.findings = append(d.findings, fmt.Sprintf("read back through %s's API: offsets 0–%d without a gap, each record compared with its acknowledgement", d.successor.name, len(got)-1))
-
-	// Where the index serves each acknowledged record: what the producer
-	// saw, as cutlinetest.Check reads it.
-	refs, err := settle.NewRefIndex(d.be.store, "", locate)
-	if err != nil {
-		return err
-	}
-	byOffset := map[uint64]settle.Ref{}
-	for r, err := range refs.Refs(ctx, demoStream) {
-		if err != nil {
-			return err
-		}
-		byOffset[r.Offset] = r
-	}
-	var hist cutlinetest.History
-	for _, seq := range slices.Sorted(maps.Keys(acks)) {
-		a := acks[seq]
-		r, ok := byOffset[a.Offset]
-		if ok && (r.Epoch != a.Epoch || r.Slot != a.Slot || (!a.Duplicate && r.Star != a.node)) {
-			d.problems = append(d.problems, fmt.Sprintf("record %d was acknowledged by %s at %d/%d, the index serves it from %s/%v", seq, a.node, a.Epoch, a.Slot, r.Star, r.Position()))
-		}
-		id := fmt.Sprint(seq)
-		payload := record{Stream: demoStream, Offset: a.Offset, Producer: p.id, Seq: seq, Data: p.data(seq)}.encode()
-		of := hist.Add(cutlinetest.Event{Op: cutlinetest.Submitted, Star: r.Star, ID: id, Payload: payload})
-		if ok {
-			hist.Add(cutlinetest.Event{Op: cutlinetest.Acked, Star: r.Star, ID: id, Of: of, Pos: r.Position()})
-		}
-	}
-
-	// The run ends as SIGTERM ends it: every node's star closes through
-	// Finish; then the guarantees are checked over the zones and the store.
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for _, n := range append(slices.DeleteFunc(slices.Clone(d.nodes), func(n *demoNode) bool { return n == d.successor }), d.successor) {
-		if err := d.stop(sctx, n); err != nil {
-			return fmt.Errorf("%s shuts down: %w", n.name, err)
-		}
-	}
-	vs := cutlinetest.Check(ctx, cutlinetest.Run{History: &hist, Store: d.be.store, Zones: d.be.zones, Locate: locate})
-	d.findings = append(d.findings, fmt.Sprintf("cutline's six guarantees (cutlinetest.Check: every zone read directly, every fenced epoch fenced again, the store's history replayed): %d violations", len(vs)))
-	for _, v := range vs {
-		d.problems = append(d.problems, v.Error())
-	}
-	d.verdict = fmt.Sprintf("acknowledged %d, readable %d, lost %d, duplicated %d", len(acks), len(got), lost, duplicated)
-	if lost > 0 || duplicated > 0 || len(got) != len(acks) || len(acks) != d.cfg.records {
-		d.problems = append(d.problems, d.verdict)
-	}
-	if len(d.problems) > 0 {
-		return fmt.Errorf("%w: %s", errDidNotHold, d.problems[0])
-	}
-	return nil
-}
-
-// header prints what the run is made of.
-func (d *demo) header() {
-	cfg := d.cfg
-	fmt.Fprintf(d.out, "cutline broker demonstration (%s)\n", cfg.runID)
-	if cfg.be.etcd == "" {
-		fmt.Fprintf(d.out, "  metadata: in-memory metastore (metastore/mem)\n")
-	} else {
-		fmt.Fprintf(d.out, "  metadata: etcd at %s (metastore/etcd), keys under %s\n", cfg.be.etcd, cfg.be.etcdRoot)
-	}
-	if len(cfg.be.s3Endpoints) == 0 {
-		fmt.Fprintf(d.out, "  objects:  %d filesystem zones (objstore/fs) under %s, keys under %s/\n", cfg.be.k, d.be.dir, cfg.keyPrefix)
-	} else {
-		var where []string
-		for i, b := range cfg.be.s3Buckets {
-			ep := cfg.be.s3Endpoints[min(i, len(cfg.be.s3Endpoints)-1)]
-			where = append(where, fmt.Sprintf("%s=%s/%s", zoneName(i), ep, b))
-		}
-		fmt.Fprintf(d.out, "  objects:  %d S3 buckets (objstore/s3): %s, keys under %s/\n", cfg.be.k, strings.Join(where, " "), cfg.keyPrefix)
-	}
-	lat := "no injected latency"
-	if cfg.latency > 0 {
-		lat = fmt.Sprintf("%v–%v injected per object request", cfg.latency/2, cfg.latency*3/2)
-	}
-	fmt.Fprintf(d.out, "  K=%d W=%d (a slot dies at B=%d poisons), window %d, %s\n", cfg.be.k, cfg.be.w, cfg.be.k-cfg.be.w+1, cfg.be.window, lat)
-	fmt.Fprintf(d.out, "  the controller and %d broker nodes in this process (authority.Local), each node's HTTP API over TLS with a bearer token\n", demoNodes)
-	var windows []string
-	for i := range demoNodes {
-		windows = append(windows, fmt.Sprintf("broker-%d %d", i+1, cfg.producerLimits(i).Window))
-	}
-	fmt.Fprintf(d.out, "  producer windows, as in a rolling change of -producer-window: %s\n", strings.Join(windows, ", "))
-	fmt.Fprintf(d.out, "  stream %q: %d records from one producer over HTTP; the holder fails after %d, with %d appends in flight\n\n",
-		demoStream, cfg.records, cfg.crashAfter, cfg.inflight)
-}
-
-// report prints the timeline, the object requests, the findings and the
-// verdict.
-func (d *demo) report() {
-	if d.t0.IsZero() {
-		d.t0 = time.Now()
-	}
-	fmt.Fprintf(d.out, "timeline (seconds from the failure):\n")
-	d.rec.print(d.out, d.t0, demoStream)
-	fmt.Fprintf(d.out, "\nobject requests by kind (cutline_broker_object_requests_total, all zones):\n")
-	fmt.Fprintf(d.out, "  %-24s %8s %8s %10s %8s %8s   %s\n", "node", "create", "get", "get_range", "delete", "list", "creates by result")
-	for _, n := range d.nodes {
-		ops, creates := requestCounts(n.node)
-		role := ""
-		switch n {
-		case d.zombie:
-			role = " (failed, zombie)"
-		case d.successor:
-			role = " (successor)"
-		}
-		var by []string
-		for _, r := range slices.Sorted(maps.Keys(creates)) {
-			by = append(by, fmt.Sprintf("%s %d", r, creates[r]))
-		}
-		fmt.Fprintf(d.out, "  %-24s %8d %8d %10d %8d %8d   %s\n", n.name+role, ops["create"], ops["get"], ops["get_range"], ops["delete"], ops["list"], strings.Join(by, ", "))
-	}
-	fmt.Fprintln(d.out)
-	for _, f := range d.findings {
-		fmt.Fprintf(d.out, "%s\n", f)
-	}
-	for _, pr := range d.problems {
-		fmt.Fprintf(d.out, "FAILED: %s\n", pr)
-	}
-	if d.verdict != "" {
-		fmt.Fprintf(d.out, "\n%s\n", d.verdict)
-	}
-}
-
-// requestCounts sums a node's object requests over the zones, by kind,
-// and its creates by result.
-func requestCounts(n *node) (ops, creates map[string]int) {
-	ops, creates = map[string]int{}, map[string]int{}
-	mfs, err := n.met.reg.Gather()
-	if err != nil {
-		return ops, creates
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "cutline_broker_object_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var op, result string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "op":
-					op = l.GetValue()
-				case "result":
-					result = l.GetValue()
-				}
-			}
-			v := int(m.GetCounter().GetValue())
-			ops[op] += v
-			if op == "create" {
-				creates[result] += v
-			}
-		}
-	}
-	return ops, creates
-}
-
-func seqRange(from, to uint64) []uint64 {
-	out := make([]uint64, 0, to-from)
-	for s := from; s < to; s++ {
-		out = append(out, s)
-	}
-	return out
-}
-
-// span formats a range of numbers.
-func span(first, last uint64) string {
-	if first == last {
-		return fmt.Sprint(first)
-	}
-	return fmt.Sprintf("%d–%d", first, last)
-}
-
-func zoneList(zones []objstore.Bucket) string {
-	names := chain.Names(zones...)
-	if len(names) == 0 {
-		return "no zone"
-	}
-	return strings.Join(names, ", ")
-}
-
-func total(m map[int]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
 }

@@ -3,11 +3,13 @@
 // (package lease/authority), the way a team would build its own. It is
 // meant to be copied and changed; every part of it is in this directory,
 // in files worth reading in order: format.go (the payload), node.go
-// (leadership: the grant, the star, produce and read), producers.go and
-// snapshots.go (producer de-duplication and its snapshots), server.go (the
-// HTTP API), metrics.go (Prometheus) and main.go (flags and wiring; with
-// backends.go, security.go and controller.go). The demonstration is in
-// the files named demo*.go; a broker needs none of them.
+// (leadership: the grant and the star), holding.go (the streams a star
+// leads), produce.go and read.go, producers.go and snapshots.go (producer
+// de-duplication and its snapshots), server.go (the HTTP API), listener.go
+// (its connection bounds), metrics.go (Prometheus), and main.go and
+// flags.go (wiring and flags; with backends.go, etcd.go, zonemodes.go,
+// security.go and controller.go). The demonstration is in the files named
+// demo*.go; a broker needs none of them.
 //
 // It is its own Go module, so that its dependency on the Prometheus
 // client never reaches the library's module.
