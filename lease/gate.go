@@ -283,32 +283,38 @@ type gateRecords struct {
 	tok     *Token
 }
 
-// readGate reads the stream's last-writer record, mark and token.
+// readGate reads the stream's last-writer record, mark and token, in one
+// request where the store can (metastore.ReadMany).
 func (s *Star) readGate(ctx context.Context, stream string) (gateRecords, error) {
-	store := s.cfg.Store
+	res, err := metastore.ReadMany(ctx, s.cfg.Store, []metastore.Read{
+		{Key: s.keys.writer(stream)}, {Key: s.keys.release(stream)}, {Key: s.keys.token(stream)}})
+	if err != nil {
+		return gateRecords{}, fmt.Errorf("lease: read the records of %s: %w", stream, err)
+	}
+	return s.gateOf(stream, res[0], res[1], res[2])
+}
+
+// gateOf decodes the gate records of stream from the reads of its
+// last-writer record, mark and token.
+func (s *Star) gateOf(stream string, wr, mr, tr metastore.ReadResult) (gateRecords, error) {
 	g := gateRecords{tok: &Token{Stream: stream, Mode: Any}}
-	if kv, ok, err := getOptional(ctx, store, s.keys.writer(stream)); err != nil {
-		return g, fmt.Errorf("lease: read the last writer of %s: %w", stream, err)
-	} else if ok {
-		if g.w, err = decodeWriter(kv, stream); err != nil {
+	var err error
+	if wr.Found {
+		if g.w, err = decodeWriter(wr.KV, stream); err != nil {
 			return g, err
 		}
 	}
-	if kv, ok, err := getOptional(ctx, store, s.keys.release(stream)); err != nil {
-		return g, fmt.Errorf("lease: read the release mark of %s: %w", stream, err)
-	} else if ok {
-		g.markRev = kv.Revision
-		if g.m, err = decodeMark(kv, stream); err != nil {
+	if mr.Found {
+		g.markRev = mr.KV.Revision
+		if g.m, err = decodeMark(mr.KV, stream); err != nil {
 			// A mark that does not decode certifies nothing; the admit
 			// deletes it with the rest.
 			s.log.Warn("ignoring a bad release mark", "stream", stream, "err", err)
 			g.m = nil
 		}
 	}
-	if kv, ok, err := getOptional(ctx, store, s.keys.token(stream)); err != nil {
-		return g, fmt.Errorf("lease: read the token of %s: %w", stream, err)
-	} else if ok {
-		if g.tok, err = decodeToken(kv, stream); err != nil {
+	if tr.Found {
+		if g.tok, err = decodeToken(tr.KV, stream); err != nil {
 			return g, err
 		}
 	}
@@ -323,6 +329,20 @@ type settleFunc func(ctx context.Context, stream string, w *Writer) (Decision, *
 // follows (settling an abandonment with settleFn), then where the stream
 // continues. It writes nothing of the tenure; admit does.
 func (s *Star) decide(ctx context.Context, stream string, opts OpenOptions, g gateRecords, distrust *bool, settleFn settleFunc) (Tenure, error) {
+	ten, err := s.judge(ctx, stream, opts, g, *distrust, settleFn)
+	if err != nil {
+		return Tenure{}, err
+	}
+	next, err := s.cfg.Index.Next(ctx, stream)
+	if err != nil {
+		return Tenure{}, fmt.Errorf("lease: where %s continues: %w", stream, err)
+	}
+	return s.continueAt(ten, g, next, distrust)
+}
+
+// judge decides how the gate admits stream on its records g: the token,
+// then the tenure it follows, settling an abandonment with settleFn.
+func (s *Star) judge(ctx context.Context, stream string, opts OpenOptions, g gateRecords, distrust bool, settleFn settleFunc) (Tenure, error) {
 	w, m := g.w, g.m
 	if err := g.tok.judge(opts.Token); err != nil {
 		return Tenure{}, err
@@ -331,7 +351,7 @@ func (s *Star) decide(ctx context.Context, stream string, opts OpenOptions, g ga
 	switch {
 	case w == nil:
 		ten.Decision = Fresh
-	case !*distrust && m.certifies(w):
+	case !distrust && m.certifies(w):
 		ten.Decision = MarkConsumed
 	default:
 		if m != nil && !m.certifies(w) {
@@ -346,14 +366,16 @@ func (s *Star) decide(ctx context.Context, stream string, opts OpenOptions, g ga
 	if w != nil {
 		ten.Tenure = w.Tenure + 1
 	}
-	next, err := s.cfg.Index.Next(ctx, stream)
-	if err != nil {
-		return Tenure{}, fmt.Errorf("lease: where %s continues: %w", stream, err)
-	}
-	if ten.Decision == MarkConsumed && next != m.Next {
-		// The coverage the mark certifies is not what the index says:
-		// trust neither, settle.
-		s.log.Warn("a release mark disagrees with the index; settling instead", "stream", stream, "mark_next", m.Next, "index_next", next)
+	return ten, nil
+}
+
+// continueAt sets where the admitted tenure continues, next, read from
+// the index after judge (and any settlement) ran. A mark whose coverage
+// the index does not show is trusted by neither: the gate distrusts it
+// and settles instead, in another round.
+func (s *Star) continueAt(ten Tenure, g gateRecords, next uint64, distrust *bool) (Tenure, error) {
+	if ten.Decision == MarkConsumed && next != g.m.Next {
+		s.log.Warn("a release mark disagrees with the index; settling instead", "stream", ten.Stream, "mark_next", g.m.Next, "index_next", next)
 		*distrust = true
 		return Tenure{}, errRegate
 	}

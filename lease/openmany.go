@@ -95,24 +95,24 @@ func (s *Star) OpenMany(ctx context.Context, streams []string, opts OpenOptions)
 	}()
 
 	leases := s.acquireMany(ctx, streams, todo, opts, errs)
+	var live []int
+	for _, i := range todo {
+		if errs[i] == nil {
+			live = append(live, i)
+		}
+	}
+	recs := s.readGates(ctx, streams, live, errs)
 	b := &bulkOpen{s: s, settled: map[string]*bulkSettle{}}
-	recs := make([]gateRecords, len(streams))
 	var fallback []int
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(openParallel)
-	for _, i := range todo {
+	for _, i := range live {
 		if errs[i] != nil {
 			continue
 		}
 		g.Go(func() error {
-			id := streams[i]
-			rec, err := s.readGate(ctx, id)
-			distrust := false
-			var ten Tenure
-			if err == nil {
-				ten, err = s.decide(ctx, id, opts, rec, &distrust, b.settle)
-			}
+			ten, err := s.judge(ctx, streams[i], opts, recs[i], false, b.settle)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -121,12 +121,20 @@ func (s *Star) OpenMany(ctx context.Context, streams []string, opts OpenOptions)
 			case err != nil:
 				errs[i] = err
 			default:
-				tens[i], recs[i] = ten, rec
+				tens[i] = ten
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
+	// Where each continues, read once every settlement has run.
+	var judged []int
+	for _, i := range live {
+		if errs[i] == nil && tens[i].Stream != "" {
+			judged = append(judged, i)
+		}
+	}
+	s.continueMany(ctx, streams, judged, tens, recs, errs, &fallback)
 	var ready []int
 	for _, i := range todo {
 		switch {
@@ -141,6 +149,86 @@ func (s *Star) OpenMany(ctx context.Context, streams []string, opts OpenOptions)
 		tens[i], errs[i] = s.gateRounds(ctx, streams[i], opts, leases[i], false)
 	}
 	return tens, errs
+}
+
+// readGates reads the gate records of streams[idx], three keys a stream,
+// metastore.MaxReadMany keys to a request, openParallel requests at once.
+// A stream whose records cannot be read or decoded gets its error in errs.
+func (s *Star) readGates(ctx context.Context, streams []string, idx []int, errs []error) []gateRecords {
+	recs := make([]gateRecords, len(streams))
+	const per = metastore.MaxReadMany / 3
+	var g errgroup.Group
+	g.SetLimit(openParallel)
+	for from := 0; from < len(idx); from += per {
+		chunk := idx[from:min(len(idx), from+per)]
+		g.Go(func() error {
+			reads := make([]metastore.Read, 0, 3*len(chunk))
+			for _, i := range chunk {
+				id := streams[i]
+				reads = append(reads, metastore.Read{Key: s.keys.writer(id)}, metastore.Read{Key: s.keys.release(id)}, metastore.Read{Key: s.keys.token(id)})
+			}
+			res, err := metastore.ReadMany(ctx, s.cfg.Store, reads)
+			for j, i := range chunk {
+				if err != nil {
+					errs[i] = fmt.Errorf("lease: read the records of %s: %w", streams[i], err)
+					continue
+				}
+				recs[i], errs[i] = s.gateOf(streams[i], res[3*j], res[3*j+1], res[3*j+2])
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return recs
+}
+
+// continueMany sets where each judged stream continues: through the
+// Index's NextMany when it has one (a request per 128 streams), else one
+// Next a stream. A stream whose mark the index contradicts goes to
+// fallback.
+func (s *Star) continueMany(ctx context.Context, streams []string, judged []int, tens []Tenure, recs []gateRecords, errs []error, fallback *[]int) {
+	nexts := make([]uint64, len(streams))
+	if nm, ok := s.cfg.Index.(interface {
+		NextMany(ctx context.Context, streams []string) ([]uint64, error)
+	}); ok {
+		ids := make([]string, len(judged))
+		for j, i := range judged {
+			ids[j] = streams[i]
+		}
+		got, err := nm.NextMany(ctx, ids)
+		for j, i := range judged {
+			if err != nil {
+				errs[i] = fmt.Errorf("lease: where %s continues: %w", streams[i], err)
+				continue
+			}
+			nexts[i] = got[j]
+		}
+	} else {
+		for _, i := range judged {
+			n, err := s.cfg.Index.Next(ctx, streams[i])
+			if err != nil {
+				errs[i] = fmt.Errorf("lease: where %s continues: %w", streams[i], err)
+			}
+			nexts[i] = n
+		}
+	}
+	for _, i := range judged {
+		if errs[i] != nil {
+			tens[i] = Tenure{}
+			continue
+		}
+		distrust := false
+		ten, err := s.continueAt(tens[i], recs[i], nexts[i], &distrust)
+		switch {
+		case errors.Is(err, errRegate):
+			tens[i] = Tenure{}
+			*fallback = append(*fallback, i)
+		case err != nil:
+			tens[i], errs[i] = Tenure{}, err
+		default:
+			tens[i] = ten
+		}
+	}
 }
 
 // acquireMany takes the leases of streams[todo] in transactions of up to

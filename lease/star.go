@@ -535,6 +535,15 @@ func (s *Star) absorbLoop() {
 		case <-s.ctx.Done():
 			return
 		}
+		// A request raised while the last absorb ran may find its batch
+		// covered already: absorb only when one is due again (or an
+		// answer waits for room).
+		s.mu.Lock()
+		due := len(s.acked) >= s.opts.AbsorbEvery || s.room != nil
+		s.mu.Unlock()
+		if !due {
+			continue
+		}
 		for attempt := 0; ; attempt++ {
 			err := s.Absorb(s.ctx)
 			if err == nil || s.ctx.Err() != nil {

@@ -41,9 +41,28 @@ func (x *RefIndex) v1Prefix(stream string) string  { return x.root + "refs/" + s
 func (x *RefIndex) v1HeadKey(stream string) string { return x.root + "refheads/" + stream }
 
 // checkFormat tells a stream with no page from one indexed in format 1:
-// one read, made only when a stream has no page.
+// one read, made only when a stream has no page, and only while the index
+// holds format-1 keys at all (looked for once, then remembered: a release
+// that writes format 1 must not run beside this one).
 func (x *RefIndex) checkFormat(ctx context.Context, stream string) error {
-	_, err := x.store.Get(ctx, x.v1HeadKey(stream))
+	x.mu.Lock()
+	none := x.noV1
+	x.mu.Unlock()
+	if none {
+		return nil
+	}
+	prefix := x.root + "refheads/"
+	_, err := metastore.Floor(ctx, x.store, prefix, prefix+"\U0010FFFF")
+	switch {
+	case errors.Is(err, metastore.ErrNotFound):
+		x.mu.Lock()
+		x.noV1 = true
+		x.mu.Unlock()
+		return nil
+	case err != nil:
+		return fmt.Errorf("settle index format: %w", err)
+	}
+	_, err = x.store.Get(ctx, x.v1HeadKey(stream))
 	switch {
 	case err == nil:
 		return &FormatError{Stream: stream, Format: 1}

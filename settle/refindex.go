@@ -82,6 +82,7 @@ type RefIndex struct {
 
 	mu    sync.Mutex
 	heads map[string]head
+	noV1  bool // the index holds no format-1 key (see checkFormat)
 }
 
 var _ FlightCoverage = (*RefIndex)(nil)
@@ -230,20 +231,21 @@ type plan struct {
 // stream's spans.
 func (x *RefIndex) planRound(ctx context.Context, star string, order []string, pending map[string][]spanAt) ([]*plan, error) {
 	heads := make([]head, len(order))
-	var g errgroup.Group
-	g.SetLimit(coverParallel)
+	var missing []string
+	var at []int
 	for i, id := range order {
 		if h, ok := x.cached(id); ok {
 			heads[i] = h
 			continue
 		}
-		g.Go(func() (err error) {
-			heads[i], err = x.readHead(ctx, id)
-			return err
-		})
+		missing, at = append(missing, id), append(at, i)
 	}
-	if err := g.Wait(); err != nil {
+	read, err := x.readHeads(ctx, missing)
+	if err != nil {
 		return nil, err
+	}
+	for j, h := range read {
+		heads[at[j]] = h
 	}
 	plans := make([]*plan, 0, len(order))
 	for i, id := range order {
@@ -465,6 +467,16 @@ func (x *RefIndex) readHead(ctx context.Context, stream string) (head, error) {
 	kv, err := metastore.Floor(ctx, x.store, x.pagePrefix(stream), x.lastPageKey(stream))
 	switch {
 	case errors.Is(err, metastore.ErrNotFound):
+		return x.headOf(ctx, stream, metastore.ReadResult{})
+	case err != nil:
+		return head{}, fmt.Errorf("settle ref head %s: %w", stream, err)
+	}
+	return x.headOf(ctx, stream, metastore.ReadResult{KV: kv, Found: true})
+}
+
+// headOf decodes the read of stream's last page and remembers it.
+func (x *RefIndex) headOf(ctx context.Context, stream string, r metastore.ReadResult) (head, error) {
+	if !r.Found {
 		if err := x.checkFormat(ctx, stream); err != nil {
 			return head{}, err
 		}
@@ -472,9 +484,8 @@ func (x *RefIndex) readHead(ctx context.Context, stream string) (head, error) {
 		h.page.Spans = nil
 		x.remember(stream, h)
 		return h, nil
-	case err != nil:
-		return head{}, fmt.Errorf("settle ref head %s: %w", stream, err)
 	}
+	kv := r.KV
 	pg, err := x.decodePage(kv, stream)
 	if err != nil {
 		return head{}, err
@@ -485,6 +496,59 @@ func (x *RefIndex) readHead(ctx context.Context, stream string) (head, error) {
 	h := head{rev: kv.Revision, page: pg}
 	x.remember(stream, h)
 	return h, nil
+}
+
+// readHeads reads the last pages of streams, MaxReadMany to a request
+// (metastore.ReadMany), coverParallel requests at once, and remembers
+// them.
+func (x *RefIndex) readHeads(ctx context.Context, streams []string) ([]head, error) {
+	heads := make([]head, len(streams))
+	var g errgroup.Group
+	g.SetLimit(coverParallel)
+	for from := 0; from < len(streams); from += metastore.MaxReadMany {
+		chunk := streams[from:min(len(streams), from+metastore.MaxReadMany)]
+		g.Go(func() error {
+			reads := make([]metastore.Read, len(chunk))
+			for i, id := range chunk {
+				reads[i] = metastore.Read{Floor: true, Prefix: x.pagePrefix(id), Key: x.lastPageKey(id)}
+			}
+			res, err := metastore.ReadMany(ctx, x.store, reads)
+			if err != nil {
+				return fmt.Errorf("settle ref heads of %d streams (%s…): %w", len(chunk), chunk[0], err)
+			}
+			for i, id := range chunk {
+				h, err := x.headOf(ctx, id, res[i])
+				if err != nil {
+					return err
+				}
+				heads[from+i] = h
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return heads, nil
+}
+
+// NextMany is Next for many streams, in order, at a cost per batch:
+// MaxReadMany streams to a request.
+func (x *RefIndex) NextMany(ctx context.Context, streams []string) ([]uint64, error) {
+	for _, id := range streams {
+		if err := epoch.ValidateName("stream", id); err != nil {
+			return nil, err
+		}
+	}
+	heads, err := x.readHeads(ctx, streams)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint64, len(heads))
+	for i, h := range heads {
+		out[i] = h.page.Next
+	}
+	return out, nil
 }
 
 // Next returns the first offset of stream that no ref covers: where the
