@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -156,6 +157,11 @@ func (s *Star) land(ctx context.Context, t *tenure) error {
 		// covers it if it is. Roll.
 		if err := s.roller.Roll(ctx, s.roller.Epoch().Constants); err != nil {
 			return fmt.Errorf("roll to decide an append of unknown outcome: %w", err)
+		}
+	}
+	if planted.On(planted.MarkBeforeFlush) {
+		if err := s.markFirst(ctx, t); err != nil { // planted: before the flush
+			return err
 		}
 	}
 	// The release flush: the stream's refs from the flight index.
