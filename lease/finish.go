@@ -9,6 +9,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/settle"
 )
 
 // Reason names the kind of a departure. Every departure goes through
@@ -168,13 +169,12 @@ func (s *Star) land(ctx context.Context, t *tenure) error {
 	s.mu.Lock()
 	pend := append([]spanAt(nil), t.pending...)
 	s.mu.Unlock()
+	flights := make([]settle.Placed, len(pend))
 	for i, p := range pend {
-		if err := s.cfg.Index.CoverSpan(ctx, s.cfg.Star, p.pos, p.span); err != nil {
-			s.mu.Lock()
-			t.pending = t.pending[min(i, len(t.pending)):]
-			s.mu.Unlock()
-			return fmt.Errorf("release flush: %w", err)
-		}
+		flights[i] = settle.Placed{Position: p.pos, Spans: []settle.Span{p.span}}
+	}
+	if err := s.cfg.Index.CoverFlights(ctx, s.cfg.Star, flights); err != nil {
+		return fmt.Errorf("release flush: %w", err)
 	}
 	s.mu.Lock()
 	t.pending = t.pending[min(len(pend), len(t.pending)):]
