@@ -175,7 +175,7 @@
 //	cutline_broker_health_pings_total          counter by result (ok, failed): pings of the node's direct health links
 //	cutline_broker_health_links_up             gauge: links of the current topology whose last ping completed
 //	cutline_broker_api_connections             gauge: connections the API keeps open
-//	cutline_broker_api_connections_refused_total  counter by reason: closed on accept (total, per_address), or silent, to make room (evicted)
+//	cutline_broker_api_connections_closed_total counter by reason: closed on accept (total, per_address), or silent, to make room (evicted)
 //
 // # Producers and snapshots
 //

@@ -80,7 +80,7 @@ func TestConnectionFlood(t *testing.T) {
 	c := client()
 	m := p.node.met
 	open := func() float64 { return gauge(t, m.conns) }
-	closed := func(reason string) float64 { return counter(t, m.connsRefused.WithLabelValues(reason)) }
+	closed := func(reason string) float64 { return counter(t, m.connsClosed.WithLabelValues(reason)) }
 
 	flood(t, addr, "127.0.0.2", 200)
 	require.Eventually(t, func() bool { return closed("per_address") == 192 }, 10*time.Second, 5*time.Millisecond,
@@ -257,7 +257,7 @@ func BenchmarkProduceUnderFlood(b *testing.B) {
 			refused := func() float64 {
 				n := 0.0
 				for _, r := range []string{"total", "per_address", "evicted"} {
-					n += counter(b, m.connsRefused.WithLabelValues(r))
+					n += counter(b, m.connsClosed.WithLabelValues(r))
 				}
 				return n
 			}

@@ -49,8 +49,8 @@ var apiTimeouts = serverTimeouts{ReadHeader: 5 * time.Second, Idle: 5 * time.Sec
 // closed to keep the bounds, by reason ("total", "per_address": refused
 // on accept; "evicted": closed silent to make room). Either may be nil.
 type connCounter struct {
-	open    func(delta float64)
-	refused func(reason string)
+	open   func(delta float64)
+	closed func(reason string)
 }
 
 // limitListener is a net.Listener whose Accept keeps its connections
@@ -97,8 +97,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 }
 
 func (l *limitListener) count(reason string) {
-	if l.cnt.refused != nil {
-		l.cnt.refused(reason)
+	if l.cnt.closed != nil {
+		l.cnt.closed(reason)
 	}
 }
 

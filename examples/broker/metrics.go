@@ -30,12 +30,12 @@ type metrics struct {
 	snapshots      *prometheus.CounterVec
 	replayed       prometheus.Counter
 	conns          prometheus.Gauge
-	connsRefused   *prometheus.CounterVec
+	connsClosed    *prometheus.CounterVec
 }
 
 // connCounter counts the API listener's connections.
 func (m *metrics) connCounter() connCounter {
-	return connCounter{open: m.conns.Add, refused: func(reason string) { m.connsRefused.WithLabelValues(reason).Inc() }}
+	return connCounter{open: m.conns.Add, closed: func(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }}
 }
 
 // newMetrics registers the node's metrics. inflight reports the slots in
@@ -81,12 +81,12 @@ func newMetrics(inflight, undecidedAge, linksUp func() float64) *metrics {
 		conns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cutline_broker_api_connections", Help: "Connections the API keeps open.",
 		}),
-		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cutline_broker_api_connections_refused_total", Help: "Connections the API closed when it accepted them, by the bound they were past (total, per_address).",
+		connsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cutline_broker_api_connections_closed_total", Help: "Connections the API closed to keep its bounds: on accept, past the bound in all (total) or of their address (per_address), or silent, to make room (evicted).",
 		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.appendSeconds, m.fenceSeconds, m.fenceRounds, m.settles, m.gateDecisions, m.grantChanges, m.objectRequests, m.pings,
-		m.snapshots, m.replayed, m.conns, m.connsRefused,
+		m.snapshots, m.replayed, m.conns, m.connsClosed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cutline_broker_slots_in_flight", Help: "Slots the node's current writer has submitted and not acknowledged.",
 		}, inflight),

@@ -140,6 +140,9 @@ func newNode(cfg nodeConfig) (*node, error) {
 	if err := cfg.Producers.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.MaxStreams < 0 {
+		return nil, refuse("max-streams", cfg.MaxStreams, "0 (the default, %d) or more", defaultMaxStreams)
+	}
 	n := &node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), clk: clock.Or(cfg.Clock), recovered: map[string]chain.Position{},
 		links: map[string]linkState{}, rebuilds: map[string]rebuildInfo{},
 		// A vote is a report on the direct health links: a node that runs
