@@ -28,6 +28,9 @@ for mod in $(git ls-files '*go.mod' 2>/dev/null || find . -name go.mod); do
       go test -count=1 -run 'TestAppendAllocs' -v ./chain/ 2>&1 || exit 1
       go vet -tags cutline_planted ./... || exit 1
       go test -race -count=1 -timeout 10m -tags cutline_planted -run 'Planted' -v ./fence/ ./internal/sim/ ./internal/modelcheck/ 2>&1 || exit 1
+      # Each variant planted for a whole run of the ordinary tests of the
+      # packages that must catch it: each run fails within a minute.
+      bash scripts/planted.sh || exit 1
     fi
   ) || status=1
 done
