@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/settle"
@@ -34,6 +36,14 @@ const (
 	ReasonEvict Reason = "evict"
 )
 
+// reasons lists every Reason a departure may record.
+var reasons = []Reason{ReasonClose, ReasonHandoff, ReasonDrain, ReasonSupersede, ReasonReestablish, ReasonEvict}
+
+// valid reports whether r is one of the reasons above: the mark records
+// it for whoever reads the stream's history, so an empty or unknown one
+// would only say nothing.
+func (r Reason) valid() bool { return slices.Contains(reasons, r) }
+
 // Finish is the one door for every departure from a held stream. It
 //
 //  1. refuses new appends to the stream and waits until every append of
@@ -52,7 +62,12 @@ const (
 // with ErrDeferred meanwhile. If ctx ends first, Finish returns a
 // *LimboError and the retries go on. A tenure that a successor took over
 // already (after settling it) ends with ErrSuperseded: nothing to mark.
+// A reason that is none of the Reason constants is refused with a
+// *config.Error, before anything is done.
 func (s *Star) Finish(ctx context.Context, stream string, reason Reason) error {
+	if !reason.valid() {
+		return &config.Error{Field: "reason", Value: string(reason), Reason: fmt.Sprintf("must be one of %v", reasons)}
+	}
 	t, err := s.startDeparture(stream, reason)
 	if err != nil {
 		return err
