@@ -105,8 +105,9 @@
 //     "duplicate": true. Retrying with the same pair is safe, also after a
 //     takeover (see Producers and snapshots), while seq is within
 //     -producer-window of the producer's highest sequence; a sequence
-//     below that window whose answer is no longer kept is refused with
-//     409, never appended twice.
+//     below that window whose answer is no longer kept (or below what a
+//     holder with a narrower window kept) is refused with 409, never
+//     appended twice.
 //   - Cutline-Fencing-Token: the producer's fencing token, judged with
 //     lease.Star.CheckToken: 409 when it is not the stream's installed
 //     one (or missing on a Fenced stream).
