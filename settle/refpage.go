@@ -22,8 +22,20 @@ import (
 // same transaction, so that no writer that read the old head can append
 // to it any more. Keys sort by offset, so the page holding an offset is
 // the floor of its key (metastore.Floor): one read at any stream length.
+//
+// A page of format 2 is a page of format 1 whose bytes were rewritten into
+// a segment (compaction): it keeps every span's flight coordinates and
+// adds the segment's key and where the first span's bytes start in it;
+// the spans follow each other there in order. Pages of flights are still
+// written in format 1, so a release that knows only format 1 keeps
+// reading them, and refuses a page of segments rather than misread it.
 const (
-	pageKind, pageFormat = "refpage", 1
+	pageKind = "refpage"
+	// flightPageFormat is the format of a page whose bytes lie in flights,
+	// segmentPageFormat of one whose bytes lie in a segment; pageFormat
+	// is the newest this package reads.
+	flightPageFormat, segmentPageFormat = 1, 2
+	pageFormat                          = segmentPageFormat
 	// PageSpans is the most spans a page holds. A page is rewritten
 	// whole on every cover, so it also bounds the bytes a cover writes
 	// per stream: about 30 bytes a span.
@@ -45,10 +57,14 @@ type refPage struct {
 	Next   uint64      `json:"next"`
 	Sealed bool        `json:"sealed,omitempty"`
 	Spans  [][4]uint64 `json:"spans"`
+	// Segment is the key of the segment holding the spans' bytes (format
+	// 2 only), At the offset of the first span's bytes in that object.
+	Segment string `json:"segment,omitempty"`
+	At      uint64 `json:"at,omitempty"`
 }
 
 func newPage(stream, star string, ep, first uint64) refPage {
-	return refPage{Header: metastore.Header{Kind: pageKind, Format: pageFormat}, Stream: stream, First: first, Star: star, Epoch: ep, Next: first}
+	return refPage{Header: metastore.Header{Kind: pageKind, Format: flightPageFormat}, Stream: stream, First: first, Star: star, Epoch: ep, Next: first}
 }
 
 // add appends span s of the flight at slot.
@@ -57,9 +73,10 @@ func (p *refPage) add(slot uint64, s Span) {
 	p.Next += s.Count
 }
 
-// holds reports whether the span of the flight at pos may go into p.
+// holds reports whether the span of the flight at pos may go into p. A
+// page of segments takes no more spans: its bytes are all in the segment.
 func (p *refPage) holds(star string, pos chain.Position) bool {
-	return !p.Sealed && p.Star == star && p.Epoch == pos.Epoch && len(p.Spans) < PageSpans &&
+	return !p.Sealed && p.Segment == "" && p.Star == star && p.Epoch == pos.Epoch && len(p.Spans) < PageSpans &&
 		(len(p.Spans) == 0 || p.Spans[len(p.Spans)-1][1] < pos.Slot)
 }
 
@@ -93,8 +110,15 @@ func (p *refPage) refs() []Ref {
 }
 
 // encode is compact JSON: a page is rewritten on every cover, and
-// indentation would triple what each rewrite sends.
-func (p *refPage) encode() ([]byte, error) { return json.Marshal(p) }
+// indentation would triple what each rewrite sends. The format follows
+// from where the bytes are.
+func (p *refPage) encode() ([]byte, error) {
+	p.Format = flightPageFormat
+	if p.Segment != "" {
+		p.Format = segmentPageFormat
+	}
+	return json.Marshal(p)
+}
 
 func (x *RefIndex) pagePrefix(stream string) string { return x.root + "refpages/" + stream + "/" }
 
@@ -130,18 +154,38 @@ func (x *RefIndex) decodePage(kv metastore.KV, stream string) (refPage, error) {
 		return bad("epoch numbers start at 1")
 	case len(p.Spans) == 0 || len(p.Spans) > PageSpans:
 		return bad("holds %d spans (1 to %d)", len(p.Spans), PageSpans)
+	case p.Format == flightPageFormat && (p.Segment != "" || p.At != 0):
+		return bad("format %d names a segment", p.Format)
+	case p.Format == segmentPageFormat && p.Segment == "":
+		return bad("format %d names no segment", p.Format)
 	}
-	at := p.First
+	if p.Segment != "" {
+		n, ok := parseSegmentKey(p.Segment)
+		switch {
+		case !ok:
+			return bad("names no valid segment: %q", p.Segment)
+		case n.Star != p.Star || n.Epoch != p.Epoch || n.Stream != stream:
+			return bad("names segment %s of another stream or epoch", p.Segment)
+		case p.First < n.First || p.Next > n.Next:
+			return bad("offsets [%d, %d) lie outside its segment's [%d, %d)", p.First, p.Next, n.First, n.Next)
+		case p.At < segmentHeaderLen(p.Segment):
+			return bad("its bytes start at %d, inside the segment's header", p.At)
+		}
+	}
+	at, bytesEnd := p.First, p.At
 	for i, sp := range p.Spans {
 		switch {
 		case sp[0] == 0 || at+sp[0] < at:
 			return bad("span %d covers %d offsets from %d", i, sp[0], at)
 		case sp[2] > sp[3]:
 			return bad("span %d's byte range [%d, %d) ends before it starts", i, sp[2], sp[3])
+		case bytesEnd+(sp[3]-sp[2]) < bytesEnd:
+			return bad("span %d's bytes end past the largest segment offset", i)
 		case i > 0 && sp[1] <= p.Spans[i-1][1]:
 			return bad("span %d's slot %d does not follow slot %d", i, sp[1], p.Spans[i-1][1])
 		}
 		at += sp[0]
+		bytesEnd += sp[3] - sp[2]
 	}
 	if at != p.Next {
 		return bad("says the stream goes on at %d, its spans end at %d", p.Next, at)

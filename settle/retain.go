@@ -155,7 +155,8 @@ func (x *RefIndex) Retain(ctx context.Context, stream string, offset uint64) (Re
 
 // Needed returns the lowest slot of star's epoch ep that a retained ref
 // still points into (ok false when none does): the epoch's flights below
-// it may be trimmed. It lists every page and retention point of the
+// it may be trimmed. Refs whose bytes compaction moved into a segment
+// need no flight. It lists every page and retention point of the
 // index, a read that grows with the index (about one key per PageSpans
 // spans of every stream): run it as maintenance, not per request.
 func (x *RefIndex) Needed(ctx context.Context, star string, ep uint64) (slot uint64, ok bool, err error) {
@@ -186,8 +187,8 @@ func (x *RefIndex) Needed(ctx context.Context, star string, ep uint64) (slot uin
 		if err := metastore.DecodeRecord(kv.Key, kv.Value, pageKind, pageFormat, &pg); err != nil {
 			return 0, false, err
 		}
-		if pg.Star != star || pg.Epoch != ep {
-			continue
+		if pg.Star != star || pg.Epoch != ep || pg.Segment != "" {
+			continue // a page of segments needs no flight
 		}
 		if pg, err = x.decodePage(kv, pg.Stream); err != nil {
 			return 0, false, err

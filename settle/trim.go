@@ -98,3 +98,15 @@ func (s *Settler) trimBucket(ctx context.Context, b objstore.Bucket, keys wire.K
 	}
 	return deleted, left, nil
 }
+
+// TrimRewritten trims star's epoch ep below its rewritten cursor: every
+// span of those flights is in a segment, or no retained ref needs it (see
+// Compactor.Compact), so no ref is left pointing into a deleted flight.
+// Unlike Needed, it reads one record, whatever the size of the index.
+func (s *Settler) TrimRewritten(ctx context.Context, star string, ep uint64) (TrimReport, error) {
+	rec, err := s.minter.Get(ctx, star, ep)
+	if err != nil {
+		return TrimReport{Star: star, Epoch: ep}, fmt.Errorf("trim %s/%d: %w", star, ep, err)
+	}
+	return s.Trim(ctx, star, ep, rec.Cursors.Rewritten)
+}
