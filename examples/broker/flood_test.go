@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/clock"
 )
 
 // startServing starts a broker process on the embedded default with
@@ -295,4 +299,23 @@ func holdOpen(ctx context.Context, addr net.Addr, from string) {
 		stop()
 		_ = c.Close()
 	}
+}
+
+// A flood of failed handshakes does not flood the log: an HTTP server's
+// own errors pass 10 a second, and the next second says how many were
+// dropped.
+func TestServerLogRate(t *testing.T) {
+	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var buf bytes.Buffer
+	l := stdlog.New(&serverLog{log: slog.New(slog.NewTextHandler(&buf, nil)), clk: fake}, "", 0)
+	for i := range 100 {
+		l.Printf("http: TLS handshake error from 127.0.0.%d:1234: EOF", i)
+	}
+	require.Equal(t, serverLogLines, strings.Count(buf.String(), "TLS handshake error"))
+	fake.Advance(time.Second)
+	l.Printf("http: TLS handshake error from 127.0.0.1:1234: EOF")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, serverLogLines+2)
+	require.Contains(t, lines[serverLogLines], "dropped=90")
+	require.Contains(t, lines[serverLogLines+1], "TLS handshake error from 127.0.0.1:1234")
 }

@@ -4,11 +4,15 @@ import (
 	"container/list"
 	"crypto/tls"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/cutline/cutline/clock"
 )
 
 // connLimits bound the connections one listener keeps open: in all, and
@@ -204,10 +208,52 @@ func (c *limitedConn) Close() error {
 
 // newHTTPServer is an HTTP server of h with the timeouts to, over TLS when
 // tc is not nil; its own errors (a refused handshake, say) go to log as
-// warnings.
+// warnings, serverLogLines a second at most.
 func newHTTPServer(h http.Handler, tc *tls.Config, to serverTimeouts, log *slog.Logger) *http.Server {
 	return &http.Server{Handler: h, TLSConfig: tc, ReadHeaderTimeout: to.ReadHeader, IdleTimeout: to.Idle,
-		ReadTimeout: to.Request, WriteTimeout: to.Request, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ReadTimeout: to.Request, WriteTimeout: to.Request, ErrorLog: stdlog.New(&serverLog{log: log, clk: clock.Real()}, "", 0)}
+}
+
+// serverLogLines is how many of its own errors an HTTP server logs in a
+// second.
+const serverLogLines = 10
+
+// serverLog is an HTTP server's error log. The server writes a line for
+// every connection whose TLS handshake fails, so a flood of connections
+// would flood the log (and the disk under it) too: it passes
+// serverLogLines lines a second, and says how many it dropped.
+type serverLog struct {
+	log *slog.Logger
+	clk clock.Clock
+
+	mu      sync.Mutex
+	second  time.Time // when the current second began
+	lines   int       // logged in it
+	dropped int       // not logged since the last report
+}
+
+func (s *serverLog) Write(p []byte) (int, error) {
+	now := s.clk.Now()
+	s.mu.Lock()
+	dropped := 0
+	if now.Sub(s.second) >= time.Second {
+		dropped, s.dropped = s.dropped, 0
+		s.second, s.lines = now, 0
+	}
+	pass := s.lines < serverLogLines
+	if pass {
+		s.lines++
+	} else {
+		s.dropped++
+	}
+	s.mu.Unlock()
+	if dropped > 0 {
+		s.log.Warn("http server: errors not logged, past the rate", "dropped", dropped, "per_second", serverLogLines)
+	}
+	if pass {
+		s.log.Warn(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
 }
 
 // listenLimited listens on addr for srv, within lim.
