@@ -47,6 +47,7 @@ var scenarios = []scenario{
 	{"lease", scenarioLease},
 	{"retain", scenarioRetain},
 	{"migrate", scenarioMigrate},
+	{"compact", scenarioCompact},
 }
 
 // process is the crashing party: its own minter, fencer, index, settler
