@@ -311,12 +311,17 @@
 // key usages serverAuth and clientAuth (it is presented on both ends of a
 // ping); a broker whose certificate names another node refuses to start.
 // The API then asks its clients for a certificate and verifies one given
-// against -tls-ca; clients without one are served as before.
+// against -tls-ca; clients without one are served as before. A broker
+// takes orders (revocations, releases, recoveries) only from the
+// controller whose certificate names -controller-identity: every node's
+// certificate chains to the same CA, so the CA alone cannot tell the
+// controller from a node posing as it. The controller's certificate
+// carries its identity like a node's (cutline://node/<-node>).
 //
 //	export CUTLINE_ETCD_PASSWORD=...
 //	broker -role controller -node ctl -etcd https://10.0.0.5:2379 -etcd-ca etcd-ca.pem -etcd-user cutline \
 //	    -tls-cert ctl.pem -tls-key ctl.key -tls-ca ca.pem -controller-listen :8443 -operators ops
-//	broker -role broker -node broker-1 -listen :8080 -controller https://ctl:8443 \
+//	broker -role broker -node broker-1 -listen :8080 -controller https://ctl:8443 -controller-identity ctl \
 //	    -etcd https://10.0.0.5:2379 -etcd-ca etcd-ca.pem -etcd-user cutline \
 //	    -tls-cert broker-1.pem -tls-key broker-1.key -tls-ca ca.pem -auth-token-file token \
 //	    -peers broker-1=https://b1:8080,broker-2=https://b2:8080,broker-3=https://b3:8080 \

@@ -21,6 +21,7 @@ type settings struct {
 	node, domain     string
 	listen           string
 	controllerURL    string
+	controllerID     string
 	controllerListen string
 	operators        []string
 	// peers maps the name of every broker of the cluster to the base URL
@@ -122,6 +123,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	fs.IntVar(&c.maxReads, "max-reads", defaultMaxReads, "reads served at once; more are answered 503")
 	fs.IntVar(&c.maxStreams, "max-streams", defaultMaxStreams, "streams a holder leads at once; a produce to one more is refused (429)")
 	fs.StringVar(&c.controllerURL, "controller", "", "the controller's URL (https://host:port) for -role broker")
+	fs.StringVar(&c.controllerID, "controller-identity", "", "the node name the controller's certificate must carry (-role broker): no other certificate of the CA is taken for the controller")
 	fs.StringVar(&c.controllerListen, "controller-listen", "", "address the controller serves its nodes on, over mutual TLS (-role controller: default 127.0.0.1:8443; -role all: off unless given)")
 	operators := fs.String("operators", "", "identities (certificate names) allowed to request a handoff from the controller, comma-separated")
 	peers := fs.String("peers", "", "every broker of the cluster as name=https://host:port (the base URL of its API), comma-separated: this broker runs direct health links with them and votes in the controller's fast fence (default: no links, no vote)")
@@ -227,6 +229,12 @@ func (c *settings) check(set map[string]bool) error {
 		u, err := url.Parse(c.controllerURL)
 		if err != nil || u.Scheme != "https" || u.Host == "" {
 			return refuse("controller", c.controllerURL, "the controller's https:// URL with -role broker")
+		}
+		// Every node's certificate chains to the same CA: without a name
+		// to check, any node could pose as the controller and send it
+		// revocations and releases.
+		if err := epoch.ValidateName("controller-identity", c.controllerID); err != nil {
+			return refuse("controller-identity", c.controllerID, "the controller's node name, as its certificate carries it, with -role broker")
 		}
 	case roleController:
 		if c.controllerListen == "" {

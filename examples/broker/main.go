@@ -121,7 +121,7 @@ func start(ctx context.Context, cfg *settings, log *slog.Logger) (_ *process, er
 		}
 	} else {
 		var closeIdle func()
-		dial, closeIdle = remoteDialer(cfg.controllerURL, p.sec)
+		dial, closeIdle = remoteDialer(cfg.controllerURL, cfg.controllerID, p.sec)
 		p.be.closers = append(p.be.closers, closeIdle)
 	}
 	if cfg.role == roleController {
@@ -156,19 +156,17 @@ func start(ctx context.Context, cfg *settings, log *slog.Logger) (_ *process, er
 type dialFunc func(ctx context.Context, node string, caps authority.Capabilities, token authority.Token) (authority.Conn, error)
 
 // remoteDialer returns how a node dials the controller served at url,
-// over mutual TLS (authhttp), and what closes the client's idle
-// connections.
-func remoteDialer(url string, sec *security) (dialFunc, func()) {
+// over mutual TLS (authhttp), taking orders only from the certificate that
+// names controller, and what closes the client's idle connections.
+func remoteDialer(url, controller string, sec *security) (dialFunc, func()) {
 	tr := &http.Transport{
 		TLSClientConfig:       authhttp.ClientTLS(sec.ca, sec.cert),
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		TLSHandshakeTimeout:   5 * time.Second,
 		ResponseHeaderTimeout: 10 * time.Second,
 	}
-	hc := &http.Client{Transport: tr}
-	return func(ctx context.Context, node string, caps authority.Capabilities, token authority.Token) (authority.Conn, error) {
-		return authhttp.Dial(ctx, url, node, caps, token, hc)
-	}, tr.CloseIdleConnections
+	d := &authhttp.Dialer{Base: url, Client: &http.Client{Transport: tr}, Controller: controller}
+	return d.Dial, tr.CloseIdleConnections
 }
 
 // healthPinger returns the node's Pinger (authority.AgentOptions.Pinger)

@@ -60,7 +60,8 @@ func TestRemoteBroker(t *testing.T) {
 	rcfg := testSettings(t, append([]string{"-insecure"}, ca.node("broker-2")...)...)
 	sec, err := loadSecurity(rcfg, "", log)
 	require.NoError(t, err)
-	dial, closeIdle := remoteDialer(ctlSrv.URL, sec)
+	// In role all the controller serves broker-1's certificate.
+	dial, closeIdle := remoteDialer(ctlSrv.URL, "broker-1", sec)
 	t.Cleanup(closeIdle)
 	n, err := newNode(nodeConfig{
 		Name: "broker-2", Domain: cfg.domain, Store: p.be.store, Buckets: p.be.zones,
@@ -95,8 +96,16 @@ func TestRemoteBroker(t *testing.T) {
 	bad, err := loadSecurity(testSettings(t, append([]string{"-insecure"}, other.node("broker-2")...)...), "", log)
 	require.NoError(t, err)
 	bad.ca = sec.ca // it trusts the server, the server does not trust it
-	badDial, badClose := remoteDialer(ctlSrv.URL, bad)
+	badDial, badClose := remoteDialer(ctlSrv.URL, "broker-1", bad)
 	t.Cleanup(badClose)
 	_, err = badDial(t.Context(), "broker-2", authority.Capabilities{Promotable: true}, 0)
 	require.Error(t, err)
+
+	// A controller that is not the one named: broker-1's certificate is
+	// refused when the broker expects "ctl".
+	posing, posingClose := remoteDialer(ctlSrv.URL, "ctl", sec)
+	t.Cleanup(posingClose)
+	_, err = posing(t.Context(), "broker-2", authority.Capabilities{Promotable: true}, 0)
+	var ie *authhttp.IdentityError
+	require.ErrorAs(t, err, &ie, "a node's certificate is not the controller's")
 }

@@ -272,6 +272,7 @@ func TestFlags(t *testing.T) {
 		{"-gcs-buckets", "a,b,c"},
 		{"-role", "broker"},
 		{"-role", "broker", "-controller", "https://ctl:8443"},
+		{"-role", "broker", "-controller", "https://ctl:8443", "-controller-identity", "a/b"},
 		{"-role", "controller", "-etcd", "127.0.0.1:2379"},
 		{"-controller", "https://ctl:8443"},
 		{"-w", "4"},

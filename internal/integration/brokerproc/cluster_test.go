@@ -85,7 +85,7 @@ func startCluster(ctx context.Context, t testing.TB, bin string) *cluster {
 	for i, b := range c.brokers {
 		args := append([]string{
 			"-role", "broker", "-node", b.name, "-listen", strings.TrimPrefix(b.base, "https://"),
-			"-controller", "https://" + ctlAddr, "-auth-token-file", tokenFile,
+			"-controller", "https://" + ctlAddr, "-controller-identity", "ctl", "-auth-token-file", tokenFile,
 			"-s3-endpoint", zones.Endpoints(), "-s3-buckets", zones.Buckets(), "-s3-access-key", zones.AccessKey,
 			"-peers", strings.Join(peers, ","), "-latency", objectLatency.String(),
 		}, common...)

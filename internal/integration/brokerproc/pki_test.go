@@ -35,9 +35,10 @@ func newPKI(t testing.TB) *pki {
 // server name 127.0.0.1 of its API. It returns the flags naming it.
 func (p *pki) node(name string) []string { return p.flags(name, p.Node(name)) }
 
-// controller issues the controller's server certificate for 127.0.0.1
-// and returns the flags naming it.
-func (p *pki) controller(name string) []string { return p.flags(name, p.Server(name)) }
+// controller issues the controller's certificate: its identity, which
+// the brokers check (-controller-identity), and the server name
+// 127.0.0.1. It returns the flags naming it.
+func (p *pki) controller(name string) []string { return p.flags(name, p.Node(name)) }
 
 // client issues a client certificate that names no node, as a producer's
 // would be.
