@@ -98,6 +98,7 @@
 // stream's retention point once it has one:
 //
 //	<root>refpages/<stream>/<first offset, 20 digits>  →  star, epoch, next, [count, slot, start, end]…
+//	                                                      (format 2: and segment, at; see "Compaction")
 //	<root>refstart/<stream>                            →  start: the first offset still served
 //
 // One flight may bundle records of several streams (a star's chain is
@@ -168,6 +169,76 @@
 // Trim deletes data that refs may still point at: trim only what the host
 // no longer serves (retention) or has rewritten elsewhere (the epoch's
 // rewritten cursor), and drop or move those refs first.
+//
+// # Compaction
+//
+// Flights bundle the records of every stream a star leads, which suits
+// the writer and not a consumer of one stream: it would read one flight
+// per record. A Compactor rewrites an epoch's flights below its
+// checkpoint into segments, one object per stream holding the bytes of
+// consecutive ref pages, and moves the pages onto them. Three cursors of
+// the epoch record say how far each stage has come:
+//
+//	slot     0          trimmed         rewritten          checkpoint        cut
+//	         ├─────────────────┼───────────────┼───────────────────┼────────────┤
+//	flights      deleted       kept, unneeded      refs read them    covered or not yet
+//	refs     ├────────── in segments ─────────┤├────────────── in flights ──────┤
+//
+// trimmed ≤ checkpoint and rewritten ≤ checkpoint (≤ cut once fenced);
+// trimming up to rewritten loses nothing.
+//
+// A pass of Compact:
+//
+//  1. reads the flights of [rewritten, checkpoint) (PassSlots and PassBytes
+//     at a time) and the spans they carry;
+//  2. finds the page holding each span, and keeps for rewriting the pages
+//     no cover appends to any more: sealed pages, and the last page of a
+//     settled epoch, whose every flight lies below the checkpoint. The
+//     last page of an open epoch stays with its holder, and holds the
+//     cursor back;
+//  3. writes each stream's pages into segments (up to SegmentBytes each),
+//     create-only in the epoch's buckets, and reads every copy back: a
+//     segment with fewer than W verified copies is never named;
+//  4. replaces those pages, by compare-and-set on the revisions it read,
+//     with pages of format 2 that keep every span's flight coordinates
+//     and name the segment and where the bytes start. A reader reading a
+//     page sees it whole, so it finds either the old place of the bytes
+//     or the new, never neither;
+//  5. moves the rewritten cursor to the lowest slot with a span whose
+//     page is not a page of segments.
+//
+// Then TrimRewritten (or Trim up to the cursor) deletes the flights: no
+// ref needs them. Needed no longer counts pages of segments.
+//
+// Segment keys, <prefix>/<star>/segments/<epoch>/<stream>/<first>-<next>-<compactor>-<nonce>,
+// cannot meet a slot key, and the compactor's identity and a random nonce
+// keep two compactors from ever writing one key. Two compactors may race,
+// and a compactor may race the holder: a page changed between the read
+// and the compare-and-set is left to a later pass, and a segment no page
+// came to name is deleted at once. A crash anywhere leaves only garbage:
+// segments no page names. Collect deletes a segment once no page of its
+// offsets [first, next) is a page of flights any more (a page of segments
+// never becomes one of flights again, so the compare-and-set that would
+// name it cannot succeed), or once retention dropped those offsets.
+//
+// Any process with the index and the buckets may compact: the holder
+// (its pages' revisions only move when it seals a page, which costs a
+// compactor a pass), or a maintenance process the host runs beside it,
+// which keeps the rewrite's reads and writes off the writer's path.
+//
+// # Reading a stream
+//
+// RefIndex.FindExtent and RefIndex.Extents say where a ref's bytes are:
+// in the flight it names, or at a range of a segment. A StreamReader
+// serves a stream's offsets from either with ranged reads: a flight's
+// header and payload up to the run's end (the header tells a flight from
+// a bucket's poison), or a segment's range plus ReadAhead bytes, which
+// serve the extents after it in the same segment without another
+// request. A consumer of one stream among a thousand interleaved ones
+// reads about one object per record from flights and under 0.01 after
+// compaction (BenchmarkStreamRead). A flight trimmed after its ref moved
+// is found again in its segment. Ranged reads do not verify a checksum;
+// the compactor verified every copy it let a page name.
 //
 // # The Roller and the unratified tail
 //
@@ -259,6 +330,10 @@
 // unreachable bucket kept through Options.Retries retries (Options.Backoff
 // apart) is not an error (Report.GarbageLeft): nothing reads past the
 // cut.
+//
+// A Compactor returns a *SegmentError (ErrSegment) for a segment short of
+// W verified copies, and a StreamReader one for a segment no bucket
+// serves, or a *chain.DataUnavailableError for such a flight.
 //
 // RefIndex returns ErrDoubleCover (*DoubleCoverError), ErrGap
 // (*GapError), ErrLocate for a payload the Locator cannot read or spans
