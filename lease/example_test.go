@@ -69,7 +69,8 @@ func startStar(ctx context.Context, name string, store metastore.Store, zones ch
 // A host opens a stream, appends to it, and hands it to another star
 // through Finish and the open gate.
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	store := memstore.New(memstore.Options{})
 	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
 	zones := chain.MustZones(buckets...)

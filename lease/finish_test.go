@@ -1,7 +1,6 @@
 package lease_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/cutlinetest"
-	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/lease"
 )
 
@@ -19,8 +17,7 @@ import (
 // done: the stream stays held and appendable, no mark is written. Each
 // constant is then taken.
 func TestFinishRefusesUnknownReason(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), failfast.Bound)
-	defer cancel()
+	ctx := bounded(t)
 	env := cutlinetest.NewMem(t, 3)
 	a := startSnapStar(t, env, "star-a", env.Store, lease.Options{})
 	_, err := a.star.Open(ctx, "s", lease.OpenOptions{})

@@ -20,26 +20,26 @@ import (
 func TestOpenWhileDeparting(t *testing.T) {
 	env := cutlinetest.NewMem(t, 3)
 	p := env.Party("star-a")
-	sess, err := env.Store.NewSession(t.Context(), time.Minute)
+	sess, err := env.Store.NewSession(bounded(t), time.Minute)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sess.Close(context.Background()) })
-	s, err := lease.Start(t.Context(), lease.Config{Star: "star-a", Store: env.Store, Session: sess, Minter: p.Minter,
+	s, err := lease.Start(bounded(t), lease.Config{Star: "star-a", Store: env.Store, Session: sess, Minter: p.Minter,
 		Settler: p.Settler, Index: p.Refs, Constants: env.Constants(2, 8)}, lease.Options{})
 	require.NoError(t, err)
 	defer s.Abort()
 	for i := range 20 {
 		stream := "s" + string(rune('a'+i))
-		_, err := s.Open(t.Context(), stream, lease.OpenOptions{})
+		_, err := s.Open(bounded(t), stream, lease.OpenOptions{})
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			if err := s.Finish(t.Context(), stream, lease.ReasonHandoff); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+			if err := s.Finish(bounded(t), stream, lease.ReasonHandoff); err != nil && !errors.Is(err, lease.ErrNotHeld) {
 				t.Errorf("finish %s: %v", stream, err)
 			}
 		})
 		wg.Go(func() {
 			for range 50 {
-				_, err := s.Open(t.Context(), stream, lease.OpenOptions{})
+				_, err := s.Open(bounded(t), stream, lease.OpenOptions{})
 				if err == nil {
 					return
 				}
@@ -51,5 +51,5 @@ func TestOpenWhileDeparting(t *testing.T) {
 		})
 		wg.Wait()
 	}
-	require.NoError(t, s.Close(t.Context()))
+	require.NoError(t, s.Close(bounded(t)))
 }

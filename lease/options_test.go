@@ -20,7 +20,7 @@ import (
 func TestStartRefusesOptions(t *testing.T) {
 	env := cutlinetest.NewMem(t, 3)
 	p := env.Party("star-a")
-	sess, err := env.Store.NewSession(t.Context(), time.Minute)
+	sess, err := env.Store.NewSession(bounded(t), time.Minute)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sess.Close(context.Background()) })
 	cfg := lease.Config{Star: "star-a", Store: env.Store, Session: sess, Minter: p.Minter, Settler: p.Settler, Index: p.Refs,
@@ -33,13 +33,13 @@ func TestStartRefusesOptions(t *testing.T) {
 			Republish: func(context.Context, *epoch.Record, [][]byte) ([]error, error) { return nil, nil }}},
 		"Roller.Admit": {Roller: settle.RollerOptions{Admit: func([]byte) error { return nil }}},
 	} {
-		_, err := lease.Start(t.Context(), cfg, opts)
+		_, err := lease.Start(bounded(t), cfg, opts)
 		require.ErrorIs(t, err, config.ErrInvalid, field)
 		var ce *config.Error
 		require.ErrorAs(t, err, &ce, field)
 		require.Equal(t, field, ce.Field)
 	}
-	kvs, _, err := env.Store.List(t.Context(), "")
+	kvs, _, err := env.Store.List(bounded(t), "")
 	require.NoError(t, err)
 	require.Empty(t, kvs, "nothing written")
 }

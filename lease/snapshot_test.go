@@ -48,10 +48,10 @@ type snapStar struct {
 func startSnapStar(t *testing.T, env *cutlinetest.Env, name string, store metastore.Store, opts lease.Options) *snapStar {
 	t.Helper()
 	p := env.Party(name)
-	sess, err := env.Store.NewSession(t.Context(), time.Minute)
+	sess, err := env.Store.NewSession(bounded(t), time.Minute)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sess.Close(context.Background()) })
-	star, err := lease.Start(t.Context(), lease.Config{Star: name, Store: store, Session: sess, Minter: p.Minter, Settler: p.Settler,
+	star, err := lease.Start(bounded(t), lease.Config{Star: name, Store: store, Session: sess, Minter: p.Minter, Settler: p.Settler,
 		Index: p.Refs, Constants: env.Constants(2, 16)}, opts)
 	require.NoError(t, err)
 	t.Cleanup(star.Abort)
@@ -64,9 +64,9 @@ func (s *snapStar) appendN(stream string, count int) {
 	for i := range count {
 		next, err := s.star.Next(stream)
 		require.NoError(s.t, err)
-		f, err := s.star.Submit(s.t.Context(), cutlinetest.Record(stream, next, s.star.Name()+"-"+string(rune('a'+i%26))))
+		f, err := s.star.Submit(bounded(s.t), cutlinetest.Record(stream, next, s.star.Name()+"-"+string(rune('a'+i%26))))
 		require.NoError(s.t, err)
-		_, err = f.Wait(s.t.Context())
+		_, err = f.Wait(bounded(s.t))
 		require.NoError(s.t, err)
 	}
 }
@@ -84,7 +84,7 @@ func requireSnapshotErr(t *testing.T, err, sentinel error) *lease.SnapshotError 
 func TestSnapshotSaveLoad(t *testing.T) {
 	env := cutlinetest.NewMem(t, 3)
 	a := startSnapStar(t, env, "star-a", env.Store, lease.Options{})
-	ctx := t.Context()
+	ctx := bounded(t)
 	_, err := a.star.Open(ctx, "orders", lease.OpenOptions{})
 	require.NoError(t, err)
 
@@ -125,7 +125,7 @@ func TestSnapshotSaveLoad(t *testing.T) {
 func TestSnapshotBeyondCoverageRefused(t *testing.T) {
 	env := cutlinetest.NewMem(t, 3)
 	a := startSnapStar(t, env, "star-a", env.Store, lease.Options{AbsorbEvery: 64})
-	ctx := t.Context()
+	ctx := bounded(t)
 	_, err := a.star.Open(ctx, "orders", lease.OpenOptions{})
 	require.NoError(t, err)
 	a.appendN("orders", 2)
@@ -146,7 +146,7 @@ func TestSnapshotBeyondCoverageRefused(t *testing.T) {
 func TestSnapshotTooBigRefused(t *testing.T) {
 	env := cutlinetest.NewMem(t, 3)
 	a := startSnapStar(t, env, "star-a", env.Store, lease.Options{MaxSnapshot: 16})
-	ctx := t.Context()
+	ctx := bounded(t)
 	_, err := a.star.Open(ctx, "orders", lease.OpenOptions{})
 	require.NoError(t, err)
 	se := requireSnapshotErr(t, a.star.SaveSnapshot(ctx, "orders", 0, bytes.Repeat([]byte("x"), 17)), lease.ErrSnapshotTooBig)
@@ -171,7 +171,7 @@ func TestSnapshotTooBigRefused(t *testing.T) {
 // what the stale holder left before, never what it tried to write after.
 func TestSnapshotStaleHolderRefused(t *testing.T) {
 	env := cutlinetest.NewMem(t, 3)
-	ctx := t.Context()
+	ctx := bounded(t)
 	hs := &hookStore{Store: env.Store}
 	a := startSnapStar(t, env, "star-a", hs, lease.Options{AbsorbEvery: 1})
 	_, err := a.star.Open(ctx, "orders", lease.OpenOptions{})
@@ -219,7 +219,7 @@ func TestSnapshotStaleHolderRefused(t *testing.T) {
 // nothing to replay.
 func TestSnapshotInReleaseFlush(t *testing.T) {
 	env := cutlinetest.NewMem(t, 3)
-	ctx := t.Context()
+	ctx := bounded(t)
 	var a *snapStar
 	flush := func(ctx context.Context, stream string) error {
 		next, err := a.star.Next(stream)
@@ -251,7 +251,7 @@ func TestSnapshotInReleaseFlush(t *testing.T) {
 // replaces it.
 func TestSnapshotCorrupt(t *testing.T) {
 	env := cutlinetest.NewMem(t, 3)
-	ctx := t.Context()
+	ctx := bounded(t)
 	a := startSnapStar(t, env, "star-a", env.Store, lease.Options{AbsorbEvery: 1})
 	_, err := a.star.Open(ctx, "orders", lease.OpenOptions{})
 	require.NoError(t, err)

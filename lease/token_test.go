@@ -1,7 +1,6 @@
 package lease_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/cutlinetest"
-	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/lease"
 )
 
@@ -53,8 +51,7 @@ func TestTokenExactEquality(t *testing.T) {
 	s := startSnapStar(t, env, "star-a", env.Store, lease.Options{}).star
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s/%s", c.mode, c.name), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), failfast.Bound)
-			defer cancel()
+			ctx := bounded(t)
 			stream := fmt.Sprintf("s%d", i)
 			ten, err := s.Fence(ctx, stream, c.mode, tok)
 			require.NoError(t, err, "install the token")

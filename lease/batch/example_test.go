@@ -26,7 +26,8 @@ func must[T any](v T, err error) T {
 // A host gathers records of two streams into one flight, acknowledges
 // each, and reads them back through its index.
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	store := memstore.New(memstore.Options{})
 	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
 	zones := chain.MustZones(buckets...)

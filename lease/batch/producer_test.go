@@ -12,6 +12,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/batch"
 )
@@ -113,7 +114,7 @@ func TestLingerTriggered(t *testing.T) {
 	clk := fakeClock()
 	p := w.producer(batch.Options{Linger: 5 * time.Millisecond, Clock: clk})
 	a := add(t, p, "s", "one")
-	clk.BlockUntil(1)
+	failfast.Timers(t, clk, 1, "the first record's linger timer")
 	clk.Advance(4 * time.Millisecond)
 	b := add(t, p, "s", "two")
 	if a.Decided() || b.Decided() {
@@ -136,7 +137,7 @@ func TestLingerTriggered(t *testing.T) {
 	}
 	// The next record starts a flight, and a timer, of its own.
 	c := add(t, p, "s", "three")
-	clk.BlockUntil(1)
+	failfast.Timers(t, clk, 1, "the third record's linger timer")
 	if err := p.Flush(bounded(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -204,13 +205,14 @@ func TestConcurrentReadBack(t *testing.T) {
 	w := newWorld(t, streams...)
 	p := w.producer(batch.Options{MaxBytes: 2048, MaxBuffered: 4096})
 	const n = 300
+	ctx := bounded(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(streams))
 	for _, s := range streams {
 		wg.Go(func() {
 			var acks []*batch.Ack
 			for i := range n {
-				a, err := p.Add(t.Context(), s, []byte(rec(s, i)+fmt.Sprintf("%0*d", i%50, 0)))
+				a, err := p.Add(ctx, s, []byte(rec(s, i)+fmt.Sprintf("%0*d", i%50, 0)))
 				if err != nil {
 					errs <- err
 					return
@@ -279,13 +281,13 @@ func TestStarAbortedMidStream(t *testing.T) {
 			t.Fatalf("%s/%d after the star closed: %v", a.Stream(), a.Offset(), err)
 		}
 	}
-	_, err := p.Add(t.Context(), "a", []byte("refused"))
+	_, err := p.Add(bounded(t), "a", []byte("refused"))
 	var se *batch.StreamError
 	if !errors.As(err, &se) || se.Stream != "a" || !errors.Is(err, batch.ErrFailed) || !errors.Is(err, lease.ErrClosed) {
 		t.Fatalf("Add on the failed stream: %v", err)
 	}
 	p.Reset("a")
-	a, err := p.Add(t.Context(), "a", []byte("after reset"))
+	a, err := p.Add(bounded(t), "a", []byte("after reset"))
 	if err != nil {
 		t.Fatalf("Add after Reset: %v", err)
 	}
@@ -335,7 +337,7 @@ func TestDepartedStreamFailsAlone(t *testing.T) {
 			t.Fatalf("b/%d: offset %d: %v", i+1, off, err)
 		}
 	}
-	if _, err := p.Add(t.Context(), "b", []byte("b5")); err != nil {
+	if _, err := p.Add(bounded(t), "b", []byte("b5")); err != nil {
 		t.Fatalf("b goes on: %v", err)
 	}
 	if err := p.Close(bounded(t)); err != nil {
@@ -354,13 +356,13 @@ func TestDepartedStreamFailsAlone(t *testing.T) {
 func TestNotHeld(t *testing.T) {
 	w := newWorld(t, "a")
 	p := w.producer(batch.Options{})
-	if _, err := p.Add(t.Context(), "nosuch", []byte("x")); !errors.Is(err, lease.ErrNotHeld) {
+	if _, err := p.Add(bounded(t), "nosuch", []byte("x")); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("Add on a stream not held: %v", err)
 	}
-	if _, err := p.Add(t.Context(), "bad name", []byte("x")); !errors.Is(err, config.ErrInvalid) {
+	if _, err := p.Add(bounded(t), "bad name", []byte("x")); !errors.Is(err, config.ErrInvalid) {
 		t.Fatalf("Add on a bad stream name: %v", err)
 	}
-	_, err := p.Add(t.Context(), "a", make([]byte, batch.DefaultMaxBytes))
+	_, err := p.Add(bounded(t), "a", make([]byte, batch.DefaultMaxBytes))
 	var se *batch.SizeError
 	if !errors.As(err, &se) || !errors.Is(err, batch.ErrTooLarge) || se.Max >= batch.DefaultMaxBytes {
 		t.Fatalf("a record larger than a flight: %v", err)
@@ -508,10 +510,10 @@ func TestCloseGivesUp(t *testing.T) {
 	if _, _, err := wait(t, a); !errors.Is(err, batch.ErrClosed) || !errors.Is(err, batch.ErrFailed) {
 		t.Fatalf("a record pending at close: %v", err)
 	}
-	if _, err := p.Add(t.Context(), "s", nil); !errors.Is(err, batch.ErrClosed) {
+	if _, err := p.Add(bounded(t), "s", nil); !errors.Is(err, batch.ErrClosed) {
 		t.Fatalf("Add after Close: %v", err)
 	}
-	if err := p.Close(t.Context()); !errors.Is(err, batch.ErrClosed) {
+	if err := p.Close(bounded(t)); !errors.Is(err, batch.ErrClosed) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
@@ -562,7 +564,7 @@ func TestSessionLostTakeover(t *testing.T) {
 		}
 	}
 	if failed > 0 {
-		if _, err := p.Add(t.Context(), "s", []byte("refused")); !errors.Is(err, batch.ErrFailed) {
+		if _, err := p.Add(bounded(t), "s", []byte("refused")); !errors.Is(err, batch.ErrFailed) {
 			t.Fatalf("Add on the failed stream: %v", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/cutlinetest"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/batch"
 	"github.com/cutline/cutline/metastore"
@@ -86,7 +87,7 @@ func (w *world) producer(opts batch.Options) *batch.Producer {
 		w.t.Fatalf("new producer: %v", err)
 	}
 	w.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), failfast.Bound)
 		defer cancel()
 		_ = p.Close(ctx)
 	})
@@ -138,11 +139,11 @@ func (w *world) read(stream string) []string {
 // wait waits for an ack, bounded.
 func wait(t *testing.T, a *batch.Ack) (chain.Position, uint64, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), failfast.Bound)
 	defer cancel()
 	pos, off, err := a.Wait(ctx)
 	if ctx.Err() != nil {
-		t.Fatalf("ack of %s/%d: not decided within a minute", a.Stream(), a.Offset())
+		t.Fatalf("ack of %s/%d: not decided within %v", a.Stream(), a.Offset(), failfast.Bound)
 	}
 	return pos, off, err
 }
@@ -150,7 +151,7 @@ func wait(t *testing.T, a *batch.Ack) (chain.Position, uint64, error) {
 // add adds a record, failing the test on an error.
 func add(t *testing.T, p *batch.Producer, stream, rec string) *batch.Ack {
 	t.Helper()
-	a, err := p.Add(t.Context(), stream, []byte(rec))
+	a, err := p.Add(bounded(t), stream, []byte(rec))
 	if err != nil {
 		t.Fatalf("add %s %q: %v", stream, rec, err)
 	}
@@ -162,7 +163,7 @@ func rec(stream string, i int) string { return fmt.Sprintf("%s-record-%04d", str
 // bounded returns a context that ends after a minute, for waits that
 // must end.
 func bounded(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), failfast.Bound)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -392,33 +392,6 @@ func (f *fixture) waitMark(stream string) {
 	f.t.Fatalf("waiting for the mark of %s: %v", stream, ctx.Err())
 }
 
-// blockUntil waits until n timers are pending on the stars' clock: the
-// code under test waits on it for what (a limbo retry, say).
-func (f *fixture) blockUntil(n int, what string) {
-	f.t.Helper()
-	ctx, cancel := context.WithTimeout(f.ctx, failfast.Bound)
-	defer cancel()
-	if err := failfast.BlockUntil(ctx, f.clk, n); err != nil {
-		f.t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-// await waits for ch to deliver, failing the scenario after
-// failfast.Bound with what it waited for.
-func await[T any](f *fixture, ch <-chan T, what string) T {
-	f.t.Helper()
-	ctx, cancel := context.WithTimeout(f.ctx, failfast.Bound)
-	defer cancel()
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		f.t.Fatalf("waiting for %s: %v", what, ctx.Err())
-	}
-	var zero T
-	return zero
-}
-
 func (f *fixture) deleteLease(stream string) {
 	f.t.Helper()
 	kv, err := f.store.Get(f.ctx, f.root+"streams/"+stream+"/lease")

@@ -272,7 +272,7 @@ func evictSuccessorFirst(f *fixture) {
 	// The evicted star's departure retries on the clock while its store
 	// is down: wait for it to be waiting before the store comes back, or
 	// it may find the store up at its first try and wait for nothing.
-	f.blockUntil(1, "the evicted star's departure to wait for its retry")
+	failfast.Timers(f.t, f.clk, 1, "the evicted star's departure to wait for its retry")
 	a.store.SetDown(false)
 	f.clk.Advance(f.retries)
 	// The departure lands on that retry, superseded; it may have ended
@@ -386,7 +386,7 @@ func crashBeforeMark(f *fixture) {
 	}
 	// The flush runs before the mark is tried, so it ran whatever the
 	// mark's fate.
-	await(f, flushed, "the release flush (it must run before the mark)")
+	failfast.Recv(f.t, flushed, "the release flush (it must run before the mark)")
 	a.kill()
 	if f.mark("s") != nil {
 		f.t.Fatalf("a mark landed")
@@ -524,7 +524,7 @@ func limbo(f *fixture) {
 		f.t.Fatalf("reopen during limbo: %v", err)
 	}
 	a.store.SetDown(false)
-	f.blockUntil(1, "the departure in limbo to wait for its retry")
+	failfast.Timers(f.t, f.clk, 1, "the departure in limbo to wait for its retry")
 	f.clk.Advance(f.retries)
 	// The retry may land before this Finish asks: then the stream is no
 	// longer held, and the open below finds its mark.
@@ -633,7 +633,7 @@ func supersededInline(f *fixture) {
 		f.t.Fatalf("waiting for the roll to mint the new epoch: %v", ctx.Err())
 	}
 	a.kill()
-	if err := await(f, rolled, "the roll to end with its star killed"); err == nil {
+	if err := failfast.Recv(f.t, rolled, "the roll to end with its star killed"); err == nil {
 		f.t.Fatalf("the roll finished although its old epoch could not be fenced")
 	}
 	b := f.start("star-b", nodeOpts{})
@@ -768,10 +768,10 @@ func openWait(f *fixture) {
 		ten, err := b.star.OpenWait(f.ctx, "s", lease.OpenOptions{}, time.Second)
 		done <- result{ten, err}
 	}()
-	f.blockUntil(1, "the deferred open to wait for its retry")
+	failfast.Timers(f.t, f.clk, 1, "the deferred open to wait for its retry")
 	must(f.t, a.star.Finish(f.ctx, "s", lease.ReasonHandoff), "finish a")
 	f.clk.Advance(time.Second)
-	r := await(f, done, "the open to be admitted once the mark landed")
+	r := failfast.Recv(f.t, done, "the open to be admitted once the mark landed")
 	must(f.t, r.err, "open wait")
 	wantDecision(f.t, r.ten, lease.MarkConsumed)
 	b.appendN("s", "b", 1)

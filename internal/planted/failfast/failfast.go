@@ -3,16 +3,16 @@
 // a message naming what it waited for, instead of hanging until the test
 // binary's timeout and reporting nothing but that.
 //
-// A wait on a channel or a call taking a context needs nothing from here:
-// give it a context with a deadline (Bound). What the standard library
-// cannot bound is the wait on a fake clock, clock.Fake.BlockUntil, which
-// BlockUntil does.
+// A call taking a context needs nothing from here: give it a context with
+// a deadline (Bound). A test waits on a channel with Recv, and on a fake
+// clock with Timers or BlockUntil (clock.Fake.BlockUntil has no bound).
 package failfast
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/cutline/cutline/clock"
@@ -72,4 +72,32 @@ func BlockUntil(ctx context.Context, clk *clock.Fake, n int) error {
 		t.Stop()
 	}
 	return &ClockError{Want: n, Pending: pending, Err: ctx.Err()}
+}
+
+// Timers waits until at least n timers are pending on clk, at most Bound,
+// and fails t with what it waited for when they are not. Call it from the
+// test's goroutine.
+func Timers(t testing.TB, clk *clock.Fake, n int, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), Bound)
+	defer cancel()
+	if err := BlockUntil(ctx, clk, n); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// Recv receives from ch, waiting at most Bound, and fails t with what it
+// waited for when nothing comes. Call it from the test's goroutine.
+func Recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), Bound)
+	defer cancel()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("waiting for %s: %v", what, ctx.Err())
+	}
+	var zero T
+	return zero
 }

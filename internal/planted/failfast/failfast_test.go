@@ -50,3 +50,14 @@ func TestBlockUntilGivesUp(t *testing.T) {
 		t.Fatalf("%d timers left pending", n)
 	}
 }
+
+func TestTimersAndRecv(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	fired := make(chan time.Time, 1)
+	go func() { fired <- <-clk.NewTimer(time.Minute).C() }()
+	failfast.Timers(t, clk, 1, "the timer")
+	clk.Advance(time.Minute)
+	if at := failfast.Recv(t, fired, "the timer to fire"); !at.Equal(time.Unix(60, 0)) {
+		t.Fatalf("fired at %v, want at 60 s", at)
+	}
+}
