@@ -3,7 +3,6 @@
 package chain_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -22,7 +21,7 @@ import (
 // The writer and reader on the filesystem backend: two epochs, a zone down
 // during the second, a poisoned slot ending the first.
 func TestFilesystemBackend(t *testing.T) {
-	ctx := context.Background()
+	ctx := bounded(t)
 	dir := t.TempDir()
 	var buckets []objstore.Bucket
 	for i := range 3 {

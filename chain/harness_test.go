@@ -96,7 +96,7 @@ func (e *env) key(rec *epoch.Record, slot uint64) string { return cutlinetest.Sl
 // put stores raw bytes in bucket i at slot, bypassing the hooks.
 func (e *env) put(i int, rec *epoch.Record, slot uint64, data []byte) {
 	e.t.Helper()
-	require.NoError(e.t, e.mems[i].Create(context.Background(), e.key(rec, slot), data))
+	require.NoError(e.t, e.mems[i].Create(bounded(e.t), e.key(rec, slot), data))
 }
 
 // poison poisons slot in bucket i, bypassing the hooks.
@@ -106,7 +106,7 @@ func (e *env) poison(i int, rec *epoch.Record, slot uint64) { e.Put(i, rec, slot
 func readAll(t testing.TB, r *chain.Reader, from chain.Position) ([]chain.Flight, error) {
 	t.Helper()
 	var out []chain.Flight
-	for f, err := range r.Flights(context.Background(), star, from) {
+	for f, err := range r.Flights(bounded(t), star, from) {
 		if err != nil {
 			return out, err
 		}

@@ -55,7 +55,7 @@ func newHistStar(tb testing.TB, window int) *histStar {
 // past gives the star n epochs fenced empty and settled.
 func (h *histStar) past(tb testing.TB, n int) {
 	tb.Helper()
-	ctx := context.Background()
+	ctx := bounded(tb)
 	for range n {
 		rec, err := h.m.Mint(ctx, star, h.c)
 		require.NoError(tb, err)
@@ -70,7 +70,7 @@ func (h *histStar) past(tb testing.TB, n int) {
 // as its writer would have; the epoch stays open with its checkpoint at 0.
 func (h *histStar) lay(tb testing.TB, n int) *epoch.Record {
 	tb.Helper()
-	ctx := context.Background()
+	ctx := bounded(tb)
 	rec, err := h.m.Mint(ctx, star, h.c)
 	require.NoError(tb, err)
 	keys := wire.KeysOf(rec)
@@ -99,7 +99,7 @@ func (h *histStar) reads() int {
 // checkpoint: the same requests after 100 flights as after 10,000.
 func TestReadOpenEpochFlatInLength(t *testing.T) {
 	const window = 8
-	ctx := context.Background()
+	ctx := bounded(t)
 	measure := func(n int) int {
 		h := newHistStar(t, window)
 		rec := h.lay(t, n)
@@ -120,7 +120,7 @@ func TestReadOpenEpochFlatInLength(t *testing.T) {
 // a position below the checkpoint reads.
 func TestReadOpenEpochWindow(t *testing.T) {
 	const window = 8
-	ctx := context.Background()
+	ctx := bounded(t)
 	h := newHistStar(t, window)
 	rec := h.lay(t, 40)
 	keys := wire.KeysOf(rec)
@@ -164,7 +164,7 @@ func TestReadOpenEpochWindow(t *testing.T) {
 // position, reads as many metastore keys after 10 past epochs as after
 // 1,000.
 func TestReaderFlatInHistory(t *testing.T) {
-	ctx := context.Background()
+	ctx := bounded(t)
 	measure := func(past int) metacount.Stats {
 		h := newHistStar(t, 8)
 		h.past(t, past)

@@ -27,16 +27,16 @@ func (e *env) writeAll(rec *epoch.Record, from, to int) uint64 {
 	e.t.Helper()
 	w := e.writer(rec, chain.WriterOptions{})
 	for i := from; i < to; i++ {
-		_, err := w.Append(context.Background(), payload(i))
+		_, err := w.Append(bounded(e.t), payload(i))
 		require.NoError(e.t, err)
 	}
-	require.NoError(e.t, w.Close(context.Background()))
+	require.NoError(e.t, w.Close(bounded(e.t)))
 	return w.Released()
 }
 
 func (e *env) publish(rec *epoch.Record, cut uint64) *epoch.Record {
 	e.t.Helper()
-	r, err := e.minter.Publish(context.Background(), rec.Star, rec.Epoch, cut)
+	r, err := e.minter.Publish(bounded(e.t), rec.Star, rec.Epoch, cut)
 	require.NoError(e.t, err)
 	return r
 }
@@ -67,7 +67,7 @@ func flight(ep, slot uint64, i int) chain.Flight {
 // number and an open epoch.
 func TestReaderAcrossEpochs(t *testing.T) {
 	e := newEnv(t, 3)
-	ctx := context.Background()
+	ctx := bounded(t)
 
 	// Epoch 1: slot 7 is dead; the writer halts there. Slot 8 may have
 	// landed (pipelined garbage past the cut).
@@ -206,7 +206,7 @@ func TestReaderFallback(t *testing.T) {
 			corrupt := func(slot uint64, i int) {
 				data := wire.EncodeFlight(star, rec.Epoch, slot, payload(int(slot)))
 				data[len(data)-1] ^= 0xff
-				require.NoError(t, e.mems[i].Delete(context.Background(), e.key(rec, slot)))
+				require.NoError(t, e.mems[i].Delete(bounded(t), e.key(rec, slot)))
 				e.put(i, rec, slot, data)
 			}
 			corrupt(2, 0)
@@ -253,7 +253,7 @@ func TestReaderDataUnavailable(t *testing.T) {
 		}
 		return next()
 	})
-	require.NoError(t, e.mems[2].Delete(context.Background(), e.key(rec, 3)))
+	require.NoError(t, e.mems[2].Delete(bounded(t), e.key(rec, 3)))
 	e.publish(rec, 5)
 
 	got, err := readAll(t, e.reader(), chain.Position{})
@@ -266,7 +266,7 @@ func TestReaderDataUnavailable(t *testing.T) {
 	require.Equal(t, uint64(3), de.Slot)
 	require.Equal(t, rec.Epoch, de.Epoch)
 
-	_, err = e.reader().Read(context.Background(), star, chain.Position{Epoch: rec.Epoch, Slot: 3})
+	_, err = e.reader().Read(bounded(t), star, chain.Position{Epoch: rec.Epoch, Slot: 3})
 	require.ErrorAs(t, err, &de)
 }
 
@@ -275,24 +275,24 @@ func TestReaderTrimmed(t *testing.T) {
 	rec := e.mint(2, 8)
 	e.writeAll(rec, 0, 6)
 	e.publish(rec, 6)
-	_, err := e.minter.Advance(context.Background(), star, rec.Epoch, epoch.Cursors{Checkpoint: 4, Trimmed: 3, Rewritten: 3})
+	_, err := e.minter.Advance(bounded(t), star, rec.Epoch, epoch.Cursors{Checkpoint: 4, Trimmed: 3, Rewritten: 3})
 	require.NoError(t, err)
 	for s := range 3 {
 		for _, b := range e.mems {
-			require.NoError(t, b.Delete(context.Background(), e.key(rec, uint64(s))))
+			require.NoError(t, b.Delete(bounded(t), e.key(rec, uint64(s))))
 		}
 	}
 	r := e.reader()
 	got, err := readAll(t, r, chain.Position{})
 	require.NoError(t, err)
 	requireFlights(t, got, flight(rec.Epoch, 3, 3), flight(rec.Epoch, 4, 4), flight(rec.Epoch, 5, 5))
-	_, err = r.Read(context.Background(), star, chain.Position{Epoch: rec.Epoch, Slot: 1})
+	_, err = r.Read(bounded(t), star, chain.Position{Epoch: rec.Epoch, Slot: 1})
 	require.ErrorIs(t, err, chain.ErrTrimmed)
 }
 
 func TestRead(t *testing.T) {
 	e := newEnv(t, 3)
-	ctx := context.Background()
+	ctx := bounded(t)
 	e1 := e.mint(2, 8)
 	e.writeAll(e1, 0, 4)
 	e.publish(e1, 3) // slot 3 is past the cut (garbage)
@@ -421,7 +421,7 @@ func TestReaderRequestCounts(t *testing.T) {
 // reader never serves X, and two different flights without a quorum are a
 // conflict.
 func TestReaderCountsIdenticalCopies(t *testing.T) {
-	ctx := context.Background()
+	ctx := bounded(t)
 	e := newEnv(t, 3)
 	rec := e.mint(2, 4)
 	e.putFlight(rec, 0, 100, 0) // X
@@ -487,7 +487,7 @@ func TestKeysTooLong(t *testing.T) {
 	e := newEnv(t, 3)
 	c := e.constants(2, 4)
 	c.Prefix = long
-	_, err = e.minter.Mint(context.Background(), star, c)
+	_, err = e.minter.Mint(bounded(t), star, c)
 	require.ErrorIs(t, err, objstore.ErrInvalidKey)
 	var ce *config.Error
 	require.ErrorAs(t, err, &ce)
@@ -498,7 +498,7 @@ func TestKeysTooLong(t *testing.T) {
 // record, so a reader and a fencer cannot look for the slots anywhere else
 // than where its writer put them.
 func TestKeysFollowTheRecord(t *testing.T) {
-	ctx := context.Background()
+	ctx := bounded(t)
 	e := newEnv(t, 3)
 	rec := e.mint(2, 4)
 	require.Equal(t, e.keys, wire.KeysOf(rec))

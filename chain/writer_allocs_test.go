@@ -3,7 +3,6 @@
 package chain_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/cutline/cutline/chain"
@@ -23,8 +22,9 @@ const maxAllocsPerAppend = 5
 func TestAppendAllocs(t *testing.T) {
 	const window = 64
 	e := newEnv(t, 3)
+	ctx := bounded(t) // made once: a context per append would count in the allocations
 	buckets := memBuckets(3)
-	rec, err := e.minter.Mint(context.Background(), star, epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: window, Prefix: e.keys.Prefix})
+	rec, err := e.minter.Mint(ctx, star, epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: window, Prefix: e.keys.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,11 +40,11 @@ func TestAppendAllocs(t *testing.T) {
 		cell := &ring[n%window]
 		n++
 		if *cell != nil {
-			if _, err := (*cell).Wait(context.Background()); err != nil {
+			if _, err := (*cell).Wait(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
-		f, err := w.Submit(context.Background(), data)
+		f, err := w.Submit(ctx, data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,11 +65,11 @@ func TestAppendAllocs(t *testing.T) {
 		t.Fatalf("%.2f allocations per append, want at most %d", allocs, maxAllocsPerAppend)
 	}
 	for _, f := range ring {
-		if _, err := f.Wait(context.Background()); err != nil {
+		if _, err := f.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Close(context.Background()); err != nil {
+	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 )
@@ -75,10 +76,10 @@ func TestTransientErrorsRetriedOnFakeClock(t *testing.T) {
 	})
 	fake := clock.NewFake(time.Unix(1000, 0))
 	w := e.writer(rec, chain.WriterOptions{Clock: fake, Backoff: clock.Backoff{Min: time.Second, Max: 4 * time.Second}})
-	f, err := w.Submit(context.Background(), payload(0))
+	f, err := w.Submit(bounded(t), payload(0))
 	require.NoError(t, err)
 	for range 3 {
-		fake.BlockUntil(1) // the writer waits on the clock, not on the wall
+		failfast.Timers(t, fake, 1, "the writer's backoff on the clock, not on the wall")
 		select {
 		case <-f.Done():
 			t.Fatal("acknowledged before the retry")
@@ -86,13 +87,13 @@ func TestTransientErrorsRetriedOnFakeClock(t *testing.T) {
 		}
 		fake.Advance(4 * time.Second)
 	}
-	pos, err := f.Wait(context.Background())
+	pos, err := f.Wait(bounded(t))
 	require.NoError(t, err)
 	require.Equal(t, uint64(0), pos.Slot)
 	st := w.Stats()
 	require.Equal(t, uint64(4), st.Creates)
 	require.Equal(t, uint64(3), st.CreateRetries)
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 }
 
 // A create that landed but whose answer was lost is retried, finds its own
@@ -190,14 +191,14 @@ func TestStragglerLandsBeforeRetry(t *testing.T) {
 	require.NoError(t, e.faults[0].AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.Straggler, Count: 1}))
 	fake := clock.NewFake(time.Unix(0, 0))
 	w := e.writer(rec, chain.WriterOptions{Clock: fake})
-	f, err := w.Submit(context.Background(), payload(0))
+	f, err := w.Submit(bounded(t), payload(0))
 	require.NoError(t, err)
-	fake.BlockUntil(1)
-	require.Equal(t, 1, e.faults[0].ReleaseStragglers(context.Background()))
+	failfast.Timers(t, fake, 1, "the writer's backoff after the failed create")
+	require.Equal(t, 1, e.faults[0].ReleaseStragglers(bounded(t)))
 	fake.Advance(clock.DefaultMaxBackoff)
 	requireAcked(t, rec, []*chain.Future{f})
 	require.Equal(t, uint64(1), w.Stats().RepairCopies)
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 }
 
 // A straggler that arrives after the retry landed finds its key taken.

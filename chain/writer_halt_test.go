@@ -297,7 +297,7 @@ func poisonRace(t *testing.T, seed uint64) {
 			time.Sleep(time.Duration(prng.IntN(200)) * time.Millisecond)
 			s := w.Released() + uint64(prng.IntN(2*window))
 			for _, i := range prng.Perm(k)[:1+min(1, prng.IntN(3))] {
-				_ = e.mems[i].Create(context.Background(), e.key(rec, s), wire.EncodePoison(star, rec.Epoch, s, "fencer"))
+				_ = e.mems[i].Create(bounded(t), e.key(rec, s), wire.EncodePoison(star, rec.Epoch, s, "fencer"))
 			}
 		}
 	}()
@@ -323,7 +323,7 @@ func poisonRace(t *testing.T, seed uint64) {
 	for s := range uint64(len(fs)) {
 		poisons := 0
 		for _, mb := range e.mems {
-			o := wire.ObserveObject(context.Background(), mb, wire.Addr{Keys: e.keys, Star: star, Epoch: rec.Epoch, Slot: s})
+			o := wire.ObserveObject(bounded(t), mb, wire.Addr{Keys: e.keys, Star: star, Epoch: rec.Epoch, Slot: s})
 			switch {
 			case o.SameFlight(wire.EncodeFlight(star, rec.Epoch, s, payload(int(s)))):
 				copies[s]++
@@ -366,7 +366,7 @@ func poisonRace(t *testing.T, seed uint64) {
 // that halts with ErrFenced at its first slot, not a blocked or
 // conflicting slot.
 func TestStaleMintedRecordIsFenced(t *testing.T) {
-	ctx := context.Background()
+	ctx := bounded(t)
 	e := newEnv(t, 3)
 	rec := e.mint(2, 4)
 	e.poison(0, rec, 0)

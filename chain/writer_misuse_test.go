@@ -27,17 +27,17 @@ func TestAbort(t *testing.T) {
 	g.await(t, 9)
 	w.Abort()
 	for _, f := range fs[2:] {
-		_, err := f.Wait(context.Background())
+		_, err := f.Wait(bounded(t))
 		require.ErrorIs(t, err, chain.ErrAborted)
 		var ae *chain.AbortedError
 		require.ErrorAs(t, err, &ae)
 		require.Equal(t, f.Slot(), ae.Slot)
 		require.Equal(t, payload(int(f.Slot())), f.Payload())
 	}
-	_, err := w.Submit(context.Background(), payload(5))
+	_, err := w.Submit(bounded(t), payload(5))
 	require.ErrorIs(t, err, chain.ErrClosed)
 	w.Abort() // idempotent
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	require.NoError(t, w.Err())
 }
 
@@ -51,10 +51,10 @@ func TestCloseWaitsForDecisions(t *testing.T) {
 	w := e.writer(rec, chain.WriterOptions{})
 	fs := submitAll(t, w, 4)
 	g.await(t, 12)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(bounded(t))
 	cancel()
 	require.ErrorIs(t, w.Close(ctx), context.Canceled)
-	_, err := w.Submit(context.Background(), payload(4))
+	_, err := w.Submit(bounded(t), payload(4))
 	require.ErrorIs(t, err, chain.ErrClosed)
 	for _, f := range fs {
 		select {
@@ -64,7 +64,7 @@ func TestCloseWaitsForDecisions(t *testing.T) {
 		}
 	}
 	g.Open()
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	requireAcked(t, rec, fs)
 	require.Equal(t, uint64(12), w.Stats().Copies, "Close waits for every bucket's attempt")
 }
@@ -73,16 +73,16 @@ func TestPayloadTooLarge(t *testing.T) {
 	e := newEnv(t, 1)
 	rec := e.mint(1, 4)
 	w := e.writer(rec, chain.WriterOptions{})
-	_, err := w.Submit(context.Background(), make([]byte, chain.MaxPayload+1))
+	_, err := w.Submit(bounded(t), make([]byte, chain.MaxPayload+1))
 	require.ErrorIs(t, err, chain.ErrPayloadTooLarge)
 	var pe *chain.PayloadError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, chain.MaxPayload+1, pe.Size)
 	require.Zero(t, w.Stats().Submitted)
-	pos, err := w.Append(context.Background(), nil) // empty payloads are fine
+	pos, err := w.Append(bounded(t), nil) // empty payloads are fine
 	require.NoError(t, err)
 	require.Equal(t, uint64(0), pos.Slot)
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 }
 
 // TestResumeRefused is the resumed-epoch schedule: a first writer's
@@ -101,11 +101,11 @@ func TestResumeRefused(t *testing.T) {
 	copied := *rec
 	_, err = chain.NewWriter(&copied, chain.MustZones(e.buckets...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrClaimed, "a copy of the minted record shares its claim")
-	back, err := e.minter.Get(context.Background(), star, rec.Epoch)
+	back, err := e.minter.Get(bounded(t), star, rec.Epoch)
 	require.NoError(t, err)
 	_, err = chain.NewWriter(back, chain.MustZones(e.buckets...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrNotMinted, "a record read back cannot be written")
-	for r, err := range e.minter.Epochs(context.Background(), star) {
+	for r, err := range e.minter.Epochs(bounded(t), star) {
 		require.NoError(t, err)
 		_, err = chain.NewWriter(r, chain.MustZones(e.buckets...), chain.WriterOptions{})
 		require.ErrorIs(t, err, epoch.ErrNotMinted)
@@ -119,7 +119,7 @@ func TestResumeRefused(t *testing.T) {
 // TestWriterCheckpoint: the writer moves its open epoch's checkpoint, never
 // past what it acknowledged; the minter alone refuses to move it.
 func TestWriterCheckpoint(t *testing.T) {
-	ctx := context.Background()
+	ctx := bounded(t)
 	e := newEnv(t, 3)
 	rec := e.mint(2, 4)
 	w := e.writer(rec, chain.WriterOptions{})
@@ -171,7 +171,7 @@ func TestNewWriterValidation(t *testing.T) {
 		require.ErrorIs(t, err, config.ErrInvalid)
 	}
 
-	fenced, err := e.minter.Publish(context.Background(), star, rec.Epoch, 0)
+	fenced, err := e.minter.Publish(bounded(t), star, rec.Epoch, 0)
 	require.NoError(t, err)
 	_, err = chain.NewWriter(fenced, chain.MustZones(e.buckets...), chain.WriterOptions{})
 	require.ErrorIs(t, err, epoch.ErrState)

@@ -16,14 +16,16 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
 )
 
 // waitBound bounds each wait of a test on a writer (a Submit with the
-// window full, a future, a halt): under a bug the test fails with a message
-// instead of hanging until the package timeout. Nothing is timed.
-const waitBound = 20 * time.Second
+// window full, a future, a halt, a call): under a bug the test fails with
+// a message instead of hanging until the package timeout. Nothing is
+// timed. (In a synctest bubble a deadlock fails the test already.)
+const waitBound = failfast.Bound
 
 // bounded returns a context that ends waitBound from now (or with t).
 func bounded(t testing.TB) context.Context {
@@ -99,11 +101,11 @@ func TestAppendCommitsAndReads(t *testing.T) {
 	rec := e.mint(2, 8)
 	w := e.writer(rec, chain.WriterOptions{})
 	for i := range 20 {
-		pos, err := w.Append(context.Background(), payload(i))
+		pos, err := w.Append(bounded(t), payload(i))
 		require.NoError(t, err)
 		require.Equal(t, chain.Position{Epoch: rec.Epoch, Slot: uint64(i)}, pos)
 	}
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	require.Equal(t, uint64(20), w.Released())
 	require.NoError(t, w.Err())
 	st := w.Stats()
@@ -122,7 +124,7 @@ func TestAppendCommitsAndReads(t *testing.T) {
 	}
 	require.Equal(t, int(st.Copies), total)
 	// The stored objects are exactly the encoded flights.
-	data, err := e.mems[1].Get(context.Background(), e.key(rec, 7))
+	data, err := e.mems[1].Get(bounded(t), e.key(rec, 7))
 	require.NoError(t, err)
 	require.Equal(t, wire.EncodeFlight(star, rec.Epoch, 7, payload(7)), data)
 
@@ -132,7 +134,7 @@ func TestAppendCommitsAndReads(t *testing.T) {
 	for i, f := range got {
 		require.Equal(t, payload(i), f.Payload)
 	}
-	_, err = w.Submit(context.Background(), []byte("late"))
+	_, err = w.Submit(bounded(t), []byte("late"))
 	require.ErrorIs(t, err, chain.ErrClosed)
 }
 
@@ -200,7 +202,7 @@ func TestRepairCopyCounts(t *testing.T) {
 	e.poison(2, rec, 2) // the third bucket was poisoned: 2 copies + 1 poison commits
 	w := e.writer(rec, chain.WriterOptions{})
 	fs := submitAll(t, w, 4)
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	requireAcked(t, rec, fs)
 	st := w.Stats()
 	require.Equal(t, uint64(2), st.RepairCopies)
@@ -263,7 +265,7 @@ func TestSubmitBlocksOnFullWindow(t *testing.T) {
 	}
 	w := e.writer(rec, chain.WriterOptions{})
 	fs := submitAll(t, w, 2)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(bounded(t))
 	cancel()
 	_, err := w.Submit(ctx, payload(2))
 	require.ErrorIs(t, err, context.Canceled)
@@ -271,7 +273,7 @@ func TestSubmitBlocksOnFullWindow(t *testing.T) {
 
 	third := make(chan *chain.Future)
 	go func() {
-		f, err := w.Submit(context.Background(), payload(2))
+		f, err := w.Submit(bounded(t), payload(2))
 		assert.NoError(t, err)
 		third <- f
 	}()
@@ -282,9 +284,9 @@ func TestSubmitBlocksOnFullWindow(t *testing.T) {
 	default:
 	}
 	g.Open()
-	f := <-third
+	f := failfast.Recv(t, third, "the third Submit, once the window has room")
 	require.Equal(t, uint64(2), f.Slot())
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	requireAcked(t, rec, append(fs, f))
 }
 
@@ -295,11 +297,11 @@ func TestSingleBucket(t *testing.T) {
 	fs := submitAll(t, w, 3)
 	requireAcked(t, rec, fs)
 	e.poison(0, rec, 3) // the next free slot: whoever wins it ends the epoch
-	f, err := w.Submit(context.Background(), payload(3))
+	f, err := w.Submit(bounded(t), payload(3))
 	require.NoError(t, err)
-	_, err = f.Wait(context.Background())
+	_, err = f.Wait(bounded(t))
 	require.ErrorIs(t, err, chain.ErrFenced)
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	require.Equal(t, uint64(3), w.Released())
 }
 
@@ -309,13 +311,13 @@ func TestWaitContext(t *testing.T) {
 	g := newGate()
 	e.hooks[0].setCreate(g.hook(nil))
 	w := e.writer(rec, chain.WriterOptions{})
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(bounded(t))
 	cancel()
 	_, err := w.Append(ctx, payload(0))
 	require.ErrorIs(t, err, context.Canceled)
 	require.Zero(t, w.Stats().Submitted, "a done context assigns nothing")
 
-	wctx, wcancel := context.WithCancel(context.Background())
+	wctx, wcancel := context.WithCancel(bounded(t))
 	f, err := w.Submit(wctx, payload(0))
 	require.NoError(t, err)
 	wcancel()
@@ -323,7 +325,7 @@ func TestWaitContext(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	// The slot keeps going after its waiter gave up.
 	g.Open()
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	require.Equal(t, uint64(1), w.Released())
 }
 
@@ -339,7 +341,7 @@ func TestConcurrentAppendsUniquePositions(t *testing.T) {
 		wg.Go(func() {
 			for i := range per {
 				id := g*per + i
-				pos, err := w.Append(context.Background(), payload(id))
+				pos, err := w.Append(bounded(t), payload(id))
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -352,7 +354,7 @@ func TestConcurrentAppendsUniquePositions(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 	got, err := readAll(t, e.reader(), chain.Position{})
 	require.NoError(t, err)
 	require.Len(t, got, goroutines*per)
@@ -378,19 +380,19 @@ func TestFutureAndPosition(t *testing.T) {
 	g := newGate()
 	e.hooks[0].setCreate(g.hook(nil))
 	w := e.writer(rec, chain.WriterOptions{})
-	f, err := w.Submit(context.Background(), payload(5))
+	f, err := w.Submit(bounded(t), payload(5))
 	require.NoError(t, err)
 	_, err = f.Result()
 	require.ErrorIs(t, err, chain.ErrPending)
 	require.Equal(t, payload(5), f.Payload())
 	g.Open()
-	<-f.Done()
+	failfast.Recv(t, f.Done(), "the append's acknowledgement")
 	pos, err := f.Result()
 	require.NoError(t, err)
 	require.Equal(t, chain.Position{Epoch: rec.Epoch, Slot: 0}, pos)
 	require.Nil(t, f.Payload(), "an acknowledged future drops its payload")
 	require.Same(t, rec, w.Record())
-	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(bounded(t)))
 }
 
 // TestWriterMemoryIndependentOfWindow: a writer minted with the largest

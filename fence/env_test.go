@@ -12,6 +12,7 @@ import (
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/internal/testctx"
 	"github.com/cutline/cutline/metastore"
 	metamem "github.com/cutline/cutline/metastore/mem"
@@ -63,7 +64,7 @@ func newEnvOn(t testing.TB, raw []objstore.Bucket, w, window int) *env {
 	for i, b := range raw {
 		e.zones = append(e.zones, fault.Wrap(b, fault.Options{Seed: uint64(i + 1)}))
 	}
-	e.rec, err = m.Mint(context.Background(), star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: w, Window: window, Prefix: e.keys.Prefix})
+	e.rec, err = m.Mint(bounded(t), star, epoch.Constants{Class: "standard", Buckets: chain.Names(raw...), W: w, Window: window, Prefix: e.keys.Prefix})
 	require.NoError(t, err)
 	return e
 }
@@ -136,7 +137,7 @@ func (e *env) put(slot uint64, b int, kind byte) {
 	default:
 		return
 	}
-	require.NoError(e.t, e.raw[b].Create(context.Background(), e.slot(slot).Key(), data))
+	require.NoError(e.t, e.raw[b].Create(bounded(e.t), e.slot(slot).Key(), data))
 }
 
 // layout places objects from rows like "F F E", one row per slot from 0.
@@ -157,13 +158,13 @@ var stateLetter = map[wire.SlotState]string{
 func (e *env) state(s uint64) string {
 	out := make([]string, len(e.raw))
 	for i, b := range e.raw {
-		out[i] = stateLetter[wire.ObserveObject(context.Background(), b, e.slot(s)).State]
+		out[i] = stateLetter[wire.ObserveObject(bounded(e.t), b, e.slot(s)).State]
 	}
 	return strings.Join(out, " ")
 }
 
 func (e *env) record() *epoch.Record {
-	r, err := e.minter.Get(context.Background(), star, e.rec.Epoch)
+	r, err := e.minter.Get(bounded(e.t), star, e.rec.Epoch)
 	require.NoError(e.t, err)
 	return r
 }
@@ -210,8 +211,18 @@ func (e *env) fenceUntilBlocked(f *Fencer, fc *clock.Fake) (Report, error) {
 		rep, err := f.FenceReport(ctx, star, e.rec.Epoch)
 		done <- result{rep, err}
 	}()
-	fc.BlockUntil(1)
+	failfast.Timers(e.t, fc, 1, "the fence to wait on the clock for an undecided slot")
 	ctx.Expire()
-	r := <-done
+	r := failfast.Recv(e.t, done, "the fence to end with its context")
 	return r.rep, r.err
+}
+
+// bounded returns a context that ends failfast.Bound from now: a call of
+// a test that takes milliseconds when the code is right fails instead of
+// hanging when it is not. It does not end with t's context, so that a
+// cleanup may use it too.
+func bounded(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), failfast.Bound)
+	t.Cleanup(cancel)
+	return ctx
 }

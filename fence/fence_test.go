@@ -16,6 +16,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/internal/testctx"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
@@ -125,7 +126,7 @@ func runScenario(t testing.TB, e *env, c scenario) {
 		rep, err = e.fenceUntilBlocked(f, fc)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), failfast.Bound)
 		defer cancel()
 		rep, err = f.FenceReport(ctx, star, e.rec.Epoch)
 	}
@@ -150,7 +151,7 @@ func runScenario(t testing.TB, e *env, c scenario) {
 	// the cut is dead
 	require.GreaterOrEqual(t, countOf(e.state(rep.Cut), 'P'), c.k-c.w+1)
 	// a later fence is a read, with the same cut
-	rep2, err := f.FenceReport(context.Background(), star, e.rec.Epoch)
+	rep2, err := f.FenceReport(bounded(t), star, e.rec.Epoch)
 	require.NoError(t, err)
 	require.True(t, rep2.AlreadyFenced)
 	require.Equal(t, rep.Cut, rep2.Cut)
@@ -175,7 +176,7 @@ func TestUndecidedReportsWaitingAndAge(t *testing.T) {
 
 	// The zone comes back holding nothing: the slot is repaired into c.
 	e.zones[2].SetDown(false)
-	cut, err := f.Fence(context.Background(), star, e.rec.Epoch)
+	cut, err := f.Fence(bounded(t), star, e.rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), cut)
 	require.Equal(t, "F P F", e.state(0))
@@ -190,40 +191,40 @@ func TestUndecidedUsesInjectedClock(t *testing.T) {
 	f := e.fencer(Options{Clock: fc, Backoff: clock.Backoff{Min: time.Second, Max: time.Second}})
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.Fence(context.Background(), star, e.rec.Epoch)
+		_, err := f.Fence(bounded(t), star, e.rec.Epoch)
 		done <- err
 	}()
 	// Each retry waits on the fake clock; bring the zone back while the
 	// fencer waits for the fourth time.
 	for i := range 4 {
-		fc.BlockUntil(1)
+		failfast.Timers(t, fc, 1, fmt.Sprintf("the fence's retry %d on the clock", i))
 		require.Len(t, f.Undecided(), 1)
 		if i == 3 {
 			e.zones[2].SetDown(false)
 		}
 		fc.Advance(time.Second)
 	}
-	require.NoError(t, <-done)
+	require.NoError(t, failfast.Recv(t, done, "the fence to decide once the zone is back"))
 	require.Equal(t, "F P F", e.state(0))
 }
 
 func TestCutMismatchIsNeverRetried(t *testing.T) {
 	e := newEnv(t, 3, 2, 4)
 	e.layout("F F F", "F F F")
-	_, err := e.minter.Publish(context.Background(), star, e.rec.Epoch, 1) // a bogus publication
+	_, err := e.minter.Publish(bounded(t), star, e.rec.Epoch, 1) // a bogus publication
 	require.NoError(t, err)
 	// A fresh fencer reads the published cut: a later fence is a read.
-	cut, err := e.fencer(Options{}).Fence(context.Background(), star, e.rec.Epoch)
+	cut, err := e.fencer(Options{}).Fence(bounded(t), star, e.rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), cut)
 	// Publishing a different cut is refused.
-	_, err = e.minter.Publish(context.Background(), star, e.rec.Epoch, 2)
+	_, err = e.minter.Publish(bounded(t), star, e.rec.Epoch, 2)
 	require.ErrorIs(t, err, epoch.ErrCutMismatch)
 }
 
 func TestNoRecord(t *testing.T) {
 	e := newEnv(t, 3, 2, 4)
-	_, err := e.fencer(Options{}).Fence(context.Background(), star, 99)
+	_, err := e.fencer(Options{}).Fence(bounded(t), star, 99)
 	require.ErrorIs(t, err, epoch.ErrNoRecord)
 }
 
@@ -267,7 +268,7 @@ func TestRacingFencers(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					f := e.fencer(Options{Identity: fmt.Sprint("fencer-", i), Span: spans[i], Fanout: 1 + i})
-					cuts[i], errs[i] = f.Fence(context.Background(), star, e.rec.Epoch)
+					cuts[i], errs[i] = f.Fence(bounded(t), star, e.rec.Epoch)
 				}()
 			}
 			wg.Wait()
@@ -316,13 +317,13 @@ func TestInvalidOptions(t *testing.T) {
 	_, err = New(nil, e.buckets(), Options{})
 	require.ErrorIs(t, err, config.ErrInvalid)
 	// a record naming a zone the fencer does not know
-	_, err = e.fencer(Options{}).Fence(context.Background(), star, e.rec.Epoch)
+	_, err = e.fencer(Options{}).Fence(bounded(t), star, e.rec.Epoch)
 	require.NoError(t, err)
 	f, err := New(e.minter, chain.Zones{}, Options{})
 	require.NoError(t, err)
-	rec, err := e.minter.Mint(context.Background(), star, e.rec.Constants)
+	rec, err := e.minter.Mint(bounded(t), star, e.rec.Constants)
 	require.NoError(t, err)
-	_, err = f.Fence(context.Background(), star, rec.Epoch)
+	_, err = f.Fence(bounded(t), star, rec.Epoch)
 	require.ErrorIs(t, err, config.ErrInvalid)
 	require.False(t, errors.Is(err, ErrUndecided))
 }
@@ -335,7 +336,7 @@ func TestWriteRefusingZone(t *testing.T) {
 	e.layout("F F F")
 	require.NoError(t, e.zones[0].AddRule(fault.Rule{Op: fault.OpCreate}))
 	f := e.fencer(Options{Backoff: clock.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), failfast.Bound)
 	defer cancel()
 	rep, err := f.FenceReport(ctx, star, e.rec.Epoch)
 	require.NoError(t, err)
@@ -358,7 +359,7 @@ func TestFailingCreatesBackOff(t *testing.T) {
 	f := e.fencer(Options{Clock: fc, Backoff: clock.Backoff{Min: time.Second, Max: time.Second}})
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.Fence(context.Background(), star, e.rec.Epoch)
+		_, err := f.Fence(bounded(t), star, e.rec.Epoch)
 		done <- err
 	}()
 	waiting := make(chan struct{})
@@ -369,6 +370,10 @@ func TestFailingCreatesBackOff(t *testing.T) {
 		fc.NewTimer(time.Hour) // release the waiter
 		<-waiting
 		t.Fatalf("the fence returned (%v) without waiting", err)
+	case <-bounded(t).Done():
+		fc.NewTimer(time.Hour)
+		<-waiting
+		t.Fatalf("the fence neither backed off on the clock nor returned within %v", failfast.Bound)
 	}
 	creates := 0
 	for _, z := range e.zones {
@@ -379,7 +384,7 @@ func TestFailingCreatesBackOff(t *testing.T) {
 		z.ClearRules()
 	}
 	fc.Advance(time.Second) // the backoff ends; nothing fails any more
-	require.NoError(t, <-done)
+	require.NoError(t, failfast.Recv(t, done, "the fence to end after its backoff"))
 	e.checkCut(0)
 }
 
@@ -389,7 +394,7 @@ func TestFailingCreatesBackOff(t *testing.T) {
 func TestCancelledFenceIsNotUndecided(t *testing.T) {
 	e := newEnv(t, 3, 2, 4)
 	e.layout("F F F", "F F F", "F F F", "F F F", "F F F")
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(bounded(t))
 	defer cancel()
 	// Cancel at the walk's read of slot 3 (the estimate does not read it).
 	trip := func(i int, b objstore.Bucket) objstore.Bucket {
@@ -440,9 +445,9 @@ func TestUndecidedClearedWhenAnotherFencerPublishes(t *testing.T) {
 	require.Len(t, f.Undecided(), 1, "the age survives a failed attempt, for retries")
 
 	e.zones[2].SetDown(false)
-	cut, err := e.fencer(Options{}).Fence(context.Background(), star, e.rec.Epoch)
+	cut, err := e.fencer(Options{}).Fence(bounded(t), star, e.rec.Epoch)
 	require.NoError(t, err)
-	cut2, err := f.Fence(context.Background(), star, e.rec.Epoch)
+	cut2, err := f.Fence(bounded(t), star, e.rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, cut, cut2)
 	require.Empty(t, f.Undecided())
@@ -517,7 +522,7 @@ func TestLateFencerAdoptsThePublishedCut(t *testing.T) {
 // lateFencerAdopts runs TestLateFencerAdoptsThePublishedCut on e, a fresh
 // epoch with K=3, W=2 and window 4.
 func lateFencerAdopts(t testing.TB, e *env) {
-	ctx := context.Background()
+	ctx := bounded(t)
 	e.layout(repeatRow("F F F", 6)...)
 	held, open := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -533,7 +538,7 @@ func lateFencerAdopts(t testing.TB, e *env) {
 		rep, err := late.FenceReport(ctx, star, e.rec.Epoch)
 		done <- result{rep, err}
 	}()
-	<-held
+	failfast.Recv(t, held, "the late fencer's first read")
 	// Meanwhile: another fencer fences, the epoch is settled and trimmed
 	// up to its cut (settlement's steps, by hand).
 	cut, err := e.fencer(Options{Identity: "first"}).Fence(ctx, star, e.rec.Epoch)
@@ -549,7 +554,7 @@ func lateFencerAdopts(t testing.TB, e *env) {
 		}
 	}
 	close(open)
-	r := <-done
+	r := failfast.Recv(t, done, "the late fencer to end")
 	require.NoError(t, r.err, "a late fencer is not a disagreement")
 	require.Equal(t, uint64(6), r.rep.Cut)
 	require.True(t, r.rep.Late)
@@ -563,7 +568,7 @@ func lateFencerAdopts(t testing.TB, e *env) {
 // TestLateCut tells a late fencer's lower cut (below the trimmed cursor of
 // the published record) from a real disagreement.
 func TestLateCut(t *testing.T) {
-	ctx := context.Background()
+	ctx := bounded(t)
 	e := newEnv(t, 3, 2, 4)
 	f := e.fencer(Options{})
 	_, err := e.minter.Publish(ctx, star, e.rec.Epoch, 6)
@@ -618,7 +623,7 @@ func TestDecideWithoutRereading(t *testing.T) {
 			e := newEnv(t, 3, 2, 8)
 			e.layout(tc.rows...)
 			cut := uint64(len(tc.rows) - 2)
-			rep, err := e.fencer(Options{}).FenceReport(context.Background(), star, e.rec.Epoch)
+			rep, err := e.fencer(Options{}).FenceReport(bounded(t), star, e.rec.Epoch)
 			require.NoError(t, err)
 			require.Equal(t, cut, rep.Cut)
 			e.checkCut(cut)

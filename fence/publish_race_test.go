@@ -4,11 +4,11 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -42,7 +42,7 @@ func (s *heldStore) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 func TestRacingPublication(t *testing.T) { racingPublication(t) }
 
 func racingPublication(t testing.TB) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), failfast.Bound)
 	defer cancel()
 	e := newEnv(t, 3, 2, 4)
 	e.layout(repeatRow("F F F", 6)...)

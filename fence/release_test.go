@@ -7,12 +7,12 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/cutlinetest"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/mem"
@@ -78,7 +78,7 @@ func TestFenceAtStragglers(t *testing.T) {
 // whether FenceAt decided at the release point, and false for ok once t
 // failed.
 func plannedRollRun(t testing.TB, seed uint64) (atRelease, ok bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), failfast.Bound)
 	defer cancel()
 	rng := rand.New(rand.NewPCG(seed, 0x57a991e4))
 	kw := [][2]int{{3, 2}, {3, 2}, {5, 3}, {3, 1}, {5, 4}, {1, 1}}[seed%6]
@@ -214,7 +214,7 @@ func plannedRollRun(t testing.TB, seed uint64) (atRelease, ok bool) {
 	}
 	during.Do(func() { land(landDuring) }) // when nothing created at the release slot
 	if racer != nil {
-		if err := <-racer; err != nil {
+		if err := failfast.Recv(t, racer, "the racing fence"); err != nil {
 			t.Fatalf("seed %d: racing fence: %v", seed, err)
 		}
 		if racerCut != rep.Cut {

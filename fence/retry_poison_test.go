@@ -11,6 +11,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -75,7 +76,7 @@ func retriedCreateMeetsPoison(t testing.TB) {
 	za := &poisonOnFirstCreate{Bucket: e.zones[0], raw: e.raw[0], poison: poison, retry: make(chan struct{})}
 	zc := heldCreate{Bucket: e.zones[2], release: make(chan struct{})}
 	w := e.writer([]objstore.Bucket{za, e.zones[1], zc}, chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: time.Millisecond}})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), failfast.Bound)
 	defer cancel()
 	f, err := w.Submit(ctx, payload(0))
 	require.NoError(t, err)
@@ -87,7 +88,7 @@ func retriedCreateMeetsPoison(t testing.TB) {
 	za.mu.Lock()
 	require.NoError(t, za.err, "placing the fencer's poison")
 	za.mu.Unlock()
-	require.NoError(t, e.raw[2].Create(context.Background(), e.slot(0).Key(), poison))
+	require.NoError(t, e.raw[2].Create(ctx, e.slot(0).Key(), poison))
 	close(zc.release)
 	_, err = f.Wait(ctx)
 	require.ErrorIs(t, err, chain.ErrFenced, "slot 0 holds poison in zones a and c: it must never be acknowledged")

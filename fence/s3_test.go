@@ -212,18 +212,28 @@ func TestS3StoppedZoneMidAppend(t *testing.T) {
 // driveFence waits for a fence running on the fake clock fc to finish
 // (done). Whenever it waits on the clock (blocked on an undecided slot, or
 // backing off), onBlock runs once and the clock advances past any backoff.
+// A step of the fence that neither ends nor waits within raceBound fails.
 func driveFence(fc *clock.Fake, done <-chan error, onBlock func()) error {
 	blockedOnce := false
 	for {
 		waiting := make(chan struct{})
 		go func() { fc.BlockUntil(1); close(waiting) }()
+		step, stop := context.WithTimeout(context.Background(), raceBound)
 		select {
+		case <-step.Done():
+			stop()
+			t := fc.NewTimer(time.Hour) // release the waiter
+			<-waiting
+			t.Stop()
+			return fmt.Errorf("the fence neither ended nor waited on the clock within %v", raceBound)
 		case err := <-done:
+			stop()
 			t := fc.NewTimer(time.Hour) // release the waiter
 			<-waiting
 			t.Stop()
 			return err
 		case <-waiting:
+			stop()
 			if !blockedOnce {
 				blockedOnce = true
 				onBlock()
