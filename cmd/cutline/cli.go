@@ -153,6 +153,8 @@ func commands() []command {
 		{"settle", "<star> <epoch> [-locator none]", "fence if open, then settle an epoch (writes)", runSettle},
 		{"trim", "<star> <epoch> <upTo>", "delete an epoch's slots below upTo (writes)", runTrim},
 		{"verify-zones", "", "check every zone is create-only and the zones are distinct (writes probes)", runVerifyZones},
+		{"index-find", "<stream> <offset>", "show the flight and bytes that hold a stream's offset (read-only)", runIndexFind},
+		{"index-migrate", "", "rewrite an index of the previous release into pages; stop every star first (writes)", runIndexMigrate},
 	}
 }
 

@@ -90,6 +90,13 @@
 //	cutline settle <star> <epoch>              fence if open, delete garbage past the cut, mark settled
 //	cutline trim <star> <epoch> <upTo>         delete the slots below upTo (at most the checkpoint)
 //	cutline verify-zones                       objstore.Verify on every zone, then objstore.VerifyDistinct
+//	cutline index-migrate                      rewrite an index of the previous release (a key per span) into pages
+//
+// index-migrate runs settle.RefIndex.MigrateAll under -root: stop every
+// star first. A migration cut short is finished by running it again.
+// cutline index-find <stream> <offset> (read-only) shows the flight and
+// bytes that hold an offset, the stream's retention point and where its
+// coverage ends.
 //
 // Each of them says what it is about to do on stderr and asks "type yes to
 // continue" on stdin, unless -yes is given; any other answer, or the end
