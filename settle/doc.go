@@ -146,7 +146,7 @@
 // An index written by an earlier release (format 1: one key per span under
 // refs/, a head per stream under refheads/) is refused with a
 // *FormatError (ErrIndexFormat) that names the way out: Migrate (or
-// MigrateAll, or `cutline index migrate`), run while no star writes,
+// MigrateAll, or `cutline index-migrate`), run while no star writes,
 // rewrites each stream into pages and then deletes the old keys; a
 // migration that crashed is finished by running it again.
 //

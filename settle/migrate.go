@@ -25,7 +25,7 @@ type FormatError struct {
 }
 
 func (e *FormatError) Error() string {
-	return fmt.Sprintf("settle: stream %s is indexed in format %d, this version serves format %d: migrate the index first (RefIndex.Migrate, or `cutline index migrate`)",
+	return fmt.Sprintf("settle: stream %s is indexed in format %d, this version serves format %d: migrate the index first (RefIndex.Migrate, or `cutline index-migrate`)",
 		e.Stream, e.Format, IndexFormat)
 }
 

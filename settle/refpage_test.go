@@ -233,7 +233,7 @@ func TestRefIndexMigrate(t *testing.T) {
 	var fe *settle.FormatError
 	require.ErrorAs(t, err, &fe)
 	require.ErrorIs(t, err, settle.ErrIndexFormat)
-	require.Contains(t, err.Error(), "cutline index migrate")
+	require.Contains(t, err.Error(), "cutline index-migrate")
 	_, err = x.Find(ctx, stream, 3)
 	require.ErrorIs(t, err, settle.ErrIndexFormat)
 	require.ErrorIs(t, x.CoverFlights(ctx, starA, []settle.Placed{{Position: chain.Position{Epoch: 2, Slot: 150}, Spans: []settle.Span{{Stream: stream, Offset: 150, Count: 1}}}}), settle.ErrIndexFormat)

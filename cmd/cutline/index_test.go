@@ -27,7 +27,7 @@ func TestIndexMigrate(t *testing.T) {
 
 	r := f.run("", "index-find", "orders", "3")
 	require.Equal(t, 1, r.code, r.stderr)
-	require.Contains(t, r.stderr, "cutline index migrate")
+	require.Contains(t, r.stderr, "cutline index-migrate")
 
 	before := f.snapshot()
 	r = f.run("n\n", "index-migrate")
