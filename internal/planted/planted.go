@@ -9,9 +9,18 @@
 // removes the guarded code: nothing planted ships. Built with the
 // cutline_planted tag (on.go), a test selects one variant at a time with
 // Set and runs the checks that must catch it (TestPlanted in package
-// fence; the writer's and settlement's own in chain and settle):
+// fence hunts the Core variants):
 //
-//	go test -race -tags cutline_planted -run Planted ./fence/ ./chain/ ./settle/
+//	go test -race -tags cutline_planted -run Planted ./fence/
+//
+// CUTLINE_PLANTED=<name> plants one variant for a whole run of the
+// ordinary tests instead. Each variant names the packages whose tests
+// must then fail (Bug.CaughtBy), and scripts/planted.sh requires each of
+// those runs, with -failfast, to end in a FAIL within a minute: a test
+// that hangs on a variant instead of failing hides what failed.
+//
+//	CUTLINE_PLANTED=dead-at-b-1 go test -tags cutline_planted -failfast -skip TestPlanted ./fence/
+//	scripts/planted.sh dead-at-b-1 token-truncated
 package planted
 
 // Bug names one planted variant. The zero Bug is none.
