@@ -41,8 +41,9 @@ func (m *metrics) connCounter() connCounter {
 // newMetrics registers the node's metrics. inflight reports the slots in
 // flight of the node's current writer, undecidedAge the age in seconds of
 // the oldest slot its fencer waits on (0 when none), linksUp its direct
-// health links that are up.
-func newMetrics(inflight, undecidedAge, linksUp func() float64) *metrics {
+// health links that are up, absorbBacklog the acknowledged flights not
+// covered in the index yet.
+func newMetrics(inflight, undecidedAge, linksUp, absorbBacklog func() float64) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		appendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -93,6 +94,9 @@ func newMetrics(inflight, undecidedAge, linksUp func() float64) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cutline_broker_undecided_slot_age_seconds", Help: "Age of the oldest slot the node's fencer is blocked on (fence.Fencer.Undecided); 0 when none. Alert on it.",
 		}, undecidedAge),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cutline_broker_absorb_backlog_flights", Help: "Acknowledged flights the holder has not covered in the index yet; at most the absorb batch plus the window (lease.Star.AbsorbStats).",
+		}, absorbBacklog),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cutline_broker_health_links_up", Help: "Direct health links of the current topology whose last ping completed under its token (the holder's to every other voter, another node's to the holder).",
 		}, linksUp))

@@ -152,7 +152,7 @@ func newNode(cfg nodeConfig) (*node, error) {
 	if _, err := authority.NewRuntime(n.runtimeConfig(), n.clk.Now()); err != nil {
 		return nil, err
 	}
-	n.met = newMetrics(n.inflight, n.undecidedAge, n.linksUp)
+	n.met = newMetrics(n.inflight, n.undecidedAge, n.linksUp, n.absorbBacklog)
 	var err error
 	if n.health, err = authhttp.NewHealthHandler(authhttp.HealthOptions{Node: cfg.Name, Token: n.healthToken, Logger: n.log}); err != nil {
 		return nil, err
@@ -557,6 +557,16 @@ func (n *node) inflight() float64 {
 	}
 	st := h.star.Stats()
 	return float64(st.Submitted - st.Released)
+}
+
+// absorbBacklog is the metric of the acknowledged flights the current
+// star has not covered in the index yet (lease.Star.AbsorbStats).
+func (n *node) absorbBacklog() float64 {
+	h := n.current()
+	if h == nil {
+		return 0
+	}
+	return float64(h.star.AbsorbStats().Pending)
 }
 
 // undecidedAge is the metric of the oldest undecided slot.

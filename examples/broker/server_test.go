@@ -166,6 +166,9 @@ func TestAPI(t *testing.T) {
 	require.NotContains(t, body, string(token), "no credential in the metrics")
 	require.Contains(t, body, "cutline_broker_slots_in_flight")
 	require.Contains(t, body, "cutline_broker_undecided_slot_age_seconds 0")
+	backlog := c.metric("cutline_broker_absorb_backlog_flights")
+	require.GreaterOrEqual(t, backlog, float64(0))
+	require.LessOrEqual(t, backlog, float64(lease.DefaultAbsorbEvery+cfg.window), "the backlog stays within the absorb batch and the window")
 
 	// SIGTERM: every stream leaves through Finish and gets its
 	// clean-release mark; the goodbye ends the grant.
