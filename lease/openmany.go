@@ -237,34 +237,36 @@ func (s *Star) continueMany(ctx context.Context, streams []string, judged []int,
 // as Open does. A stream whose lease is not taken gets its error in errs.
 func (s *Star) acquireMany(ctx context.Context, streams []string, todo []int, opts OpenOptions, errs []error) []int64 {
 	revs := make([]int64, len(streams))
+	var g errgroup.Group
+	g.SetLimit(openParallel)
 	for from := 0; from < len(todo); from += settle.MaxTxnOps {
 		chunk := todo[from:min(len(todo), from+settle.MaxTxnOps)]
-		var txn metastore.Txn
-		for _, i := range chunk {
-			v, err := encode(&leaseRecord{Header: hdr(leaseKind), Stream: streams[i], Star: s.cfg.Star, Session: s.cfg.Session.ID()})
-			if err != nil {
-				errs[i] = err
-				continue
-			}
-			key := s.keys.lease(streams[i])
-			txn.If = append(txn.If, metastore.Compare{Key: key, Revision: 0})
-			txn.Then = append(txn.Then, metastore.Op{Key: key, Value: v, Session: s.cfg.Session})
-		}
-		rev, err := s.cfg.Store.Txn(ctx, txn)
-		if err == nil {
+		g.Go(func() error {
+			var txn metastore.Txn
 			for _, i := range chunk {
-				if errs[i] == nil {
+				v, err := encode(&leaseRecord{Header: hdr(leaseKind), Stream: streams[i], Star: s.cfg.Star, Session: s.cfg.Session.ID()})
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				key := s.keys.lease(streams[i])
+				txn.If = append(txn.If, metastore.Compare{Key: key, Revision: 0})
+				txn.Then = append(txn.Then, metastore.Op{Key: key, Value: v, Session: s.cfg.Session})
+			}
+			rev, err := s.cfg.Store.Txn(ctx, txn)
+			for _, i := range chunk {
+				switch {
+				case errs[i] != nil:
+				case err == nil:
 					revs[i] = rev
+				default:
+					revs[i], errs[i] = s.acquire(ctx, streams[i], opts.BreakLease)
 				}
 			}
-			continue
-		}
-		for _, i := range chunk {
-			if errs[i] == nil {
-				revs[i], errs[i] = s.acquire(ctx, streams[i], opts.BreakLease)
-			}
-		}
+			return nil
+		})
 	}
+	_ = g.Wait()
 	return revs
 }
 
@@ -275,45 +277,53 @@ func (s *Star) admitMany(ctx context.Context, tens []Tenure, recs []gateRecords,
 	s.tenMu.Lock()
 	defer s.tenMu.Unlock()
 	cur := s.cur
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(openParallel)
 	for from := 0; from < len(ready); from += admitPerTxn {
 		chunk := ready[from:min(len(ready), from+admitPerTxn)]
-		var txn metastore.Txn
-		for _, i := range chunk {
-			tens[i].Epoch = cur.Epoch
-			if err := s.admitOps(&txn, tens[i], recs[i].w, recs[i].markRev, recs[i].tok, leases[i]); err != nil {
-				errs[i] = err
+		g.Go(func() error {
+			var txn metastore.Txn
+			for _, i := range chunk {
+				tens[i].Epoch = cur.Epoch
+				if err := s.admitOps(&txn, tens[i], recs[i].w, recs[i].markRev, recs[i].tok, leases[i]); err != nil {
+					errs[i] = err
+				}
 			}
-		}
-		rev, err := s.cfg.Store.Txn(ctx, txn)
-		switch {
-		case errors.Is(err, metastore.ErrConflict):
-			again = append(again, chunk...)
-			continue
-		case err != nil:
+			rev, err := s.cfg.Store.Txn(ctx, txn)
+			switch {
+			case errors.Is(err, metastore.ErrConflict):
+				mu.Lock()
+				again = append(again, chunk...)
+				mu.Unlock()
+				return nil
+			case err != nil:
+				for _, i := range chunk {
+					if errs[i] == nil {
+						errs[i] = fmt.Errorf("lease: admit %s: %w", tens[i].Stream, err)
+						s.release(tens[i].Stream, leases[i])
+					}
+					tens[i] = Tenure{}
+				}
+				return nil
+			}
+			s.mu.Lock()
 			for _, i := range chunk {
 				if errs[i] == nil {
-					errs[i] = fmt.Errorf("lease: admit %s: %w", tens[i].Stream, err)
-					s.release(tens[i].Stream, leases[i])
+					t := tens[i]
+					s.held[t.Stream] = &tenure{info: t, writerRev: rev, epoch: cur.Epoch, leaseRev: leases[i], next: t.Next}
 				}
-				tens[i] = Tenure{}
 			}
-			continue
-		}
-		s.mu.Lock()
-		for _, i := range chunk {
-			if errs[i] != nil {
-				continue
+			s.mu.Unlock()
+			for _, i := range chunk {
+				if errs[i] == nil {
+					s.opened(tens[i])
+				}
 			}
-			t := tens[i]
-			s.held[t.Stream] = &tenure{info: t, writerRev: rev, epoch: cur.Epoch, leaseRev: leases[i], next: t.Next}
-		}
-		s.mu.Unlock()
-		for _, i := range chunk {
-			if errs[i] == nil {
-				s.opened(tens[i])
-			}
-		}
+			return nil
+		})
 	}
+	_ = g.Wait()
 	return again
 }
 
