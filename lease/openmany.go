@@ -182,35 +182,25 @@ func (s *Star) readGates(ctx context.Context, streams []string, idx []int, errs 
 	return recs
 }
 
-// continueMany sets where each judged stream continues: through the
-// Index's NextMany when it has one (a request per 128 streams), else one
-// Next a stream. A stream whose mark the index contradicts goes to
+// continueMany sets where each judged stream continues, read with one
+// Index.NextMany. A stream whose mark the index contradicts goes to
 // fallback.
 func (s *Star) continueMany(ctx context.Context, streams []string, judged []int, tens []Tenure, recs []gateRecords, errs []error, fallback *[]int) {
 	nexts := make([]uint64, len(streams))
-	if nm, ok := s.cfg.Index.(interface {
-		NextMany(ctx context.Context, streams []string) ([]uint64, error)
-	}); ok {
-		ids := make([]string, len(judged))
-		for j, i := range judged {
-			ids[j] = streams[i]
+	ids := make([]string, len(judged))
+	for j, i := range judged {
+		ids[j] = streams[i]
+	}
+	got, err := s.cfg.Index.NextMany(ctx, ids)
+	if err == nil && len(got) != len(ids) {
+		err = fmt.Errorf("the index answered %d of %d streams", len(got), len(ids))
+	}
+	for j, i := range judged {
+		if err != nil {
+			errs[i] = fmt.Errorf("lease: where %s continues: %w", streams[i], err)
+			continue
 		}
-		got, err := nm.NextMany(ctx, ids)
-		for j, i := range judged {
-			if err != nil {
-				errs[i] = fmt.Errorf("lease: where %s continues: %w", streams[i], err)
-				continue
-			}
-			nexts[i] = got[j]
-		}
-	} else {
-		for _, i := range judged {
-			n, err := s.cfg.Index.Next(ctx, streams[i])
-			if err != nil {
-				errs[i] = fmt.Errorf("lease: where %s continues: %w", streams[i], err)
-			}
-			nexts[i] = n
-		}
+		nexts[i] = got[j]
 	}
 	for _, i := range judged {
 		if errs[i] != nil {

@@ -31,6 +31,9 @@ type Index interface {
 	CoverFlights(ctx context.Context, star string, flights []settle.Placed) error
 	// Next returns the stream's first offset not covered.
 	Next(ctx context.Context, stream string) (uint64, error)
+	// NextMany is Next for many streams, in order: what a bulk open
+	// reads, at a cost per batch rather than per stream.
+	NextMany(ctx context.Context, streams []string) ([]uint64, error)
 }
 
 var _ Index = (*settle.RefIndex)(nil)
