@@ -303,7 +303,8 @@ func TestStarAbortedMidStream(t *testing.T) {
 }
 
 // A stream that departs fails alone: the flight it shared goes on
-// without it, and its records queued behind fail too.
+// without it, and its records queued behind fail too (or are refused,
+// once the stream is known failed).
 func TestDepartedStreamFailsAlone(t *testing.T) {
 	w := newWorld(t, "a", "b")
 	p := w.producer(batch.Options{MaxRecords: 4, Linger: batch.MaxLinger, Clock: fakeClock()})
@@ -321,7 +322,15 @@ func TestDepartedStreamFailsAlone(t *testing.T) {
 	}
 	var as, bs []*batch.Ack
 	for i := range 4 { // two flights of four
-		as = append(as, add(t, p, "a", fmt.Sprint("a", i+1)))
+		// The first flight may fail a before the second is gathered:
+		// then a's later records are refused at once.
+		a, err := p.Add(bounded(t), "a", []byte(fmt.Sprint("a", i+1)))
+		switch {
+		case err == nil:
+			as = append(as, a)
+		case !errors.Is(err, batch.ErrFailed) || !errors.Is(err, lease.ErrNotHeld):
+			t.Fatalf("add a%d after a left: %v", i+1, err)
+		}
 		bs = append(bs, add(t, p, "b", fmt.Sprint("b", i+1)))
 	}
 	if err := p.Flush(bounded(t)); err != nil {
