@@ -119,13 +119,14 @@ func ExampleFencer_Undecided() {
 	f, _ := fence.New(minter, chain.MustZones(a, b, unreachable{c}), fence.Options{Clock: clk})
 
 	fctx, giveUp := context.WithCancel(ctx)
+	wait, stopWaiting := context.WithTimeout(ctx, 10*time.Second)
+	defer stopWaiting()
 	done := make(chan error, 1)
 	go func() {
 		_, err := f.Fence(fctx, "broker-1", rec.Epoch)
+		stopWaiting() // an ended fence waits on nothing more
 		done <- err
 	}()
-	wait, stopWaiting := context.WithTimeout(ctx, 10*time.Second)
-	defer stopWaiting()
 	err := failfast.BlockUntil(wait, clk, 1) // the fence waits to retry
 	if err == nil {
 		clk.Advance(time.Minute)

@@ -384,9 +384,14 @@ func crashBeforeMark(f *fixture) {
 	if !errors.Is(err, lease.ErrLimbo) && !errors.Is(err, context.DeadlineExceeded) {
 		f.t.Fatalf("finish with the mark failing: %v", err)
 	}
-	// The flush runs before the mark is tried, so it ran whatever the
-	// mark's fate.
-	failfast.Recv(f.t, flushed, "the release flush (it must run before the mark)")
+	// The flush runs before the mark is tried: by the time the failed
+	// landing waits to retry, it has run.
+	failfast.Timers(f.t, f.clk, 1, "the departure to wait for its retry after the mark failed")
+	select {
+	case <-flushed:
+	default:
+		f.t.Fatalf("the departure failed to land before its release flush ran: the mark must come after the flush")
+	}
 	a.kill()
 	if f.mark("s") != nil {
 		f.t.Fatalf("a mark landed")
