@@ -42,25 +42,11 @@ func (x *RefIndex) v1HeadKey(stream string) string { return x.root + "refheads/"
 
 // checkFormat tells a stream with no page from one indexed in format 1:
 // one read, made only when a stream has no page, and only while the index
-// holds format-1 keys at all (looked for once, then remembered: a release
-// that writes format 1 must not run beside this one).
+// holds format-1 keys at all (see lookForV1).
 func (x *RefIndex) checkFormat(ctx context.Context, stream string) error {
-	x.mu.Lock()
-	none := x.noV1
-	x.mu.Unlock()
-	if none {
-		return nil
-	}
-	prefix := x.root + "refheads/"
-	_, err := metastore.Floor(ctx, x.store, prefix, prefix+"\U0010FFFF")
-	switch {
-	case errors.Is(err, metastore.ErrNotFound):
-		x.mu.Lock()
-		x.noV1 = true
-		x.mu.Unlock()
-		return nil
-	case err != nil:
-		return fmt.Errorf("settle index format: %w", err)
+	none, err := x.lookForV1(ctx)
+	if err != nil || none {
+		return err
 	}
 	_, err = x.store.Get(ctx, x.v1HeadKey(stream))
 	switch {
@@ -70,6 +56,38 @@ func (x *RefIndex) checkFormat(ctx context.Context, stream string) error {
 		return nil
 	}
 	return fmt.Errorf("settle ref head %s: %w", stream, err)
+}
+
+// lookForV1 tells whether the index holds no format-1 key at all: looked
+// for once (one read), then remembered. A release that writes format 1
+// must not run beside this one.
+func (x *RefIndex) lookForV1(ctx context.Context) (none bool, err error) {
+	// One look at a time, waited for on a channel so that ctx ends the
+	// wait.
+	select {
+	case x.v1Look <- struct{}{}:
+		defer func() { <-x.v1Look }()
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	x.mu.Lock()
+	none = x.noV1
+	x.mu.Unlock()
+	if none {
+		return true, nil
+	}
+	prefix := x.root + "refheads/"
+	_, err = metastore.Floor(ctx, x.store, prefix, prefix+"\U0010FFFF")
+	switch {
+	case errors.Is(err, metastore.ErrNotFound):
+		x.mu.Lock()
+		x.noV1 = true
+		x.mu.Unlock()
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("settle index format: %w", err)
+	}
+	return false, nil
 }
 
 // MigrateReport describes the migration of one stream.

@@ -80,9 +80,10 @@ type RefIndex struct {
 	root   string
 	locate Locator
 
-	mu    sync.Mutex
-	heads map[string]head
-	noV1  bool // the index holds no format-1 key (see checkFormat)
+	mu     sync.Mutex
+	heads  map[string]head
+	noV1   bool          // the index holds no format-1 key (see lookForV1)
+	v1Look chan struct{} // one lookForV1 at a time
 }
 
 var _ FlightCoverage = (*RefIndex)(nil)
@@ -107,7 +108,7 @@ func NewRefIndex(store metastore.Store, root string, locate Locator) (*RefIndex,
 	if err := metastore.ValidatePrefix(root); err != nil {
 		return nil, &config.Error{Field: "root", Value: fmt.Sprintf("%q", root), Reason: "not a valid key prefix", Err: err}
 	}
-	return &RefIndex{store: store, root: root, locate: locate, heads: map[string]head{}}, nil
+	return &RefIndex{store: store, root: root, locate: locate, heads: map[string]head{}, v1Look: make(chan struct{}, 1)}, nil
 }
 
 // Locate reads the spans of a flight's payload with the index's Locator and

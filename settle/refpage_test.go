@@ -268,3 +268,42 @@ func TestRefIndexMigrate(t *testing.T) {
 	require.Zero(t, rep.Pages, "nothing left to migrate")
 	require.NoError(t, x.CoverFlights(ctx, starA, []settle.Placed{{Position: chain.Position{Epoch: 2, Slot: 150}, Spans: []settle.Span{{Stream: stream, Offset: 150, Count: 1}}}}))
 }
+
+// Under steady load with a retention point that follows the stream, the
+// index's keys stay bounded, and the lowest slot a retained ref needs
+// follows the load (so the epoch's flights below it can be trimmed).
+func TestRefIndexRetentionBounded(t *testing.T) {
+	ctx := context.Background()
+	x, store := newRefIndex(t, locateRuns)
+	const streams, flights, keep = 10, 64, 100
+	var maxKeys int
+	var lastNeeded uint64
+	for round := range uint64(50) {
+		batch := make([]settle.Placed, flights)
+		for f := range uint64(flights) {
+			batch[f].Position = chain.Position{Epoch: 1, Slot: round*flights + f}
+			for s := range streams {
+				batch[f].Spans = append(batch[f].Spans, settle.Span{Stream: fmt.Sprintf("s%d", s), Offset: round*flights + f, Count: 1, Start: uint64(s), End: uint64(s + 1)})
+			}
+		}
+		require.NoError(t, x.CoverFlights(ctx, starA, batch))
+		next := (round + 1) * flights
+		for s := range streams {
+			_, err := x.Retain(ctx, fmt.Sprintf("s%d", s), max(next, keep)-keep)
+			require.NoError(t, err)
+		}
+		kvs, _, err := store.List(ctx, "tenant/refpages/")
+		require.NoError(t, err)
+		maxKeys = max(maxKeys, len(kvs))
+		needed, ok, err := x.Needed(ctx, starA, 1)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.GreaterOrEqual(t, needed, lastNeeded, "round %d", round)
+		require.GreaterOrEqual(t, needed+keep+flights, next, "round %d: the needed slot follows the load", round)
+		lastNeeded = needed
+	}
+	// keep + a page of spans per stream, rounded up to pages, plus the
+	// head page: 10 × 4.
+	require.LessOrEqual(t, maxKeys, streams*4, "page keys stay bounded under retention")
+	t.Logf("at most %d page keys over 3,200 flights of 10 streams, retaining 100 offsets", maxKeys)
+}
