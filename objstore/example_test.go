@@ -60,6 +60,24 @@ func ExampleVerifyDistinct() {
 	// true zone-a zone-c
 }
 
+// The one start-up check of a zone set: every bucket create-only, one
+// request at a time and under concurrent creates, and as many stores as
+// buckets.
+func ExampleVerifyZones() {
+	ctx := context.Background()
+	a, b, c := mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")
+	fmt.Println(objstore.VerifyZones(ctx, []objstore.Bucket{a, b, c}, objstore.VerifyOptions{}))
+
+	// zone-c is zone-a again: each passes alone, the set does not.
+	err := objstore.VerifyZones(ctx, []objstore.Bucket{a, b, sameStore{a, "zone-c"}}, objstore.VerifyOptions{})
+	fmt.Println(errors.Is(err, objstore.ErrAliased))
+	fmt.Println(objstore.VerifyRequests, "requests per bucket")
+	// Output:
+	// <nil>
+	// true
+	// 29 requests per bucket
+}
+
 // sameStore is a second handle on a store under another name.
 type sameStore struct {
 	objstore.Bucket
