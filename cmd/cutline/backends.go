@@ -7,10 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
@@ -59,9 +55,9 @@ func (c *cmd) store(ctx context.Context) (metastore.Store, error) {
 		}
 		endpoints = append(endpoints, e)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := c.etcdClient(endpoints)
 	if err != nil {
-		return nil, usagef("bad -etcd %q: %v", c.g.etcd, err)
+		return nil, err
 	}
 	be.closers = append(be.closers, func() { _ = cli.Close() })
 	st, err := etcdstore.New(cli, etcdstore.Options{Root: c.g.etcdRoot})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,6 +154,22 @@ func TestEtcdOverTLS(t *testing.T) {
 	require.ErrorAs(t, err, &ue, "a certificate without its key")
 	_, err = store(etcdAuth{user: "operator"}, endpoint)
 	require.ErrorAs(t, err, &ue, "a user without a password")
+
+	// The tool's own commands reach etcd through those flags, and fail as
+	// unreachable without them.
+	tool := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), args, Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+		return code, out.String() + errb.String()
+	}
+	code, out := tool("-etcd-cert", auth.cert, "-etcd-key", auth.key, "-etcd-user", "operator", "-timeout", "10s", "stream", "orders")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "never opened")
+	require.NotContains(t, out, etcdTestPassword)
+	delete(env, "CUTLINE_ETCD_CA")
+	delete(env, "CUTLINE_ETCD_PASSWORD")
+	code, out = tool("-timeout", "3s", "stream", "orders")
+	require.NotEqual(t, 0, code, "without TLS and a password etcd refuses the tool: %s", out)
 }
 
 // lockedBuffer is a buffer safe for concurrent writes.

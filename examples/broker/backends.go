@@ -9,11 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/cutline/cutline/metastore"
 	etcdstore "github.com/cutline/cutline/metastore/etcd"
@@ -103,9 +100,9 @@ func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *back
 		be.store = memstore.New(memstore.Options{})
 		log.Warn("in-memory metastore: everything is gone at exit (-etcd keeps it)")
 	} else {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(cfg.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		cli, err := newEtcdClient(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("etcd client: %w", err)
+			return nil, err
 		}
 		be.closers = append(be.closers, func() { _ = cli.Close() })
 		st, err := etcdstore.New(cli, etcdstore.Options{Root: cfg.etcdRoot, Logger: log})
@@ -122,7 +119,15 @@ func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *back
 	if cfg.role == roleController {
 		return be, nil // the controller keeps nothing in the zones
 	}
-	if len(cfg.s3Endpoints) == 0 {
+	switch {
+	case cfg.azure.given():
+		zones, closeIdle, err := cfg.azure.open(ctx, cfg.window, log)
+		if err != nil {
+			return nil, err
+		}
+		be.closers = append(be.closers, closeIdle)
+		be.zones = zones
+	case len(cfg.s3Endpoints) == 0:
 		dir := cfg.dir
 		if dir == "" {
 			if dir, err = os.MkdirTemp("", "cutline-broker-"); err != nil {
@@ -132,7 +137,7 @@ func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *back
 		}
 		be.dir = dir
 		for i := range cfg.k {
-			b, err := fs.New(filepath.Join(dir, zoneName(i)), fs.Options{Name: zoneName(i), CreateRoot: true})
+			b, err := fs.New(filepath.Join(dir, zoneName(i)), cfg.zoneOptions(zoneName(i)))
 			if err != nil {
 				return nil, err
 			}
@@ -140,7 +145,7 @@ func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *back
 			be.zones = append(be.zones, b)
 		}
 		log.Info("zones: filesystem", "k", cfg.k, "dir", dir)
-	} else {
+	default:
 		// Idle connections per host for every request in flight to it: the
 		// window times the buckets an endpoint serves.
 		perHost := cfg.window

@@ -31,6 +31,7 @@ type settings struct {
 
 	etcd, etcdRoot string
 	etcdAuth       etcdAuth
+	azure          azureZones
 	dir            string
 	// zoneFileMode and zoneDirMode are the permissions of the filesystem
 	// zones' objects and directories.
@@ -134,6 +135,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	fs.StringVar(&c.etcdAuth.Key, "etcd-key", "", "PEM private key of -etcd-cert")
 	fs.StringVar(&c.etcdAuth.User, "etcd-user", "", "etcd user the process authenticates as")
 	fs.StringVar(&c.etcdAuth.Password, "etcd-password", "", "password of -etcd-user (prefer CUTLINE_ETCD_PASSWORD; never logged)")
+	c.azure.register(fs)
 	fs.StringVar(&c.dir, "dir", "", "directory of the filesystem zones (default: a temporary directory, removed at exit)")
 	c.zoneFileMode, c.zoneDirMode = defaultZoneFileMode, defaultZoneDirMode
 	fs.Var(modeFlag{&c.zoneFileMode}, "zone-file-mode", "permission of the filesystem zones' objects, in octal, before the umask")
@@ -381,6 +383,9 @@ func (c *settings) checkBackends(set map[string]bool) error {
 		c.k = len(c.s3Buckets)
 	} else if len(c.s3Buckets) > 0 || c.s3AccessKey != "" || c.s3SecretKey != "" {
 		return errors.New("-s3-buckets and the S3 keys need -s3-endpoint")
+	}
+	if err := c.azure.check(len(c.s3Endpoints) > 0, set, &c.k); err != nil {
+		return err
 	}
 	switch {
 	case c.k < 1 || c.k > maxZones:

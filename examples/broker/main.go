@@ -18,7 +18,6 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/lease/authority/authhttp"
-	"github.com/cutline/cutline/objstore"
 )
 
 func main() {
@@ -262,15 +261,4 @@ func (p *process) shutdown(ctx context.Context) error {
 	}
 	p.be.close()
 	return errors.Join(errs...)
-}
-
-// verifyZones checks the zones at start-up: each one create-only, and K
-// distinct stores.
-func verifyZones(ctx context.Context, zones []objstore.Bucket) error {
-	for _, b := range zones {
-		if err := objstore.Verify(ctx, b); err != nil {
-			return err
-		}
-	}
-	return objstore.VerifyDistinct(ctx, zones...)
 }
