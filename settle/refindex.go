@@ -410,7 +410,12 @@ func (x *RefIndex) apply(ctx context.Context, plans []*plan) (conflicted bool, e
 				conflicted = true
 				mu.Unlock()
 			}
+			// The batch did not land (or its outcome is unknown): its
+			// spans go back, and the next round (or cover) decides them
+			// from a fresh read of the heads. Each plan is in one batch
+			// only, so this goroutine alone writes its taken.
 			for _, p := range b {
+				p.taken = 0
 				x.forget(p.stream)
 			}
 			if errors.Is(err, metastore.ErrConflict) {
@@ -420,15 +425,6 @@ func (x *RefIndex) apply(ctx context.Context, plans []*plan) (conflicted bool, e
 		})
 	}
 	err = g.Wait()
-	if conflicted || err != nil {
-		// Put back the spans of every plan whose head is forgotten: the
-		// next cover (or round) decides them from a fresh read.
-		for _, p := range plans {
-			if _, ok := x.cached(p.stream); !ok {
-				p.taken = 0
-			}
-		}
-	}
 	return conflicted, err
 }
 
