@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
@@ -79,6 +80,7 @@ type RefIndex struct {
 	store  metastore.Store
 	root   string
 	locate Locator
+	clock  clock.Clock // stamps pages with their newest span's time; nil: none
 
 	mu     sync.Mutex
 	heads  map[string]head
@@ -109,6 +111,16 @@ func NewRefIndex(store metastore.Store, root string, locate Locator) (*RefIndex,
 		return nil, &config.Error{Field: "root", Value: fmt.Sprintf("%q", root), Reason: "not a valid key prefix", Err: err}
 	}
 	return &RefIndex{store: store, root: root, locate: locate, heads: map[string]head{}, v1Look: make(chan struct{}, 1)}, nil
+}
+
+// WithClock makes the index stamp every page it writes with the time its
+// newest span joined it, read from c, which retention by age
+// (RetainPolicy's MaxAge) needs. Call it before the index is used; it
+// returns x. Pages written without a clock carry no time: retention by
+// age never deletes them, retention by offset or size does.
+func (x *RefIndex) WithClock(c clock.Clock) *RefIndex {
+	x.clock = c
+	return x
 }
 
 // Locate reads the spans of a flight's payload with the index's Locator and
@@ -295,6 +307,9 @@ func (x *RefIndex) planStream(ctx context.Context, star string, h head, items []
 			cur, curRev = newPage(stream, star, it.pos.Epoch, cur.Next), 0
 		}
 		cur.add(it.pos.Slot, s)
+		if x.clock != nil {
+			cur.Time = max(cur.Time, x.clock.Now().UnixNano())
+		}
 		dirty = true
 	}
 	for i := range done {

@@ -61,6 +61,11 @@ type refPage struct {
 	// 2 only), At the offset of the first span's bytes in that object.
 	Segment string `json:"segment,omitempty"`
 	At      uint64 `json:"at,omitempty"`
+	// Time is when the newest span joined the page, in Unix nanoseconds
+	// on the clock of the index that covered it; 0 when that index had
+	// no clock (and on pages of earlier releases, which ignore it).
+	// Retention by age reads it.
+	Time int64 `json:"time,omitempty"`
 }
 
 func newPage(stream, star string, ep, first uint64) refPage {

@@ -78,6 +78,9 @@ type RetainReport struct {
 	Start uint64
 	// PagesDeleted counts the ref pages that held only offsets below it.
 	PagesDeleted int
+	// By names the limit of a RetainPolicy that set Start (ByAge,
+	// ByBytes or ByRecords); "" when the call did not move it.
+	By string
 }
 
 // Retain moves stream's retention point up to offset, which may not pass
