@@ -149,8 +149,7 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	_, pending := a.star.Absorbed()
-	// A crash: no departure, no mark; acknowledged records not yet in
-	// the index are the successor's to cover.
+	// A crash: no departure, no mark, acknowledged records not indexed.
 	a.star.Abort()
 	if err := a.sess.Close(ctx); err != nil {
 		return err
