@@ -99,8 +99,11 @@ type Run struct {
 //     [trimmed, checkpoint) of an open one, holds W byte-identical
 //     verified copies, read from every zone with wire.ObserveObject.
 //  5. Every acknowledged payload is found exactly once through the index
-//     (each ref read with chain.Reader.Read) and exactly once in chain
-//     order; a Bundle counts record by record, so every record of an
+//     (each stream read with settle.StreamReader from its retention
+//     point, from segments and from flights read whole and verified) and exactly once in chain
+//     order, until its retention: one below its stream's retention point
+//     may be gone from the index, one in a trimmed slot from the chain,
+//     and is found at most once there; a Bundle counts record by record, so every record of an
 //     acknowledged bundle is found exactly once through the refs of its
 //     stream; refs cover their streams without gaps, each at a span its
 //     flight's Locator reads, its bytes holding the records it claims, and
@@ -162,11 +165,13 @@ type checker struct {
 	minter *epoch.Minter
 	zones  chain.Zones
 	reader *chain.Reader
-	fencer *fence.Fencer
-	refs   *settle.RefIndex
-	recs   map[string]map[uint64]*epoch.Record
-	views  map[wire.Addr]view
-	out    Violations
+	// streams reads the index's refs where their bytes are now.
+	streams *settle.StreamReader
+	fencer  *fence.Fencer
+	refs    *settle.RefIndex
+	recs    map[string]map[uint64]*epoch.Record
+	views   map[wire.Addr]view
+	out     Violations
 }
 
 // view is what every zone holds at one slot, read whole.
@@ -195,7 +200,10 @@ func (c *checker) setup() (err error) {
 	if c.fencer, err = fence.New(c.minter, c.zones, fence.Options{Identity: "cutlinetest-checker"}); err != nil {
 		return err
 	}
-	c.refs, err = settle.NewRefIndex(c.run.Store, c.run.Root, c.run.Locate)
+	if c.refs, err = settle.NewRefIndex(c.run.Store, c.run.Root, c.run.Locate); err != nil {
+		return err
+	}
+	c.streams, err = settle.NewStreamReader(c.minter, c.zones, c.refs, settle.StreamReaderOptions{})
 	return err
 }
 
@@ -483,71 +491,133 @@ func bundledKey(r BundleRecord) string {
 	return fmt.Sprintf("%s|%d|%s (bundled)", r.Stream, r.Offset, r.ID)
 }
 
-// checkReads checks guarantee 5: through the index and in chain order.
-// Records inside Bundle payloads are counted one by one, and each ref's
-// bytes must hold the records it claims.
+// checkReads checks guarantee 5: through the index, read with a
+// settle.StreamReader (flights and segments alike) from each stream's
+// retention point, and in chain order. Records inside Bundle payloads
+// are counted one by one, and each ref's bytes must be the bytes its
+// span holds in a submitted payload. A record below its stream's
+// retention point may be gone from the index, one in a trimmed slot
+// from the chain: each is found at most once there.
 func (c *checker) checkReads(evs []Event, answers map[int]Event, stars []string) {
+	// What each span of every submitted payload holds, by its stream,
+	// offset and count.
+	type spanKey struct {
+		stream        string
+		offset, count uint64
+	}
+	type placed struct {
+		payload []byte
+		span    settle.Span
+	}
+	submitted := map[spanKey][]placed{}
 	var streams []string
+	addStream := func(s string) {
+		if !slices.Contains(streams, s) {
+			streams = append(streams, s)
+		}
+	}
 	for _, ev := range evs {
 		if ev.Op != Submitted && ev.Op != Refused {
 			continue
 		}
 		spans, _ := c.run.Locate(ev.Payload)
 		for _, sp := range spans {
-			if !slices.Contains(streams, sp.Stream) {
-				streams = append(streams, sp.Stream)
-			}
+			addStream(sp.Stream)
+			k := spanKey{sp.Stream, sp.Offset, sp.Count}
+			submitted[k] = append(submitted[k], placed{ev.Payload, sp})
 		}
 		if recs, err := ParseBundle(ev.Payload); err == nil {
 			for _, r := range recs {
-				if !slices.Contains(streams, r.Stream) {
-					streams = append(streams, r.Stream)
-				}
+				addStream(r.Stream)
 			}
 		}
 	}
 	slices.Sort(streams)
+	starts := map[string]uint64{}
 	index := map[string]int{}
 	for _, stream := range streams {
-		var next uint64
-		for r, err := range c.refs.Refs(c.ctx, stream) {
+		start, err := c.refs.Start(c.ctx, stream)
+		if err != nil {
+			c.add(5, "the retention point of stream %s does not read: %v", stream, err)
+			continue
+		}
+		starts[stream] = start
+		next, first := start, true
+		for ch, err := range c.streams.Read(c.ctx, stream, start) {
+			if first && errors.Is(err, metastore.ErrNotFound) {
+				break // nothing at or past the retention point: Next says whether it should be
+			}
 			if err != nil {
-				c.add(5, "the refs of stream %s do not list: %v", stream, err)
+				c.add(5, "stream %s does not read at offset %d: %v", stream, next, err)
 				break
 			}
+			where := fmt.Sprintf("%s/%v", ch.Star, ch.Position())
+			if ch.InSegment() {
+				where += " in segment " + ch.Segment
+			}
 			switch {
-			case r.Offset > next:
-				c.add(5, "offsets [%d, %d) of stream %s are covered by no ref", next, r.Offset, stream)
-			case r.Offset < next:
-				c.add(5, "the ref at offset %d of stream %s overlaps the one before (up to %d)", r.Offset, stream, next)
+			case ch.Offset > next:
+				c.add(5, "offsets [%d, %d) of stream %s are covered by no ref", next, ch.Offset, stream)
+			case ch.Offset < next && !first:
+				c.add(5, "the ref at offset %d of stream %s overlaps the one before (up to %d)", ch.Offset, stream, next)
 			}
-			next = max(next, r.Offset+r.Count)
-			p, err := c.reader.Read(c.ctx, r.Star, r.Position())
+			first = false
+			next = max(next, ch.Offset+ch.Count)
+			data, err := verifiedChunk(c.ctx, c.reader, ch)
 			if err != nil {
-				c.add(5, "the ref at offset %d of stream %s (%s/%v) does not read: %v", r.Offset, stream, r.Star, r.Position(), err)
+				c.add(5, "the ref at offset %d of stream %s (%s) does not read: %v", ch.Offset, stream, where, err)
 				continue
 			}
-			if spans, err := c.run.Locate(p); err != nil || !slices.Contains(spans, r.Span()) {
-				c.add(5, "the ref at offset %d of stream %s serves %v of %s/%v, which carries %q", r.Offset, stream, r.Span(), r.Star, r.Position(), p)
+			ch.Data = data
+			var match *placed
+			for i, pl := range submitted[spanKey{stream, ch.Offset, ch.Count}] {
+				if bytes.Equal(pl.payload[pl.span.Start:pl.span.End], ch.Data) {
+					match = &submitted[spanKey{stream, ch.Offset, ch.Count}][i]
+					break
+				}
+			}
+			if match == nil {
+				c.add(5, "the ref at offset %d of stream %s serves %q (%s), which no submitted payload holds at that span", ch.Offset, stream, ch.Data, where)
 				continue
 			}
-			if !isBundle(p) {
-				index[string(p)]++
+			if !isBundle(match.payload) {
+				index[string(match.payload)]++
 				continue
 			}
-			recs, err := spanRecords(p, r.Span())
+			recs, _, err := chunkRecords(ch)
 			if err != nil {
-				c.add(5, "the ref at offset %d of stream %s serves %s/%v: %v", r.Offset, stream, r.Star, r.Position(), err)
+				c.add(5, "the ref at offset %d of stream %s serves %s: %v", ch.Offset, stream, where, err)
 				continue
 			}
 			for _, rec := range recs {
-				index[bundledKey(rec)]++
+				if rec.Offset >= start {
+					index[bundledKey(rec)]++
+				}
 			}
 		}
 		if n, err := c.refs.Next(c.ctx, stream); err != nil {
 			c.add(5, "where stream %s continues does not read: %v", stream, err)
 		} else if n != next {
 			c.add(5, "stream %s continues at %d, its refs end at %d", stream, n, next)
+		}
+	}
+	// A unit below its stream's retention point may be gone.
+	belowStart := map[string]bool{}
+	for k, pls := range submitted {
+		for _, pl := range pls {
+			if isBundle(pl.payload) {
+				recs, err := spanRecords(pl.payload, pl.span)
+				if err != nil {
+					continue
+				}
+				for _, r := range recs {
+					if r.Offset < starts[k.stream] {
+						belowStart[bundledKey(r)] = true
+					}
+				}
+			} else if k.offset+k.count <= starts[k.stream] {
+				belowStart[string(pl.payload)] = true
+			}
 		}
 	}
 	inChain := map[string]int{}
@@ -562,13 +632,18 @@ func (c *checker) checkReads(evs []Event, answers map[int]Event, stars []string)
 			}
 		}
 	}
-	c.exactlyOnce("the index", index, evs, answers)
-	c.exactlyOnce("chain order", inChain, evs, answers)
+	c.exactlyOnce("the index", index, evs, answers, func(key, _ string, _ chain.Position) bool { return belowStart[key] })
+	c.exactlyOnce("chain order", inChain, evs, answers, func(_, star string, pos chain.Position) bool {
+		rec := c.recs[star][pos.Epoch]
+		return rec != nil && pos.Slot < rec.Cursors.Trimmed
+	})
 }
 
 // exactlyOnce compares what one way of reading found (payload → times)
-// with what was submitted and acknowledged.
-func (c *checker) exactlyOnce(how string, found map[string]int, evs []Event, answers map[int]Event) {
+// with what was submitted and acknowledged. gone says whether an
+// acknowledged unit (by its key, and the star and position it was
+// acknowledged at) may be missing: deleted on purpose.
+func (c *checker) exactlyOnce(how string, found map[string]int, evs []Event, answers map[int]Event, gone func(key, star string, pos chain.Position) bool) {
 	type group struct {
 		id, star    string
 		acked, open int   // submissions acknowledged; with an unknown outcome
@@ -611,6 +686,8 @@ func (c *checker) exactlyOnce(how string, found map[string]int, evs []Event, ans
 		known[g.id] += k
 		excess := n - k - min(n-k, g.open)
 		switch {
+		case n < g.acked && gone(p, g.star, g.pos):
+			// Deleted on purpose: found at most once (excess below).
 		case n < g.acked:
 			c.add(5, "record %q acknowledged at %s/%v is found %d times in %s, not once", g.id, g.star, g.pos, n, how)
 		case excess > 0 && g.acked+g.open == 0:

@@ -1,6 +1,7 @@
 package cutlinetest
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -127,6 +128,9 @@ type Party struct {
 	Refs    *settle.RefIndex
 	Settler *settle.Settler
 	Reader  *chain.Reader
+	// Streams reads the index's streams from segments and flights alike;
+	// StreamIDs makes one when it is nil.
+	Streams *settle.StreamReader
 }
 
 // Party makes a party; name is its writer and fencer identity.
@@ -145,6 +149,11 @@ func (e *Env) Party(name string) *Party {
 	p.Fencer, err = fence.New(p.Minter, p.Zones, fence.Options{Identity: name, Clock: e.opts.Clock, Logger: e.opts.Logger})
 	must(err)
 	p.Refs, err = settle.NewRefIndex(e.Store, e.opts.Root, e.opts.Locate)
+	must(err)
+	if e.opts.Clock != nil {
+		p.Refs.WithClock(e.opts.Clock) // pages carry times: retention by age works
+	}
+	p.Streams, err = settle.NewStreamReader(p.Minter, p.Zones, p.Refs, settle.StreamReaderOptions{})
 	must(err)
 	p.Settler, err = settle.New(p.Minter, p.Zones, p.Refs, settle.Options{Fencer: p.Fencer, Clock: e.opts.Clock, Logger: e.opts.Logger})
 	must(err)
@@ -182,36 +191,55 @@ func (p *Party) Writer(rec *epoch.Record, opts chain.WriterOptions) *chain.Write
 	return w
 }
 
-// StreamIDs reads stream through the party's RefIndex and Reader: the refs
-// must cover [0, next) without holes or overlaps, and each ref's flight
-// must be readable and its bytes must hold the records the ref claims (a
-// Record, or that stream's records of a Bundle). It returns the record ids
-// in offset order; anything else fails the test.
+// StreamIDs reads stream through the party's StreamReader, from its
+// retention point on, as a consumer would: from segments and flights
+// alike, so it reads a stream whose flights compaction rewrote and trim
+// deleted; a ref still in a flight is read from the whole flight with
+// the party's Reader, which verifies it. The refs must cover [start, next) without holes or overlaps,
+// and each ref's bytes must hold the records it claims (a Record, or
+// that stream's records of a Bundle). It returns the ids of the records
+// at or past the retention point, in offset order; anything else fails
+// the test.
 func (p *Party) StreamIDs(stream string) []string {
 	t := p.Env.T
 	t.Helper()
 	ctx := t.Context()
+	start, err := p.Refs.Start(ctx, stream)
+	if err != nil {
+		t.Fatalf("cutlinetest: the retention point of stream %s: %v", stream, err)
+	}
+	streams := p.Streams
+	if streams == nil { // a Party built by hand
+		if streams, err = settle.NewStreamReader(p.Minter, p.Zones, p.Refs, settle.StreamReaderOptions{}); err != nil {
+			t.Fatalf("cutlinetest: a stream reader: %v", err)
+		}
+	}
 	var ids []string
-	var next uint64
-	for r, err := range p.Refs.Refs(ctx, stream) {
-		if err != nil {
-			t.Fatalf("cutlinetest: the refs of stream %s: %v", stream, err)
+	next, first := start, true
+	for ch, err := range streams.Read(ctx, stream, start) {
+		if first && errors.Is(err, metastore.ErrNotFound) {
+			break // nothing at or past the retention point; Next says whether there should be
 		}
-		if r.Offset != next {
+		if err != nil {
+			t.Fatalf("cutlinetest: stream %s must read at offset %d: %v", stream, next, err)
+		}
+		if ch.Offset > next || (ch.Offset < next && !first) {
 			t.Fatalf("cutlinetest: stream %s: a ref covers [%d, %d), the next is at %d: refs must cover the stream without holes or overlaps",
-				stream, r.Offset, r.Offset+r.Count, next)
+				stream, ch.Offset, ch.Offset+ch.Count, next)
 		}
-		next = r.Offset + r.Count
-		payload, err := p.Reader.Read(ctx, r.Star, r.Position())
-		if err != nil {
-			t.Fatalf("cutlinetest: stream %s: the ref at offset %d (%s/%v) must be readable: %v", stream, r.Offset, r.Star, r.Position(), err)
+		first = false
+		next = ch.Offset + ch.Count
+		if ch.Data, err = verifiedChunk(ctx, p.Reader, ch); err != nil {
+			t.Fatalf("cutlinetest: stream %s: the ref at offset %d (%s/%v, segment %q) must be readable: %v", stream, ch.Offset, ch.Star, ch.Position(), ch.Segment, err)
 		}
-		recs, err := spanRecords(payload, r.Span())
+		recs, _, err := chunkRecords(ch)
 		if err != nil {
-			t.Fatalf("cutlinetest: stream %s: the flight at %s/%v the ref at offset %d serves carries %q: %v", stream, r.Star, r.Position(), r.Offset, payload, err)
+			t.Fatalf("cutlinetest: stream %s: the ref at offset %d (%s/%v, segment %q) serves %q: %v", stream, ch.Offset, ch.Star, ch.Position(), ch.Segment, ch.Data, err)
 		}
 		for _, rec := range recs {
-			ids = append(ids, rec.ID)
+			if rec.Offset >= start {
+				ids = append(ids, rec.ID)
+			}
 		}
 	}
 	if n, err := p.Refs.Next(ctx, stream); err != nil || n != next {

@@ -2,10 +2,12 @@ package cutlinetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -194,4 +196,45 @@ func spanRecords(p []byte, s settle.Span) ([]BundleRecord, error) {
 		}
 	}
 	return recs, nil
+}
+
+// chunkRecords reads the records of a chunk (a ref's bytes, as
+// settle.StreamReader serves them from a flight or a segment) and checks
+// that they are exactly the ones its extent claims. A Record is a whole
+// payload, so its span starts at byte 0; a Bundle's spans start past its
+// header, at a line. bundled says which the chunk came from.
+func chunkRecords(c settle.Chunk) (recs []BundleRecord, bundled bool, err error) {
+	s := c.Span()
+	if uint64(len(c.Data)) != s.End-s.Start {
+		return nil, false, fmt.Errorf("%d bytes served for the span's [%d, %d)", len(c.Data), s.Start, s.End)
+	}
+	if s.Start == 0 {
+		recs, err = spanRecords(c.Data, settle.Span{Stream: s.Stream, Offset: s.Offset, Count: s.Count, Start: 0, End: uint64(len(c.Data))})
+		return recs, false, err
+	}
+	// The lines of a bundle, as if they followed its header.
+	p := append([]byte(bundleHeader), c.Data...)
+	recs, err = spanRecords(p, settle.Span{Stream: s.Stream, Offset: s.Offset, Count: s.Count, Start: uint64(len(bundleHeader)), End: uint64(len(p))})
+	return recs, true, err
+}
+
+// verifiedChunk returns the bytes of chunk c checked as a consumer would
+// want them: a chunk in a segment as the StreamReader served it, a chunk
+// in a flight from the whole flight read with r, which verifies each
+// copy's checksum and falls back on another. The StreamReader reads a
+// flight by range and cannot check the checksum of a body it does not
+// read whole, so it may serve a corrupt copy that reading the flight
+// whole skips.
+func verifiedChunk(ctx context.Context, r *chain.Reader, c settle.Chunk) ([]byte, error) {
+	if c.InSegment() {
+		return c.Data, nil
+	}
+	p, err := r.Read(ctx, c.Star, c.Position())
+	if err != nil {
+		return nil, err
+	}
+	if c.Start > c.End || c.End > uint64(len(p)) {
+		return nil, fmt.Errorf("bytes [%d, %d) are not inside the flight's %d", c.Start, c.End, len(p))
+	}
+	return p[c.Start:c.End], nil
 }
