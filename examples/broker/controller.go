@@ -120,6 +120,13 @@ func (c *controller) term(ctx context.Context) error {
 	c.setDriver(d)
 	defer c.setDriver(nil)
 	c.log.Info("controller elected", "domain", c.cfg.Domain, "state", st.String(), "term", st.Term)
+	if st.Phase != authority.Vacant || st.Token != 0 {
+		// A former holder may still be writing under its grant, whose
+		// deadline this controller cannot know: nothing is granted before
+		// a whole lease has passed. Say so, or the wait looks like a hang.
+		c.log.Info("waiting out the former grant before granting anew", "domain", c.cfg.Domain,
+			"state", st.String(), "lease", c.cfg.Lease, "until", now.Add(c.cfg.Lease).Format(time.RFC3339))
+	}
 	err = d.Run(ctx)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

@@ -87,7 +87,9 @@
 // Every route under /v1, and /metrics, requires the header
 // "Authorization: Bearer <token>" (401 otherwise, and the connection is
 // closed; the token is compared in constant time). Errors are {"error":
-// "..."}. A 500 says only that it happened: {"error": "...", "request_id":
+// "..."}, a route that does not exist (404) and a method a route does not
+// take (405, with Allow) too; a path that is not clean (//records) is a
+// 404, never a redirect. Every 503 carries Retry-After. A 500 says only that it happened: {"error": "...", "request_id":
 // "<id>"}, also in the header Cutline-Request-Id, under which the broker
 // logs its cause.
 //
@@ -107,7 +109,10 @@
 //     -producer-window of the producer's highest sequence; a sequence
 //     below that window whose answer is no longer kept (or below what a
 //     holder with a narrower window kept) is refused with 409, never
-//     appended twice.
+//     appended twice. The same pair with another payload is a client's
+//     mistake: 409, not appended. Sequences need not be contiguous: a gap
+//     is accepted, and a sequence inside it sent later is a new record;
+//     the broker judges a sequence only by whether the stream holds it.
 //   - Cutline-Fencing-Token: the producer's fencing token, judged with
 //     lease.Star.CheckToken: 409 when it is not the stream's installed
 //     one (or missing on a Fenced stream).
@@ -123,7 +128,10 @@
 //
 // reads up to M (1 to 1000, default 100) records from offset N (default
 // 0) through the coverage index (settle.RefIndex) and a chain.Reader:
-// [{"offset": N, "data": "<base64>"}, ...]. The answer stops early, before
+// [{"offset": N, "data": "<base64>"}, ...]. A stream that holds no
+// records (unknown, or not covered yet) is a 404; a read at or past the
+// end of one that does is 200 with an empty list, and
+// Cutline-Next-Offset says where it ends. The answer stops early, before
 // the record that would take it past -max-read-bytes (8 MiB; one record
 // at least, whatever its size): the header Cutline-Continue-Offset says
 // where to read on (one past its last record), and Cutline-Next-Offset
@@ -144,7 +152,8 @@
 // its lease), "writer", "epoch", "tenure", "epoch_state", "cut" (once
 // fenced), "next", "released" (the reason of a standing clean-release
 // mark)}], "next": "<the after of the next page, when there is one>"},
-// from lease.Inspect and RefIndex.Next.
+// from lease.Inspect and RefIndex.Next (the holder covers what it
+// acknowledged first, so next is where the stream ends).
 //
 //	POST /v1/health?token=N
 //

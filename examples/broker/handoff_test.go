@@ -155,7 +155,7 @@ func (c *cluster) crash(n *testNode) {
 func produceN(t testing.TB, n *testNode, from, count uint64, sent map[string]bool, acks map[uint64]ack) {
 	t.Helper()
 	for seq := from; seq < from+count; seq++ {
-		data := fmt.Sprintf("record %d, produced on %s", seq, n.cfg.Name)
+		data := producedData(seq)
 		code, k, e := n.api.produce("orders", []byte(data), "producer-1", seq)
 		require.Equal(t, http.StatusOK, code, e.Error)
 		require.Equal(t, seq, k.Offset)
@@ -163,10 +163,14 @@ func produceN(t testing.TB, n *testNode, from, count uint64, sent map[string]boo
 	}
 }
 
+// producedData is what produceN sends as producer-1's record seq: a retry
+// sends the same bytes, or it is a conflict.
+func producedData(seq uint64) string { return fmt.Sprintf("record %d of producer-1", seq) }
+
 // requireRetried requires a retry of seq to get its first answer.
 func requireRetried(t testing.TB, n *testNode, seq uint64, first ack) {
 	t.Helper()
-	code, again, e := n.api.produce("orders", []byte("retried"), "producer-1", seq)
+	code, again, e := n.api.produce("orders", []byte(producedData(seq)), "producer-1", seq)
 	require.Equal(t, http.StatusOK, code, e.Error)
 	require.True(t, again.Duplicate)
 	again.Duplicate = false
@@ -245,7 +249,7 @@ func TestCrashFailover(t *testing.T) {
 	waitHolding(t, b.node)
 	require.Equal(t, authority.Token(2), c.ctl.driver().State().Token)
 	require.Eventually(t, func() bool {
-		code, _, _ := b.api.produce("orders", []byte("probe"), "producer-1", 7)
+		code, _, _ := b.api.produce("orders", []byte(producedData(7)), "producer-1", 7)
 		return code == http.StatusOK
 	}, 20*time.Second, 50*time.Millisecond, "node-b opens the stream once node-a's lease is gone")
 	requireRetried(t, b, 7, acks[7])

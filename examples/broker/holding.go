@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -55,6 +56,7 @@ type pending struct {
 	done chan struct{}
 	ack  ack
 	err  error
+	sum  [sha256.Size]byte // of the payload, to tell a retry from a conflict
 }
 
 // streamState is what a holding knows of one opened stream: its

@@ -196,11 +196,13 @@ func healthPinger(peers map[string]string, sec *security) (func(context.Context,
 func (p *process) serve() <-chan error {
 	errc := make(chan error, 3)
 	p.addrs = map[string]net.Addr{}
-	listen := func(name, addr string, lim connLimits, cnt connCounter, srv *http.Server) {
+	// listen reports whether it bound: what is logged as listening
+	// listens.
+	listen := func(name, addr string, lim connLimits, cnt connCounter, srv *http.Server) bool {
 		ln, err := listenLimited(addr, lim, cnt, srv)
 		if err != nil {
-			errc <- err
-			return
+			errc <- &listenError{Name: name, Addr: addr, Err: err}
+			return false
 		}
 		p.addrs[name] = ln.Addr()
 		p.servers = append(p.servers, srv)
@@ -215,15 +217,18 @@ func (p *process) serve() <-chan error {
 				errc <- fmt.Errorf("%s: %w", addr, err)
 			}
 		}()
+		return true
 	}
 	if p.api != nil {
-		listen("api", p.cfg.listen, p.cfg.conns, p.node.met.connCounter(), newHTTPServer(p.api, p.sec.apiTLS(), apiTimeouts, p.log))
-		p.log.Info("API listening", "addr", p.addrs["api"], "tls", p.sec.apiTLS() != nil, "auth", p.sec.token != nil,
-			"max_conns", p.cfg.conns.Total, "max_conns_per_addr", p.cfg.conns.PerAddr)
+		if listen("api", p.cfg.listen, p.cfg.conns, p.node.met.connCounter(), newHTTPServer(p.api, p.sec.apiTLS(), apiTimeouts, p.log)) {
+			p.log.Info("API listening", "addr", p.addrs["api"], "tls", p.sec.apiTLS() != nil, "auth", p.sec.token != nil,
+				"max_conns", p.cfg.conns.Total, "max_conns_per_addr", p.cfg.conns.PerAddr)
+		}
 	}
 	if p.node != nil && p.cfg.metricsListen != "" {
-		listen("metrics", p.cfg.metricsListen, metricsConnLimits, connCounter{}, newHTTPServer(metricsOnly(p.node), nil, apiTimeouts, p.log))
-		p.log.Info("metrics listening", "addr", p.addrs["metrics"])
+		if listen("metrics", p.cfg.metricsListen, metricsConnLimits, connCounter{}, newHTTPServer(metricsOnly(p.node), nil, apiTimeouts, p.log)) {
+			p.log.Info("metrics listening", "addr", p.addrs["metrics"])
+		}
 	}
 	if p.ctl != nil && p.ctl.srv != nil {
 		// The controller's streams clear the request timeouts for
@@ -231,11 +236,25 @@ func (p *process) serve() <-chan error {
 		to := serverTimeouts{ReadHeader: apiTimeouts.ReadHeader, Idle: time.Minute, Request: time.Minute}
 		srv := newHTTPServer(p.ctl.srv, authhttp.ServerTLS(p.sec.ca, p.sec.cert), to, p.log)
 		srv.RegisterOnShutdown(p.ctl.srv.Close)
-		listen("controller", p.cfg.controllerListen, p.cfg.conns, connCounter{}, srv)
-		p.log.Info("controller listening", "addr", p.addrs["controller"])
+		if listen("controller", p.cfg.controllerListen, p.cfg.conns, connCounter{}, srv) {
+			p.log.Info("controller listening", "addr", p.addrs["controller"])
+		}
 	}
 	return errc
 }
+
+// listenError is a listener that could not bind (its address in use, or
+// not this machine's): the process cannot serve, and says which listener.
+type listenError struct {
+	Name, Addr string
+	Err        error
+}
+
+func (e *listenError) Error() string {
+	return fmt.Sprintf("the %s listener cannot listen on %s: %v", e.Name, e.Addr, e.Err)
+}
+
+func (e *listenError) Unwrap() error { return e.Err }
 
 // metricsOnly serves the node's metrics page, and nothing else.
 func metricsOnly(n *node) http.Handler {

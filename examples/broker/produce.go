@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -35,7 +37,38 @@ func (n *node) produce(ctx context.Context, p produceReq) (ack, error) {
 	if err != nil {
 		return ack{}, err
 	}
-	return h.produce(ctx, s, p)
+	a, err := h.produce(ctx, s, p)
+	if err == nil && a.Duplicate {
+		err = n.samePayload(ctx, h, p, a.Offset)
+	}
+	if err != nil {
+		return ack{}, err
+	}
+	return a, nil
+}
+
+// samePayload checks that the record a retry was judged a duplicate of
+// holds the retry's payload. A producer sequence names one record: the
+// same sequence with other bytes is a client's mistake, refused with
+// errPayloadConflict, not answered as if the new bytes were in the
+// stream. The producer table keeps no payloads (its snapshots stay
+// small), so the record is read back; retries are rare.
+func (n *node) samePayload(ctx context.Context, h *holding, p produceReq, off uint64) error {
+	if err := h.star.Absorb(ctx); err != nil {
+		return err
+	}
+	ref, err := n.refs.Lookup(ctx, p.stream, off)
+	if err != nil {
+		return err
+	}
+	rec, err := n.readRef(ctx, p.stream, ref)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(rec.Data, p.data) {
+		return fmt.Errorf("%w: %s's sequence %d is at offset %d", errPayloadConflict, p.producer, p.seq, off)
+	}
+	return nil
 }
 
 // produce submits p through the stream's state s and waits for its
@@ -90,6 +123,8 @@ func (h *holding) submit(ctx context.Context, s *streamState, p produceReq) (*pe
 	}
 	h.mu.Unlock()
 	switch {
+	case pd != nil && pd.sum != sha256.Sum256(p.data):
+		return nil, fmt.Errorf("%w: %s's sequence %d is in flight", errPayloadConflict, p.producer, p.seq)
 	case pd != nil:
 		return pd, nil
 	case p.producer == "":
@@ -116,7 +151,7 @@ func (h *holding) submit(ctx context.Context, s *streamState, p produceReq) (*pe
 		h.forget(p.stream, s, err)
 		return nil, err
 	}
-	pd = &pending{done: make(chan struct{})}
+	pd = &pending{done: make(chan struct{}), sum: sha256.Sum256(p.data)}
 	if p.producer != "" {
 		h.mu.Lock()
 		s.inflight[key] = pd
@@ -175,6 +210,10 @@ func (c nodeConfig) maxStreams() int {
 // errSequenceTooOld is a producer sequence below the window the table
 // keeps of its producer, not kept: it may be in the stream already, and
 // is refused rather than appended twice.
+// errPayloadConflict is a producer sequence sent again with another
+// payload: refused (409), never appended.
+var errPayloadConflict = errors.New("broker: the producer sequence was sent before with another payload; not appended")
+
 var errSequenceTooOld = errors.New("broker: the producer sequence is too old to judge (it may be in the stream already); not appended")
 
 // errUnknownOutcome is an append that was not acknowledged: it may or may

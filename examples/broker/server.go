@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -110,7 +111,41 @@ func metricsHandler(n *node) http.Handler {
 	return promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{})
 }
 
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP routes a request. What matches no route is answered in JSON,
+// as every other error is: 404, or 405 with Allow. A path that is not
+// clean (//records, /v1/../metrics) is a 404 too, never a redirect: a
+// client that followed one would send its request, and its token, to a
+// path it did not name.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != path.Clean(r.URL.Path) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such route: " + r.Method + " " + r.URL.Path})
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	// The mux's own answer tells a wrong method (405, with Allow) from a
+	// wrong path; its plain-text body is replaced.
+	probe := &statusProbe{header: http.Header{}}
+	s.mux.ServeHTTP(probe, r)
+	if probe.code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, probe.header.Get("Allow"))})
+		return
+	}
+	writeJSON(w, http.StatusNotFound, errorBody{Error: "no such route: " + r.Method + " " + r.URL.Path})
+}
+
+// statusProbe keeps the status and headers of an answer and drops its body.
+type statusProbe struct {
+	header http.Header
+	code   int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(code int)        { p.code = code }
 
 // auth requires the bearer token, compared in constant time (of digests,
 // so that not even its length shows).
@@ -232,6 +267,13 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if next == 0 {
+		// Nothing was ever covered: the stream is unknown (or its first
+		// records are not covered yet), which a read past a stream's end
+		// (200, an empty list) must not look like.
+		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("stream %q holds no records", name)})
+		return
+	}
 	var first record
 	if len(refs) > 0 {
 		// The first record is read before the answer starts: what fails
@@ -290,11 +332,19 @@ func answerBytes(size uint64) int64 {
 	return int64(len(`{"offset":18446744073709551615,"data":""},`)) + int64(base64.StdEncoding.EncodedLen(int(size)))
 }
 
+// errNotUint is a query parameter that is not an unsigned decimal
+// integer; it says so in the API's words, not strconv's.
+var errNotUint = errors.New("an unsigned decimal integer (0 to 18446744073709551615) is required")
+
 func uintParam(v string, def uint64) (uint64, error) {
 	if v == "" {
 		return def, nil
 	}
-	return strconv.ParseUint(v, 10, 64)
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, errNotUint
+	}
+	return n, nil
 }
 
 // streamPage is an answer of GET /v1/streams: Next, when there are more
@@ -322,6 +372,13 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The holder covers what it acknowledged first, so that next is the
+	// stream's real end, as a read would see it.
+	if h := s.n.current(); h != nil {
+		if err := h.star.Absorb(r.Context()); err != nil {
+			s.log.Warn("absorb before a listing", "err", err)
+		}
+	}
 	infos, more, err := s.n.streams(r.Context(), after, int(limit))
 	if err != nil {
 		s.fail(w, r, err)
@@ -344,8 +401,9 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, authority.ErrNotAdmitted), errors.Is(err, authority.ErrStaleToken):
+		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "this node does not hold the authority grant", Holder: s.n.holderName(r.Context())})
-	case errors.Is(err, lease.ErrStaleToken), errors.Is(err, errSequenceTooOld):
+	case errors.Is(err, lease.ErrStaleToken), errors.Is(err, errSequenceTooOld), errors.Is(err, errPayloadConflict):
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error()})
 	case errors.Is(err, errStreamQuota):
 		writeJSON(w, http.StatusTooManyRequests, errorBody{Error: err.Error()})

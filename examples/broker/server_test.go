@@ -105,7 +105,7 @@ func TestAPI(t *testing.T) {
 
 	// A retry of a record already acknowledged: the same offset, nothing
 	// appended.
-	code, again, e := c.produce("orders", []byte("orders/0/0 retried"), "orders-producer-0", 0)
+	code, again, e := c.produce("orders", []byte("orders/0/0\x00binary\xff"), "orders-producer-0", 0)
 	require.Equal(t, http.StatusOK, code, e.Error)
 	require.True(t, again.Duplicate)
 	again.Duplicate = false

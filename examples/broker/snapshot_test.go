@@ -42,7 +42,7 @@ func TestTakeoverReplaysOnlyTheTail(t *testing.T) {
 
 	waitHolding(t, b.node)
 	require.Eventually(t, func() bool {
-		code, _, _ := b.api.produce("orders", []byte("probe"), "producer-1", 24)
+		code, _, _ := b.api.produce("orders", []byte(producedData(24)), "producer-1", 24)
 		return code == http.StatusOK
 	}, 20*time.Second, 50*time.Millisecond, "node-b opens the stream once node-a's lease is gone")
 	rb, ok := b.lastRebuild("orders")
