@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,10 +107,14 @@ func (c *cmd) buckets(ctx context.Context) ([]objstore.Bucket, error) {
 			if dir == "" {
 				return nil, usagef("bad -fs-zones %q: empty zone", c.g.fsZones)
 			}
-			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-				if err == nil {
-					err = errors.New("not a directory")
-				}
+			// A directory that is not there is a mistake on the command
+			// line, not a zone that did not answer.
+			switch st, err := os.Stat(dir); {
+			case errors.Is(err, iofs.ErrNotExist):
+				return nil, usagef("bad -fs-zones: zone directory %s does not exist", dir)
+			case err == nil && !st.IsDir():
+				return nil, usagef("bad -fs-zones: %s is not a directory", dir)
+			case err != nil:
 				return nil, fmt.Errorf("zone directory %s: %w (%v)", dir, objstore.ErrUnavailable, err)
 			}
 			if name == "" {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -58,11 +60,26 @@ type RefusedError struct{ Msg string }
 
 func (e *RefusedError) Error() string { return e.Msg }
 
-// NoChainError reports a star that never minted an epoch (exit 1).
-type NoChainError struct{ Star string }
+// NoChainError reports a star that never minted an epoch (exit 1). Hint,
+// when set, says where else the chain may be.
+type NoChainError struct{ Star, Hint string }
 
 func (e *NoChainError) Error() string {
-	return fmt.Sprintf("unknown star %q: it has no chain (no epoch was ever minted)", e.Star)
+	msg := fmt.Sprintf("unknown star %q: it has no chain (no epoch was ever minted)", e.Star)
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
+}
+
+// rootHint is what to say when nothing was found and no -etcd-root was
+// given: the model broker keeps its state under an etcd key root of its
+// own, which -root (the cutline root inside it) does not reach.
+func (c *cmd) rootHint() string {
+	if c.g.etcdRoot != "" {
+		return ""
+	}
+	return "the model broker's state lies under -etcd-root /cutline-broker/ (-root is the cutline root inside the etcd key root)"
 }
 
 func usagef(format string, args ...any) error {
@@ -164,6 +181,8 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-13s %-36s %s\n", c.name, c.args, c.summary)
 	}
+	fmt.Fprintf(w, "  %-13s %-36s %s\n", "help", "[command]", "describe the tool, or one command")
+	fmt.Fprintf(w, "  %-13s %-36s %s\n", "version", "", "print the tool's version")
 	fmt.Fprintln(w, "\nglobal flags (also accepted after the command):")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -187,13 +206,25 @@ func run(ctx context.Context, args []string, env Env) int {
 	defer c.close()
 	err := c.dispatch(ctx, args)
 	code := exitCode(err)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case c.g.json:
+		// A script asked for JSON: its errors are JSON too, on stderr,
+		// so that stdout stays the one result document.
+		_ = json.NewEncoder(env.Stderr).Encode(errorView{Error: err.Error(), Exit: code})
+	default:
 		fmt.Fprintf(env.Stderr, "cutline: %v\n", err)
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return ExitOK
 	}
 	return code
+}
+
+// errorView is an error as -json prints it.
+type errorView struct {
+	Error string `json:"error"`
+	Exit  int    `json:"exit"`
 }
 
 func (c *cmd) dispatch(ctx context.Context, args []string) error {
@@ -214,6 +245,12 @@ func (c *cmd) dispatch(ctx context.Context, args []string) error {
 	if len(rest) == 0 {
 		usage(c.env.Stderr, top)
 		return usagef("no command given")
+	}
+	switch rest[0] {
+	case "help":
+		return c.help(top, rest[1:])
+	case "version":
+		return c.version()
 	}
 	i := slices.IndexFunc(commands(), func(k command) bool { return k.name == rest[0] })
 	if i < 0 {
@@ -273,9 +310,7 @@ func (c *cmd) parse(fs *flag.FlagSet, args []string, names ...string) ([]string,
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintf(c.env.Stdout, "usage: %s %s\n", fs.Name(), strings.Join(names, " "))
-				fs.SetOutput(c.env.Stdout)
-				fs.PrintDefaults()
+				commandHelp(c.env.Stdout, fs)
 				return nil, err
 			}
 			return nil, usagef("%s: %v", fs.Name(), err)
@@ -295,6 +330,99 @@ func (c *cmd) parse(fs *flag.FlagSet, args []string, names ...string) ([]string,
 		return nil, usagef("%s: want %s, got %d argument(s)", fs.Name(), want, len(pos))
 	}
 	return pos, nil
+}
+
+// commandHelp describes the command fs parses for: what it does, its
+// arguments and its own flags, then the global flags.
+func commandHelp(w io.Writer, fs *flag.FlagSet) {
+	name := strings.TrimPrefix(fs.Name(), "cutline ")
+	i := slices.IndexFunc(commands(), func(k command) bool { return k.name == name })
+	if i < 0 {
+		return
+	}
+	k := commands()[i]
+	fmt.Fprintf(w, "usage: cutline [global flags] %s %s\n\n%s\n", k.name, k.args, k.summary)
+	global := flag.NewFlagSet("globals", flag.ContinueOnError)
+	g := defaultGlobals()
+	g.register(global)
+	own := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		if global.Lookup(f.Name) == nil {
+			own.Var(f.Value, f.Name, f.Usage)
+			own.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	n := 0
+	own.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintln(w, "\nflags:")
+		own.SetOutput(w)
+		own.PrintDefaults()
+	}
+	// The global flags follow, with their own defaults (fs's), never a
+	// value given.
+	fmt.Fprintln(w, "\nglobal flags (also accepted before the command):")
+	gl := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		if global.Lookup(f.Name) != nil {
+			gl.Var(f.Value, f.Name, f.Usage)
+			gl.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	gl.SetOutput(w)
+	gl.PrintDefaults()
+}
+
+// help is the help command: the tool's usage, or one command's.
+func (c *cmd) help(top *flag.FlagSet, args []string) error {
+	switch len(args) {
+	case 0:
+		usage(c.env.Stdout, top)
+		return nil
+	case 1:
+		if !slices.ContainsFunc(commands(), func(k command) bool { return k.name == args[0] }) {
+			return usagef("unknown command %q (cutline -h lists the commands)", args[0])
+		}
+		commandHelp(c.env.Stdout, c.flags(args[0]))
+		return nil
+	}
+	return usagef("help: want at most one command, got %d", len(args))
+}
+
+// version prints the tool's module version and the commit it was built
+// from, as the Go toolchain recorded them.
+func (c *cmd) version() error {
+	v := VersionView{Version: "(unknown)"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v.Version, v.Go = bi.Main.Version, bi.GoVersion
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.Revision = s.Value
+			case "vcs.modified":
+				v.Modified = s.Value == "true"
+			}
+		}
+	}
+	return c.emit(v, func(w io.Writer) {
+		fmt.Fprintf(w, "cutline %s", v.Version)
+		if v.Revision != "" {
+			fmt.Fprintf(w, " (commit %s", v.Revision)
+			if v.Modified {
+				fmt.Fprint(w, ", modified")
+			}
+			fmt.Fprint(w, ")")
+		}
+		fmt.Fprintf(w, " %s\n", v.Go)
+	})
+}
+
+// VersionView is what version prints.
+type VersionView struct {
+	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
+	Go       string `json:"go"`
 }
 
 // parseName checks a star, stream or domain name.

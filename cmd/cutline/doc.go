@@ -22,8 +22,18 @@
 //	                        -s3-secret-key (default $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY)
 //	-prefix p               the key prefix the credentials reach: verify-zones probes under it
 //	-timeout 30s            give up after this long
-//	-json                   one JSON document on stdout instead of text
+//	-json                   one JSON document on stdout instead of text; an error is
+//	                        {"error": "...", "exit": N} on stderr
 //	-yes                    do not ask before writing
+//
+// cutline help lists the commands and the global flags, cutline help
+// <command> (or <command> -h) describes one command and its own flags,
+// cutline version prints the tool's version and the commit it was built
+// from.
+//
+// The model broker (examples/broker) keeps its state under the etcd key
+// root /cutline-broker/: inspect it with -etcd-root /cutline-broker/
+// (-root is the cutline root inside that key root, empty for the broker).
 //
 // Every global flag but -yes may be given as an environment variable
 // instead, CUTLINE_ and its name in upper case with '_' for '-':
@@ -121,7 +131,7 @@
 //
 //	0  ok
 //	1  the operation failed: unknown star or epoch, a refusal by the library (a cursor past its bound), a corrupt record, a zone that is not create-only
-//	2  usage: bad flags or arguments, missing backends, zones that do not match the epoch
+//	2  usage: bad flags or arguments, missing backends, a -fs-zones directory that does not exist, zones that do not match the epoch
 //	3  refused: not confirmed, or settle would leave acknowledged records unindexed
 //	4  a backend did not answer: the metastore, a zone, or -timeout ran out waiting (a fence waits while unreachable zones hold the deciding vote)
 package main

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -33,8 +36,10 @@ func (a etcdAuth) tls() bool { return a.ca != "" || a.cert != "" }
 
 // clientConfig is the etcd client's configuration for endpoints, or a
 // usage error for flags that do not go together.
-func (a etcdAuth) clientConfig(endpoints []string) (clientv3.Config, error) {
-	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+func (a etcdAuth) clientConfig(endpoints []string, timeout time.Duration) (clientv3.Config, error) {
+	// The first connection is waited for, within -timeout: the tool gives
+	// up when the operator said, not when the client's default says.
+	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: min(5*time.Second, timeout), Logger: zap.NewNop(),
 		Username: a.user, Password: a.password}
 	switch {
 	case (a.cert == "") != (a.key == ""):
@@ -78,11 +83,14 @@ func (a etcdAuth) clientConfig(endpoints []string) (clientv3.Config, error) {
 // say. etcd refuses a bad password or an untrusted certificate at the
 // client's first request at the latest.
 func (c *cmd) etcdClient(endpoints []string) (*clientv3.Client, error) {
-	cfg, err := c.g.etcdAuth.clientConfig(endpoints)
+	cfg, err := c.g.etcdAuth.clientConfig(endpoints, c.g.timeout)
 	if err != nil {
 		return nil, err
 	}
 	cli, err := clientv3.New(cfg)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("etcd at %s: %w", strings.Join(endpoints, ","), unavailable(err))
+	}
 	if err != nil {
 		return nil, usagef("bad -etcd %q: %v", strings.Join(endpoints, ","), err)
 	}

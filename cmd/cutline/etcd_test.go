@@ -63,7 +63,7 @@ func startTLSEtcd(t *testing.T) (string, etcdAuth) {
 		t.Fatal("etcd not ready after 30s")
 	}
 	auth := etcdAuth{ca: ca.CAFile(), cert: certFile, key: keyFile}
-	cc, err := auth.clientConfig([]string{client.String()})
+	cc, err := auth.clientConfig([]string{client.String()}, 5*time.Second)
 	require.NoError(t, err)
 	cli, err := clientv3.New(cc)
 	require.NoError(t, err)

@@ -46,7 +46,7 @@ func (c *cmd) record(ctx context.Context, m *epoch.Minter, star string, ep uint6
 		return nil, err
 	}
 	if ch.Revision == 0 {
-		return nil, &NoChainError{Star: star}
+		return nil, &NoChainError{Star: star, Hint: c.rootHint()}
 	}
 	rec, err := m.Get(ctx, star, ep)
 	if errors.Is(err, epoch.ErrNoRecord) {
@@ -119,7 +119,7 @@ func runChain(ctx context.Context, c *cmd, args []string) error {
 		return err
 	}
 	if ch.Revision == 0 {
-		return &NoChainError{Star: star}
+		return &NoChainError{Star: star, Hint: c.rootHint()}
 	}
 	v := ChainView{Star: star, Next: ch.Next, Heads: ch.Heads}
 	var bad []error
@@ -462,17 +462,25 @@ func runStream(ctx context.Context, c *cmd, args []string) error {
 }
 
 // GrantView is the output of `grant`.
+// RequiredView is the position the next holder must recover to
+// (authority.Required), with the field names of the tool's JSON.
+type RequiredView struct {
+	Star  string `json:"star,omitempty"`
+	Epoch uint64 `json:"epoch"`
+	Slot  uint64 `json:"slot"`
+}
+
 type GrantView struct {
-	Domain    string             `json:"domain"`
-	Term      uint64             `json:"term"`
-	Phase     authority.Phase    `json:"phase"`
-	Holder    string             `json:"holder,omitempty"`
-	Token     authority.Token    `json:"token"`
-	Required  authority.Required `json:"required"`
-	Candidate string             `json:"candidate,omitempty"`
-	Target    string             `json:"target,omitempty"`
-	Ended     string             `json:"ended,omitempty"`
-	Written   bool               `json:"written"` // false: no state record yet (vacant)
+	Domain    string          `json:"domain"`
+	Term      uint64          `json:"term"`
+	Phase     authority.Phase `json:"phase"`
+	Holder    string          `json:"holder,omitempty"`
+	Token     authority.Token `json:"token"`
+	Required  RequiredView    `json:"required"`
+	Candidate string          `json:"candidate,omitempty"`
+	Target    string          `json:"target,omitempty"`
+	Ended     string          `json:"ended,omitempty"`
+	Written   bool            `json:"written"` // false: no state record yet (vacant)
 }
 
 func runGrant(ctx context.Context, c *cmd, args []string) error {
@@ -492,7 +500,8 @@ func runGrant(ctx context.Context, c *cmd, args []string) error {
 	if err != nil {
 		return fmt.Errorf("grant %s: %w", domain, err)
 	}
-	v := GrantView{Domain: domain, Term: s.Term, Phase: s.Phase, Holder: s.Holder, Token: s.Token, Required: s.Required,
+	v := GrantView{Domain: domain, Term: s.Term, Phase: s.Phase, Holder: s.Holder, Token: s.Token,
+		Required:  RequiredView{Star: s.Required.Star, Epoch: s.Required.Pos.Epoch, Slot: s.Required.Pos.Slot},
 		Candidate: s.Candidate, Target: s.Target, Ended: s.Ended, Written: s.Revision != 0}
 	return c.emit(v, func(w io.Writer) {
 		fmt.Fprintf(w, "domain\t%s\n", domain)
@@ -502,7 +511,7 @@ func runGrant(ctx context.Context, c *cmd, args []string) error {
 		fmt.Fprintf(w, "token\t%d\n", v.Token)
 		req := "-"
 		if v.Required.Star != "" {
-			req = fmt.Sprintf("%s at %v", v.Required.Star, v.Required.Pos)
+			req = fmt.Sprintf("%s at %d/%d", v.Required.Star, v.Required.Epoch, v.Required.Slot)
 		}
 		fmt.Fprintf(w, "required\t%s\n", req)
 		fmt.Fprintf(w, "candidate\t%s\n", orDash(v.Candidate))
@@ -510,6 +519,9 @@ func runGrant(ctx context.Context, c *cmd, args []string) error {
 		fmt.Fprintf(w, "ended\t%s\n", orDash(v.Ended))
 		if !v.Written {
 			fmt.Fprintln(w, "(no state record: the domain was never granted)")
+			if h := c.rootHint(); h != "" {
+				fmt.Fprintf(w, "(%s)\n", h)
+			}
 		}
 	})
 }

@@ -488,8 +488,8 @@ func TestBackendsFromFlags(t *testing.T) {
 	require.Contains(t, r.stderr, "epoch star-a/1 lives in zones zone-a,zone-b,zone-c, configured are x,y")
 
 	r = runFlags("-fs-zones", filepath.Join(dir, "missing"), "verify-zones", "-yes")
-	require.Equal(t, ExitUnreachable, r.code)
-	require.Contains(t, r.stderr, "zone directory")
+	require.Equal(t, ExitUsage, r.code, "a zone directory that does not exist is a usage error")
+	require.Contains(t, r.stderr, "does not exist")
 
 	r = runFlags("slots", "star-a", "1")
 	require.Equal(t, ExitUsage, r.code)
