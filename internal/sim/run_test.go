@@ -788,7 +788,7 @@ func runSeed(t *recorder, seed uint64, cov *coverage) {
 // step is one of the driver's moves, chosen by the seed.
 func (w *world) step() {
 	live := w.live()
-	switch a := w.r.IntN(100); {
+	switch a := w.r.IntN(110); {
 	case a < 28: // append a burst
 		n := w.pick(live)
 		if n == nil {
@@ -888,6 +888,10 @@ func (w *world) step() {
 		d := w.delay(3 * time.Second)
 		w.partition(d)
 		w.note("partition for %v", d)
+	case a >= 104: // a compactor: Compact, Collect, TrimRewritten
+		w.compact()
+	case a >= 100: // retention
+		w.retain()
 	default: // a corrupt copy
 		if _, rec := w.target(); rec != nil {
 			w.corrupt(rec)
@@ -962,6 +966,9 @@ func (w *world) finish() {
 		t.Fatalf("janitor close: %v", err)
 	}
 
+	if w.r.IntN(2) == 0 {
+		w.compactAll()
+	}
 	cutlinetest.Require(t, w.env.Check(w.hist))
 	acked := map[string]bool{}
 	evs := w.hist.Events()
@@ -972,12 +979,30 @@ func (w *world) finish() {
 	}
 	seen := map[string]int{}
 	rp := w.party("verify")
+	starts := map[string]uint64{}
 	for _, s := range streams {
 		for _, id := range rp.StreamIDs(s) {
 			seen[id]++
 		}
+		if starts[s], err = rp.Refs.Start(w.ctx, s); err != nil {
+			t.Fatalf("retention point of %s: %v", s, err)
+		}
+	}
+	// A record below its stream's retention point is gone on purpose.
+	retained := map[string]bool{}
+	for _, ev := range evs {
+		if ev.Op != cutlinetest.Submitted {
+			continue
+		}
+		if s, off, id, err := cutlinetest.ParseRecord(ev.Payload); err == nil && off < starts[s] {
+			retained[id] = true
+		}
 	}
 	for id := range acked {
+		if retained[id] && seen[id] == 0 {
+			w.cov.add("acked retained")
+			continue
+		}
 		if seen[id] != 1 {
 			t.Errorf("acknowledged record %s read back %d times", id, seen[id])
 		}

@@ -105,7 +105,7 @@ func TestSim(t *testing.T) {
 	t.Logf("%d seeds in %.1fs: %.1f seeds/s", len(ss), took.Seconds(), float64(len(ss))/took.Seconds())
 	t.Logf("coverage: %v", &cov)
 	if len(ss) >= simSeedsDefault {
-		for _, k := range requiredKinds {
+		for _, k := range append(requiredKinds, lifecycleKinds...) {
 			if cov.get(k) == 0 {
 				t.Errorf("no run reached %s", k)
 			}
