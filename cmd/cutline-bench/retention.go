@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/metastore"
+	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/settle"
+)
+
+// retentionDay sizes the retention figure: how long the simulated run
+// lasts, the records appended each simulated minute over how many
+// streams, and how often maintenance (compaction, trim, retention,
+// collection) runs.
+type retentionDay struct {
+	day, keep, every time.Duration
+	perMinute        int
+	streams          int
+}
+
+func (c config) retentionDay() retentionDay {
+	if c.quick {
+		return retentionDay{day: 4 * time.Hour, keep: time.Hour, every: 10 * time.Minute, perMinute: 12, streams: 3}
+	}
+	return retentionDay{day: 24 * time.Hour, keep: time.Hour, every: 10 * time.Minute, perMinute: 60, streams: 10}
+}
+
+// retentionLocate is the figure's payload format: "<stream> <offset>
+// <bytes>", one record per flight.
+func retentionLocate(p []byte) ([]settle.Span, error) {
+	f := strings.SplitN(string(p), " ", 3)
+	if len(f) != 3 {
+		return nil, fmt.Errorf("not a record: %.20q", p)
+	}
+	off, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	return []settle.Span{{Stream: f[0], Offset: off, Count: 1, Start: 0, End: uint64(len(p))}}, nil
+}
+
+// footprint is what storage holds at one moment.
+type footprint struct {
+	objects, bytes, keys int
+}
+
+func measureFootprint(ctx context.Context, store metastore.Store, buckets []objstore.Bucket) (footprint, error) {
+	var fp footprint
+	for _, b := range buckets {
+		for o, err := range objstore.All(ctx, b, "") {
+			if err != nil {
+				return fp, err
+			}
+			fp.objects++
+			fp.bytes += int(o.Size)
+		}
+	}
+	kvs, _, err := store.List(ctx, "")
+	if err != nil {
+		return fp, err
+	}
+	fp.keys = len(kvs)
+	return fp, nil
+}
+
+// runRetentionDay appends steadily for a simulated day on a fake clock
+// (in-memory zones and metastore) while maintenance compacts the star's
+// epoch, trims its rewritten flights, retains each stream by age and
+// collects dropped segments, and returns the peak footprint of every
+// simulated hour.
+func runRetentionDay(ctx context.Context, d retentionDay) ([]footprint, error) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := metamem.New(metamem.Options{})
+	m, err := epoch.NewMinter(store, epoch.Options{})
+	if err != nil {
+		return nil, err
+	}
+	buckets := memZones()
+	zones, err := chain.NewZones(buckets...)
+	if err != nil {
+		return nil, err
+	}
+	x, err := settle.NewRefIndex(store, "", retentionLocate)
+	if err != nil {
+		return nil, err
+	}
+	x.WithClock(clk)
+	wr, err := newWriter(ctx, m, buckets, window)
+	if err != nil {
+		return nil, err
+	}
+	defer wr.Abort()
+	ep := wr.Record().Epoch
+	fencer, err := fence.New(m, zones, fence.Options{Identity: "bench-fencer"})
+	if err != nil {
+		return nil, err
+	}
+	settler, err := settle.New(m, zones, x, settle.Options{Fencer: fencer})
+	if err != nil {
+		return nil, err
+	}
+	compactor, err := settle.NewCompactor(m, zones, x, settle.CompactorOptions{Identity: "bench-compactor"})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, d.streams)
+	next := make([]uint64, d.streams)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%03d", i)
+	}
+	body := strings.Repeat("x", 100)
+	var out []footprint
+	var peak footprint
+	for minute := 1; time.Duration(minute)*time.Minute <= d.day; minute++ {
+		placed := make([]settle.Placed, 0, d.perMinute)
+		for i := range d.perMinute {
+			s := i % d.streams
+			p := fmt.Appendf(nil, "%s %d %s", names[s], next[s], body)
+			pos, err := wr.Append(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			spans, _ := retentionLocate(p)
+			placed = append(placed, settle.Placed{Position: pos, Spans: spans})
+			next[s]++
+		}
+		if err := x.CoverFlights(ctx, star, placed); err != nil {
+			return nil, err
+		}
+		if _, err := wr.Checkpoint(ctx, placed[len(placed)-1].Position.Slot+1); err != nil {
+			return nil, err
+		}
+		clk.Advance(time.Minute)
+		now := time.Duration(minute) * time.Minute
+		if now%d.every == 0 {
+			if _, err := compactor.Compact(ctx, star, ep); err != nil {
+				return nil, err
+			}
+			if _, err := settler.TrimRewritten(ctx, star, ep); err != nil {
+				return nil, err
+			}
+			for _, s := range names {
+				if _, err := x.RetainPolicy(ctx, s, settle.Policy{MaxAge: d.keep}); err != nil {
+					return nil, err
+				}
+			}
+			if _, err := compactor.Collect(ctx, star, ep); err != nil {
+				return nil, err
+			}
+		}
+		// Measured every minute: flights wait for their stream's page to
+		// fill before compaction takes them, so what storage holds is a
+		// sawtooth, and an hour's peak is what it must have room for.
+		fp, err := measureFootprint(ctx, store, buckets)
+		if err != nil {
+			return nil, err
+		}
+		peak = footprint{max(peak.objects, fp.objects), max(peak.bytes, fp.bytes), max(peak.keys, fp.keys)}
+		if now%time.Hour == 0 {
+			out = append(out, peak)
+			peak = footprint{}
+		}
+	}
+	return out, nil
+}
+
+// figRetention: a simulated day of steady appends with a retention of one
+// hour, maintenance every ten minutes. What storage holds (objects,
+// bytes, metastore keys) at its peak in each hour after the first is
+// beside its peak in the second, the first hour retention dropped a full
+// hour: flat means a ratio near 1.
+func figRetention(s *scope, cfg config) ([]Row, error) {
+	d := cfg.retentionDay()
+	fps, err := runRetentionDay(s.Context(), d)
+	if err != nil {
+		return nil, err
+	}
+	if len(fps) < 3 {
+		return nil, fmt.Errorf("retention: %d hours measured, need 3", len(fps))
+	}
+	ref := fps[1]
+	steady := fps[1:]
+	what := fmt.Sprintf("%v at %d records/min over %d streams, retention %v", d.day, d.perMinute, d.streams, d.keep)
+	row := func(id, name, unit string, get func(footprint) int) Row {
+		vals := make([]int, len(steady))
+		for i, fp := range steady {
+			vals[i] = get(fp)
+		}
+		peak := slices.Max(vals)
+		return Row{ID: "retention." + id, Figure: fmt.Sprintf("retention: peak %s stored after the first hour (%s)", name, what),
+			Value: float64(peak), Unit: unit, RefLabel: "peak of the second hour", RefValue: float64(get(ref)), RefUnit: unit,
+			Ratio: float64(peak) / float64(max(get(ref), 1))}.
+			note("hourly peaks from the second hour: %v; in the first: %d", vals, get(fps[0]))
+	}
+	return []Row{
+		row("objects", "objects", "objects", func(f footprint) int { return f.objects }),
+		row("bytes", "bytes", "bytes", func(f footprint) int { return f.bytes }),
+		row("keys", "metastore keys", "keys", func(f footprint) int { return f.keys }),
+	}, nil
+}
