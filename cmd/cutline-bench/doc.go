@@ -15,7 +15,11 @@
 // It starts the servers it needs itself, as the tests do: three versitygw
 // processes (S3; scripts/install-servers.sh installs the binary) and one
 // embedded etcd member. Without versitygw the S3 figures are skipped,
-// unless CI=true, which makes them fail.
+// unless CI=true, which makes them fail; the table's first line names the
+// figures skipped. Each row's note is a number, [1], with the notes
+// below the table, so that rows fit a terminal. It exits with status 0
+// (also for -h and skipped figures), 1 when a figure failed, 2 for a bad
+// flag.
 //
 // The figures (-only takes these names; a name also selects the figures
 // it prefixes with a dash: "appends" all three appends figures, "takeover"

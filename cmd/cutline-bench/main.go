@@ -20,10 +20,27 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cutline-bench:", err)
-		os.Exit(1)
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// usageError is a flag or argument run refused before measuring anything.
+type usageError struct{ Err error }
+
+func (e *usageError) Error() string { return e.Err.Error() + " (-h lists the flags)" }
+func (e *usageError) Unwrap() error { return e.Err }
+
+// exitCode reports err on w and returns the exit status: 0 for none or
+// -h, 2 for a usage error, 1 for a failed figure.
+func exitCode(err error, w io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	}
+	fmt.Fprintln(w, "cutline-bench:", err)
+	if _, ok := errors.AsType[*usageError](err); ok {
+		return 2
+	}
+	return 1
 }
 
 // config sizes a run: the full run or -quick.
@@ -185,15 +202,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: cutline-bench [-json] [-quick] [-only figure,...] [-v] [-price-<class>-<put|get> USD per 1,000 requests] [-streams-rate r] [-streams-load d] [-streams-counts n,...]")
 		fs.PrintDefaults()
 	}
+	// A bad flag is named, not followed by the whole usage; -h prints it.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			usage()
+			return err
+		}
+		return &usageError{Err: err}
 	}
 	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return &usageError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	if err := checkPrices(prices); err != nil {
-		return err
+		return &usageError{Err: err}
 	}
 	var names []string
 	if *only != "" {
@@ -203,7 +227,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				continue
 			}
 			if !slices.ContainsFunc(figureNames(), func(f string) bool { return selected([]string{n}, f) }) {
-				return fmt.Errorf("-only: no figure %q (figures: %s)", n, strings.Join(figureNames(), ", "))
+				return &usageError{Err: fmt.Errorf("-only: no figure %q (figures: %s)", n, strings.Join(figureNames(), ", "))}
 			}
 			names = append(names, n)
 		}

@@ -114,8 +114,27 @@ func (res *Result) writeTable(w io.Writer) {
 	if m.Load >= 0 {
 		fmt.Fprintf(w, ", load average %.2f at start", m.Load)
 	}
+	var skipped []string
+	for _, f := range res.Failures {
+		if f.Skipped {
+			skipped = append(skipped, f.Figure)
+		}
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(w, "; skipped: %s", strings.Join(skipped, ", "))
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
+	// The notes are long: each row names its note by number and the notes
+	// follow the table, so that a row fits a terminal.
+	var notes []string
+	noteRef := func(note string) string {
+		if note == "" {
+			return ""
+		}
+		notes = append(notes, note)
+		return fmt.Sprintf("[%d]", len(notes))
+	}
 	fmt.Fprintln(w, "| figure | measured | reference, same run | ratio | note |")
 	fmt.Fprintln(w, "| --- | ---: | --- | ---: | --- |")
 	for _, r := range res.Rows {
@@ -127,14 +146,20 @@ func (res *Result) writeTable(w io.Writer) {
 		if r.Ratio != 0 {
 			ratio = num(r.Ratio)
 		}
-		fmt.Fprintf(w, "| %s | %s %s | %s | %s | %s |\n", r.Figure, num(r.Value), r.Unit, ref, ratio, r.Note)
+		fmt.Fprintf(w, "| %s | %s %s | %s | %s | %s |\n", r.Figure, num(r.Value), r.Unit, ref, ratio, noteRef(r.Note))
 	}
 	for _, f := range res.Failures {
 		what := "FAILED"
 		if f.Skipped {
 			what = "skipped"
 		}
-		fmt.Fprintf(w, "| %s | %s | | | %s |\n", f.Figure, what, strings.ReplaceAll(oneLine(f.Error), "|", "\\|"))
+		fmt.Fprintf(w, "| %s | %s | | | %s |\n", f.Figure, what, noteRef(strings.ReplaceAll(oneLine(f.Error), "|", "\\|")))
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for i, n := range notes {
+			fmt.Fprintf(w, "[%d] %s\n", i+1, n)
+		}
 	}
 	writeStreamsTable(w, res.Rows)
 	if res.Cost != nil {
