@@ -350,6 +350,17 @@ func (x *RefIndex) judgeCovered(ctx context.Context, pages []refPage, offered Re
 		}
 	}
 	if have == nil {
+		// Retention may have deleted the page: a span below the
+		// retention point was covered once and let go, and settling its
+		// flight again (a holder that died before its checkpoint moved)
+		// finds nothing to compare it with.
+		start, _, err := x.start(ctx, offered.Stream)
+		if err != nil {
+			return err
+		}
+		if offered.Offset < start {
+			return nil
+		}
 		kv, err := metastore.Floor(ctx, x.store, x.pagePrefix(offered.Stream), x.pageKey(offered.Stream, offered.Offset))
 		switch {
 		case errors.Is(err, metastore.ErrNotFound):

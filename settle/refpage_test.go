@@ -307,3 +307,26 @@ func TestRefIndexRetentionBounded(t *testing.T) {
 	require.LessOrEqual(t, maxKeys, streams*4, "page keys stay bounded under retention")
 	t.Logf("at most %d page keys over 3,200 flights of 10 streams, retaining 100 offsets", maxKeys)
 }
+
+// Settling flights again after retention deleted their pages (a holder
+// that died before its checkpoint passed them) finds the spans below the
+// retention point let go, not covered twice.
+func TestRefIndexCoverBelowRetention(t *testing.T) {
+	ctx := context.Background()
+	x, store := newRefIndex(t, locateRuns)
+	var flights []settle.Placed
+	for i := range uint64(100) {
+		flights = append(flights, settle.Placed{Position: chain.Position{Epoch: 1, Slot: i}, Spans: []settle.Span{{Stream: stream, Offset: i, Count: 1}}})
+	}
+	require.NoError(t, x.CoverFlights(ctx, starA, flights))
+	rep, err := x.Retain(ctx, stream, 90)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.PagesDeleted)
+	y, err := settle.NewRefIndex(store, "tenant/", locateRuns)
+	require.NoError(t, err)
+	require.NoError(t, y.CoverFlights(ctx, starA, flights), "the successor's settlement covers the same flights again")
+	// A different position below the point is still refused where a page
+	// remains to compare with.
+	err = y.CoverFlights(ctx, starA, []settle.Placed{{Position: chain.Position{Epoch: 1, Slot: 500}, Spans: []settle.Span{{Stream: stream, Offset: 95, Count: 1}}}})
+	require.ErrorIs(t, err, settle.ErrDoubleCover)
+}

@@ -286,28 +286,29 @@ func (r *StreamReader) read(ctx context.Context, ahead *segmentBuffer, e Extent)
 		out, _ := ahead.slice(e)
 		return out, nil
 	}
-	// A bucket that does not hold the flight may hold poison at its key:
-	// the header is read with the bytes and checked.
+	// A flight is read whole and its checksum verified: a ranged read
+	// could serve a corrupt copy's bytes. A bucket whose copy is corrupt,
+	// misplaced or poison is passed over for the next. Flights are small
+	// (many streams share one); the ranged reads are the segments'.
 	addr := wire.Addr{Keys: wire.KeysOf(rec), Star: e.Star, Epoch: e.Epoch, Slot: e.Slot}
-	hlen := uint64(wire.Header{Star: e.Star}.Len())
 	data, err := r.fromAny(ctx, buckets, e.Slot, func(b objstore.Bucket) ([]byte, error) {
-		got, err := b.GetRange(ctx, addr.Key(), 0, int64(hlen+e.End))
+		got, err := b.Get(ctx, addr.Key())
 		if err != nil {
 			return nil, err
 		}
-		h, err := wire.DecodeHeader(got)
+		obj, err := wire.Decode(got)
 		if err == nil {
-			err = h.Check(e.Star, e.Epoch, e.Slot)
+			err = obj.Check(e.Star, e.Epoch, e.Slot)
 		}
 		switch {
 		case err != nil:
-			return nil, err
-		case h.Kind != wire.KindFlight:
+			return nil, fmt.Errorf("%s: %w", b.Name(), err)
+		case obj.Kind != wire.KindFlight:
 			return nil, fmt.Errorf("%s: poison", b.Name())
-		case uint64(h.BodyLen) < e.End || uint64(len(got)) < hlen+e.End:
+		case uint64(len(obj.Body)) < e.End:
 			return nil, fmt.Errorf("%s: the flight ends before the extent's bytes [%d, %d)", b.Name(), e.Start, e.End)
 		}
-		return got[hlen+e.Start : hlen+e.End : hlen+e.End], nil
+		return obj.Body[e.Start:e.End:e.End], nil
 	})
 	if err != nil {
 		return nil, &chain.DataUnavailableError{Star: e.Star, Epoch: e.Epoch, Slot: e.Slot, Err: err}
