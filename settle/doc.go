@@ -141,7 +141,12 @@
 // read below the point is a *TrimmedError (ErrTrimmed) naming where the
 // stream now starts. Flights bundle many streams, so their objects go
 // only once no retained ref needs them: Needed names the lowest slot of
-// an epoch still referenced, and Trim deletes below it.
+// an epoch still referenced, and Trim deletes below it. RetainPolicy picks
+// the point from limits (Policy: MaxAge, MaxBytes, MaxRecords; the one
+// that keeps least wins); age needs pages stamped with the time of their
+// newest span, which an index given a clock (WithClock) writes. Settling
+// a flight again whose spans lie below the retention point lets them go
+// instead of covering them twice.
 //
 // An index written by an earlier release (format 1: one key per span under
 // refs/, a head per stream under refheads/) is refused with a
