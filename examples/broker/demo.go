@@ -161,6 +161,9 @@ func parseDemoFlags(args []string, out io.Writer) (*demoConfig, error) {
 		c.be.s3Endpoints = strings.Split(*endpoints, ",")
 	}
 	if err := c.be.checkBackends(set); err != nil {
+		if !isUsage(err) {
+			err = &usageError{Err: err}
+		}
 		return nil, err
 	}
 	if len(c.be.s3Endpoints) > 0 && !set["latency"] {
@@ -203,6 +206,10 @@ func demoMain(args []string) int {
 	switch err := runDemo(ctx, args, os.Stdout, os.Stderr); {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case isUsage(err):
+		// A bad flag broke no guarantee: it is not a failed run.
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 2
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "demo: FAILED:", err)
 		return 1
@@ -226,6 +233,9 @@ func runDemo(ctx context.Context, args []string, out, logs io.Writer) error {
 		inner = slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})
 	}
 	d.log = slog.New(d.rec.handler(inner))
+	if !cfg.logs {
+		d.rec.progress = logs
+	}
 	defer d.close()
 	err = d.setup(ctx)
 	if err == nil {
@@ -566,8 +576,8 @@ func (d *demo) run(ctx context.Context) error {
 	if ans[http.StatusOK] > 0 {
 		return fmt.Errorf("%w: the failed holder %s acknowledged %d produces after it failed", errDidNotHold, first.name, ans[http.StatusOK])
 	}
-	d.findings = append(d.findings, fmt.Sprintf("%s answered %d produces after it failed, none with an acknowledgement (by status: %v)",
-		first.name, total(ans), ans))
+	d.findings = append(d.findings, fmt.Sprintf("%s answered %d produces after it failed, none with an acknowledgement (by status: %s)",
+		first.name, total(ans), byStatus(ans)))
 	if err := d.handoff(ctx); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -210,6 +211,8 @@ func TestDemoFlags(t *testing.T) {
 			err := runDemo(t.Context(), tc.args, &out, io.Discard)
 			require.Error(t, err)
 			require.Contains(t, err.Error()+out.String(), tc.want)
+			require.True(t, isUsage(err), "a usage error (exit 2), not a failed run: %v", err)
+			require.NotContains(t, out.String(), "usage:", "the error alone, not the whole usage")
 		})
 	}
 }
@@ -257,4 +260,25 @@ func TestDemoFlagsAccepted(t *testing.T) {
 	}
 	require.Contains(t, help, "seed of the injected latency, and of nothing else")
 	require.Contains(t, help, "vary from run to run whatever the seed")
+}
+
+// The report shows no Go formatting: times just before the failure read
+// +0.000s, answers by status name their statuses.
+func TestDemoReportFormatting(t *testing.T) {
+	require.Equal(t, "   +0.000s", sinceFailure(-400*time.Microsecond))
+	require.Equal(t, "   -1.250s", sinceFailure(-1250*time.Millisecond))
+	require.Equal(t, "409 Conflict 2, 503 Service Unavailable 424", byStatus(map[int]int{503: 424, 409: 2}))
+	require.Equal(t, "none", byStatus(nil))
+}
+
+// A wait shows what it waits for while it lasts, and erases the line.
+func TestDemoProgressLine(t *testing.T) {
+	r := newRecorder()
+	var progress bytes.Buffer
+	r.progress = &progress
+	go r.add(event{who: "broker-2", msg: "grant gained"})
+	_, err := r.wait(t.Context(), "broker-2 to be granted", logged("broker-2", "grant gained"))
+	require.NoError(t, err)
+	require.Contains(t, progress.String(), "waiting for broker-2 to be granted")
+	require.True(t, strings.HasSuffix(progress.String(), "\r"), "the line is erased")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -133,8 +134,9 @@ func (d *demo) header() {
 		windows = append(windows, fmt.Sprintf("broker-%d %d", i+1, cfg.producerLimits(i).Window))
 	}
 	fmt.Fprintf(d.out, "  producer windows, as in a rolling change of -producer-window: %s\n", strings.Join(windows, ", "))
-	fmt.Fprintf(d.out, "  stream %q: %d records from one producer over HTTP; the holder fails after %d, with %d appends in flight\n\n",
+	fmt.Fprintf(d.out, "  stream %q: %d records from one producer over HTTP; the holder fails after %d, with %d appends in flight\n",
 		demoStream, cfg.records, cfg.crashAfter, cfg.inflight)
+	fmt.Fprintf(d.out, "  a position E/S is slot S of epoch E: an epoch is one incarnation of a writer, its slots hold one record each\n\n")
 }
 
 // report prints the timeline, the object requests, the findings and the
@@ -228,6 +230,19 @@ func zoneList(zones []objstore.Bucket) string {
 		return "no zone"
 	}
 	return strings.Join(names, ", ")
+}
+
+// byStatus renders answers counted by HTTP status, in status order:
+// "503 Service Unavailable 424, 409 Conflict 2".
+func byStatus(m map[int]int) string {
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%d %s %d", code, http.StatusText(code), m[code]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func total(m map[int]int) int {

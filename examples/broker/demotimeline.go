@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cutline/cutline/lease/authority"
 )
@@ -37,6 +38,9 @@ type recorder struct {
 	mu      sync.Mutex
 	events  []event
 	changed chan struct{} // closed and replaced with every event
+	// progress, when set, shows a line while the demonstration waits,
+	// so that a wait of seconds does not look like a hang.
+	progress io.Writer
 }
 
 func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
@@ -57,6 +61,11 @@ func (r *recorder) note(at time.Time, who, format string, args ...any) {
 // wait returns the first event match accepts, waiting for it until ctx
 // ends.
 func (r *recorder) wait(ctx context.Context, what string, match func(event) bool) (event, error) {
+	if r.progress != nil {
+		line := "  waiting for " + what + " …"
+		fmt.Fprint(r.progress, line)
+		defer fmt.Fprintf(r.progress, "\r%s\r", strings.Repeat(" ", utf8.RuneCountInString(line)))
+	}
 	seen := 0
 	for {
 		r.mu.Lock()
@@ -136,8 +145,15 @@ func (r *recorder) print(w io.Writer, t0 time.Time, stream string) {
 		if line == "" {
 			continue
 		}
-		fmt.Fprintf(w, "%+9.3fs  %-10s %s\n", e.at.Sub(t0).Seconds(), e.who, line)
+		fmt.Fprintf(w, "%s  %-10s %s\n", sinceFailure(e.at.Sub(t0)), e.who, line)
 	}
+}
+
+// sinceFailure renders a time from the failure in seconds, to the
+// millisecond: rounded first, so that a moment just before it reads
+// +0.000s, not -0.000s.
+func sinceFailure(d time.Duration) string {
+	return fmt.Sprintf("%+9.3fs", d.Round(time.Millisecond).Seconds())
 }
 
 // line renders an event, or "" for one the timeline does not show.

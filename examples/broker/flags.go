@@ -84,18 +84,43 @@ type flagError struct {
 
 func (e *flagError) Error() string { return fmt.Sprintf("-%s %s: want %s", e.Flag, e.Value, e.Want) }
 
+// usageError is a flag or argument the parser refused.
+type usageError struct{ Err error }
+
+func (e *usageError) Error() string { return e.Err.Error() + " (-h lists the flags)" }
+func (e *usageError) Unwrap() error { return e.Err }
+
+// isUsage reports whether err is a usage error: exit status 2, never
+// "FAILED".
+func isUsage(err error) bool {
+	_, parse := errors.AsType[*usageError](err)
+	_, value := errors.AsType[*flagError](err)
+	return parse || value
+}
+
 func refuse(name string, value any, format string, args ...any) error {
 	return &flagError{Flag: name, Value: fmt.Sprint(value), Want: fmt.Sprintf(format, args...)}
 }
 
 // parseArgs parses args with fs, refuses positional arguments, and
 // returns the names of the flags given.
+// A bad flag is named with a pointer to -h, not followed by the whole
+// usage; -h prints the usage.
 func parseArgs(fs *flag.FlagSet, args []string) (map[string]bool, error) {
-	if err := fs.Parse(args); err != nil {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage()
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case err != nil:
+		return nil, &usageError{Err: err}
+	case fs.NArg() > 0:
+		return nil, &usageError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
