@@ -48,7 +48,8 @@
 // requests by kind, and, last, the verdict: "acknowledged N, readable N,
 // lost 0, duplicated 0". Among the findings before it: how many records
 // the successor read back to rebuild its producers, past the snapshot its
-// predecessor saved. It exits with status 1 if anything did not hold.
+// predecessor saved. It exits with status 1 if anything did not hold, 2
+// for a bad flag. A position E/S in its output is slot S of epoch E.
 //
 // Its flags: -records, -crash-after, -inflight, -snapshot-every (records
 // between the holder's producer snapshots, 50), -k, -w, -window, -latency,
@@ -68,7 +69,7 @@
 // token:
 //
 //	go -C examples/broker run .
-//	# ... msg="made credentials for this run ..." ca=/tmp/cutline-broker-123/ca.pem token_file=/tmp/cutline-broker-123/token
+//	# ... msg="made credentials for this run" ca=/tmp/cutline-broker-123/ca.pem token_file=/tmp/cutline-broker-123/token try="curl ..."
 //	D=/tmp/cutline-broker-123
 //	alias c='curl -s --cacert $D/ca.pem -H "Authorization: Bearer $(cat $D/token)"'
 //	c -X POST --data-binary 'hello' https://localhost:8080/v1/streams/orders/records

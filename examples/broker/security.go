@@ -114,8 +114,9 @@ func loadSecurity(cfg *settings, dir string, log *slog.Logger) (*security, error
 			return nil, err
 		}
 		s.cert, s.token = cert, token
-		log.Info("made credentials for this run: curl --cacert CA -H \"Authorization: Bearer $(cat TOKEN)\" https://...",
-			"ca", filepath.Join(dir, "ca.pem"), "token_file", filepath.Join(dir, "token"))
+		ca, tok := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "token")
+		log.Info("made credentials for this run", "ca", ca, "token_file", tok,
+			"try", fmt.Sprintf(`curl --cacert %s -H "Authorization: Bearer $(cat %s)" %s/v1/streams`, ca, tok, apiURL(cfg.listen)))
 		return s, nil
 	case s.apiTLS() == nil || s.token == nil:
 		return nil, errors.New("the API needs -tls-cert, -tls-key and -auth-token-file (or -insecure, which serves it unprotected)")
@@ -173,4 +174,20 @@ func devCredentials(dir, node string) (tls.Certificate, []byte, error) {
 		return tls.Certificate{}, nil, err
 	}
 	return cert, token, nil
+}
+
+// apiURL is the base URL a client on this machine reaches the API at
+// listen by, under a name the run's certificate holds (localhost,
+// 127.0.0.1 or ::1).
+func apiURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "https://localhost:8080"
+	}
+	switch host {
+	case "127.0.0.1", "::1":
+	default:
+		host = "localhost"
+	}
+	return "https://" + net.JoinHostPort(host, port)
 }
