@@ -311,7 +311,11 @@ func TestSettle(t *testing.T) {
 
 		r = f.run("", "settle", "-json", "star-a", "1")
 		require.Equal(t, ExitOK, r.code, r.stderr)
-		var v SettleView
+		var v struct {
+			Report struct {
+				AlreadySettled bool `json:"already_settled"`
+			} `json:"report"`
+		}
 		require.NoError(t, json.Unmarshal([]byte(r.out), &v))
 		require.True(t, v.Report.AlreadySettled)
 	})

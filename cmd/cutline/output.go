@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 )
 
 // emit prints v as one indented JSON document when -json is set, else
@@ -16,7 +18,7 @@ func (c *cmd) emit(v any, text func(w io.Writer)) error {
 	if c.g.json {
 		enc := json.NewEncoder(c.env.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return enc.Encode(toolJSON(reflect.ValueOf(v)))
 	}
 	tw := tabwriter.NewWriter(c.env.Stdout, 0, 0, 2, ' ', 0)
 	text(tw)
@@ -82,4 +84,101 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+var (
+	marshalerType = reflect.TypeFor[json.Marshaler]()
+	durationType  = reflect.TypeFor[time.Duration]()
+)
+
+// toolJSON is v with the tool's field names throughout: a struct's json
+// tags where it has them, else its field names in snake case. The
+// library's reports (fence.Report, settle.Report) carry no tags, and
+// Go's names (Duration, AlreadySettled) have no place in the tool's
+// JSON. A duration is in seconds, its name ending in _s; a value that
+// marshals itself does.
+func toolJSON(v reflect.Value) any {
+	if !v.IsValid() {
+		return nil
+	}
+	if v.Type() == durationType {
+		return time.Duration(v.Int()).Seconds()
+	}
+	if v.Type().Implements(marshalerType) {
+		return v.Interface()
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return toolJSON(v.Elem())
+	case reflect.Struct:
+		m := map[string]any{}
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, opts := snakeCase(f.Name), ""
+			if tag, ok := f.Tag.Lookup("json"); ok {
+				var n string
+				n, opts, _ = strings.Cut(tag, ",")
+				if n == "-" {
+					continue
+				}
+				if n != "" {
+					name = n
+				}
+			}
+			if f.Type == durationType && name == snakeCase(f.Name) {
+				name += "_s" // in seconds
+			}
+			if strings.Contains(opts, "omitempty") && v.Field(i).IsZero() {
+				continue
+			}
+			m[name] = toolJSON(v.Field(i))
+		}
+		return m
+	case reflect.Slice:
+		if v.IsNil() {
+			return nil
+		}
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return v.Interface() // base64, as encoding/json writes bytes
+		}
+		fallthrough
+	case reflect.Array:
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = toolJSON(v.Index(i))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			return nil
+		}
+		m := make(map[string]any, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			m[fmt.Sprint(it.Key().Interface())] = toolJSON(it.Value())
+		}
+		return m
+	}
+	return v.Interface()
+}
+
+// snakeCase turns a Go field name into the tool's: AlreadySettled is
+// already_settled, WalkStart walk_start.
+func snakeCase(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) {
+			if i > 0 && !unicode.IsUpper(rune(name[i-1])) {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

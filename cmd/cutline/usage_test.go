@@ -105,3 +105,34 @@ func TestTimeoutBoundsEtcdDial(t *testing.T) {
 	require.Equal(t, ExitUnreachable, code, errb.String())
 	require.Less(t, time.Since(start), 3*time.Second, "the dial waited past -timeout")
 }
+
+// Every -json document uses the tool's field names: lower case, none of
+// Go's.
+func TestJSONFieldNamesLowerCase(t *testing.T) {
+	f := newFixture(t)
+	f.layout()
+	var check func(path string, v any)
+	check = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				require.False(t, k != "" && k[0] >= 'A' && k[0] <= 'Z', "Go field name %s.%s", path, k)
+				check(path+"."+k, x)
+			}
+		case []any:
+			for _, x := range v {
+				check(path+"[]", x)
+			}
+		}
+	}
+	for _, args := range [][]string{
+		{"chain", "star-a"}, {"slots", "star-a", "1"}, {"stream", "orders"}, {"grant", "brokers"},
+		{"fence", "-yes", "star-a", "1"}, {"version"},
+	} {
+		r := f.run("", append([]string{"-json"}, args...)...)
+		require.Equal(t, ExitOK, r.code, "%v: %s", args, r.stderr)
+		var v any
+		require.NoError(t, json.Unmarshal([]byte(r.out), &v), "%v: %s", args, r.out)
+		check(args[0], v)
+	}
+}
