@@ -263,6 +263,7 @@ type demo struct {
 	watchStop context.CancelFunc
 	watchDone chan struct{}
 
+	streamed           bool      // the timeline went out as it happened
 	t0                 time.Time // the failure
 	zombie, successor  *demoNode
 	verdict            string
@@ -469,6 +470,9 @@ func (d *demo) close() {
 func (d *demo) run(ctx context.Context) error {
 	cfg, rec, p := d.cfg, d.rec, d.prod
 	d.header()
+	fmt.Fprintf(d.out, "timeline, as it happens (seconds from the start):\n")
+	rec.streamTo(d.out, time.Now(), demoStream)
+	d.streamed = true
 	first := d.nodes[0]
 	d.start(first)
 	if _, err := rec.wait(ctx, first.name+"'s star", logged(first.name, "star started")); err != nil {

@@ -262,11 +262,11 @@ func TestDemoFlagsAccepted(t *testing.T) {
 	require.Contains(t, help, "vary from run to run whatever the seed")
 }
 
-// The report shows no Go formatting: times just before the failure read
+// The report shows no Go formatting: times just before the origin read
 // +0.000s, answers by status name their statuses.
 func TestDemoReportFormatting(t *testing.T) {
-	require.Equal(t, "   +0.000s", sinceFailure(-400*time.Microsecond))
-	require.Equal(t, "   -1.250s", sinceFailure(-1250*time.Millisecond))
+	require.Equal(t, "   +0.000s", timelineOffset(-400*time.Microsecond))
+	require.Equal(t, "   -1.250s", timelineOffset(-1250*time.Millisecond))
 	require.Equal(t, "409 Conflict 2, 503 Service Unavailable 424", byStatus(map[int]int{503: 424, 409: 2}))
 	require.Equal(t, "none", byStatus(nil))
 }

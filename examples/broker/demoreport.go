@@ -145,8 +145,12 @@ func (d *demo) report() {
 	if d.t0.IsZero() {
 		d.t0 = time.Now()
 	}
-	fmt.Fprintf(d.out, "timeline (seconds from the failure):\n")
-	d.rec.print(d.out, d.t0, demoStream)
+	if d.streamed {
+		d.rec.stopLive()
+	} else {
+		fmt.Fprintf(d.out, "timeline (seconds from the failure):\n")
+		d.rec.print(d.out, d.t0, demoStream)
+	}
 	fmt.Fprintf(d.out, "\nobject requests by kind (cutline_broker_object_requests_total, all zones):\n")
 	fmt.Fprintf(d.out, "  %-24s %8s %8s %10s %8s %8s   %s\n", "node", "create", "get", "get_range", "delete", "list", "creates by result")
 	for _, n := range d.nodes {

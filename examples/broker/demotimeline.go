@@ -39,8 +39,16 @@ type recorder struct {
 	events  []event
 	changed chan struct{} // closed and replaced with every event
 	// progress, when set, shows a line while the demonstration waits,
-	// so that a wait of seconds does not look like a hang.
+	// so that a wait of seconds does not look like a hang; waiting is
+	// the line shown ("" while none is).
 	progress io.Writer
+	waiting  string
+	// live, once streamTo set it, receives each line of the timeline as
+	// its event is recorded, timed from t0.
+	live     io.Writer
+	t0       time.Time
+	stream   string
+	lastLive *authority.State // the last grant shown
 }
 
 func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
@@ -51,6 +59,53 @@ func (r *recorder) add(e event) {
 	r.events = append(r.events, e)
 	close(r.changed)
 	r.changed = make(chan struct{})
+	if r.live != nil {
+		r.printLive(e)
+	}
+}
+
+// streamTo prints the timeline so far, in time order, and from then on
+// each line as its event is recorded: the timeline as it happens, timed
+// from t0.
+func (r *recorder) streamTo(w io.Writer, t0 time.Time, stream string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.live, r.t0, r.stream = w, t0, stream
+	evs := slices.Clone(r.events)
+	slices.SortStableFunc(evs, func(a, b event) int { return a.at.Compare(b.at) })
+	for _, e := range evs {
+		r.printLive(e)
+	}
+}
+
+// stopLive ends the stream of the timeline: what is recorded later (the
+// nodes shutting down) is not part of it.
+func (r *recorder) stopLive() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.eraseProgress()
+	r.live, r.waiting = nil, ""
+}
+
+// printLive prints e's line, if the timeline shows it, above the
+// progress line. r.mu is held.
+func (r *recorder) printLive(e event) {
+	line := e.line(r.stream, &r.lastLive)
+	if line == "" {
+		return
+	}
+	r.eraseProgress()
+	fmt.Fprintf(r.live, "%s  %-10s %s\n", timelineOffset(e.at.Sub(r.t0)), e.who, line)
+	if r.waiting != "" {
+		fmt.Fprint(r.progress, r.waiting)
+	}
+}
+
+// eraseProgress erases the progress line, if one is shown. r.mu is held.
+func (r *recorder) eraseProgress() {
+	if r.progress != nil && r.waiting != "" {
+		fmt.Fprintf(r.progress, "\r%s\r", strings.Repeat(" ", utf8.RuneCountInString(r.waiting)))
+	}
 }
 
 // note adds a line of the demonstration's.
@@ -62,9 +117,17 @@ func (r *recorder) note(at time.Time, who, format string, args ...any) {
 // ends.
 func (r *recorder) wait(ctx context.Context, what string, match func(event) bool) (event, error) {
 	if r.progress != nil {
-		line := "  waiting for " + what + " …"
-		fmt.Fprint(r.progress, line)
-		defer fmt.Fprintf(r.progress, "\r%s\r", strings.Repeat(" ", utf8.RuneCountInString(line)))
+		r.mu.Lock()
+		r.eraseProgress()
+		r.waiting = "  waiting for " + what + " …"
+		fmt.Fprint(r.progress, r.waiting)
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			r.eraseProgress()
+			r.waiting = ""
+			r.mu.Unlock()
+		}()
 	}
 	seen := 0
 	for {
@@ -145,14 +208,14 @@ func (r *recorder) print(w io.Writer, t0 time.Time, stream string) {
 		if line == "" {
 			continue
 		}
-		fmt.Fprintf(w, "%s  %-10s %s\n", sinceFailure(e.at.Sub(t0)), e.who, line)
+		fmt.Fprintf(w, "%s  %-10s %s\n", timelineOffset(e.at.Sub(t0)), e.who, line)
 	}
 }
 
-// sinceFailure renders a time from the failure in seconds, to the
-// millisecond: rounded first, so that a moment just before it reads
-// +0.000s, not -0.000s.
-func sinceFailure(d time.Duration) string {
+// timelineOffset renders a time of the timeline in seconds, to the
+// millisecond: rounded first, so that a moment just before its origin
+// reads +0.000s, not -0.000s.
+func timelineOffset(d time.Duration) string {
 	return fmt.Sprintf("%+9.3fs", d.Round(time.Millisecond).Seconds())
 }
 

@@ -42,8 +42,8 @@
 // none is appended again. The stream is read back through the API and
 // checked against every acknowledgement, and cutlinetest.Check checks
 // cutline's six guarantees over the zones and the store. It prints the
-// timeline, taken from the nodes' logs and the grant's changes, with times
-// from the failure: the gate's decisions, the grant changes, the fence's
+// timeline as it happens, taken from the nodes' logs and the grant's
+// changes, with times from the start (and, on stderr, what it waits for): the gate's decisions, the grant changes, the fence's
 // cut, what settlement deleted and covered; then the nodes' object
 // requests by kind, and, last, the verdict: "acknowledged N, readable N,
 // lost 0, duplicated 0". Among the findings before it: how many records
