@@ -163,6 +163,7 @@ var figures = []figure{
 	{"batch", figBatch},
 	{"cost", figCost},
 	{"streams", figStreams},
+	{"retention", figRetention},
 }
 
 func figureNames() []string {

@@ -29,6 +29,7 @@ var (
 		"heap.peak",
 		"idle.writer", "idle.roller", "idle.star", "idle.star.keepalives", "idle.authority",
 		"cost.append",
+		"retention.objects", "retention.bytes", "retention.keys",
 	}
 	zeroOK = map[string]bool{"heap.peak": true, "idle.writer": true, "idle.roller": true,
 		"idle.star": true, "idle.star.keepalives": true, "idle.authority": true}
