@@ -175,6 +175,9 @@
 //	cutline_broker_append_seconds              histogram: Submit to acknowledgement
 //	cutline_broker_slots_in_flight             gauge: slots the current writer has in flight
 //	cutline_broker_absorb_backlog_flights      gauge: acknowledged flights not yet covered in the index
+//	cutline_broker_http_requests_total         counter: API requests by route (the pattern matched) and code
+//	cutline_broker_http_request_seconds        histogram: time to answer an API request, by route
+//	go_*, process_*                            the Go runtime's and the process's own (goroutines, heap, fds)
 //	cutline_broker_fence_seconds               histogram: fences run by the open gate and by recoveries
 //	cutline_broker_fence_rounds                histogram: their sequential round trips
 //	cutline_broker_undecided_slot_age_seconds  gauge: age of the oldest slot the fencer is blocked on (fence.Fencer.Undecided); alert on it

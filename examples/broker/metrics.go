@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
@@ -31,6 +32,8 @@ type metrics struct {
 	replayed       prometheus.Counter
 	conns          prometheus.Gauge
 	connsClosed    *prometheus.CounterVec
+	httpRequests   *prometheus.CounterVec
+	httpSeconds    *prometheus.HistogramVec
 }
 
 // connCounter counts the API listener's connections.
@@ -86,6 +89,17 @@ func newMetrics(inflight, undecidedAge, linksUp, absorbBacklog func() float64) *
 			Name: "cutline_broker_api_connections_closed_total", Help: "Connections the API closed to keep its bounds: on accept, past the bound in all (total) or of their address (per_address), or silent, to make room (evicted).",
 		}, []string{"reason"}),
 	}
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cutline_broker_http_requests_total", Help: "API requests answered, by route (the pattern matched; \"none\" for no route) and status code.",
+	}, []string{"route", "code"})
+	m.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "cutline_broker_http_request_seconds", Help: "Time to answer an API request, by route, to the end of its body.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+	}, []string{"route"})
+	// The process's own state (goroutines, heap, GC, file descriptors,
+	// memory): what an operator looks at first when a node slows down.
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.httpRequests, m.httpSeconds)
 	m.reg.MustRegister(m.appendSeconds, m.fenceSeconds, m.fenceRounds, m.settles, m.gateDecisions, m.grantChanges, m.objectRequests, m.pings,
 		m.snapshots, m.replayed, m.conns, m.connsClosed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

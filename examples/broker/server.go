@@ -116,7 +116,21 @@ func metricsHandler(n *node) http.Handler {
 // clean (//records, /v1/../metrics) is a 404 too, never a redirect: a
 // client that followed one would send its request, and its token, to a
 // path it did not name.
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	start := s.n.clk.Now()
+	w := &statusRecorder{ResponseWriter: rw}
+	route := "none"
+	if _, pattern := s.mux.Handler(r); pattern != "" && r.URL.Path == path.Clean(r.URL.Path) {
+		route = pattern
+	}
+	defer func() {
+		code := w.code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		s.n.met.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+		s.n.met.httpSeconds.WithLabelValues(route).Observe(s.n.clk.Now().Sub(start).Seconds())
+	}()
 	if r.URL.Path != path.Clean(r.URL.Path) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such route: " + r.Method + " " + r.URL.Path})
 		return
@@ -136,6 +150,36 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusNotFound, errorBody{Error: "no such route: " + r.Method + " " + r.URL.Path})
 }
+
+// statusRecorder passes an answer on and keeps its status code for the
+// request metrics. It flushes, and unwraps for http.ResponseController, as
+// the writer under it does: reads stream their records.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // statusProbe keeps the status and headers of an answer and drops its body.
 type statusProbe struct {

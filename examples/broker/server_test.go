@@ -166,6 +166,12 @@ func TestAPI(t *testing.T) {
 	require.NotContains(t, body, string(token), "no credential in the metrics")
 	require.Contains(t, body, "cutline_broker_slots_in_flight")
 	require.Contains(t, body, "cutline_broker_undecided_slot_age_seconds 0")
+	// The process's own metrics, and the API's requests by route and
+	// code.
+	require.Contains(t, body, "go_goroutines")
+	require.Contains(t, body, "process_open_fds")
+	require.GreaterOrEqual(t, c.metric(`cutline_broker_http_requests_total{code="200",route="POST /v1/streams/{stream}/records"}`), float64(102))
+	require.Positive(t, c.metric(`cutline_broker_http_request_seconds_count{route="GET /v1/streams"}`))
 	backlog := c.metric("cutline_broker_absorb_backlog_flights")
 	require.GreaterOrEqual(t, backlog, float64(0))
 	require.LessOrEqual(t, backlog, float64(lease.DefaultAbsorbEvery+cfg.window), "the backlog stays within the absorb batch and the window")
