@@ -214,6 +214,14 @@ func (s *Star) land(ctx context.Context, t *tenure) error {
 		return fmt.Errorf("the index covers %s up to %d, the tenure appended up to %d", stream, next, want)
 	}
 	mark := &Mark{Header: hdr(releaseKind), Stream: stream, Star: s.cfg.Star, Epoch: ep, Tenure: t.info.Tenure, Next: next, Reason: t.reason, At: s.clock.Now().UTC()}
+	return s.stampMark(ctx, t, mark, wrev, lrev)
+}
+
+// stampMark writes mark, the tenure t's clean-release mark, by
+// compare-and-set on the tenure's last-writer record (at wrev) and lease
+// (at lrev, deleted in the same transaction while the session holds it).
+func (s *Star) stampMark(ctx context.Context, t *tenure, mark *Mark, wrev, lrev int64) error {
+	stream := mark.Stream
 	v, err := encode(mark)
 	if err != nil {
 		return err
