@@ -82,6 +82,12 @@ type Run struct {
 	// Locate is the RefIndex's Locator. Nil means Locate. Whatever the
 	// Locator, Bundle payloads are checked record by record.
 	Locate settle.Locator
+	// Lossy names the zones that may have lost objects since they were
+	// written: a server restarted without its newest writes, as a zone
+	// that lost its disk. An empty answer from one says nothing, like an
+	// unreachable zone: a slot is short of W copies only when it would be
+	// even if every such zone held one (see Check).
+	Lossy []string
 }
 
 // Check checks the README's six guarantees over a finished run and returns
@@ -90,14 +96,18 @@ type Run struct {
 // writes nothing.
 //
 //  1. Every acknowledged slot below its epoch's cut holds W byte-identical
-//     verified copies of the acknowledged payload.
+//     verified copies of the acknowledged payload. Where zones are
+//     unreachable or lossy (Run.Lossy) the check counts each of them as
+//     a possible copy: a slot is short only when the zones that answered
+//     prove it, and at least one verified copy must be readable.
 //  2. Nothing at or past a published cut was acknowledged.
 //  3. A fresh fence of each fenced epoch returns the published cut, and
 //     the zones agree: the cut slot holds poison in B zones, no slot
 //     below it does.
 //  4. Every slot of [trimmed, cut) of a fenced epoch, and of
 //     [trimmed, checkpoint) of an open one, holds W byte-identical
-//     verified copies, read from every zone with wire.ObserveObject.
+//     verified copies, read from every zone with wire.ObserveObject and
+//     counted as in 1.
 //  5. Every acknowledged payload is found exactly once through the index
 //     (each stream read with settle.StreamReader from its retention
 //     point, from segments and from flights read whole and verified) and exactly once in chain
@@ -178,6 +188,15 @@ type checker struct {
 type view struct {
 	t   wire.Tally
 	obs []wire.Observation
+	// lost counts the empty answers of lossy zones (Run.Lossy).
+	lost int
+}
+
+// short reports whether the zones prove the slot holds fewer than w
+// verified copies, or none is readable: a zone that did not answer, or a
+// lossy one that answered empty, may hold a copy the check cannot see.
+func (v view) short(w int) bool {
+	return v.t.Copies == 0 || v.t.Copies+v.t.Unreachable+v.lost < w
 }
 
 func (c *checker) add(g int, format string, args ...any) {
@@ -244,6 +263,11 @@ func (c *checker) view(rec *epoch.Record, s uint64) view {
 		v.obs[i] = wire.ObserveObject(c.ctx, b, slot)
 	}
 	v.t = wire.TallySlot(v.obs)
+	for i, o := range v.obs {
+		if o.State == wire.SlotEmpty && i < len(buckets) && slices.Contains(c.run.Lossy, buckets[i].Name()) {
+			v.lost++
+		}
+	}
 	c.views[slot] = v
 	return v
 }
@@ -258,8 +282,12 @@ func (v view) payload() []byte {
 }
 
 func (v view) describe() string {
-	return fmt.Sprintf("%d verified copies, %d poison, %d empty, %d foreign, %d unreachable",
+	d := fmt.Sprintf("%d verified copies, %d poison, %d empty, %d foreign, %d unreachable",
 		v.t.Copies, v.t.Poisons, v.t.Empty, v.t.Foreign, v.t.Unreachable)
+	if v.lost > 0 {
+		d += fmt.Sprintf(" (%d of the empty in lossy zones)", v.lost)
+	}
+	return d
 }
 
 // checkAcks checks guarantees 1 and 2 for every acknowledgement.
@@ -280,7 +308,7 @@ func (c *checker) checkAcks(evs []Event, answers map[int]Event) {
 			// Trimmed: its copies were deleted on purpose.
 		default:
 			v := c.view(rec, a.Pos.Slot)
-			if v.t.Copies < rec.Constants.W {
+			if v.short(rec.Constants.W) {
 				c.add(1, "%s: the slot holds %s; W is %d", at, v.describe(), rec.Constants.W)
 			} else if !bytes.Equal(v.payload(), evs[of].Payload) {
 				c.add(1, "%s: the slot's committed flight carries %q", at, v.payload())
@@ -327,7 +355,7 @@ func (c *checker) checkSlots(rec *epoch.Record, evs []Event, answers map[int]Eve
 		case v.t.Poisons >= b:
 		case v.t.Conflict:
 			c.add(4, "slot %s/%d below the %s %d holds two different flights", name, s, bound, end)
-		case v.t.Copies < w:
+		case v.short(w):
 			c.add(4, "slot %s/%d below the %s %d is a hole: %s; W is %d", name, s, bound, end, v.describe(), w)
 		}
 	}

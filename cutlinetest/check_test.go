@@ -14,6 +14,7 @@ import (
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 )
 
@@ -348,4 +349,36 @@ func TestStates(t *testing.T) {
 	e.Layout(rec, "F F E", "E E E", "P E X")
 	e.Put(0, rec, 7, cutlinetest.Flight)
 	require.Equal(t, map[uint64]string{0: "F F E", 2: "P E X", 7: "F E E"}, e.States(rec))
+}
+
+// A zone the check cannot see (down, or lossy: it may have lost what it
+// held) may hold a copy: a slot is short of W only when the zones that
+// answered prove it, and a slot with no readable copy always is.
+func TestCheckCountsUnseenZonesAsPossibleCopies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := takeover(t, false)
+		e := s.env
+		run := func(zones []objstore.Bucket, lossy ...string) cutlinetest.Violations {
+			return cutlinetest.Check(t.Context(), cutlinetest.Run{History: s.hist, Store: e.Store, Zones: zones, Lossy: lossy})
+		}
+		seen := []objstore.Bucket{e.Zones[0], e.Zones[1], e.Zones[2]}
+		shortOf := func(vs cutlinetest.Violations) bool { return len(vs.Of(1)) > 0 && len(vs.Of(4)) > 0 }
+
+		e.Delete(0, s.recA, 5) // W copies left: zones b and c
+		require.Empty(t, run(seen))
+		e.Zones[2].SetDown(true)
+		require.Empty(t, run(seen), "zone c is down: it may hold slot 5's second copy")
+		e.Zones[2].SetDown(false)
+
+		e.Delete(2, s.recA, 5) // one copy left, in zone b
+		vs := run(seen)
+		require.True(t, shortOf(vs), "zones a and c answered empty: slot 5 is short; got:\n%v", vs.Err())
+		require.Empty(t, run(seen, e.Raw[2].Name()), "zone c is lossy: its empty answer proves nothing")
+		vs = run(seen, e.Raw[0].Name(), e.Raw[2].Name())
+		require.Empty(t, vs.Of(4), "two lossy zones")
+
+		e.Delete(1, s.recA, 5) // no copy at all
+		vs = run(seen, e.Raw[0].Name(), e.Raw[1].Name(), e.Raw[2].Name())
+		require.True(t, shortOf(vs), "nothing readable is short whatever the zones may hold; got:\n%v", vs.Err())
+	})
 }

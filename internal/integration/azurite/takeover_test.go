@@ -2,7 +2,6 @@ package azurite_test
 
 import (
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -17,13 +16,6 @@ import (
 // TestAzuriteTakeover runs the takeover of package zonekill on three
 // Azurite processes, one container each, with zone-c's process killed.
 func TestAzuriteTakeover(t *testing.T) {
-	// Under the load of the whole integration module this test has found
-	// acknowledged slots read back absent from a live zone right after the
-	// fence (guarantee 4); alone it passes. Until that is explained, it
-	// runs only when asked for, so that it is investigated, not retried.
-	if os.Getenv("CUTLINE_AZURITE_TAKEOVER") == "" {
-		t.Skip("set CUTLINE_AZURITE_TAKEOVER=1: under load this takeover has read acknowledged slots back absent on Azurite (unexplained; see the package's doc)")
-	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 128}
 	t.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -40,7 +32,9 @@ func TestAzuriteTakeover(t *testing.T) {
 		require.NoError(t, err)
 		b, err := azblob.New(client, name, azblob.Options{Name: name})
 		require.NoError(t, err)
-		zones = append(zones, zonekill.Zone{Bucket: b, Stop: srv.Stop, Restart: srv.Restart})
+		// Azurite saves its metadata every few seconds: a killed process
+		// comes back without its newest blobs.
+		zones = append(zones, zonekill.Zone{Bucket: b, Stop: srv.Stop, Restart: srv.Restart, Lossy: true})
 	}
 	zonekill.Run(t, zones)
 }
