@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // This file is for backend implementers: the pieces every Bucket over a
@@ -87,4 +88,52 @@ func Precheck(ctx context.Context, key string) error {
 		return err
 	}
 	return ValidateKey(key)
+}
+
+// ReadBody reads an object's body of size bytes (nil or negative:
+// unknown) and closes it, never holding more than limit bytes: a body
+// announced or found to be longer is refused with an error matching
+// ErrRejected and tooLarge, before it is read past the limit. With a
+// known size it allocates once, then reads on to the end of the stream,
+// where clients report a failed checksum: a body longer than announced,
+// or one that ends early, is ErrUnavailable (the read may be retried).
+// When ctx has ended its error is the answer (ContextEnded). The error
+// is not wrapped in *OpError.
+func ReadBody(ctx context.Context, body io.ReadCloser, size *int64, limit int64, tooLarge error) ([]byte, error) {
+	defer body.Close()
+	fail := func(err error) ([]byte, error) {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ContextEnded(ctxErr, err)
+		}
+		return nil, Unavailable(fmt.Errorf("reading body: %w", err))
+	}
+	if size == nil || *size < 0 {
+		// No Content-Length: read at most one byte past the limit.
+		data, err := io.ReadAll(io.LimitReader(body, limit+1))
+		switch {
+		case err != nil:
+			return fail(err)
+		case int64(len(data)) > limit:
+			return nil, Classify(ErrRejected, fmt.Errorf("%w: the body has no Content-Length and is longer", tooLarge))
+		}
+		return data, nil
+	}
+	if *size > limit {
+		return nil, Classify(ErrRejected, fmt.Errorf("%w: Content-Length %d", tooLarge, *size))
+	}
+	data := make([]byte, *size)
+	if _, err := io.ReadFull(body, data); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // ReadFull's answer when no byte came
+		}
+		return fail(err)
+	}
+	var extra [1]byte
+	switch n, err := io.ReadFull(body, extra[:]); {
+	case n > 0:
+		return fail(fmt.Errorf("the body is longer than its Content-Length %d", *size))
+	case err != io.EOF:
+		return fail(err)
+	}
+	return data, nil
 }

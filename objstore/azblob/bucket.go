@@ -203,46 +203,12 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 	return data, nil
 }
 
-// readBody reads an object body of size bytes (nil or negative: unknown)
-// into one slice. A failure while reading is a transport failure: the
-// object may well exist, so it is ErrUnavailable (or the context's error),
-// never ErrNotFound.
+// readBody reads an object body of size bytes (nil or negative: unknown),
+// at most MaxObjectSize (objstore.ReadBody).
 func (b *Bucket) readBody(ctx context.Context, op, key string, body io.ReadCloser, size *int64) ([]byte, error) {
-	defer body.Close()
-	fail := func(err error) ([]byte, error) {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, b.opError(op, key, objstore.ContextEnded(ctxErr, err))
-		}
-		return nil, b.opError(op, key, objstore.Unavailable(fmt.Errorf("reading body: %w", err)))
-	}
-	if size == nil || *size < 0 {
-		data, err := io.ReadAll(io.LimitReader(body, MaxObjectSize+1))
-		switch {
-		case err != nil:
-			return fail(err)
-		case len(data) > MaxObjectSize:
-			return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected,
-				fmt.Errorf("%w: the body has no Content-Length and is longer", ErrTooLarge)))
-		}
-		return data, nil
-	}
-	if *size > MaxObjectSize {
-		return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected,
-			fmt.Errorf("%w: Content-Length %d", ErrTooLarge, *size)))
-	}
-	data := make([]byte, *size)
-	if _, err := io.ReadFull(body, data); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return fail(err)
-	}
-	var extra [1]byte
-	switch n, err := io.ReadFull(body, extra[:]); {
-	case n > 0:
-		return fail(fmt.Errorf("the body is longer than its Content-Length %d", *size))
-	case err != io.EOF:
-		return fail(err)
+	data, err := objstore.ReadBody(ctx, body, size, MaxObjectSize, ErrTooLarge)
+	if err != nil {
+		return nil, b.opError(op, key, err)
 	}
 	return data, nil
 }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -14,7 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 
-	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -49,41 +46,12 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 		}},
 	}
 	client := b.container.NewBlockBlobClient(key)
-	once := policy.WithRetryOptions(ctx, policy.RetryOptions{MaxRetries: -1})
-	ambiguous := false // an earlier attempt may have landed
-	for retry := 0; ; retry++ {
+	send := func(ctx context.Context) error {
+		// One attempt per call: the Resender re-sends, knowing each.
+		once := policy.WithRetryOptions(ctx, policy.RetryOptions{MaxRetries: -1})
 		_, err := client.Upload(once, streaming.NopCloser(bytes.NewReader(data)), opts)
-		if err == nil {
-			return nil
-		}
-		cerr := classifyCall(ctx, err)
-		switch {
-		case errors.Is(cerr, objstore.ErrExists):
-			if !ambiguous {
-				return b.opError(op, key, cerr)
-			}
-			b.log.WarnContext(ctx, "azblob create: the blob exists after a re-sent upload; reading it back",
-				"bucket", b.name, "key", key, "attempts", retry+1)
-			if err := objstore.ReadBack(ctx, b, key, data, err); err != nil {
-				return b.opError(op, key, err)
-			}
-			return nil
-		case errors.Is(cerr, objstore.ErrUnavailable):
-			ambiguous = true
-			if retry >= b.maxRetries {
-				return b.opError(op, key, cerr)
-			}
-			d := b.backoff.Delay(retry, rand.Uint64())
-			b.log.DebugContext(ctx, "azblob create: outcome unknown, re-sending",
-				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d, "err", err)
-			if serr := clock.Sleep(ctx, b.clk, d); serr != nil {
-				return b.opError(op, key, objstore.ContextEnded(serr, err))
-			}
-		case errors.Is(cerr, objstore.ErrNotFound):
-			// A create cannot miss the blob; a 404 here is the container.
-			return b.opError(op, key, objstore.Classify(objstore.ErrNoSuchBucket, err))
-		default:
-			return b.opError(op, key, cerr)
-		}
+		return err
 	}
+	return objstore.Resender{Bucket: b, Kind: "azblob", Retries: b.maxRetries, Backoff: b.backoff, Clock: b.clk, Logger: b.log}.
+		Create(ctx, key, data, send, classifyCall)
 }

@@ -2,17 +2,12 @@ package gcs
 
 import (
 	"context"
-	"errors"
 	"hash/crc32"
-	"math/rand/v2"
 
 	"cloud.google.com/go/storage"
 
-	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 )
-
-// spread out.
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
@@ -38,42 +33,13 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 		If(storage.Conditions{DoesNotExist: true}).
 		Retryer(storage.WithPolicy(storage.RetryNever))
 	sum := crc32.Checksum(data, crc32c)
-	ambiguous := false // an earlier attempt may have landed
-	for retry := 0; ; retry++ {
-		err := upload(ctx, obj, data, sum)
-		if err == nil {
-			return nil
-		}
-		cerr := classifyCall(ctx, err)
-		switch {
-		case errors.Is(cerr, objstore.ErrExists):
-			if !ambiguous {
-				return b.opError(op, key, cerr)
-			}
-			b.log.WarnContext(ctx, "gcs create: precondition failed after a re-sent upload; reading the key back",
-				"bucket", b.name, "key", key, "attempts", retry+1)
-			if err := objstore.ReadBack(ctx, b, key, data, err); err != nil {
-				return b.opError(op, key, err)
-			}
-			return nil
-		case errors.Is(cerr, objstore.ErrUnavailable):
-			ambiguous = true
-			if retry >= b.maxRetries {
-				return b.opError(op, key, cerr)
-			}
-			d := b.backoff.Delay(retry, rand.Uint64())
-			b.log.DebugContext(ctx, "gcs create: outcome unknown, re-sending",
-				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d, "err", err)
-			if serr := clock.Sleep(ctx, b.clk, d); serr != nil {
-				return b.opError(op, key, objstore.ContextEnded(serr, err))
-			}
-		case errors.Is(cerr, objstore.ErrNotFound):
-			// A create cannot miss the object; a 404 here is the bucket.
-			return b.opError(op, key, objstore.Classify(objstore.ErrNoSuchBucket, err))
-		default:
-			return b.opError(op, key, cerr)
-		}
-	}
+	return b.resender().Create(ctx, key, data,
+		func(ctx context.Context) error { return upload(ctx, obj, data, sum) }, classifyCall)
+}
+
+// resender re-sends an upload whose outcome was unknown (see Create).
+func (b *Bucket) resender() objstore.Resender {
+	return objstore.Resender{Bucket: b, Kind: "gcs", Retries: b.maxRetries, Backoff: b.backoff, Clock: b.clk, Logger: b.log}
 }
 
 // upload sends one attempt. The error that matters (a failed precondition

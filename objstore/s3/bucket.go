@@ -145,49 +145,12 @@ func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
 	return b.opError(op, key, classifyCall(ctx, err))
 }
 
-// readBody reads an object body of size bytes (nil or negative: unknown)
-// into one slice of exactly that size. A failure while reading is a
-// transport failure: the object may well exist, so it is ErrUnavailable
-// (or the context's error), never ErrNotFound. So is a body longer than
-// its Content-Length, which is read one byte past it and no further.
+// readBody reads an object body of size bytes (nil or negative: unknown),
+// at most MaxObjectSize (objstore.ReadBody).
 func (b *Bucket) readBody(ctx context.Context, op, key string, body io.ReadCloser, size *int64) ([]byte, error) {
-	defer body.Close()
-	fail := func(err error) ([]byte, error) {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, b.opError(op, key, objstore.ContextEnded(ctxErr, err))
-		}
-		return nil, b.opError(op, key, objstore.Unavailable(fmt.Errorf("reading body: %w", err)))
-	}
-	if size == nil || *size < 0 {
-		// No Content-Length: read at most one byte past the limit.
-		data, err := io.ReadAll(io.LimitReader(body, MaxObjectSize+1))
-		switch {
-		case err != nil:
-			return fail(err)
-		case len(data) > MaxObjectSize:
-			return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected,
-				fmt.Errorf("%w: the body has no Content-Length and is longer", ErrTooLarge)))
-		}
-		return data, nil
-	}
-	if *size > MaxObjectSize {
-		return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected,
-			fmt.Errorf("%w: Content-Length %d", ErrTooLarge, *size)))
-	}
-	data := make([]byte, *size)
-	if _, err := io.ReadFull(body, data); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF // ReadFull's answer when no byte came
-		}
-		return fail(err)
-	}
-	// Read on to the end: the SDK reports a failed checksum there.
-	var extra [1]byte
-	switch n, err := io.ReadFull(body, extra[:]); {
-	case n > 0:
-		return fail(fmt.Errorf("the body is longer than its Content-Length %d", *size))
-	case err != io.EOF:
-		return fail(err)
+	data, err := objstore.ReadBody(ctx, body, size, MaxObjectSize, ErrTooLarge)
+	if err != nil {
+		return nil, b.opError(op, key, err)
 	}
 	return data, nil
 }

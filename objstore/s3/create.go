@@ -17,8 +17,6 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// spread out.
-
 // Create implements objstore.Bucket with PutObject and "If-None-Match: *".
 //
 //   - 412 PreconditionFailed: an object exists → objstore.ErrExists.
