@@ -39,7 +39,10 @@ type CompactorOptions struct {
 	// MaxPassSlots.
 	PassSlots int
 	// MaxParallel bounds the object and metastore requests in flight.
-	// Default 16, at most MaxParallelLimit.
+	// Default 64, a writer's default window: each stream's segment costs
+	// K creates and K read-backs, so fewer would leave the compactor
+	// behind the appends it follows. At most MaxParallelLimit; memory is
+	// bounded by PassBytes, not by this.
 	MaxParallel int
 	// Logger receives progress (debug) and garbage left behind (warn).
 	// Nil discards.
@@ -89,7 +92,7 @@ func NewCompactor(m *epoch.Minter, zones chain.Zones, x *RefIndex, opts Compacto
 		{"SegmentBytes", &opts.SegmentBytes, 16 << 20, MaxSegmentBytes},
 		{"PassBytes", &opts.PassBytes, 64 << 20, MaxPassBytes},
 		{"PassSlots", &opts.PassSlots, 1024, MaxPassSlots},
-		{"MaxParallel", &opts.MaxParallel, 16, MaxParallelLimit},
+		{"MaxParallel", &opts.MaxParallel, 64, MaxParallelLimit},
 	} {
 		if *b.v < 0 || *b.v > b.max {
 			return nil, &config.Error{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}

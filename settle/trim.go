@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cutline/cutline/chain/wire"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 )
@@ -109,4 +110,33 @@ func (s *Settler) TrimRewritten(ctx context.Context, star string, ep uint64) (Tr
 		return TrimReport{Star: star, Epoch: ep}, fmt.Errorf("trim %s/%d: %w", star, ep, err)
 	}
 	return s.Trim(ctx, star, ep, rec.Cursors.Rewritten)
+}
+
+// TrimUnneeded trims star's epoch ep below the lowest slot a retained ref
+// of x still points into (RefIndex.Needed), or below its checkpoint when
+// none does: the flights retention left behind, whose every span lies
+// below its stream's retention point or in a segment. It reads the
+// epoch's record before the index, so a ref covered meanwhile points at
+// or past the checkpoint it read, which trimming never passes. Needed
+// lists the whole index: run it as maintenance, not per request.
+func (s *Settler) TrimUnneeded(ctx context.Context, x *RefIndex, star string, ep uint64) (TrimReport, error) {
+	rep := TrimReport{Star: star, Epoch: ep}
+	if x == nil {
+		return rep, &config.Error{Field: "index", Value: nil, Reason: "required"}
+	}
+	rec, err := s.minter.Get(ctx, star, ep)
+	if err != nil {
+		return rep, fmt.Errorf("trim %s/%d: %w", star, ep, err)
+	}
+	upTo := rec.Cursors.Checkpoint
+	slot, ok, err := x.Needed(ctx, star, ep)
+	if err != nil {
+		return rep, fmt.Errorf("trim %s/%d: %w", star, ep, err)
+	}
+	if ok {
+		upTo = min(upTo, slot)
+	}
+	// Never below the cursor: Trim at it deletes what an interrupted
+	// trim left.
+	return s.Trim(ctx, star, ep, max(upTo, rec.Cursors.Trimmed))
 }

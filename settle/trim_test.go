@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -139,4 +140,43 @@ func TestTrimOpenEpoch(t *testing.T) {
 
 	_, err = p.settler.Trim(ctx, starA, rec.Epoch+1, 0)
 	require.ErrorIs(t, err, epoch.ErrNoRecord)
+}
+
+// TrimUnneeded trims up to the lowest slot a retained ref needs: nothing
+// while every stream starts at 0, up to the slowest stream's retention
+// point, up to the checkpoint once no ref needs a flight.
+func TestTrimUnneeded(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("host", partyOpts{})
+	rec := layBundles(t, e, p, 40, true)
+
+	tr, err := p.settler.TrimUnneeded(ctx, p.refs, starA, rec.Epoch)
+	require.NoError(t, err)
+	require.Zero(t, tr.Trimmed, "every stream needs slot 0")
+	require.Zero(t, tr.Deleted)
+
+	for _, st := range bundleStreams {
+		_, err := p.refs.Retain(ctx, st, 30)
+		require.NoError(t, err)
+	}
+	_, err = p.refs.Retain(ctx, "s0", 10) // never moves back
+	require.NoError(t, err)
+	tr, err = p.settler.TrimUnneeded(ctx, p.refs, starA, rec.Epoch)
+	require.NoError(t, err)
+	require.Equal(t, uint64(30), tr.Trimmed, "slot s holds record s of each stream")
+	require.Equal(t, 3*30, tr.Deleted)
+
+	for _, st := range bundleStreams {
+		_, err := p.refs.Retain(ctx, st, 40)
+		require.NoError(t, err)
+	}
+	tr, err = p.settler.TrimUnneeded(ctx, p.refs, starA, rec.Epoch)
+	require.NoError(t, err)
+	require.Equal(t, uint64(40), tr.Trimmed, "no ref needs a flight: up to the checkpoint, 40")
+	require.Equal(t, 3*10, tr.Deleted)
+
+	_, err = p.settler.TrimUnneeded(ctx, nil, starA, rec.Epoch)
+	var cerr *config.Error
+	require.ErrorAs(t, err, &cerr)
 }
