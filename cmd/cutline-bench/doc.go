@@ -81,15 +81,19 @@
 //	          appends over 10 streams with one hour of retention, compacted,
 //	          trimmed and collected every ten minutes: the peak objects,
 //	          bytes and metastore keys stored in each later hour ÷ the
-//	          second hour's (flat is a ratio near 1)
+//	          second hour's (flat is a ratio near 1); the bytes and objects
+//	          held all month at that load ÷ a month of appends kept whole;
+//	          the object requests maintenance (compaction, trim, collection)
+//	          spends per record, by kind, ÷ K creates per append
 //
 // After the table comes the cost model: the object-store request cost of
 // a million appends (at K creates per flight, the writer's most, and as
 // measured: a zone whose turn comes after the slot was decided is
 // skipped), of a takeover (each takeover figure's largest size
 // too), of a planned roll, and of each idle component per chain per month
-// (the idle period's requests scaled to 30 days), at S3 Standard and S3
-// Express One Zone prices, from the request counts measured in the same
+// (the idle period's requests scaled to 30 days), and of a month of
+// retention maintenance at the retention figure's load, at S3 Standard
+// and S3 Express One Zone prices, from the request counts measured in the same
 // run (lines whose figure did not run are left out). PUT-class requests
 // are creates and lists, GET-class requests reads; deletes are counted and
 // priced at 0 (S3 does not bill them). The default prices, in US dollars
