@@ -11,6 +11,7 @@
 //	go -C cmd/cutline-bench run . -price-standard-put 0.0055   # the cost model at other prices
 //	go -C cmd/cutline-bench run . -only streams -streams-rate 20000 -streams-load 60s
 //	go -C cmd/cutline-bench run . -only streams -cpuprofile streams.prof   # go tool pprof reads it
+//	go -C cmd/cutline-bench run . -only retention,catchup   # lifecycle: retention, compaction, catch-up
 //
 // It starts the servers it needs itself, as the tests do: three versitygw
 // processes (S3; scripts/install-servers.sh installs the binary) and one
@@ -85,6 +86,17 @@
 //	          held all month at that load ÷ a month of appends kept whole;
 //	          the object requests maintenance (compaction, trim, collection)
 //	          spends per record, by kind, ÷ K creates per append
+//	catchup   a consumer catching up on one stream of 1,000 interleaved
+//	          ones (100-byte records appended round robin through
+//	          batch.Producer on a lease.Star, a flight holding about one
+//	          record of each stream; embedded etcd; three in-memory zones at
+//	          20 ms per request), from offset 0 through settle.StreamReader:
+//	          bytes/s and object GETs per record from flights, before
+//	          compaction, and from segments, after it, each ÷ plain ranged
+//	          GETs of the same bytes from the same segment objects (targets:
+//	          ≥ 0.8 of the raw rate, ≤ 0.01 GETs per record); and the
+//	          compaction's records/s and bytes/s (one settle.Compactor, its
+//	          defaults) ÷ the appends' in the same run (target ≥ 1)
 //
 // After the table comes the cost model: the object-store request cost of
 // a million appends (at K creates per flight, the writer's most, and as
@@ -110,7 +122,8 @@
 // -quick shrinks every figure (20,000 appends for the heap, 1 s of idleness
 // on a 2 s session, 1 ms per request for the fence and the takeover
 // sizes, 10, 100 and 1,000 past epochs, 10 and 100 streams at 1,000
-// records/s for 300 ms at 1 ms per request) so that a test can check that
+// records/s for 300 ms at 1 ms per request, a catch-up on one of 50
+// streams of 64 records at 1 ms per request) so that a test can check that
 // every row is there; its times and rates are rough.
 //
 // Request and round-trip counts do not depend on the machine; times and

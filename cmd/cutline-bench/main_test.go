@@ -31,6 +31,8 @@ var (
 		"cost.append",
 		"retention.objects", "retention.bytes", "retention.keys",
 		"retention.month.bytes", "retention.month.objects", "retention.maintenance",
+		"catchup.flights", "catchup.flights.gets", "catchup.segments", "catchup.segments.gets",
+		"compact.rate", "compact.bytes",
 	}
 	zeroOK = map[string]bool{"heap.peak": true, "idle.writer": true, "idle.roller": true,
 		"idle.star": true, "idle.star.keepalives": true, "idle.authority": true}
@@ -167,6 +169,12 @@ func TestQuick(t *testing.T) {
 	// turn comes after the slot was decided), and reads nothing.
 	if r, n := byID["cost.append"], quickConfig().costAppends; r.Objects == nil || r.Objects.Creates < w*n || r.Objects.Creates > k*n+k || r.Objects.Reads != 0 {
 		t.Errorf("cost.append: %+v, want W to K creates per append and no reads", r)
+	}
+	// A consumer of one stream reads a flight per record before
+	// compaction and one segment range for the whole stream after; the
+	// raw reads of the same bytes make as many requests.
+	if before, after := byID["catchup.flights.gets"], byID["catchup.segments.gets"]; before.Value < 0.9 || after.Value*8 > 1 {
+		t.Errorf("catch-up GETs per record: %v from flights, %v from segments", before.Value, after.Value)
 	}
 	if r := byID["retention.maintenance"]; r.Objects == nil || r.Objects.Reads == 0 || r.Objects.Creates == 0 || r.Objects.Deletes == 0 {
 		t.Errorf("retention.maintenance: %+v, want reads, creates and deletes", r)
