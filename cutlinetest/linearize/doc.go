@@ -61,7 +61,10 @@
 // through the serving lease.Star, as a host does (the offset is the
 // stream's next; the client is answered once the flight is acknowledged
 // and covered in the index), others read the stream back through another
-// process's index and chain reader (ReadStream), and Steps crash the
+// process's index and chain reader (ReadStream), or, with a Maintenance
+// process compacting, trimming, retaining and collecting meanwhile,
+// through its settle.StreamReader from offset 0 and from the retention
+// point a trimmed answer names (ReadFrom), and Steps crash the
 // serving star, restart it, hand the stream off cleanly, end its session
 // while it runs, roll its chain, or run a hook (take a zone down, kill a
 // server), each once enough appends were acknowledged. It runs on any
@@ -76,7 +79,8 @@
 //			{After: 30, Kind: linearize.Roll},
 //			{After: 60, Kind: linearize.Crash},
 //			{After: 90, Kind: linearize.Handoff},
-//		}})
+//		},
+//		Maintenance: linearize.Maintenance{Every: 5 * time.Millisecond, Keep: 75}})
 //	require.NoError(t, err)
 //	linearize.Require(t, hist, time.Minute) // Ok, or the test fails
 package linearize
