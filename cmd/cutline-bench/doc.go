@@ -11,6 +11,7 @@
 //	go -C cmd/cutline-bench run . -price-standard-put 0.0055   # the cost model at other prices
 //	go -C cmd/cutline-bench run . -only streams -streams-rate 20000 -streams-load 60s
 //	go -C cmd/cutline-bench run . -only streams -cpuprofile streams.prof   # go tool pprof reads it
+//	go -C cmd/cutline-bench run . -only retention,catchup   # lifecycle: retention, compaction, catch-up
 //
 // It starts the servers it needs itself, as the tests do: three versitygw
 // processes (S3; scripts/install-servers.sh installs the binary) and one
@@ -81,15 +82,30 @@
 //	          appends over 10 streams with one hour of retention, compacted,
 //	          trimmed and collected every ten minutes: the peak objects,
 //	          bytes and metastore keys stored in each later hour ÷ the
-//	          second hour's (flat is a ratio near 1)
+//	          second hour's (flat is a ratio near 1); the bytes and objects
+//	          held all month at that load ÷ a month of appends kept whole;
+//	          the object requests maintenance (compaction, trim, collection)
+//	          spends per record, by kind, ÷ K creates per append
+//	catchup   a consumer catching up on one stream of 1,000 interleaved
+//	          ones (100-byte records appended round robin through
+//	          batch.Producer on a lease.Star, a flight holding about one
+//	          record of each stream; embedded etcd; three in-memory zones at
+//	          20 ms per request), from offset 0 through settle.StreamReader:
+//	          bytes/s and object GETs per record from flights, before
+//	          compaction, and from segments, after it, each ÷ plain ranged
+//	          GETs of the same bytes from the same segment objects (targets:
+//	          ≥ 0.8 of the raw rate, ≤ 0.01 GETs per record); and the
+//	          compaction's records/s and bytes/s (one settle.Compactor, its
+//	          defaults) ÷ the appends' in the same run (target ≥ 1)
 //
 // After the table comes the cost model: the object-store request cost of
 // a million appends (at K creates per flight, the writer's most, and as
 // measured: a zone whose turn comes after the slot was decided is
 // skipped), of a takeover (each takeover figure's largest size
 // too), of a planned roll, and of each idle component per chain per month
-// (the idle period's requests scaled to 30 days), at S3 Standard and S3
-// Express One Zone prices, from the request counts measured in the same
+// (the idle period's requests scaled to 30 days), and of a month of
+// retention maintenance at the retention figure's load, at S3 Standard
+// and S3 Express One Zone prices, from the request counts measured in the same
 // run (lines whose figure did not run are left out). PUT-class requests
 // are creates and lists, GET-class requests reads; deletes are counted and
 // priced at 0 (S3 does not bill them). The default prices, in US dollars
@@ -106,7 +122,8 @@
 // -quick shrinks every figure (20,000 appends for the heap, 1 s of idleness
 // on a 2 s session, 1 ms per request for the fence and the takeover
 // sizes, 10, 100 and 1,000 past epochs, 10 and 100 streams at 1,000
-// records/s for 300 ms at 1 ms per request) so that a test can check that
+// records/s for 300 ms at 1 ms per request, a catch-up on one of 50
+// streams of 64 records at 1 ms per request) so that a test can check that
 // every row is there; its times and rates are rough.
 //
 // Request and round-trip counts do not depend on the machine; times and

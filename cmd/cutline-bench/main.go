@@ -164,6 +164,7 @@ var figures = []figure{
 	{"cost", figCost},
 	{"streams", figStreams},
 	{"retention", figRetention},
+	{"catchup", figCatchup},
 }
 
 func figureNames() []string {

@@ -30,6 +30,9 @@ var (
 		"idle.writer", "idle.roller", "idle.star", "idle.star.keepalives", "idle.authority",
 		"cost.append",
 		"retention.objects", "retention.bytes", "retention.keys",
+		"retention.month.bytes", "retention.month.objects", "retention.maintenance",
+		"catchup.flights", "catchup.flights.gets", "catchup.segments", "catchup.segments.gets",
+		"compact.rate", "compact.bytes",
 	}
 	zeroOK = map[string]bool{"heap.peak": true, "idle.writer": true, "idle.roller": true,
 		"idle.star": true, "idle.star.keepalives": true, "idle.authority": true}
@@ -167,6 +170,15 @@ func TestQuick(t *testing.T) {
 	if r, n := byID["cost.append"], quickConfig().costAppends; r.Objects == nil || r.Objects.Creates < w*n || r.Objects.Creates > k*n+k || r.Objects.Reads != 0 {
 		t.Errorf("cost.append: %+v, want W to K creates per append and no reads", r)
 	}
+	// A consumer of one stream reads a flight per record before
+	// compaction and one segment range for the whole stream after; the
+	// raw reads of the same bytes make as many requests.
+	if before, after := byID["catchup.flights.gets"], byID["catchup.segments.gets"]; before.Value < 0.9 || after.Value*8 > 1 {
+		t.Errorf("catch-up GETs per record: %v from flights, %v from segments", before.Value, after.Value)
+	}
+	if r := byID["retention.maintenance"]; r.Objects == nil || r.Objects.Reads == 0 || r.Objects.Creates == 0 || r.Objects.Deletes == 0 {
+		t.Errorf("retention.maintenance: %+v, want reads, creates and deletes", r)
+	}
 	for _, id := range []string{"idle.writer", "idle.roller", "idle.star", "idle.authority"} {
 		if r := byID[id]; r.Objects == nil || r.Objects.Total() != 0 {
 			t.Errorf("%s: object requests while idle: %+v", id, r)
@@ -188,7 +200,7 @@ func TestQuick(t *testing.T) {
 	for _, id := range []string{"cost.append", "cost.append.measured", "cost.takeover", "cost.roll",
 		fmt.Sprintf("cost.takeover.stream.%d", q.streamSizes[len(q.streamSizes)-1]),
 		fmt.Sprintf("cost.takeover.history.%d", q.historySizes[len(q.historySizes)-1]),
-		"cost.idle.writer", "cost.idle.roller", "cost.idle.star", "cost.idle.authority"} {
+		"cost.idle.writer", "cost.idle.roller", "cost.idle.star", "cost.idle.authority", "cost.retention.maintenance"} {
 		l, ok := costLines[id]
 		if !ok {
 			t.Errorf("cost line %s missing", id)

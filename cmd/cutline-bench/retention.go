@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/benchfix"
 	"github.com/cutline/cutline/metastore"
 	metamem "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -34,6 +37,10 @@ func (c config) retentionDay() retentionDay {
 	}
 	return retentionDay{day: 24 * time.Hour, keep: time.Hour, every: 10 * time.Minute, perMinute: 60, streams: 10}
 }
+
+// retentionRecord is the size of a record's body in the retention
+// figure.
+const retentionRecord = 100
 
 // retentionLocate is the figure's payload format: "<stream> <offset>
 // <bytes>", one record per flight.
@@ -73,22 +80,57 @@ func measureFootprint(ctx context.Context, store metastore.Store, buckets []objs
 	return fp, nil
 }
 
+// retentionRun is what a simulated day measured: the peak footprint of
+// every hour, the records appended and the bytes of their flights, and
+// the object requests of each maintenance step.
+type retentionRun struct {
+	hours   []footprint
+	records int
+	// flightBytes is the size of one flight object (a record each).
+	flightBytes int
+	// compact, trim and collect count the requests of Compact,
+	// TrimRewritten and Collect over the day (retention itself makes
+	// none: it moves keys in the metastore).
+	compact, trim, collect benchfix.Requests
+}
+
+// maintenance is every request maintenance made.
+func (r *retentionRun) maintenance() benchfix.Requests {
+	return r.compact.Add(r.trim).Add(r.collect)
+}
+
 // runRetentionDay appends steadily for a simulated day on a fake clock
 // (in-memory zones and metastore) while maintenance compacts the star's
 // epoch, trims its rewritten flights, retains each stream by age and
 // collects dropped segments, and returns the peak footprint of every
-// simulated hour.
-func runRetentionDay(ctx context.Context, d retentionDay) ([]footprint, error) {
+// simulated hour and the requests maintenance made.
+func runRetentionDay(ctx context.Context, d retentionDay) (*retentionRun, error) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	store := metamem.New(metamem.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
 	if err != nil {
 		return nil, err
 	}
+	// The writer has zones of its own (it may still send a late copy
+	// while maintenance runs); maintenance's are counted; the footprint
+	// is listed on the raw zones.
 	buckets := memZones()
-	zones, err := chain.NewZones(buckets...)
+	var counted []*fault.Bucket
+	var views []objstore.Bucket
+	for _, b := range buckets {
+		f := fault.Wrap(b, fault.Options{})
+		counted, views = append(counted, f), append(views, f)
+	}
+	zones, err := chain.NewZones(views...)
 	if err != nil {
 		return nil, err
+	}
+	run := &retentionRun{}
+	counting := func(into *benchfix.Requests, f func() error) error {
+		benchfix.Reset(counted)
+		err := f()
+		*into = into.Add(benchfix.Count(counted))
+		return err
 	}
 	x, err := settle.NewRefIndex(store, "", retentionLocate)
 	if err != nil {
@@ -118,8 +160,7 @@ func runRetentionDay(ctx context.Context, d retentionDay) ([]footprint, error) {
 	for i := range names {
 		names[i] = fmt.Sprintf("s%03d", i)
 	}
-	body := strings.Repeat("x", 100)
-	var out []footprint
+	body := strings.Repeat("x", retentionRecord)
 	var peak footprint
 	for minute := 1; time.Duration(minute)*time.Minute <= d.day; minute++ {
 		placed := make([]settle.Placed, 0, d.perMinute)
@@ -133,6 +174,8 @@ func runRetentionDay(ctx context.Context, d retentionDay) ([]footprint, error) {
 			spans, _ := retentionLocate(p)
 			placed = append(placed, settle.Placed{Position: pos, Spans: spans})
 			next[s]++
+			run.records++
+			run.flightBytes = len(wire.EncodeFlight(star, ep, pos.Slot, p))
 		}
 		if err := x.CoverFlights(ctx, star, placed); err != nil {
 			return nil, err
@@ -143,10 +186,16 @@ func runRetentionDay(ctx context.Context, d retentionDay) ([]footprint, error) {
 		clk.Advance(time.Minute)
 		now := time.Duration(minute) * time.Minute
 		if now%d.every == 0 {
-			if _, err := compactor.Compact(ctx, star, ep); err != nil {
+			if err := counting(&run.compact, func() error {
+				_, err := compactor.Compact(ctx, star, ep)
+				return err
+			}); err != nil {
 				return nil, err
 			}
-			if _, err := settler.TrimRewritten(ctx, star, ep); err != nil {
+			if err := counting(&run.trim, func() error {
+				_, err := settler.TrimRewritten(ctx, star, ep)
+				return err
+			}); err != nil {
 				return nil, err
 			}
 			for _, s := range names {
@@ -154,7 +203,10 @@ func runRetentionDay(ctx context.Context, d retentionDay) ([]footprint, error) {
 					return nil, err
 				}
 			}
-			if _, err := compactor.Collect(ctx, star, ep); err != nil {
+			if err := counting(&run.collect, func() error {
+				_, err := compactor.Collect(ctx, star, ep)
+				return err
+			}); err != nil {
 				return nil, err
 			}
 		}
@@ -167,44 +219,74 @@ func runRetentionDay(ctx context.Context, d retentionDay) ([]footprint, error) {
 		}
 		peak = footprint{max(peak.objects, fp.objects), max(peak.bytes, fp.bytes), max(peak.keys, fp.keys)}
 		if now%time.Hour == 0 {
-			out = append(out, peak)
+			run.hours = append(run.hours, peak)
 			peak = footprint{}
 		}
 	}
-	return out, nil
+	return run, nil
 }
 
 // figRetention: a simulated day of steady appends with a retention of one
 // hour, maintenance every ten minutes. What storage holds (objects,
 // bytes, metastore keys) at its peak in each hour after the first is
 // beside its peak in the second, the first hour retention dropped a full
-// hour: flat means a ratio near 1.
+// hour: flat means a ratio near 1. Then what that costs: the bytes and
+// objects held all month at that load, beside what a month of appends
+// holds kept whole, and the object requests maintenance (compaction,
+// trim, collection) spends per record, beside the appends' own.
 func figRetention(s *scope, cfg config) ([]Row, error) {
 	d := cfg.retentionDay()
-	fps, err := runRetentionDay(s.Context(), d)
+	run, err := runRetentionDay(s.Context(), d)
 	if err != nil {
 		return nil, err
 	}
+	fps := run.hours
 	if len(fps) < 3 {
 		return nil, fmt.Errorf("retention: %d hours measured, need 3", len(fps))
 	}
 	ref := fps[1]
 	steady := fps[1:]
 	what := fmt.Sprintf("%v at %d records/min over %d streams, retention %v", d.day, d.perMinute, d.streams, d.keep)
-	row := func(id, name, unit string, get func(footprint) int) Row {
+	peakOf := func(get func(footprint) int) (int, []int) {
 		vals := make([]int, len(steady))
 		for i, fp := range steady {
 			vals[i] = get(fp)
 		}
-		peak := slices.Max(vals)
+		return slices.Max(vals), vals
+	}
+	row := func(id, name, unit string, get func(footprint) int) Row {
+		peak, vals := peakOf(get)
 		return Row{ID: "retention." + id, Figure: fmt.Sprintf("retention: peak %s stored after the first hour (%s)", name, what),
 			Value: float64(peak), Unit: unit, RefLabel: "peak of the second hour", RefValue: float64(get(ref)), RefUnit: unit,
 			Ratio: float64(peak) / float64(max(get(ref), 1))}.
 			note("hourly peaks from the second hour: %v; in the first: %d", vals, get(fps[0]))
 	}
+	// A month at the same load: each record is a flight, K copies of it
+	// while it is kept whole.
+	perMonth := float64(d.perMinute) * month.Minutes()
+	load := fmt.Sprintf("%d records/min (%s a month) of about %d bytes, a flight each, over %d streams; retention %v, maintenance every %v",
+		d.perMinute, thousands(int64(perMonth)), retentionRecord, d.streams, d.keep, d.every)
+	peakBytes, _ := peakOf(func(f footprint) int { return f.bytes })
+	peakObjects, _ := peakOf(func(f footprint) int { return f.objects })
+	m := run.maintenance()
+	perRec := func(n int) string { return num(float64(n) / float64(run.records)) }
+	kinds := func(r benchfix.Requests) string {
+		return fmt.Sprintf("%s reads, %s creates, %s deletes, %s lists", perRec(r.Reads), perRec(r.Creates), perRec(r.Deletes), perRec(r.Lists))
+	}
 	return []Row{
 		row("objects", "objects", "objects", func(f footprint) int { return f.objects }),
 		row("bytes", "bytes", "bytes", func(f footprint) int { return f.bytes }),
 		row("keys", "metastore keys", "keys", func(f footprint) int { return f.keys }),
+		Row{ID: "retention.month.bytes", Figure: "retention: bytes held all month, steady load", Value: float64(peakBytes), Unit: "bytes"}.
+			ref("a month kept whole", perMonth*float64(k*run.flightBytes), "bytes").
+			note("%s GB-months a month (the steady peak, every zone); kept whole, a month of appends holds K=%d copies of each %d-byte flight; %s",
+				num(float64(peakBytes)/1e9), k, run.flightBytes, load),
+		Row{ID: "retention.month.objects", Figure: "retention: objects held all month, steady load", Value: float64(peakObjects), Unit: "objects"}.
+			ref("a month kept whole", perMonth*k, "objects").
+			note("the steady peak, every zone: flights not yet compacted, segments, poison; %s", load),
+		Row{ID: "retention.maintenance", Figure: "retention: maintenance requests per record", Value: float64(m.Total()) / float64(run.records), Unit: "requests"}.
+			ref("K creates per append", k, "requests").objects(m).
+			note("compaction %s; trim %s; collection %s; per record appended, over %s records in %v. A pass reads every flight from the rewritten cursor up, and a flight whose stream's page is not sealed yet holds the cursor: the next pass reads it again",
+				kinds(run.compact), kinds(run.trim), kinds(run.collect), thousands(int64(run.records)), d.day),
 	}, nil
 }

@@ -10,10 +10,11 @@ import (
 // peak is about the second's, though appends go on at the same rate.
 func TestRetentionDayIsFlat(t *testing.T) {
 	d := retentionDay{day: 5 * time.Hour, keep: time.Hour, every: 10 * time.Minute, perMinute: 12, streams: 3}
-	fps, err := runRetentionDay(t.Context(), d)
+	run, err := runRetentionDay(t.Context(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fps := run.hours
 	if len(fps) != 5 {
 		t.Fatalf("%d hours measured, want 5", len(fps))
 	}
@@ -31,5 +32,13 @@ func TestRetentionDayIsFlat(t *testing.T) {
 	}
 	if fps[0].objects == 0 || fps[0].keys == 0 {
 		t.Fatalf("nothing stored after the first hour: %+v", fps[0])
+	}
+	// Maintenance reads what it compacts, writes segments, and deletes
+	// flights; every record appended is counted once.
+	if want := 5 * 60 * d.perMinute; run.records != want {
+		t.Errorf("%d records appended, want %d", run.records, want)
+	}
+	if run.compact.Reads == 0 || run.compact.Creates == 0 || run.trim.Deletes == 0 || run.trim.Lists == 0 || run.collect.Lists == 0 {
+		t.Errorf("maintenance requests: compaction %v, trim %v, collection %v", run.compact, run.trim, run.collect)
 	}
 }

@@ -29,8 +29,12 @@ type Result struct {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%s: %d operations (%d appends acked, %d unknown, %d absent, %d pending; %d reads, longest %d; %d failed reads left out) from %d clients, checked in %v",
-		r.Verdict, r.Ops, r.Acked, r.Unknown, r.Absent, r.Pending, r.Reads, r.Longest, r.FailedReads, r.Clients, r.Elapsed.Round(time.Millisecond))
+	retained := ""
+	if r.Retains > 0 || r.Trimmed > 0 {
+		retained = fmt.Sprintf("; %d retains, up to %d; %d reads answered trimmed, %d admitted", r.Retains, r.Start, r.Trimmed, r.Admits)
+	}
+	return fmt.Sprintf("%s: %d operations (%d appends acked, %d unknown, %d absent, %d pending; %d reads, longest %d; %d failed reads left out%s) from %d clients, checked in %v",
+		r.Verdict, r.Ops, r.Acked, r.Unknown, r.Absent, r.Pending, r.Reads, r.Longest, r.FailedReads, retained, r.Clients, r.Elapsed.Round(time.Millisecond))
 }
 
 // Check checks h against Model with porcupine, within timeout

@@ -2,6 +2,7 @@ package linearize_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -99,7 +100,10 @@ func faults() []fault.Rule {
 // metastore and three in-memory zones (K=3, W=2) with fault injection
 // (lost requests, lost answers, stragglers, a zone down for a while),
 // through crashes, restarts, clean handoffs, lost sessions and rolls of
-// the serving star, and checks each with porcupine. A failing history
+// the serving star, while a maintenance process compacts every epoch,
+// trims, keeps the stream's last half and collects, every 5 ms; the
+// readers read from flights and segments, below the retention point and
+// from it. Each history is checked with porcupine. A failing history
 // prints the command that runs it again.
 func TestLinearizableMem(t *testing.T) {
 	n := envInt(t, historiesEnv, 10)
@@ -107,12 +111,15 @@ func TestLinearizableMem(t *testing.T) {
 	appends := envInt(t, appendsEnv, 120)
 	var mu sync.Mutex
 	var ops []int
+	var trimmed, fromSegments int
 	start := time.Now()
 	for seed := first; seed < first+n; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			r := memHistory(t, uint64(seed), appends)
 			mu.Lock()
 			ops = append(ops, r.Ops)
+			trimmed += r.Trimmed
+			fromSegments += r.fromSegments
 			mu.Unlock()
 			if t.Failed() {
 				t.Logf("run it again: (cd cutlinetest/linearize && %s=%d %s=1 %s=%d go test -race -run 'TestLinearizableMem' .)",
@@ -126,12 +133,17 @@ func TestLinearizableMem(t *testing.T) {
 		for _, o := range ops {
 			sum += o
 		}
-		t.Logf("%d histories checked in %v: operations per history min %d, mean %d, max %d",
-			len(ops), time.Since(start).Round(time.Millisecond), ops[0], sum/len(ops), ops[len(ops)-1])
+		t.Logf("%d histories checked in %v: operations per history min %d, mean %d, max %d; %d reads answered trimmed, %d chunks read from segments",
+			len(ops), time.Since(start).Round(time.Millisecond), ops[0], sum/len(ops), ops[len(ops)-1], trimmed, fromSegments)
+		// The histories covered what maintenance brings: reads below the
+		// retention point, and reads served from segments.
+		if !t.Failed() && (trimmed == 0 || fromSegments == 0) {
+			t.Fatalf("%d reads answered trimmed, %d chunks read from segments: the histories did not cover retention and compaction", trimmed, fromSegments)
+		}
 	}
 }
 
-func memHistory(t *testing.T, seed uint64, appends int) linearize.Result {
+func memHistory(t *testing.T, seed uint64, appends int) memResult {
 	rng := rand.New(rand.NewPCG(seed, 0x11ea))
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -159,48 +171,78 @@ func memHistory(t *testing.T, seed uint64, appends int) linearize.Result {
 	hist, rep, err := linearize.Run(ctx, linearize.Options{
 		Store: store, Zones: buckets, Constants: c, Rolls: []epoch.Constants{c2, c3, c},
 		Appends: appends, Steps: steps,
-		EndSession: func(_ context.Context, s metastore.Session) error { store.Expire(s); return nil },
-		Logf:       t.Logf,
+		EndSession:  func(_ context.Context, s metastore.Session) error { store.Expire(s); return nil },
+		Maintenance: linearize.Maintenance{Every: 5 * time.Millisecond, Keep: uint64(appends / 2), PassSlots: 16},
+		Logf:        t.Logf,
 	})
 	t.Logf("%d stars; %s", rep.Stars, strings.Join(rep.Steps, "; "))
+	t.Logf("maintenance: %+v", rep.Maintenance)
 	if err != nil {
 		t.Errorf("the history: %v", err)
 	}
 	r := linearize.Require(t, hist, time.Minute)
-	if r.Acked < appends || r.Reads < 2 {
+	if r.Acked < appends || r.Reads < 2 || r.Retains == 0 || r.Start == 0 {
 		t.Fatalf("the history is too thin to judge: %v", r)
 	}
+	res := memResult{Result: r, fromSegments: rep.Maintenance.ChunksFromSegments}
 
 	// Planted on the real history, each on a copy: one more read, after
-	// everything, that misses the first value; a second append
-	// acknowledged at offset 0. Neither has a linearization.
+	// everything, that misses the first value it reads; a second append
+	// acknowledged at offset 0; a read answered trimmed at the retention
+	// point; a read from offset 0 admitted past the retention check. None
+	// has a linearization.
 	for _, z := range zones {
 		z.ClearRules()
 	}
-	last, err := finalLog(ctx, store, buckets)
+	start, last, err := finalLog(ctx, store, buckets)
 	if err != nil {
 		t.Fatalf("reading the stream: %v", err)
 	}
-	missing := hist.Clone()
-	missing.Read(99).Done(last[1:])
-	if v := linearize.Check(missing, time.Minute).Verdict; v != porcupine.Illegal {
-		t.Fatalf("planted: a read missing the first value of %d: verdict %s, want Illegal", len(last), v)
+	if start != r.Start {
+		t.Fatalf("the stream starts at %d, the history's last retain moved it to %d", start, r.Start)
 	}
-	twice := hist.Clone()
-	twice.Append(99, "planted", 0).Acked()
-	if v := linearize.Check(twice, time.Minute).Verdict; v != porcupine.Illegal {
-		t.Fatalf("planted: a second append acknowledged at offset 0: verdict %s, want Illegal", v)
+	for _, pl := range []struct {
+		what  string
+		plant func(h *linearize.History)
+	}{
+		{"a read missing the first value it reads", func(h *linearize.History) { h.ReadFrom(99, start).Done(last[1:]) }},
+		{"a second append acknowledged at offset 0", func(h *linearize.History) { h.Append(99, "planted", 0).Acked() }},
+		{"a read answered trimmed at the retention point", func(h *linearize.History) { h.ReadFrom(99, start).Trimmed(start) }},
+		{"a read from 0 admitted past the retention point", func(h *linearize.History) {
+			rd := h.ReadFrom(99, 0)
+			rd.Admitted()
+			rd.Failed(errors.New("planted"))
+		}},
+	} {
+		h := hist.Clone()
+		pl.plant(h)
+		if v := linearize.Check(h, time.Minute).Verdict; v != porcupine.Illegal {
+			t.Fatalf("planted: %s (the stream starts at %d, %d values): verdict %s, want Illegal", pl.what, start, len(last), v)
+		}
 	}
-	return r
+	return res
+}
+
+// memResult is a checked history and the chunks its readers were served
+// from segments.
+type memResult struct {
+	linearize.Result
+	fromSegments int
 }
 
 var clockBackoff = clock.Backoff{Min: 2 * time.Millisecond, Max: 50 * time.Millisecond}
 
-// finalLog reads the stream "s" as a fresh consumer.
-func finalLog(ctx context.Context, store metastore.Store, buckets []objstore.Bucket) ([]string, error) {
+// finalLog reads the stream "s" as a fresh consumer, from its retention
+// point, and returns the point and the ids.
+func finalLog(ctx context.Context, store metastore.Store, buckets []objstore.Bucket) (uint64, []string, error) {
 	p, err := linearize.NewParts("planter", store, "", chain.MustZones(buckets...), clockBackoff, nil)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	return linearize.ReadStream(ctx, p.Refs, p.Reader, "s")
+	start, err := p.Refs.Start(ctx, "s")
+	if err != nil {
+		return 0, nil, err
+	}
+	ids, err := linearize.ReadFrom(ctx, p.Stream, "s", start)
+	return start, ids, err
 }

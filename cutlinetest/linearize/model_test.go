@@ -20,10 +20,39 @@ type script struct {
 	h       linearize.History
 	appends map[string]*linearize.PendingAppend
 	reads   map[string]*linearize.PendingRead
+	retains map[string]*linearize.PendingRetain
 }
 
 func newScript() *script {
-	return &script{appends: map[string]*linearize.PendingAppend{}, reads: map[string]*linearize.PendingRead{}}
+	return &script{appends: map[string]*linearize.PendingAppend{}, reads: map[string]*linearize.PendingRead{},
+		retains: map[string]*linearize.PendingRetain{}}
+}
+
+// readFrom starts a read from offset off named name by client c.
+func (s *script) readFrom(c int, name string, off uint64) *script {
+	s.reads[name] = s.h.ReadFrom(c, off)
+	return s
+}
+
+// admitted records that read name passed the retention check.
+func (s *script) admitted(name string) *script { s.reads[name].Admitted(); return s }
+
+// trimmed ends read name with a trimmed answer naming start.
+func (s *script) trimmed(name string, start uint64) *script {
+	s.reads[name].Trimmed(start)
+	return s
+}
+
+// retain starts a retain named name by client c up to offset off.
+func (s *script) retain(c int, name string, off uint64) *script {
+	s.retains[name] = s.h.Retain(c, off)
+	return s
+}
+
+func (s *script) retained(name string) *script { s.retains[name].Acked(); return s }
+func (s *script) retainLost(name string) *script {
+	s.retains[name].Unknown(errors.New("lost"))
+	return s
 }
 
 // call starts an append of v at offset off by client c.
@@ -58,6 +87,11 @@ func (s *script) verdict() porcupine.CheckResult {
 	return linearize.Check(&s.h, 10*time.Second).Verdict
 }
 
+// ab is a history where a and b were appended at offsets 0 and 1.
+func ab() *script {
+	return newScript().call(0, "a", 0).acked("a").call(0, "b", 1).acked("b")
+}
+
 // TestModel runs the model on small histories, legal and planted ones: the
 // checker must find every planted one illegal.
 func TestModel(t *testing.T) {
@@ -89,7 +123,45 @@ func TestModel(t *testing.T) {
 			call(0, "a", 0).absent("a").call(1, "b", 0).acked("b").
 			read(2, "r").saw("r", "b"), porcupine.Ok},
 
+		{"a read below the retention point is answered trimmed", ab().
+			retain(2, "p", 1).retained("p").
+			readFrom(1, "r", 0).trimmed("r", 1), porcupine.Ok},
+		{"a read from the retention point sees the rest", ab().
+			retain(2, "p", 1).retained("p").
+			readFrom(1, "r", 1).admitted("r").saw("r", "b"), porcupine.Ok},
+		{"a read concurrent with a retain may pass the old point", ab().
+			readFrom(1, "r", 0).retain(2, "p", 1).admitted("r").retained("p").saw("r", "a b"), porcupine.Ok},
+		{"a read admitted before a retain ends after it", ab().
+			readFrom(1, "r", 0).admitted("r").retain(2, "p", 2).retained("p").
+			call(0, "c", 2).acked("c").saw("r", "a b c"), porcupine.Ok},
+		{"a read concurrent with a retain may be answered trimmed", ab().
+			retain(2, "p", 1).readFrom(1, "r", 0).trimmed("r", 1).retained("p"), porcupine.Ok},
+		{"a retain of unknown outcome seen by a trimmed answer", ab().
+			retain(2, "p", 2).retainLost("p").readFrom(1, "r", 1).trimmed("r", 2), porcupine.Ok},
+		{"a retain of unknown outcome that never took effect", ab().
+			retain(2, "p", 2).retainLost("p").readFrom(1, "r", 0).admitted("r").saw("r", "a b"), porcupine.Ok},
+		{"the retention point never moves down", ab().
+			retain(2, "p", 2).retained("p").retain(2, "q", 1).retained("q").
+			readFrom(1, "r", 1).trimmed("r", 2), porcupine.Ok},
+		{"an empty read at the end of the log", ab().
+			readFrom(1, "r", 2).admitted("r").saw("r", ""), porcupine.Ok},
+
 		// Planted: none of these has a linearization.
+		{"planted: a trimmed answer at the retention point", ab().
+			retain(2, "p", 1).retained("p").readFrom(1, "r", 1).trimmed("r", 1), porcupine.Illegal},
+		{"planted: a trimmed answer with no retention point", ab().
+			readFrom(1, "r", 0).trimmed("r", 0), porcupine.Illegal},
+		{"planted: a trimmed answer naming another point", ab().
+			retain(2, "p", 1).retained("p").readFrom(1, "r", 0).trimmed("r", 2), porcupine.Illegal},
+		{"planted: a read admitted below the retention point", ab().
+			retain(2, "p", 1).retained("p").readFrom(1, "r", 0).admitted("r").saw("r", "a b"), porcupine.Illegal},
+		{"planted: the retention point moved down", ab().
+			retain(2, "p", 2).retained("p").retain(2, "q", 1).retained("q").
+			readFrom(1, "r", 1).admitted("r").saw("r", "b"), porcupine.Illegal},
+		{"planted: a retention point past the end of the log", ab().
+			retain(2, "p", 3).retained("p"), porcupine.Illegal},
+		{"planted: a read from the point misses a value", ab().
+			retain(2, "p", 1).retained("p").readFrom(1, "r", 1).admitted("r").saw("r", ""), porcupine.Illegal},
 		{"planted: a read misses an acknowledged append", newScript().
 			call(0, "a", 0).acked("a").call(0, "b", 1).acked("b").
 			read(1, "r").saw("r", "a"), porcupine.Illegal},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
@@ -30,6 +31,8 @@ type Parts struct {
 	Refs    *settle.RefIndex
 	Settler *settle.Settler
 	Reader  *chain.Reader
+	// Stream reads a stream's bytes from flights and segments alike.
+	Stream *settle.StreamReader
 }
 
 // NewParts builds a process's parts named name (its minting and fencing
@@ -51,6 +54,9 @@ func NewParts(name string, store metastore.Store, root string, zones chain.Zones
 		return nil, err
 	}
 	if p.Reader, err = chain.NewReader(p.Minter, zones, chain.ReaderOptions{Logger: logger}); err != nil {
+		return nil, err
+	}
+	if p.Stream, err = settle.NewStreamReader(p.Minter, zones, p.Refs, settle.StreamReaderOptions{Logger: logger}); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -152,10 +158,46 @@ type Options struct {
 	StepTimeout time.Duration
 	// ReadEvery is the pause of each reader between reads. Default 2ms.
 	ReadEvery time.Duration
+	// Maintenance, when its Every is set, runs a maintenance process
+	// beside the stars and the clients, as a host runs one: compaction,
+	// trim, retention and collection, concurrently with the appends and
+	// the reads. The readers then read through settle.StreamReader (from
+	// flights and segments alike), from offset 0 and, once that is below
+	// the retention point, from the point the trimmed answer names.
+	Maintenance Maintenance
 	// Logger is given to every party. Nil discards.
 	Logger *slog.Logger
 	// Logf, when set, receives the history's progress (a test's Logf).
 	Logf func(format string, args ...any)
+}
+
+// Maintenance configures the maintenance process of Options. Each round,
+// every Every, it compacts every epoch of every star that served the
+// stream (settle.Compactor, with SegmentBytes and PassSlots) and trims
+// the flights it rewrote; when Keep is set it moves the stream's
+// retention point to Keep records before the end of its coverage
+// (RefIndex.Retain, recorded in the history as a Retain) and trims the
+// flights no retained ref needs (RefIndex.Needed); then it collects the
+// segments no page names. A step that fails is left to the next round.
+type Maintenance struct {
+	Every        time.Duration
+	Keep         uint64
+	SegmentBytes int
+	PassSlots    int
+}
+
+// MaintenanceReport is what the maintenance process did.
+type MaintenanceReport struct {
+	Rounds int
+	// Pages moved onto Segments by compaction, flights Trimmed (copies
+	// deleted), Retains acknowledged, segments Collected.
+	Pages, Segments, Trimmed, Retains, Collected int
+	// Failures of a step, left to the next round, and the last one.
+	Failures int
+	Last     string
+	// ChunksFromSegments counts the chunks readers were served from
+	// segments.
+	ChunksFromSegments int
 }
 
 // Report is what Run did besides the history.
@@ -166,6 +208,8 @@ type Report struct {
 	Steps []string
 	// Elapsed is how long the history ran.
 	Elapsed time.Duration
+	// Maintenance is what the maintenance process did (zero without one).
+	Maintenance MaintenanceReport
 }
 
 // Run records one history of appends and reads on a stream: Appenders
@@ -221,6 +265,8 @@ func Run(ctx context.Context, o Options) (*History, Report, error) {
 	start := time.Now()
 	err := r.run(ctx)
 	r.report.Elapsed = time.Since(start)
+	r.report.Maintenance = r.maintained
+	r.report.Maintenance.ChunksFromSegments = int(r.fromSegs.Load())
 	return r.hist, r.report, err
 }
 
@@ -240,6 +286,10 @@ type run struct {
 	acked   atomic.Int64
 	stop    chan struct{} // closed once the appends are in
 	stopped sync.Once
+
+	stars      atomic.Int64 // stars named so far: star-1 … star-N
+	fromSegs   atomic.Int64 // chunks readers were served from segments
+	maintained MaintenanceReport
 }
 
 // host is a running star and what its clients need of it.
@@ -298,6 +348,15 @@ func (r *run) run(ctx context.Context) error {
 	for i := range r.o.Readers {
 		wg.Go(func() { r.reader(ctx, r.o.Appenders+i, readers[i]) })
 	}
+	if r.o.Maintenance.Every > 0 {
+		p, err := NewParts("maintenance", r.o.Store, r.o.Root, r.zones, r.o.Backoff, r.o.Logger)
+		if err != nil {
+			r.end()
+			wg.Wait()
+			return err
+		}
+		wg.Go(func() { r.maintain(ctx, r.o.Appenders+r.o.Readers+1, p) })
+	}
 	stepsDone := make(chan struct{})
 	go func() {
 		defer close(stepsDone)
@@ -325,13 +384,10 @@ func (r *run) run(ctx context.Context) error {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.StepTimeout)
 	defer cancel()
 	for {
-		rd := r.hist.Read(last)
-		ids, err := ReadStream(lctx, readers[r.o.Readers].Refs, readers[r.o.Readers].Reader, r.o.Stream)
+		err := r.readOnce(lctx, last, readers[r.o.Readers])
 		if err == nil {
-			rd.Done(ids)
 			break
 		}
-		rd.Failed(err)
 		if errors.Is(err, ErrInconsistent) || lctx.Err() != nil {
 			r.fail(fmt.Errorf("the last read: %w", err))
 			break
@@ -349,6 +405,7 @@ func (r *run) end() { r.stopped.Do(func() { close(r.stop) }) }
 
 func (r *run) starName() string {
 	r.report.Stars++
+	r.stars.Store(int64(r.report.Stars))
 	return fmt.Sprintf("star-%d", r.report.Stars)
 }
 
@@ -495,17 +552,175 @@ func (r *run) append(ctx context.Context, h *host, c int, value string) bool {
 
 func (r *run) reader(ctx context.Context, c int, p *Parts) {
 	for !r.done() && ctx.Err() == nil {
+		if err := r.readOnce(ctx, c, p); errors.Is(err, ErrInconsistent) {
+			r.fail(err)
+		}
+		sleep(ctx, r.o.ReadEvery)
+	}
+}
+
+// readOnce records a read of the whole stream by client c through p, and
+// returns its error (nil once a log was read). Without maintenance it
+// reads the refs and the flights (ReadStream). With it, it reads through
+// the StreamReader from offset 0 and, when answered trimmed, again from
+// the retention point the answer names, a few times (the point may move
+// on meanwhile); each read is recorded.
+func (r *run) readOnce(ctx context.Context, c int, p *Parts) error {
+	if r.o.Maintenance.Every <= 0 {
 		rd := r.hist.Read(c)
 		ids, err := ReadStream(ctx, p.Refs, p.Reader, r.o.Stream)
 		if err != nil {
 			rd.Failed(err)
-			if errors.Is(err, ErrInconsistent) {
-				r.fail(err)
-			}
-		} else {
-			rd.Done(ids)
+			return err
 		}
-		sleep(ctx, r.o.ReadEvery)
+		rd.Done(ids)
+		return nil
+	}
+	var from uint64
+	for range 4 {
+		rd := r.hist.ReadFrom(c, from)
+		ids, segs, err := readFrom(ctx, p.Stream, r.o.Stream, from, rd.Admitted)
+		r.fromSegs.Add(int64(segs))
+		if te, ok := errors.AsType[*settle.TrimmedError](err); ok {
+			rd.Trimmed(te.Start)
+			from = te.Start
+			continue
+		}
+		if err != nil {
+			rd.Failed(err)
+			return err
+		}
+		rd.Done(ids)
+		return nil
+	}
+	return fmt.Errorf("%s: answered trimmed %d times in a row", r.o.Stream, 4)
+}
+
+// maintain runs maintenance rounds every Maintenance.Every until the
+// history ends; client c records its retains.
+func (r *run) maintain(ctx context.Context, c int, p *Parts) {
+	mo := r.o.Maintenance
+	comp, err := settle.NewCompactor(p.Minter, r.zones, p.Refs, settle.CompactorOptions{
+		Identity: p.Name, SegmentBytes: mo.SegmentBytes, PassSlots: mo.PassSlots, Logger: r.o.Logger})
+	if err != nil {
+		r.fail(fmt.Errorf("maintenance: %w", err))
+		return
+	}
+	tick := time.NewTicker(mo.Every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-r.stop:
+			return
+		case <-ctx.Done():
+			return
+		}
+		r.maintainOnce(ctx, c, p, comp)
+	}
+}
+
+// maintainOnce is one maintenance round (see Maintenance).
+func (r *run) maintainOnce(ctx context.Context, c int, p *Parts, comp *settle.Compactor) {
+	m := &r.maintained
+	m.Rounds++
+	failed := func(what string, err error) {
+		m.Failures++
+		m.Last = fmt.Sprintf("%s: %v", what, err)
+	}
+	type epochOf struct {
+		star string
+		ep   uint64
+	}
+	var epochs []epochOf
+	for i := range r.stars.Load() {
+		star := fmt.Sprintf("star-%d", i+1)
+		for rec, err := range p.Minter.Epochs(ctx, star) {
+			if err != nil {
+				failed("list epochs of "+star, err)
+				break
+			}
+			epochs = append(epochs, epochOf{star, rec.Epoch})
+		}
+	}
+	for _, e := range epochs {
+		rep, err := comp.Compact(ctx, e.star, e.ep)
+		m.Pages += rep.Pages
+		m.Segments += rep.Segments
+		if err != nil {
+			failed(fmt.Sprintf("compact %s/%d", e.star, e.ep), err)
+			continue
+		}
+		tr, err := p.Settler.TrimRewritten(ctx, e.star, e.ep)
+		m.Trimmed += tr.Deleted
+		if err != nil {
+			failed(fmt.Sprintf("trim %s/%d", e.star, e.ep), err)
+		}
+	}
+	if keep := r.o.Maintenance.Keep; keep > 0 {
+		if next, err := p.Refs.Next(ctx, r.o.Stream); err != nil {
+			failed("next", err)
+		} else if next > keep {
+			r.retain(ctx, c, p, next-keep)
+		}
+		for _, e := range epochs {
+			r.trimUnneeded(ctx, p, e.star, e.ep)
+		}
+	}
+	for _, e := range epochs {
+		col, err := comp.Collect(ctx, e.star, e.ep)
+		m.Collected += col.Garbage
+		if err != nil {
+			failed(fmt.Sprintf("collect %s/%d", e.star, e.ep), err)
+		}
+	}
+}
+
+// retain moves the stream's retention point to point, recorded in the
+// history by client c.
+func (r *run) retain(ctx context.Context, c int, p *Parts, point uint64) {
+	pr := r.hist.Retain(c, point)
+	_, err := p.Refs.Retain(ctx, r.o.Stream, point)
+	switch {
+	case err == nil:
+		pr.Acked()
+		r.maintained.Retains++
+	case errors.Is(err, config.ErrInvalid):
+		pr.Absent(err) // refused before it wrote
+	default:
+		pr.Unknown(err) // the point may have moved before a page delete failed
+		r.maintained.Failures++
+		r.maintained.Last = fmt.Sprintf("retain at %d: %v", point, err)
+	}
+}
+
+// trimUnneeded trims star's epoch ep below the lowest slot a retained ref
+// still needs. The checkpoint is read first: a cover lands at or past the
+// checkpoint of its time, so no ref that Needed does not see can need a
+// slot below it.
+func (r *run) trimUnneeded(ctx context.Context, p *Parts, star string, ep uint64) {
+	rec, err := p.Minter.Get(ctx, star, ep)
+	if err != nil {
+		return
+	}
+	upTo := rec.Cursors.Checkpoint
+	slot, ok, err := p.Refs.Needed(ctx, star, ep)
+	if err != nil {
+		r.maintained.Failures++
+		r.maintained.Last = fmt.Sprintf("needed %s/%d: %v", star, ep, err)
+		return
+	}
+	if ok {
+		upTo = min(upTo, slot)
+	}
+	if upTo <= max(rec.Cursors.Trimmed, rec.Cursors.Rewritten) {
+		return
+	}
+	tr, err := p.Settler.Trim(ctx, star, ep, upTo)
+	r.maintained.Trimmed += tr.Deleted
+	if err != nil {
+		r.maintained.Failures++
+		r.maintained.Last = fmt.Sprintf("trim %s/%d to %d: %v", star, ep, upTo, err)
 	}
 }
 
