@@ -695,32 +695,13 @@ func (r *run) retain(ctx context.Context, c int, p *Parts, point uint64) {
 }
 
 // trimUnneeded trims star's epoch ep below the lowest slot a retained ref
-// still needs. The checkpoint is read first: a cover lands at or past the
-// checkpoint of its time, so no ref that Needed does not see can need a
-// slot below it.
+// still needs (Settler.TrimUnneeded).
 func (r *run) trimUnneeded(ctx context.Context, p *Parts, star string, ep uint64) {
-	rec, err := p.Minter.Get(ctx, star, ep)
-	if err != nil {
-		return
-	}
-	upTo := rec.Cursors.Checkpoint
-	slot, ok, err := p.Refs.Needed(ctx, star, ep)
-	if err != nil {
-		r.maintained.Failures++
-		r.maintained.Last = fmt.Sprintf("needed %s/%d: %v", star, ep, err)
-		return
-	}
-	if ok {
-		upTo = min(upTo, slot)
-	}
-	if upTo <= max(rec.Cursors.Trimmed, rec.Cursors.Rewritten) {
-		return
-	}
-	tr, err := p.Settler.Trim(ctx, star, ep, upTo)
+	tr, err := p.Settler.TrimUnneeded(ctx, p.Refs, star, ep)
 	r.maintained.Trimmed += tr.Deleted
 	if err != nil {
 		r.maintained.Failures++
-		r.maintained.Last = fmt.Sprintf("trim %s/%d to %d: %v", star, ep, upTo, err)
+		r.maintained.Last = fmt.Sprintf("trim %s/%d: %v", star, ep, err)
 	}
 }
 
