@@ -128,8 +128,13 @@
 //	GET /v1/streams/{stream}/records?offset=N&limit=M
 //
 // reads up to M (1 to 1000, default 100) records from offset N (default
-// 0) through the coverage index (settle.RefIndex) and a chain.Reader:
-// [{"offset": N, "data": "<base64>"}, ...]. A stream that holds no
+// 0) through the coverage index (settle.RefIndex) and a
+// settle.StreamReader, from segments and flights alike:
+// [{"offset": N, "data": "<base64>"}, ...]. An offset below the stream's
+// retention point is answered 410 Gone,
+// {"error": "...", "start": S}, and the header Cutline-Start-Offset: S,
+// where S is the stream's first offset still served: a consumer that fell
+// behind retention resumes from S. A stream that holds no
 // records (unknown, or not covered yet) is a 404; a read at or past the
 // end of one that does is 200 with an empty list, and
 // Cutline-Next-Offset says where it ends. The answer stops early, before
@@ -151,8 +156,9 @@
 // N at most (1 to 1000, default 100), in name order: {"holder": "<node
 // holding the grant>", "streams": [{"stream", "holder" (the star holding
 // its lease), "writer", "epoch", "tenure", "epoch_state", "cut" (once
-// fenced), "next", "released" (the reason of a standing clean-release
-// mark)}], "next": "<the after of the next page, when there is one>"},
+// fenced), "start" (its retention point), "next", "released" (the reason
+// of a standing clean-release mark)}], "next": "<the after of the next
+// page, when there is one>"},
 // from lease.Inspect and RefIndex.Next (the holder covers what it
 // acknowledged first, so next is where the stream ends).
 //
@@ -395,7 +401,8 @@
 //   - A broker opening a stream reads back the records past the stream's
 //     producer snapshot, one chain read each; after a crash that is up to
 //     -snapshot-every records (or -snapshot-interval's worth).
-//   - Reads are one record at a time (a Lookup and a chain read each).
+//   - Reads from flights cost an object read per record; from segments,
+//     one ranged read serves the records of 4 MiB.
 //   - The listing reads the keys of every stream from the metastore at
 //     once (metastore.Store.List has no range); its page bounds the reads
 //     of each stream's state.

@@ -103,7 +103,8 @@ type node struct {
 	fencer  *fence.Fencer
 	refs    *settle.RefIndex
 	settler *settle.Settler
-	reader  *chain.Reader
+	// chunks reads the streams, from segments and flights alike.
+	chunks *settle.StreamReader
 	// health answers the peers' pings (authhttp.RouteHealth).
 	health http.Handler
 
@@ -182,7 +183,7 @@ func newNode(cfg nodeConfig) (*node, error) {
 	if n.settler, err = settle.New(n.minter, zones, n.refs, settle.Options{Fencer: n.fencer, Logger: n.log}); err != nil {
 		return nil, err
 	}
-	if n.reader, err = chain.NewReader(n.minter, zones, chain.ReaderOptions{Clock: n.clk, Logger: n.log}); err != nil {
+	if n.chunks, err = settle.NewStreamReader(n.minter, zones, n.refs, settle.StreamReaderOptions{Logger: n.log}); err != nil {
 		return nil, err
 	}
 	return n, nil
