@@ -39,7 +39,9 @@ import (
 // grant, a successor recovers its chain (fence and settle) and is
 // granted, and the producer goes on there. The old holder comes back as
 // a zombie: its held-back PUTs land, it learns it lost its grant, and it
-// never acknowledges. At the end every record is read back: lost 0,
+// never acknowledges. An operator hands the grant to the third node, whose
+// lifecycle passes then compact and trim the stream while it is read
+// (demolifecycle.go). At the end every record is read back: lost 0,
 // duplicated 0, and cutlinetest.Check finds no violation of cutline's
 // guarantees.
 
@@ -207,6 +209,8 @@ func (d *demo) setup(ctx context.Context) error {
 			SessionTTL: cfg.sessionTTL, HeartbeatEvery: time.Second, DecisionDelay: authority.DefaultDecisionDelay,
 			OpenWait: 10 * time.Second, Poll: demoPoll, Pinger: d.pinger(name), Logger: d.log,
 			Producers: cfg.producerLimits(i), Snapshots: cfg.snapshotTiming(),
+			// The last act runs the holder's lifecycle passes (compaction).
+			Lifecycle: lifecycleConfig{Interval: -1},
 		})
 		if err != nil {
 			return err
@@ -437,7 +441,11 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.findings = append(d.findings, fmt.Sprintf("%s answered %d produces after it failed, none with an acknowledgement (by status: %s)",
 		first.name, total(ans), byStatus(ans)))
-	if err := d.handoff(ctx); err != nil {
+	holder, err := d.handoff(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.compaction(ctx, holder); err != nil {
 		return err
 	}
 	return d.verify(ctx)

@@ -18,7 +18,7 @@
 // # The demonstration
 //
 // The subcommand demo runs a takeover with a zombie writer on this
-// broker, with nothing to install, in about ten seconds:
+// broker, with nothing to install, in ten to fifteen seconds:
 //
 //	go -C examples/broker run . demo
 //
@@ -40,7 +40,13 @@
 // change of configuration), and the producer sends every record again, as
 // a client that lost its answers would: each is answered as a duplicate
 // with its first acknowledgement, or refused as too old to judge (409);
-// none is appended again. The stream is read back through the API and
+// none is appended again. Then the new holder runs its lifecycle passes
+// (see Compaction and retention) every 250 ms while a consumer reads the
+// stream whole through its API, again and again: they settle the epoch
+// the handoff left open, rewrite every flight into segments and trim
+// them, and each read must hold every acknowledged record once; the
+// zones' objects and the index's refs are counted before and after. The
+// stream is read back through the API and
 // checked against every acknowledgement, and cutlinetest.Check checks
 // cutline's six guarantees over the zones and the store. It prints the
 // timeline as it happens, taken from the nodes' logs and the grant's
