@@ -212,7 +212,7 @@
 //	cutline_broker_compaction_backlog_flights  gauge: flights below their epoch's checkpoint, neither rewritten nor trimmed
 //	cutline_broker_oldest_uncompacted_seconds  gauge: how long the oldest of them has waited at its epoch's rewritten cursor
 //	cutline_broker_lifecycle_passes_total      counter by result (ok, error)
-//	cutline_broker_lifecycle_errors_total      counter by stage (absorb, retain, list, settle, compact, trim, collect)
+//	cutline_broker_lifecycle_errors_total      counter by stage (absorb, retain, list, settle, compact, trim, collect, budget)
 //	cutline_broker_lifecycle_pass_seconds      histogram: duration of a pass
 //
 // The lifecycle's gauges are the holder's, as its last pass left them (0

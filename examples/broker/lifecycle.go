@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -190,8 +191,8 @@ func (r *passReport) did() bool {
 	return r.expired > 0 || r.pagesDropped > 0 || r.settled > 0 || r.segments > 0 || r.flightsDeleted > 0 || r.segmentsDeleted > 0
 }
 
-// startLifecycle runs the node's lifecycle passes (lifecycle.go) every
-// cfg.Interval while it holds the grant, until stopLifecycle.
+// startLifecycle runs the node's lifecycle passes every cfg.Interval
+// while it holds the grant, until stopLifecycle.
 func (n *node) startLifecycle(cfg lifecycleConfig) {
 	var ctx context.Context
 	ctx, n.lifecycleStop = context.WithCancel(context.Background())
@@ -224,20 +225,26 @@ func (n *node) runLifecycle(ctx context.Context, cfg lifecycleConfig) {
 			n.met.oldestUncompacted.Set(0)
 			continue
 		}
-		pctx, cancel := context.WithCancel(ctx)
-		t := lc.clk.AfterFunc(budget, cancel)
+		pctx, cancel := context.WithCancelCause(ctx)
+		t := lc.clk.AfterFunc(budget, func() { cancel(errPassBudget) })
 		lc.pass(pctx, n, h)
 		t.Stop()
-		cancel()
+		cancel(nil)
 		n.lcPasses.Add(1)
 	}
 }
+
+// errPassBudget ends a pass that ran out of time.
+var errPassBudget = errors.New("broker: the lifecycle pass ran out of time; the next goes on from where it stopped")
 
 // pass runs one pass, records it in the metrics and logs it in one line.
 func (lc *lifecycle) pass(ctx context.Context, n *node, h *holding) passReport {
 	start := lc.clk.Now()
 	var rep passReport
 	fail := func(stage string, err error) {
+		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errPassBudget) {
+			return // ended by the node's shutdown: not a failure
+		}
 		n.met.lifecycleErrors.WithLabelValues(stage).Inc()
 		rep.errs = append(rep.errs, fmt.Errorf("%s: %w", stage, err))
 	}
@@ -254,6 +261,9 @@ func (lc *lifecycle) pass(ctx context.Context, n *node, h *holding) passReport {
 	}
 	if held() {
 		lc.epochs(ctx, n, &rep, fail, held)
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errPassBudget) {
+		fail("budget", cause)
 	}
 	m := n.met
 	m.compactedBytes.Add(float64(rep.compacted))

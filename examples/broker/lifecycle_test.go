@@ -242,6 +242,38 @@ func TestLifecycleRetentionByAge(t *testing.T) {
 	require.Len(t, page, 2)
 }
 
+// A pass that runs out of time (its zones hang) is ended, counted as a
+// failure, and the next goes on.
+func TestLifecyclePassBudget(t *testing.T) {
+	c := newLifecycleCluster(t)
+	g := newReadGate()
+	a := c.joinWith("node-a", g.wrap(c.be.zones))
+	waitHolding(t, a.node)
+	sent := map[string]bool{}
+	for i := range 130 {
+		data := fmt.Sprintf("record %d", i)
+		code, _, e := a.api.produce("orders", []byte(data), "", 0)
+		require.Equal(t, http.StatusOK, code, e.Error)
+		sent[data] = true
+	}
+	g.shut.Store(true)
+	c.lcClock.BlockUntil(1)
+	c.lcClock.Advance(passEvery)
+	require.Eventually(t, func() bool { return g.held.Load() > 0 }, 20*time.Second, 5*time.Millisecond, "the pass reads the zones")
+	c.lcClock.BlockUntil(1) // the pass's budget
+	c.lcClock.Advance(maxPassBudget)
+	require.Eventually(t, func() bool { return a.lcPasses.Load() == 1 }, 20*time.Second, 5*time.Millisecond, "the pass gives up")
+	require.Equal(t, float64(1), a.api.metric(`cutline_broker_lifecycle_errors_total{stage="budget"}`))
+	require.Equal(t, float64(1), a.api.metric(`cutline_broker_lifecycle_passes_total{result="error"}`))
+
+	g.shut.Store(false)
+	close(g.open)
+	c.runPass(t, a)
+	require.Equal(t, float64(1), a.api.metric(`cutline_broker_lifecycle_passes_total{result="ok"}`))
+	require.Equal(t, float64(1), a.api.metric("cutline_broker_segments_written_total"))
+	checkStream(t, a.api.consume("orders"), sent)
+}
+
 // A node that does not hold the grant runs no pass, and -compact-interval
 // 0 runs none at all.
 func TestLifecycleOnlyTheHolder(t *testing.T) {

@@ -152,7 +152,7 @@ func (m *metrics) registerLifecycle() {
 		Name: "cutline_broker_lifecycle_passes_total", Help: "Lifecycle passes the holder ran, by result (ok, error: a step failed; the next pass runs it again).",
 	}, []string{"result"})
 	m.lifecycleErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cutline_broker_lifecycle_errors_total", Help: "Failed steps of lifecycle passes, by stage (absorb, retain, list, compact, trim, collect).",
+		Name: "cutline_broker_lifecycle_errors_total", Help: "Failed steps of lifecycle passes, by stage (absorb, retain, list, settle, compact, trim, collect, budget: the pass ran out of time).",
 	}, []string{"stage"})
 	m.lifecycleSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "cutline_broker_lifecycle_pass_seconds", Help: "Duration of the lifecycle passes.",
