@@ -449,10 +449,11 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
-// fail answers an error: 503 when another node holds the grant (naming
-// it) or this one cannot take the request now, 409 for a stale fencing
-// token, 429 past the quota of streams, 400 for a refused value, 500
-// otherwise. The error's text never holds a token: the library's errors
+// fail answers an error: 410 for a read below a stream's retention point
+// (saying where the stream now starts), 503 when another node holds the
+// grant (naming it) or this one cannot take the request now, 409 for a
+// stale fencing token, 429 past the quota of streams, 400 for a refused
+// value, 500 otherwise. The error's text never holds a token: the library's errors
 // never show one. A 500 says only that it happened, and names it by a
 // request id under which the broker logs its cause: the cause may name
 // keys, paths and servers that are none of the client's business.
