@@ -93,6 +93,15 @@ func TestDemo(t *testing.T) {
 	dups, old := resentCounts(t, s, 120)
 	require.Equal(t, 120, dups)
 	require.Zero(t, old)
+
+	// The last act: the holder's lifecycle passes settle the epoch the
+	// handoff left open, compact every flight below a cut into segments
+	// and trim it, while the stream is read whole, again and again.
+	timelineLine(t, s, `before compaction: zone-a \d+ flights`)
+	timelineLine(t, s, `lifecycle pass: settled 1 epoch left open; wrote \d+ segments? \(\d+ ref pages?, \d+ bytes\); trimmed \d+ flight copies; collected \d+ segments?; 0 flights wait for compaction`)
+	timelineLine(t, s, `after: zone-a 0 flights.*zone-b 0 flights.*zone-c 0 flights.*index: 120 refs, 120 of them read from segments`)
+	timelineLine(t, s, `read "orders" whole \d+ times through broker-[23]'s API while it was compacted and trimmed: each read held all 120 acknowledged records, once each`)
+	require.Regexp(t, `compaction rewrote the stream's 120 flights into \d+ segment objects and trimmed them`, s)
 }
 
 // resentCounts returns how many of the records sent again after the

@@ -251,10 +251,27 @@ func (e event) line(stream string, last **authority.State) string {
 		return fmt.Sprintf("recovered %v's chain: every epoch settled, up to %v (the controller required %v)", a("star"), a("frontier"), a("required"))
 	case "star aborted":
 		return fmt.Sprintf("its star aborted (%v): no departure, no mark", a("why"))
+	case "lifecycle pass":
+		return fmt.Sprintf("lifecycle pass: settled %s left open; wrote %s (%s, %v bytes); trimmed %s; collected %s; %s wait for compaction",
+			plural(a("settled"), "epoch"), plural(a("segments_written"), "segment"), plural(a("pages_moved"), "ref page"), a("bytes_compacted"),
+			plural(a("flights_deleted"), "flight copy"), plural(a("segments_deleted"), "segment"), plural(a("backlog_flights"), "flight"))
 	case "health link down":
 		return fmt.Sprintf("health link to %v down", a("peer"))
 	}
 	return ""
+}
+
+// plural renders a count of a noun: "1 segment", "2 segments", "3
+// flight copies".
+func plural(n any, noun string) string {
+	v := fmt.Sprint(n)
+	switch {
+	case v == "1":
+		return v + " " + noun
+	case strings.HasSuffix(noun, "y"):
+		return v + " " + strings.TrimSuffix(noun, "y") + "ies"
+	}
+	return v + " " + noun + "s"
 }
 
 // grantLine renders a durable grant change, with the grant it replaced.

@@ -5,8 +5,9 @@
 // in files worth reading in order: format.go (the payload), node.go
 // (leadership: the grant and the star), holding.go (the streams a star
 // leads), produce.go and read.go, producers.go and snapshots.go (producer
-// de-duplication and its snapshots), server.go (the HTTP API), listener.go
-// (its connection bounds), metrics.go (Prometheus), and main.go and
+// de-duplication and its snapshots), lifecycle.go (compaction, retention
+// and trim), server.go (the HTTP API), listener.go (its connection
+// bounds), metrics.go (Prometheus), and main.go and
 // flags.go (wiring and flags; with backends.go, etcd.go, zonemodes.go,
 // security.go and controller.go). The demonstration is in the files named
 // demo*.go; a broker needs none of them.
@@ -17,7 +18,7 @@
 // # The demonstration
 //
 // The subcommand demo runs a takeover with a zombie writer on this
-// broker, with nothing to install, in about ten seconds:
+// broker, with nothing to install, in ten to fifteen seconds:
 //
 //	go -C examples/broker run . demo
 //
@@ -39,7 +40,13 @@
 // change of configuration), and the producer sends every record again, as
 // a client that lost its answers would: each is answered as a duplicate
 // with its first acknowledgement, or refused as too old to judge (409);
-// none is appended again. The stream is read back through the API and
+// none is appended again. Then the new holder runs its lifecycle passes
+// (see Compaction and retention) every 250 ms while a consumer reads the
+// stream whole through its API, again and again: they settle the epoch
+// the handoff left open, rewrite every flight into segments and trim
+// them, and each read must hold every acknowledged record once; the
+// zones' objects and the index's refs are counted before and after. The
+// stream is read back through the API and
 // checked against every acknowledgement, and cutlinetest.Check checks
 // cutline's six guarantees over the zones and the store. It prints the
 // timeline as it happens, taken from the nodes' logs and the grant's
@@ -128,8 +135,13 @@
 //	GET /v1/streams/{stream}/records?offset=N&limit=M
 //
 // reads up to M (1 to 1000, default 100) records from offset N (default
-// 0) through the coverage index (settle.RefIndex) and a chain.Reader:
-// [{"offset": N, "data": "<base64>"}, ...]. A stream that holds no
+// 0) through the coverage index (settle.RefIndex) and a
+// settle.StreamReader, from segments and flights alike:
+// [{"offset": N, "data": "<base64>"}, ...]. An offset below the stream's
+// retention point (see Compaction and retention) is answered 410 Gone,
+// {"error": "...", "start": S}, and the header Cutline-Start-Offset: S,
+// where S is the stream's first offset still served: a consumer that fell
+// behind retention resumes from S. A stream that holds no
 // records (unknown, or not covered yet) is a 404; a read at or past the
 // end of one that does is 200 with an empty list, and
 // Cutline-Next-Offset says where it ends. The answer stops early, before
@@ -151,8 +163,9 @@
 // N at most (1 to 1000, default 100), in name order: {"holder": "<node
 // holding the grant>", "streams": [{"stream", "holder" (the star holding
 // its lease), "writer", "epoch", "tenure", "epoch_state", "cut" (once
-// fenced), "next", "released" (the reason of a standing clean-release
-// mark)}], "next": "<the after of the next page, when there is one>"},
+// fenced), "start" (its retention point), "next", "released" (the reason
+// of a standing clean-release mark)}], "next": "<the after of the next
+// page, when there is one>"},
 // from lease.Inspect and RefIndex.Next (the holder covers what it
 // acknowledged first, so next is where the stream ends).
 //
@@ -181,7 +194,7 @@
 //	cutline_broker_fence_seconds               histogram: fences run by the open gate and by recoveries
 //	cutline_broker_fence_rounds                histogram: their sequential round trips
 //	cutline_broker_undecided_slot_age_seconds  gauge: age of the oldest slot the fencer is blocked on (fence.Fencer.Undecided); alert on it
-//	cutline_broker_settles_total               counter by source (gate, recovery) and result (settled, already_settled)
+//	cutline_broker_settles_total               counter by source (gate, recovery, lifecycle) and result (settled, already_settled)
 //	cutline_broker_snapshot_saves_total        counter by result (saved, refused: too big, failed): producer snapshots
 //	cutline_broker_replayed_records_total      counter: records read back to rebuild producers, past their snapshot
 //	cutline_broker_gate_decisions_total        counter by decision (fresh, mark_consumed, settled_inline, settled_after_death, already_settled)
@@ -191,6 +204,20 @@
 //	cutline_broker_health_links_up             gauge: links of the current topology whose last ping completed
 //	cutline_broker_api_connections             gauge: connections the API keeps open
 //	cutline_broker_api_connections_closed_total counter by reason: closed on accept (total, per_address), or silent, to make room (evicted)
+//	cutline_broker_compacted_bytes_total       counter: bytes of records rewritten from flights into segments
+//	cutline_broker_segments_written_total      counter: segments written and referenced
+//	cutline_broker_lifecycle_deleted_objects_total counter by kind (flight: trimmed; segment: collected): object copies deleted
+//	cutline_broker_retention_expired_records_total counter by limit (age, bytes, records): records retention dropped
+//	cutline_broker_retention_ref_pages_deleted_total counter: ref pages retention deleted
+//	cutline_broker_compaction_backlog_flights  gauge: flights below their epoch's checkpoint, neither rewritten nor trimmed
+//	cutline_broker_oldest_uncompacted_seconds  gauge: how long the oldest of them has waited at its epoch's rewritten cursor
+//	cutline_broker_lifecycle_passes_total      counter by result (ok, error)
+//	cutline_broker_lifecycle_errors_total      counter by stage (absorb, retain, list, settle, compact, trim, collect, budget)
+//	cutline_broker_lifecycle_pass_seconds      histogram: duration of a pass
+//
+// The lifecycle's gauges are the holder's, as its last pass left them (0
+// on the other nodes); the retention point of each stream is in the
+// listing rather than a metric, whose series would grow with the streams.
 //
 // # Producers and snapshots
 //
@@ -235,6 +262,53 @@
 // the record's offset (what the Locator hands the index), the producer
 // and its sequence number (what a new holder rebuilds deduplication
 // from), then the data, opaque.
+//
+// # Compaction and retention
+//
+// Every flight holds one record and stays in K zones, and every ref stays
+// in the index, until something deletes them. The node holding the grant
+// runs a pass every -compact-interval (1m; 0 turns the passes off, and
+// the broker keeps everything) that, in this order:
+//
+//  1. applies each stream's retention (RefIndex.RetainPolicy): the
+//     stream's retention point moves up as far as -retention-age (a ref
+//     page, 64 records, at a time, by when its newest record joined the
+//     index), -retention-bytes (the records' bytes as stored, the newest
+//     kept) and -retention-records allow, and the ref pages wholly below
+//     it go. All three are 0 by default: nothing expires;
+//  2. settles the epochs earlier holders left open (a planned handoff
+//     leaves its holder's epoch open), but only those minted before its
+//     grant, so that a pass that outlives its grant never fences its
+//     successor's epoch: an open epoch's last ref page of each stream
+//     stays with its writer and holds back the compaction of everything
+//     after it;
+//  3. compacts every epoch below its checkpoint (settle.Compactor): each
+//     stream's records are rewritten into a segment per run of its ref
+//     pages, and the pages moved onto it; what retention dropped is not
+//     rewritten;
+//  4. trims each epoch below its rewritten cursor (TrimRewritten);
+//  5. collects the segments no ref page names any more (Collect).
+//
+// Only the holder runs passes: the epochs' cursors then have one writer,
+// and no two compactors rewrite the same flights only for one to lose
+// every compare-and-set. The library would tolerate both (segments never
+// share a key; pages and cursors move by compare-and-set; a crash leaves
+// garbage that Collect deletes), and the holder's metastore writes go
+// through its Guarded store: a node whose grant ended has its cursor
+// moves refused before it deletes anything. A pass takes at most 64
+// epochs to compact and trim, 16 to collect and 1024 streams to retain,
+// in turn across passes, and gives up after the interval (30 s at least,
+// 10 min at most), the next going on where it stopped; every step is
+// idempotent. It logs one line, "lifecycle pass" (info when it did
+// something, warn when a step failed, debug otherwise).
+//
+// Reads serve segments and flights alike, during a pass too: a flight
+// trimmed after its ref moved is read from its segment. A record below
+// its stream's retention point is gone (410 on a read); a new holder
+// rebuilding producers skips what retention dropped past the last
+// producer snapshot, so retries of those records are no longer
+// recognized, and a retry of a record the holder still remembers but
+// retention dropped gets its first acknowledgement unchecked.
 //
 // # Leadership
 //
@@ -375,7 +449,10 @@
 // descriptors left. A connection gets 5 s to send a request's headers and
 // is closed after 5 s idle.
 // -max-read-bytes, -max-reads and -max-streams bound the reads and the
-// streams (see The API).
+// streams (see The API). -compact-interval, -retention-age,
+// -retention-bytes and -retention-records time the holder's passes and
+// set every stream's retention (see Compaction and retention); retention
+// without passes is refused.
 //
 // Every flag can be given as an environment variable instead, CUTLINE_
 // and its name in upper case with '_' for '-': CUTLINE_ETCD,
@@ -395,7 +472,19 @@
 //   - A broker opening a stream reads back the records past the stream's
 //     producer snapshot, one chain read each; after a crash that is up to
 //     -snapshot-every records (or -snapshot-interval's worth).
-//   - Reads are one record at a time (a Lookup and a chain read each).
+//   - Reads from flights cost an object read per record; from segments,
+//     one ranged read serves the records of 4 MiB.
+//   - A pass lists every epoch record and every stream's keys, which grow
+//     with the grants and the streams, and reads each epoch's segments.
+//   - The holder's open epoch keeps each stream's last, unsealed ref page
+//     (up to 63 records) in flights, and with it every flight of the epoch
+//     after the oldest of them: a stream that rarely gets a record holds
+//     back the compaction and the trim of the whole epoch (a pass then
+//     reads the same 1024 flights again) until its page fills or the
+//     epoch ends (a handoff, a restart).
+//   - A zombie's PUTs that land past its epoch's cut after the epoch was
+//     settled are never deleted (nothing ever reads them).
+//   - One retention policy for every stream.
 //   - The listing reads the keys of every stream from the metastore at
 //     once (metastore.Store.List has no range); its page bounds the reads
 //     of each stream's state.

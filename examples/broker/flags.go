@@ -66,6 +66,9 @@ type settings struct {
 	// turns a trigger off).
 	producers producerLimits
 	snapshots snapshotTiming
+	// lifecycle is the holder's passes of retention, compaction, trim
+	// and collection: -compact-interval and the retention flags.
+	lifecycle lifecycleFlags
 	logJSON   bool
 	logLevel  slog.Level
 }
@@ -189,6 +192,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	fs.UintVar(&window, "producer-window", defaultProducerWindow, fmt.Sprintf("how far below its highest sequence a producer's retries are recognized, 1 to %d; older ones are refused (409)", maxProducerWindow))
 	fs.IntVar(&c.snapshots.Every, "snapshot-every", defaultSnapshotEvery, "records of a stream between saves of its producer snapshot (0: none by count)")
 	fs.DurationVar(&c.snapshots.Interval, "snapshot-interval", defaultSnapshotPeriod, "time between saves of a stream's producer snapshot when records came (0: none by time)")
+	c.lifecycle.register(fs)
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight and the streams' departures")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -327,6 +331,9 @@ func (c *settings) check(set map[string]bool) error {
 		return refuse("snapshot-interval", c.snapshots.Interval, "0 (none by time) or more")
 	}
 	if err := c.producers.validate(); err != nil {
+		return err
+	}
+	if err := c.lifecycle.check(); err != nil {
 		return err
 	}
 	return c.checkDescriptors(set)

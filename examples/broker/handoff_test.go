@@ -29,6 +29,10 @@ type cluster struct {
 	cfg *settings
 	// snapClock, when set, times the nodes' snapshot intervals.
 	snapClock clock.Clock
+	// lcClock, when set, times the nodes' lifecycle passes and stamps
+	// their index pages; lcLoops counts the nodes whose passes it times.
+	lcClock *clock.Fake
+	lcLoops int
 	// serverOpts are the options of the nodes' APIs (their Logger is
 	// the cluster's).
 	serverOpts serverOptions
@@ -86,9 +90,12 @@ func (c *cluster) joinWithStore(name string, buckets []objstore.Bucket, store me
 		},
 		SessionTTL: c.cfg.sessionTTL, HeartbeatEvery: c.cfg.heartbeat, DecisionDelay: c.cfg.decisionDelay,
 		OpenWait: c.cfg.openWait, Poll: c.cfg.poll, Producers: c.cfg.producers, Snapshots: c.snapshotTiming(),
-		MaxStreams: c.cfg.maxStreams, Logger: c.log.With("test_node", name),
+		MaxStreams: c.cfg.maxStreams, Lifecycle: c.lifecycle(), Logger: c.log.With("test_node", name),
 	})
 	require.NoError(c.t, err)
+	if c.lcClock != nil && c.lifecycle().Interval > 0 {
+		c.lcLoops++
+	}
 	n.start()
 	c.t.Cleanup(func() { require.NoError(c.t, n.shutdown(shutdownCtx(c.t))) })
 	opts := c.serverOpts
@@ -98,6 +105,14 @@ func (c *cluster) joinWithStore(name string, buckets []objstore.Bucket, store me
 	c.t.Cleanup(srv.Close)
 	require.Eventually(c.t, func() bool { return n.agent.Load() != nil }, 10*time.Second, 10*time.Millisecond, "%s never connected", name)
 	return &testNode{node: n, srv: api, api: &apiClient{t: c.t, base: srv.URL, hc: srv.Client()}, crashed: crashed, beat: beat}
+}
+
+func (c *cluster) lifecycle() lifecycleConfig {
+	lc := c.cfg.lifecycle.config()
+	if c.lcClock != nil {
+		lc.Clock = c.lcClock
+	}
+	return lc
 }
 
 func (c *cluster) snapshotTiming() snapshotTiming {

@@ -138,7 +138,7 @@ func start(ctx context.Context, cfg *settings, log *slog.Logger) (_ *process, er
 		Constants: epoch.Constants{Class: "standard", W: cfg.w, Window: cfg.window, Prefix: "streams"},
 		Dial:      dial, SessionTTL: cfg.sessionTTL, HeartbeatEvery: cfg.heartbeat, DecisionDelay: cfg.decisionDelay,
 		OpenWait: cfg.openWait, Poll: cfg.poll, Pinger: pinger, Producers: cfg.producers, Snapshots: cfg.snapshotTiming(),
-		MaxStreams: cfg.maxStreams, Logger: log,
+		MaxStreams: cfg.maxStreams, Lifecycle: cfg.lifecycle.config(), Logger: log,
 	})
 	if err != nil {
 		p.ctl.stop()

@@ -34,6 +34,17 @@ type metrics struct {
 	connsClosed    *prometheus.CounterVec
 	httpRequests   *prometheus.CounterVec
 	httpSeconds    *prometheus.HistogramVec
+	// The lifecycle's (lifecycle.go).
+	compactedBytes    prometheus.Counter
+	segmentsWritten   prometheus.Counter
+	objectsDeleted    *prometheus.CounterVec
+	refPagesDropped   prometheus.Counter
+	recordsExpired    *prometheus.CounterVec
+	lifecyclePasses   *prometheus.CounterVec
+	lifecycleErrors   *prometheus.CounterVec
+	lifecycleSeconds  prometheus.Histogram
+	backlog           prometheus.Gauge
+	oldestUncompacted prometheus.Gauge
 }
 
 // connCounter counts the API listener's connections.
@@ -96,6 +107,7 @@ func newMetrics(inflight, undecidedAge, linksUp, absorbBacklog func() float64) *
 		Name: "cutline_broker_http_request_seconds", Help: "Time to answer an API request, by route, to the end of its body.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 	}, []string{"route"})
+	m.registerLifecycle()
 	// The process's own state (goroutines, heap, GC, file descriptors,
 	// memory): what an operator looks at first when a node slows down.
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -115,6 +127,45 @@ func newMetrics(inflight, undecidedAge, linksUp, absorbBacklog func() float64) *
 			Name: "cutline_broker_health_links_up", Help: "Direct health links of the current topology whose last ping completed under its token (the holder's to every other voter, another node's to the holder).",
 		}, linksUp))
 	return m
+}
+
+// registerLifecycle registers the metrics of the lifecycle passes. The
+// gauges are the holder's, as its last pass measured them; 0 on a node
+// that does not hold the grant.
+func (m *metrics) registerLifecycle() {
+	m.compactedBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cutline_broker_compacted_bytes_total", Help: "Bytes of records rewritten from flights into segments by compaction.",
+	})
+	m.segmentsWritten = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cutline_broker_segments_written_total", Help: "Segments compaction wrote and moved ref pages onto.",
+	})
+	m.objectsDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cutline_broker_lifecycle_deleted_objects_total", Help: "Object copies the lifecycle deleted, by kind: flight (trimmed once rewritten or dropped by retention) or segment (collected once no ref page names it).",
+	}, []string{"kind"})
+	m.refPagesDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cutline_broker_retention_ref_pages_deleted_total", Help: "Ref pages retention deleted, every offset of them below their stream's retention point.",
+	})
+	m.recordsExpired = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cutline_broker_retention_expired_records_total", Help: "Records retention dropped, by the limit that moved the retention point (age, bytes, records).",
+	}, []string{"by"})
+	m.lifecyclePasses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cutline_broker_lifecycle_passes_total", Help: "Lifecycle passes the holder ran, by result (ok, error: a step failed; the next pass runs it again).",
+	}, []string{"result"})
+	m.lifecycleErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cutline_broker_lifecycle_errors_total", Help: "Failed steps of lifecycle passes, by stage (absorb, retain, list, settle, compact, trim, collect, budget: the pass ran out of time).",
+	}, []string{"stage"})
+	m.lifecycleSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "cutline_broker_lifecycle_pass_seconds", Help: "Duration of the lifecycle passes.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	})
+	m.backlog = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "cutline_broker_compaction_backlog_flights", Help: "Flights covered in the index (below their epoch's checkpoint) and neither rewritten into segments nor trimmed, as the holder's last pass left them.",
+	})
+	m.oldestUncompacted = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "cutline_broker_oldest_uncompacted_seconds", Help: "How long the holder's passes have found the oldest uncompacted flight waiting at its epoch's rewritten cursor; 0 when none waits.",
+	})
+	m.reg.MustRegister(m.compactedBytes, m.segmentsWritten, m.objectsDeleted, m.refPagesDropped, m.recordsExpired,
+		m.lifecyclePasses, m.lifecycleErrors, m.lifecycleSeconds, m.backlog, m.oldestUncompacted)
 }
 
 // gate records what the open gate decided, and the settlement it ran.

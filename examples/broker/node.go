@@ -64,8 +64,11 @@ type nodeConfig struct {
 	// MaxStreams bounds the streams a holder leads at once: a produce to
 	// one more is refused (errStreamQuota). 0 means defaultMaxStreams.
 	MaxStreams int
-	Clock      clock.Clock
-	Logger     *slog.Logger
+	// Lifecycle times the holder's passes of retention, compaction, trim
+	// and collection (lifecycle.go).
+	Lifecycle lifecycleConfig
+	Clock     clock.Clock
+	Logger    *slog.Logger
 }
 
 // Settings that are not configurable: OpenWait's interval, how many
@@ -103,7 +106,10 @@ type node struct {
 	fencer  *fence.Fencer
 	refs    *settle.RefIndex
 	settler *settle.Settler
-	reader  *chain.Reader
+	// chunks reads the streams, from segments and flights alike;
+	// compactor rewrites flights into segments (lifecycle.go).
+	chunks    *settle.StreamReader
+	compactor *settle.Compactor
 	// health answers the peers' pings (authhttp.RouteHealth).
 	health http.Handler
 
@@ -111,8 +117,10 @@ type node struct {
 	// gets a new agent (and runtime), which replaces it.
 	agent atomic.Pointer[authority.Agent]
 
-	agentStop, pollStop context.CancelFunc
-	agentDone, pollDone chan struct{}
+	agentStop, pollStop, lifecycleStop context.CancelFunc
+	agentDone, pollDone, lifecycleDone chan struct{}
+	// lcPasses counts the lifecycle passes run.
+	lcPasses atomic.Uint64
 
 	mu        sync.Mutex
 	hold      *holding // the star of the grant held; nil when none runs
@@ -142,6 +150,9 @@ func newNode(cfg nodeConfig) (*node, error) {
 	}
 	if cfg.MaxStreams < 0 {
 		return nil, refuse("max-streams", cfg.MaxStreams, "0 (the default, %d) or more", defaultMaxStreams)
+	}
+	if err := cfg.Lifecycle.validate(); err != nil {
+		return nil, err
 	}
 	n := &node{cfg: cfg, log: cfg.Logger.With("node", cfg.Name), clk: clock.Or(cfg.Clock), recovered: map[string]chain.Position{},
 		links: map[string]linkState{}, rebuilds: map[string]rebuildInfo{},
@@ -179,10 +190,15 @@ func newNode(cfg nodeConfig) (*node, error) {
 	if n.refs, err = settle.NewRefIndex(n.guard, cfg.Root, locate); err != nil {
 		return nil, err
 	}
+	n.refs.WithClock(cfg.Lifecycle.clock(n.clk)) // page times, for -retention-age
 	if n.settler, err = settle.New(n.minter, zones, n.refs, settle.Options{Fencer: n.fencer, Logger: n.log}); err != nil {
 		return nil, err
 	}
-	if n.reader, err = chain.NewReader(n.minter, zones, chain.ReaderOptions{Clock: n.clk, Logger: n.log}); err != nil {
+	if n.chunks, err = settle.NewStreamReader(n.minter, zones, n.refs, settle.StreamReaderOptions{Logger: n.log}); err != nil {
+		return nil, err
+	}
+	// The compactor's identity, in its segments' keys, is the node's.
+	if n.compactor, err = settle.NewCompactor(n.minter, zones, n.refs, settle.CompactorOptions{Identity: cfg.Name, Logger: n.log}); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -212,6 +228,9 @@ func (n *node) start() {
 			}
 		}
 	}()
+	if lc := n.cfg.Lifecycle.or(); lc.Interval > 0 {
+		n.startLifecycle(lc)
+	}
 }
 
 // connect keeps the control channel up: it dials, runs an agent over the
@@ -435,6 +454,7 @@ func (n *node) holder() (*holding, error) {
 func (n *node) shutdown(ctx context.Context) error {
 	n.pollStop()
 	<-n.pollDone
+	n.stopLifecycle()
 	n.mu.Lock()
 	n.closing = true
 	h := n.hold

@@ -52,16 +52,17 @@ func (n *node) produce(ctx context.Context, p produceReq) (ack, error) {
 // same sequence with other bytes is a client's mistake, refused with
 // errPayloadConflict, not answered as if the new bytes were in the
 // stream. The producer table keeps no payloads (its snapshots stay
-// small), so the record is read back; retries are rare.
+// small), so the record is read back; retries are rare. A record that
+// retention dropped meanwhile cannot be compared: the retry gets its
+// first acknowledgement.
 func (n *node) samePayload(ctx context.Context, h *holding, p produceReq, off uint64) error {
 	if err := h.star.Absorb(ctx); err != nil {
 		return err
 	}
-	ref, err := n.refs.Lookup(ctx, p.stream, off)
-	if err != nil {
-		return err
+	rec, _, err := n.readRecord(ctx, p.stream, off)
+	if errors.Is(err, settle.ErrTrimmed) {
+		return nil
 	}
-	rec, err := n.readRef(ctx, p.stream, ref)
 	if err != nil {
 		return err
 	}

@@ -139,6 +139,13 @@ func (pt *producerTable) raise(e *producerEntry, low uint64) {
 	e.low = low
 }
 
+// skip moves next up to off without applying the records below it:
+// records retention dropped before they could be replayed. What the table
+// keeps of its producers stays; their records in the gap are unknown.
+func (pt *producerTable) skip(off uint64) {
+	pt.next = max(pt.next, off)
+}
+
 // len returns how many producers and acknowledgements the table keeps.
 func (pt *producerTable) len() (producers, acks int) {
 	for el := pt.lru.Front(); el != nil; el = el.Next() {

@@ -3,35 +3,55 @@ package main
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/authority"
+	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/settle"
 )
 
-// readRef reads the record a ref names, and checks it is the one the ref
-// says.
-func (n *node) readRef(ctx context.Context, stream string, ref settle.Ref) (record, error) {
-	if ref.Count != 1 {
-		return record{}, fmt.Errorf("ref %s/%d covers %d records; this broker writes one per flight", stream, ref.Offset, ref.Count)
+// records returns a pull over stream's records from offset from on, to
+// the end of its coverage, from segments and flights alike
+// (settle.StreamReader): next yields the records in offset order, each
+// checked against the ref that named it, and the ref; stop ends the
+// pull. Below the stream's retention point, next fails with a
+// *settle.TrimmedError.
+func (n *node) records(ctx context.Context, stream string, from uint64) (next func() (record, settle.Ref, error), stop func()) {
+	pull, stop := iter.Pull2(n.chunks.Read(ctx, stream, from))
+	next = func() (record, settle.Ref, error) {
+		c, err, ok := pull()
+		switch {
+		case !ok:
+			return record{}, settle.Ref{}, fmt.Errorf("stream %s: its coverage ended: %w", stream, metastore.ErrNotFound)
+		case err != nil:
+			return record{}, settle.Ref{}, err
+		case c.Count != 1:
+			return record{}, settle.Ref{}, fmt.Errorf("ref %s/%d covers %d records; this broker writes one per flight", stream, c.Offset, c.Count)
+		}
+		r, err := decodeRecord(c.Data)
+		if err != nil {
+			return record{}, settle.Ref{}, err
+		}
+		if r.Stream != stream || r.Offset != c.Offset {
+			return record{}, settle.Ref{}, fmt.Errorf("the ref at %s/%d (%s/%v) holds %s offset %d", stream, c.Offset, c.Star, c.Position(), r.Stream, r.Offset)
+		}
+		return r, c.Ref, nil
 	}
-	payload, err := n.reader.Read(ctx, ref.Star, ref.Position())
-	if err != nil {
-		return record{}, err
+	return next, stop
+}
+
+// readRecord reads the record at offset off of stream, and its ref.
+func (n *node) readRecord(ctx context.Context, stream string, off uint64) (record, settle.Ref, error) {
+	next, stop := n.records(ctx, stream, off)
+	defer stop()
+	r, ref, err := next()
+	if err == nil && r.Offset != off {
+		err = fmt.Errorf("read %s/%d: got offset %d", stream, off, r.Offset)
 	}
-	if ref.End > uint64(len(payload)) || ref.Start > ref.End {
-		return record{}, fmt.Errorf("ref %s/%d: bytes [%d, %d) of a %d-byte flight", stream, ref.Offset, ref.Start, ref.End, len(payload))
-	}
-	r, err := decodeRecord(payload[ref.Start:ref.End])
-	if err != nil {
-		return record{}, err
-	}
-	if r.Stream != stream || r.Offset != ref.Offset {
-		return record{}, fmt.Errorf("the flight at %s/%v holds %s offset %d, not %s offset %d", ref.Star, ref.Position(), r.Stream, r.Offset, stream, ref.Offset)
-	}
-	return r, nil
+	return r, ref, err
 }
 
 // consumed is one record read back.
@@ -40,12 +60,14 @@ type consumed struct {
 	Data   []byte `json:"data"`
 }
 
-// planRead returns the refs of the records a read of stream answers with:
-// up to limit, from offset from on, as many as fit in maxBytes of answer
-// (one at least), and where the stream's coverage ends. A node that holds
-// the stream absorbs first, so that what it acknowledged is readable.
-// What each record takes is known from its ref before it is read.
-func (n *node) planRead(ctx context.Context, stream string, from uint64, limit int, maxBytes int64) ([]settle.Ref, uint64, error) {
+// planRead returns the extents of the records a read of stream answers
+// with: up to limit, from offset from on, as many as fit in maxBytes of
+// answer (one at least), and where the stream's coverage ends. A node
+// that holds the stream absorbs first, so that what it acknowledged is
+// readable. What each record takes is known from its ref before it is
+// read. An offset below the stream's retention point is a
+// *settle.TrimmedError.
+func (n *node) planRead(ctx context.Context, stream string, from uint64, limit int, maxBytes int64) ([]settle.Extent, uint64, error) {
 	h := n.current()
 	if h != nil {
 		if _, err := h.star.Next(stream); err == nil {
@@ -55,27 +77,30 @@ func (n *node) planRead(ctx context.Context, stream string, from uint64, limit i
 		}
 	}
 	next, err := n.refs.Next(ctx, stream)
-	if err != nil {
-		return nil, 0, err
+	if err != nil || from >= next {
+		// At or past the end, which the retention point never passes.
+		return nil, next, err
 	}
-	var refs []settle.Ref
+	var out []settle.Extent
 	used := int64(0)
-	for off := from; off < next && len(refs) < limit; off++ {
-		ref, err := n.refs.Lookup(ctx, stream, off)
+	for e, err := range n.refs.Extents(ctx, stream, from) {
 		if err != nil {
 			return nil, 0, err
 		}
-		if ref.End < ref.Start {
-			return nil, 0, fmt.Errorf("ref %s/%d: bytes [%d, %d)", stream, off, ref.Start, ref.End)
+		if e.End < e.Start {
+			return nil, 0, fmt.Errorf("ref %s/%d: bytes [%d, %d)", stream, e.Offset, e.Start, e.End)
 		}
-		size := answerBytes(ref.End - ref.Start)
-		if len(refs) > 0 && used+size > maxBytes {
+		size := answerBytes(e.End - e.Start)
+		if len(out) > 0 && used+size > maxBytes {
 			break
 		}
 		used += size
-		refs = append(refs, ref)
+		out = append(out, e)
+		if len(out) == limit || e.Offset+e.Count >= next {
+			break
+		}
 	}
-	return refs, next, nil
+	return out, next, nil
 }
 
 // streamInfo describes one stream for the listing.
@@ -90,8 +115,10 @@ type streamInfo struct {
 	Tenure     uint64  `json:"tenure,omitempty"`
 	EpochState string  `json:"epoch_state,omitempty"`
 	Cut        *uint64 `json:"cut,omitempty"`
-	// Next is the stream's first offset not covered.
-	Next uint64 `json:"next"`
+	// Start is the stream's retention point, its first offset still
+	// served; Next its first offset not covered.
+	Start uint64 `json:"start"`
+	Next  uint64 `json:"next"`
 	// Released is the reason of a standing clean-release mark.
 	Released string `json:"released,omitempty"`
 }
@@ -101,20 +128,10 @@ type streamInfo struct {
 // follow. The metastore lists the keys of every stream at once; the page
 // bounds the reads of each stream's state.
 func (n *node) streams(ctx context.Context, after string, limit int) ([]streamInfo, bool, error) {
-	prefix := n.cfg.Root + "streams/"
-	kvs, _, err := n.cfg.Store.List(ctx, prefix)
+	ids, err := n.streamIDs(ctx, after)
 	if err != nil {
 		return nil, false, err
 	}
-	var ids []string
-	for _, kv := range kvs {
-		// The keys of one stream are contiguous in key order.
-		id, leaf, ok := strings.Cut(kv.Key[len(prefix):], "/")
-		if ok && leaf != "" && id > after && (len(ids) == 0 || ids[len(ids)-1] != id) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
 	more := len(ids) > limit
 	ids = ids[:min(limit, len(ids))]
 	out := []streamInfo{}
@@ -126,6 +143,26 @@ func (n *node) streams(ctx context.Context, after string, limit int) ([]streamIn
 		out = append(out, info)
 	}
 	return out, more, nil
+}
+
+// streamIDs lists the streams ever opened under the root whose names
+// follow after, in name order, from one listing of their keys.
+func (n *node) streamIDs(ctx context.Context, after string) ([]string, error) {
+	prefix := n.cfg.Root + "streams/"
+	kvs, _, err := n.cfg.Store.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, kv := range kvs {
+		// The keys of one stream are contiguous in key order.
+		id, leaf, ok := strings.Cut(kv.Key[len(prefix):], "/")
+		if ok && leaf != "" && id > after && (len(ids) == 0 || ids[len(ids)-1] != id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // streamInfo reads one stream's state for the listing.
@@ -149,6 +186,9 @@ func (n *node) streamInfo(ctx context.Context, id string) (streamInfo, error) {
 	}
 	if st.Mark != nil {
 		info.Released = string(st.Mark.Reason)
+	}
+	if info.Start, err = n.refs.Start(ctx, id); err != nil {
+		return streamInfo{}, err
 	}
 	if info.Next, err = n.refs.Next(ctx, id); err != nil {
 		return streamInfo{}, err

@@ -27,6 +27,7 @@ import (
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/lease/authority/authhttp"
 	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/settle"
 )
 
 // The API's headers.
@@ -36,6 +37,7 @@ const (
 	headerToken     = "Cutline-Fencing-Token"
 	headerNext      = "Cutline-Next-Offset"
 	headerContinue  = "Cutline-Continue-Offset"
+	headerStart     = "Cutline-Start-Offset"
 	headerRequestID = "Cutline-Request-Id"
 )
 
@@ -217,6 +219,9 @@ type errorBody struct {
 	Holder string `json:"holder,omitempty"`
 	// RequestID names a 500 in the broker's log, which holds its cause.
 	RequestID string `json:"request_id,omitempty"`
+	// Start is where a stream now starts, for a read below its retention
+	// point (410).
+	Start *uint64 `json:"start,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -319,10 +324,16 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var first record
+	readNext, stop := s.n.records(r.Context(), name, from)
+	defer stop()
 	if len(refs) > 0 {
 		// The first record is read before the answer starts: what fails
-		// there still gets its status.
-		if first, err = s.n.readRef(r.Context(), name, refs[0]); err != nil {
+		// there (a retention point that passed it meanwhile) still gets
+		// its status.
+		if first, _, err = readNext(); err == nil && first.Offset != refs[0].Offset {
+			err = fmt.Errorf("read %s: offset %d where the plan had %d", name, first.Offset, refs[0].Offset)
+		}
+		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -336,7 +347,10 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) {
 	for i, ref := range refs {
 		rec := first
 		if i > 0 {
-			if rec, err = s.n.readRef(r.Context(), name, ref); err != nil {
+			if rec, _, err = readNext(); err == nil && rec.Offset != ref.Offset {
+				err = fmt.Errorf("read %s: offset %d where the plan had %d", name, rec.Offset, ref.Offset)
+			}
+			if err != nil {
 				// The answer has begun: all that is left is to cut it, so
 				// that the client sees a failed read, not a short one.
 				if r.Context().Err() == nil {
@@ -435,14 +449,20 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
-// fail answers an error: 503 when another node holds the grant (naming
-// it) or this one cannot take the request now, 409 for a stale fencing
-// token, 429 past the quota of streams, 400 for a refused value, 500
-// otherwise. The error's text never holds a token: the library's errors
+// fail answers an error: 410 for a read below a stream's retention point
+// (saying where the stream now starts), 503 when another node holds the
+// grant (naming it) or this one cannot take the request now, 409 for a
+// stale fencing token, 429 past the quota of streams, 400 for a refused
+// value, 500 otherwise. The error's text never holds a token: the library's errors
 // never show one. A 500 says only that it happened, and names it by a
 // request id under which the broker logs its cause: the cause may name
 // keys, paths and servers that are none of the client's business.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if te, ok := errors.AsType[*settle.TrimmedError](err); ok {
+		w.Header().Set(headerStart, strconv.FormatUint(te.Start, 10))
+		writeJSON(w, http.StatusGone, errorBody{Error: fmt.Sprintf("offset %d of stream %q is below its retention point: its records are gone; the stream now starts at %d", te.Offset, te.Stream, te.Start), Start: &te.Start})
+		return
+	}
 	switch {
 	case errors.Is(err, authority.ErrNotAdmitted), errors.Is(err, authority.ErrStaleToken):
 		w.Header().Set("Retry-After", "1")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/lease"
+	"github.com/cutline/cutline/settle"
 )
 
 // producerLimits bounds a stream's producer table (producerTable).
@@ -141,6 +142,9 @@ func (h *holding) rebuild(ctx context.Context, name string, next uint64) (*produ
 
 // replay reads the stream's records from table.next up to next through
 // the RefIndex, readAhead at a time, and applies them in offset order.
+// Records below the stream's retention point are gone: the table skips
+// them, and their producers' retries are no longer recognized (a
+// snapshot saved past the retention point keeps them).
 func (n *node) replay(ctx context.Context, stream string, table *producerTable, next uint64) error {
 	type rec struct {
 		producer string
@@ -155,11 +159,7 @@ func (n *node) replay(ctx context.Context, stream string, table *producerTable, 
 		for i := range recs {
 			off := from + uint64(i)
 			g.Go(func() error {
-				ref, err := n.refs.Lookup(gctx, stream, off)
-				if err != nil {
-					return err
-				}
-				r, err := n.readRef(gctx, stream, ref)
+				r, ref, err := n.readRecord(gctx, stream, off)
 				if err != nil {
 					return err
 				}
@@ -167,7 +167,14 @@ func (n *node) replay(ctx context.Context, stream string, table *producerTable, 
 				return nil
 			})
 		}
-		if err := g.Wait(); err != nil {
+		err := g.Wait()
+		if te, ok := errors.AsType[*settle.TrimmedError](err); ok && te.Start > table.next {
+			n.log.Warn("records below the retention point cannot be replayed: their producers' retries are no longer recognized",
+				"stream", stream, "from", table.next, "start", te.Start)
+			table.skip(min(te.Start, next))
+			continue
+		}
+		if err != nil {
 			return err
 		}
 		for _, r := range recs {
