@@ -39,10 +39,12 @@ type CompactorOptions struct {
 	// MaxPassSlots.
 	PassSlots int
 	// MaxParallel bounds the object and metastore requests in flight.
-	// Default 64, a writer's default window: each stream's segment costs
-	// K creates and K read-backs, so fewer would leave the compactor
-	// behind the appends it follows. At most MaxParallelLimit; memory is
-	// bounded by PassBytes, not by this.
+	// Default 192: as many as a writer of K=3 zones keeps in flight with
+	// its default window of 64. Each stream's segment costs K creates and
+	// K read-backs, so with fewer a compactor of many streams falls behind
+	// the appends it follows. At most MaxParallelLimit. It does not bound
+	// memory: a pass holds PassBytes of flights, plus at most
+	// chain.DefaultReadAhead flights read ahead.
 	MaxParallel int
 	// Logger receives progress (debug) and garbage left behind (warn).
 	// Nil discards.
@@ -92,7 +94,7 @@ func NewCompactor(m *epoch.Minter, zones chain.Zones, x *RefIndex, opts Compacto
 		{"SegmentBytes", &opts.SegmentBytes, 16 << 20, MaxSegmentBytes},
 		{"PassBytes", &opts.PassBytes, 64 << 20, MaxPassBytes},
 		{"PassSlots", &opts.PassSlots, 1024, MaxPassSlots},
-		{"MaxParallel", &opts.MaxParallel, 64, MaxParallelLimit},
+		{"MaxParallel", &opts.MaxParallel, 192, MaxParallelLimit},
 	} {
 		if *b.v < 0 || *b.v > b.max {
 			return nil, &config.Error{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
@@ -104,7 +106,7 @@ func NewCompactor(m *epoch.Minter, zones chain.Zones, x *RefIndex, opts Compacto
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	r, err := chain.NewReader(m, zones, chain.ReaderOptions{Logger: opts.Logger, ReadAhead: min(opts.MaxParallel, chain.MaxReadAhead)})
+	r, err := chain.NewReader(m, zones, chain.ReaderOptions{Logger: opts.Logger, ReadAhead: min(opts.MaxParallel, chain.DefaultReadAhead)})
 	if err != nil {
 		return nil, err
 	}
