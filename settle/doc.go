@@ -169,11 +169,16 @@
 // asking for those slots (chain.Reader skips them; reading one is
 // chain.ErrTrimmed) before any object goes. Objects are found by listing,
 // so leftovers of an interrupted trim, or of a bucket that was unreachable
-// (TrimReport.Left), are deleted by the next Trim of the epoch.
+// (TrimReport.Left), are deleted by the next Trim of the epoch. In a
+// settled epoch Trim also deletes the flights a stale writer managed to
+// land past the cut after settlement swept there (TrimReport.Late), so
+// that a zombie's late creates do not stay for ever.
 //
 // Trim deletes data that refs may still point at: trim only what the host
 // no longer serves (retention) or has rewritten elsewhere (the epoch's
-// rewritten cursor), and drop or move those refs first.
+// rewritten cursor), and drop or move those refs first. TrimRewritten
+// trims up to the rewritten cursor; TrimUnneeded up to the lowest slot a
+// retained ref still needs (RefIndex.Needed).
 //
 // # Compaction
 //

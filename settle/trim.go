@@ -18,6 +18,10 @@ type TrimReport struct {
 	Trimmed uint64 // the trimmed cursor after the call
 	Deleted int    // objects deleted
 	Left    int    // objects an unreachable bucket kept; a later Trim deletes them
+	// Late counts the flights, among Deleted, found past the cut of a
+	// settled epoch: a stale writer's creates that landed after
+	// settlement deleted the garbage past the cut.
+	Late int
 }
 
 // Trim deletes the slot objects of an epoch below upTo and advances its
@@ -25,6 +29,10 @@ type TrimReport struct {
 // are trimmed, and the cut slot's poison always stands. The cursor moves
 // first, so readers stop asking for those slots before any object goes; a
 // crash in between leaves objects that the next Trim of the epoch deletes.
+// In a settled epoch it also deletes the flights found past the cut
+// (TrimReport.Late): a stale writer's creates that landed after
+// settlement swept there; one list request per bucket when there are
+// none.
 func (s *Settler) Trim(ctx context.Context, star string, ep, upTo uint64) (TrimReport, error) {
 	rep := TrimReport{Star: star, Epoch: ep}
 	rec, err := s.minter.Get(ctx, star, ep)
@@ -57,6 +65,14 @@ func (s *Settler) Trim(ctx context.Context, star string, ep, upTo uint64) (TrimR
 		go func() {
 			defer wg.Done()
 			deleted, left, err := s.trimBucket(ctx, b, keys, prefix, star, ep, rec.Cursors.Trimmed)
+			if err == nil && rec.State == epoch.StateSettled {
+				var late int
+				late, err = s.sweepLate(ctx, b, keys, prefix, star, ep, rec.Cut)
+				deleted += late
+				mu.Lock()
+				rep.Late += late
+				mu.Unlock()
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			rep.Deleted += deleted
@@ -75,6 +91,32 @@ func (s *Settler) Trim(ctx context.Context, star string, ep, upTo uint64) (TrimR
 		return rep, fmt.Errorf("trim %s/%d: %w", star, ep, firstErr)
 	}
 	return rep, nil
+}
+
+// sweepLate deletes the flights past the cut of a settled epoch in one
+// bucket: creates of the epoch's stale writer that landed after
+// settlement swept there. No reader asks for them (nothing past the cut
+// is served). It lists from past the cut only, so that a bucket with
+// nothing there costs one list request, and it reads each object's
+// header first: poison and objects that are not the epoch's flights stay.
+func (s *Settler) sweepLate(ctx context.Context, b objstore.Bucket, keys wire.Keys, prefix, star string, ep, cut uint64) (deleted int, err error) {
+	for o, err := range objstore.AllAfter(ctx, b, prefix, keys.Slot(star, ep, cut)) {
+		if err != nil {
+			return deleted, err
+		}
+		n, ok := keys.ParseSlot(star, ep, o.Key)
+		if !ok || n <= cut {
+			continue
+		}
+		obs := wire.ObserveHeader(ctx, b, wire.Addr{Keys: keys, Star: star, Epoch: ep, Slot: n})
+		if obs.State != wire.SlotFlight {
+			continue
+		}
+		if err := b.Delete(ctx, o.Key); err == nil {
+			deleted++
+		}
+	}
+	return deleted, nil
 }
 
 // trimBucket deletes the epoch's objects below upTo in one bucket, by

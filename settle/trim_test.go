@@ -180,3 +180,35 @@ func TestTrimUnneeded(t *testing.T) {
 	var cerr *config.Error
 	require.ErrorAs(t, err, &cerr)
 }
+
+// A stale writer's flight landing past the cut after settlement swept
+// there is deleted by the next Trim of the settled epoch; poison past the
+// cut and the cut's own poison stay.
+func TestTrimSweepsLateFlights(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("host", partyOpts{})
+	l := layDeadEpoch(t, e, p)
+	_, err := p.settler.Settle(ctx, starA, l.ep)
+	require.NoError(t, err)
+	rec, err := p.minter.Get(ctx, starA, l.ep)
+	require.NoError(t, err)
+
+	e.putFlight(0, starA, l.ep, l.cut+2, []byte("late"))
+	e.putFlight(2, starA, l.ep, l.cut+2, []byte("late"))
+	e.putFlight(1, starA, l.ep, l.cut+40, []byte("later"))
+	e.putPoison(0, starA, l.ep, l.cut+7)
+	rep, err := p.settler.Trim(ctx, starA, l.ep, 0)
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.Late)
+	require.Equal(t, 3, rep.Deleted)
+	require.Equal(t, "E E E", e.State(rec, l.cut+2))
+	require.Equal(t, "E E E", e.State(rec, l.cut+40))
+	require.Equal(t, "P E E", e.State(rec, l.cut+7), "poison past the cut is not a flight")
+	require.Equal(t, "P P E", e.State(rec, l.cut), "the cut's poison stands")
+	p.e.on(t).VerifyEpoch(starA, l.ep, nil)
+
+	again, err := p.settler.Trim(ctx, starA, l.ep, 0)
+	require.NoError(t, err)
+	require.Zero(t, again.Late+again.Deleted)
+}
