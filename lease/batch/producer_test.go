@@ -590,6 +590,18 @@ func TestSessionLostTakeover(t *testing.T) {
 	if ten.Next != next {
 		t.Fatalf("the successor continues at %d, want %d", ten.Next, next)
 	}
+	// The lost star's fenced epochs as they lie in the zones: each
+	// published cut a dead slot, every slot below it committed. (A star
+	// that saw its session end in time leaves its epoch released, not
+	// fenced.)
+	for rec, err := range w.reader.Minter.Epochs(bounded(t), starName) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Fenced() {
+			w.env.VerifyEpoch(starName, rec.Epoch, nil)
+		}
+	}
 	q, err := batch.New(succ, batch.Options{})
 	if err != nil {
 		t.Fatal(err)
