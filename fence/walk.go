@@ -117,8 +117,8 @@ func (w *walk) slot(n uint64) wire.Addr {
 }
 
 // observe reads slots in every bucket, all in parallel: one round trip.
-// With whole, each flight counts only once read whole and verified (see
-// classify), and only its digest is kept; otherwise only its header is
+// With whole, a flight counts only once read whole and verified (see
+// moreWhole), and only its digest is kept; otherwise only its header is
 // probed.
 //
 // Read whole, a slot costs about W copies, not K: the walk reads the
