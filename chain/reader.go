@@ -219,6 +219,15 @@ func (r *Reader) ordered(ctx context.Context, from, end, limit uint64,
 // item is an error (ErrNotCommitted, ErrTrimmed). A slot that no bucket
 // serves is a *DataUnavailableError, which ends the iteration.
 func (r *Reader) Range(ctx context.Context, rec *epoch.Record, from, to uint64) iter.Seq2[Flight, error] {
+	return r.RangeHaving(ctx, rec, from, to, nil)
+}
+
+// RangeHaving is Range for a caller that holds some of the flights
+// already, read whole and verified (the copies a fence kept, say): have
+// returns the payload of a slot the caller holds, which is yielded as it
+// is, without a read. have is called at most once per slot, from several
+// goroutines at once; nil holds nothing.
+func (r *Reader) RangeHaving(ctx context.Context, rec *epoch.Record, from, to uint64, have func(slot uint64) ([]byte, bool)) iter.Seq2[Flight, error] {
 	return func(yield func(Flight, error) bool) {
 		switch {
 		case !rec.Fenced():
@@ -237,6 +246,11 @@ func (r *Reader) Range(ctx context.Context, rec *epoch.Record, from, to uint64) 
 			return
 		}
 		r.ordered(ctx, from, to, uint64(r.ahead), func(ctx context.Context, s uint64) ([]byte, bool, error) {
+			if have != nil {
+				if p, ok := have(s); ok {
+					return p, true, nil
+				}
+			}
 			p, err := r.readFlight(ctx, rec, buckets, s)
 			return p, true, err
 		}, func(s uint64, p []byte, err error) bool {

@@ -3,6 +3,7 @@ package chain_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -16,8 +17,9 @@ import (
 )
 
 // TestReaderRange: Range yields exactly [from, to) of a fenced epoch, in
-// order, with ReadAhead reads in flight from the first, and refuses a
-// range it cannot serve before reading anything.
+// order, with ReadAhead reads in flight from the first, RangeHaving reads
+// none of the slots the caller holds, and both refuse a range they cannot
+// serve before reading anything.
 func TestReaderRange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 3, func(i int, b objstore.Bucket) objstore.Bucket { return b })
@@ -60,6 +62,30 @@ func TestReaderRange(t *testing.T) {
 		}
 		requireFlights(t, got, want...)
 		require.Equal(t, 30, gets(), "one whole read per flight, none past the range")
+
+		// RangeHaving yields the slots the caller holds as they are,
+		// without reading them, asking for each once.
+		held := map[uint64][]byte{7: []byte("held 7"), 8: []byte("held 8"), 20: []byte("held 20")}
+		asked := map[uint64]int{}
+		var mu sync.Mutex
+		got = got[:0]
+		for f, err := range r.RangeHaving(ctx, rec, 5, 35, func(s uint64) ([]byte, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked[s]++
+			p, ok := held[s]
+			return p, ok
+		}) {
+			require.NoError(t, err)
+			got = append(got, f)
+		}
+		for _, s := range []uint64{7, 8, 20} {
+			want[s-5] = chain.Flight{Position: chain.Position{Epoch: rec.Epoch, Slot: s}, Payload: held[s]}
+			require.Equal(t, 1, asked[s], "slot %d", s)
+		}
+		require.Len(t, asked, 30, "every slot asked for once")
+		requireFlights(t, got, want...)
+		require.Equal(t, 27, gets(), "no read of a held slot")
 
 		// An early stop reads at most ReadAhead past what it took.
 		for range r.Range(ctx, rec, 0, 40) {

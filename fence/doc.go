@@ -30,11 +30,10 @@
 // # The walk
 //
 // A fence reads every slot it decides in all K buckets, in order, and
-// classifies it from the K answers. It reads each copy whole and verifies
-// its checksum: only byte-identical copies that verify count toward W (a
-// copy whose header is intact but whose body is corrupt is foreign, never
-// counted and never copied), and two different flights in one slot are a
-// conflict, never committed:
+// classifies it from the K answers. Only byte-identical copies read whole
+// whose checksum verifies count toward W (a copy whose header is intact
+// but whose body is corrupt is foreign, never counted and never copied),
+// and two different flights in one slot are a conflict, never committed:
 //
 //   - committed: the same flight is in at least W buckets. Advance.
 //   - repair: a flight is in some bucket but fewer than W, and some bucket
@@ -59,12 +58,33 @@
 //     publishes nothing: an operator must look.
 //
 // Reading whole costs bytes, not requests: a whole read is one GET, as a
-// header probe is. The walk decides at most about 2·window+Span slots, so a
-// takeover reads that many flights K times. It keeps a digest of each, not
-// the bytes, except one verified copy of a slot that needs a repair, so
-// that the repair need not read it again: it holds at most about
-// 3·MaxParallel objects at once (MaxParallel being read, one per slot
-// whose reads are in flight, and at most MaxParallel kept for repairs).
+// header probe is. Still, the walk reads a copy whole only where a
+// decision needs it. It reads each slot whole in W buckets (from a
+// slot-dependent one on) and at most 256 KiB of it in the others, which
+// reads a small object whole and of a larger flight only its header. A
+// flight only probed never counts: while fewer than W verified identical
+// copies agree, the slot's probed flights are read whole too, one at a
+// time (a round trip more for that slot); once W agree, a probed copy with
+// their header is left unread (the slot is committed whatever it holds),
+// and one with another header is read, to tell a second writer's flight
+// from a corrupt copy. So a slot whose flight landed in every bucket costs
+// W whole reads and one round trip, and a large flight's size is read W
+// times, not K.
+//
+// The walk decides at most about 2·window+Span slots. It keeps a digest
+// of each copy, not the bytes, except one verified copy of a slot that
+// needs a repair, so that the repair need not read it again: it holds at
+// most about 3·MaxParallel objects at once (MaxParallel being read, one
+// per slot whose reads are in flight, and at most MaxParallel kept for
+// repairs), besides what it keeps for its caller.
+//
+// A caller that reads the flights below the cut next, as settlement's
+// coverage does, fences with FenceKeep: the walk hands its Kept the
+// payload of each committed flight it read whole and verified (or
+// completed by a repair), up to the Kept's budget of bytes and the
+// largest flights first, and the caller takes them (Kept.Take) instead
+// of reading them again. Settling an epoch then reads its largest flight
+// whole W times in all.
 //
 // The walk does not start at slot 0. First the fencer estimates where the
 // chain ends: from the epoch's checkpoint it probes slots at growing

@@ -113,14 +113,32 @@ func (e *env) slot(s uint64) wire.Addr {
 	return wire.Addr{Keys: e.keys, Star: star, Epoch: e.rec.Epoch, Slot: s}
 }
 
+// largePayload is slot's payload of a flight larger than wholeLimit.
+func largePayload(slot uint64) []byte {
+	p := make([]byte, wholeLimit+4096)
+	copy(p, payload(slot))
+	return p
+}
+
 // put places an object in bucket b at slot: 'F' flight, 'P' poison, 'X'
 // a foreign (corrupt) object, 'M' a misplaced flight (claims another slot),
 // 'C' the flight with an intact header and a corrupt body, 'Y' another
-// well-formed flight for the slot (a second writer's).
+// well-formed flight for the slot (a second writer's); 'f', 'c' and 'y'
+// are 'F', 'C' and 'Y' with a payload larger than wholeLimit
+// (largePayload; 'y' the same length as 'f').
 func (e *env) put(slot uint64, b int, kind byte) {
 	e.t.Helper()
 	var data []byte
 	switch kind {
+	case 'f', 'c', 'y':
+		p := largePayload(slot)
+		if kind == 'y' {
+			p[len(p)-1] = 'y'
+		}
+		data = wire.EncodeFlight(star, e.rec.Epoch, slot, p)
+		if kind == 'c' {
+			data[len(data)-1] ^= 0xff
+		}
 	case 'F':
 		data = wire.EncodeFlight(star, e.rec.Epoch, slot, payload(slot))
 	case 'P':

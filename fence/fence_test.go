@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
@@ -490,8 +491,9 @@ type dueTimer chan time.Time
 func (t dueTimer) C() <-chan time.Time { return t }
 func (t dueTimer) Stop() bool          { return false }
 
-// gateBucket holds every whole read until open is closed, after telling
-// held once, so that a test can run another party while a fencer waits.
+// gateBucket holds every read of the walk (whole, or bounded past a
+// header probe) until open is closed, after telling held once, so that a
+// test can run another party while a fencer waits.
 type gateBucket struct {
 	objstore.Bucket
 	held chan<- struct{}
@@ -500,13 +502,29 @@ type gateBucket struct {
 }
 
 func (b *gateBucket) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := b.wait(ctx, "get", key); err != nil {
+		return nil, err
+	}
+	return b.Bucket.Get(ctx, key)
+}
+
+func (b *gateBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if n > wire.HeaderProbeLen {
+		if err := b.wait(ctx, "getrange", key); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bucket.GetRange(ctx, key, off, n)
+}
+
+func (b *gateBucket) wait(ctx context.Context, op, key string) error {
 	b.once.Do(func() { close(b.held) })
 	select {
 	case <-b.open:
+		return nil
 	case <-ctx.Done():
-		return nil, &objstore.OpError{Op: "get", Bucket: b.Name(), Key: key, Err: objstore.Unavailable(ctx.Err())}
+		return &objstore.OpError{Op: op, Bucket: b.Name(), Key: key, Err: objstore.Unavailable(ctx.Err())}
 	}
-	return b.Bucket.Get(ctx, key)
 }
 
 // TestLateFencerAdoptsThePublishedCut: a fencer held while another fenced,

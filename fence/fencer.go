@@ -32,8 +32,9 @@ type Options struct {
 	Span int
 	// MaxParallel bounds the object requests in flight at once, at most
 	// MaxParallelLimit. Default 64. The walk reads slot objects whole, so
-	// it holds up to about 3·MaxParallel objects in memory at once (see
-	// the package guide).
+	// it holds up to about 3·MaxParallel objects in memory at once,
+	// besides what a Kept holds for FenceKeep's caller (see the package
+	// guide).
 	MaxParallel int
 	// Backoff times the retries while a slot is undecided or a step's
 	// every request failed. Zero fields mean clock.DefaultMinBackoff and
@@ -182,6 +183,28 @@ func (f *Fencer) Fence(ctx context.Context, star string, ep uint64) (uint64, err
 
 // FenceReport is Fence with a report of the work done.
 func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Report, error) {
+	return f.FenceKeep(ctx, star, ep, nil)
+}
+
+// FenceKeep is FenceReport for a caller that reads the epoch's flights
+// below the cut next, as settlement's coverage does: the walk hands kept
+// the payload of each committed flight it read whole and verified, within
+// kept's budget, so that the caller takes it (Kept.Take) instead of
+// reading the flight again. What kept holds when FenceKeep returns lies
+// below the cut; nothing is kept when the record is fenced already, and
+// kept is released when the fence fails. kept may be nil.
+func (f *Fencer) FenceKeep(ctx context.Context, star string, ep uint64, kept *Kept) (Report, error) {
+	rep, err := f.fence(ctx, star, ep, kept)
+	if err != nil {
+		kept.Release()
+	} else {
+		kept.dropFrom(rep.Cut)
+	}
+	return rep, err
+}
+
+// fence is FenceKeep, but for what kept holds at or past the cut.
+func (f *Fencer) fence(ctx context.Context, star string, ep uint64, kept *Kept) (Report, error) {
 	start := f.opts.Clock.Now()
 	rep := Report{Star: star, Epoch: ep, Estimate: -1}
 	rec, err := f.minter.Get(ctx, star, ep)
@@ -199,7 +222,7 @@ func (f *Fencer) FenceReport(ctx context.Context, star string, ep uint64) (Repor
 	if err != nil {
 		return rep, fmt.Errorf("fence %s/%d: %w", star, ep, err)
 	}
-	w := &walk{f: f, rec: rec, buckets: buckets, rep: &rep}
+	w := &walk{f: f, rec: rec, buckets: buckets, rep: &rep, cover: kept}
 	from := rec.Cursors.Checkpoint
 	if x, ok := w.estimate(ctx); ok {
 		rep.Estimate = int64(x)

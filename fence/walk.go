@@ -52,7 +52,16 @@ type walk struct {
 	// passed.
 	keptMu sync.Mutex
 	kept   map[uint64]keptCopy
+	// cover receives the verified copy of each committed slot the walk
+	// read whole, for the caller's coverage (see FenceKeep); nil keeps
+	// nothing.
+	cover *Kept
 }
+
+// wholeLimit is the size up to which the walk reads a slot object whole
+// in every bucket. Of a larger flight it reads whole only the copies it
+// needs (see observe).
+const wholeLimit = 256 << 10
 
 // keptCopy is one verified copy of a slot's flight, with its digest.
 type keptCopy struct {
@@ -108,20 +117,33 @@ func (w *walk) slot(n uint64) wire.Addr {
 }
 
 // observe reads slots in every bucket, all in parallel: one round trip.
-// With whole, each object is read whole and verified, and only its digest
-// is kept; otherwise only its header is probed.
+// With whole, a flight counts only once read whole and verified (see
+// moreWhole), and only its digest is kept; otherwise only its header is
+// probed.
+//
+// Read whole, a slot costs about W copies, not K: the walk reads the
+// object whole (ObserveObject) in W buckets, starting at a slot-dependent
+// one to spread the load, and up to wholeLimit bytes in the others
+// (ObserveUpTo), which reads a small object whole and of a larger flight
+// only its header. When the copies read whole do not settle the slot,
+// the slot's probed flights are then read whole, one at a time (see
+// moreWhole): a slot whose copies all landed costs W whole reads and one
+// round trip; a large flight missing from a bucket read whole, another
+// round trip per copy still needed.
 //
 // A slot read whole that needs a repair keeps the bytes of one verified
-// copy (see keep), so that the repair does not read it again. To find
-// out, the first flight copy of each slot is held until the slot's K
-// reads are in; every other copy is dropped at once. So a call holds at
-// most 2·MaxParallel objects besides the kept ones: MaxParallel being
-// read, and one per slot whose reads are still in flight.
+// copy (see keep), so that the repair does not read it again, and one
+// that is committed hands that copy to w.cover. To find out, the first
+// verified flight copy of each slot is held until the slot's reads are
+// in; every other copy is dropped at once. So a call holds at most
+// 2·MaxParallel objects besides the kept ones: MaxParallel being read,
+// and one per slot whose reads are still in flight.
 func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]wire.Observation {
 	w.rep.Rounds++
 	out := make([][]wire.Observation, len(slots))
 	left := make([]atomic.Int32, len(slots))   // reads of the slot not yet in
 	holding := make([]atomic.Bool, len(slots)) // a copy of the slot is held
+	var more atomic.Int32                      // the most reads a slot made after its first
 	var g errgroup.Group
 	g.SetLimit(w.f.opts.MaxParallel)
 	for i, n := range slots {
@@ -134,20 +156,21 @@ func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]wire
 					out[i][j] = wire.ObserveHeader(ctx, b, w.slot(n))
 					return nil
 				}
-				o := wire.ObserveObject(ctx, b, w.slot(n))
-				if o.State != wire.SlotFlight || !holding[i].CompareAndSwap(false, true) {
+				var o wire.Observation
+				if w.readsWhole(n, j) {
+					o = wire.ObserveObject(ctx, b, w.slot(n))
+				} else {
+					o = wire.ObserveUpTo(ctx, b, w.slot(n), wholeLimit)
+				}
+				if !o.Whole || o.State != wire.SlotFlight || !holding[i].CompareAndSwap(false, true) {
 					o.Data = nil
 				}
 				out[i][j] = o
 				if left[i].Add(-1) == 0 {
-					// The slot's last read: keep a copy only for a repair.
-					// Every write to out[i] happened before its Add.
-					keep := needsRepair(out[i], w.rec.Constants.W)
-					for k := range out[i] {
-						if keep && out[i][k].Data != nil {
-							w.keep(n, out[i][k])
-						}
-						out[i][k].Data = nil
+					// The slot's last read. Every write to out[i]
+					// happened before its Add.
+					m := w.complete(ctx, n, out[i])
+					for c := more.Load(); m > c && !more.CompareAndSwap(c, m); c = more.Load() {
 					}
 				}
 				return nil
@@ -155,7 +178,77 @@ func (w *walk) observe(ctx context.Context, slots []uint64, whole bool) [][]wire
 		}
 	}
 	_ = g.Wait() // observations carry their own errors
+	w.rep.Rounds += int(more.Load())
 	return out
+}
+
+// readsWhole reports whether the walk reads slot n whole in bucket j
+// straight away: W buckets do, from bucket n mod K on.
+func (w *walk) readsWhole(n uint64, j int) bool {
+	k := uint64(len(w.buckets))
+	return (uint64(j)+k-n%k)%k < uint64(w.rec.Constants.W)
+}
+
+// complete finishes the observation obs of slot n once its first reads
+// are in: it reads whole, one at a time, the flights that moreWhole
+// names, then keeps the copy held (the one observation with Data), for a
+// repair or for w.cover, and drops every copy's bytes. It returns how
+// many reads it made.
+func (w *walk) complete(ctx context.Context, n uint64, obs []wire.Observation) int32 {
+	var reads int32
+	for j := moreWhole(obs, w.rec.Constants.W); j >= 0; j = moreWhole(obs, w.rec.Constants.W) {
+		reads++
+		w.reads.Add(1)
+		o := wire.ObserveObject(ctx, w.buckets[j], w.slot(n))
+		if o.State != wire.SlotFlight || slices.ContainsFunc(obs, func(o wire.Observation) bool { return o.Data != nil }) {
+			o.Data = nil
+		}
+		obs[j] = o
+	}
+	for k := range obs {
+		if obs[k].Data == nil {
+			continue
+		}
+		switch {
+		case classify(obs, w.rec.Constants.W) == committed:
+			w.cover.offer(n, obs[k].Digest, obs[k].Data, obs[k].Header.Len())
+		case needsRepair(obs, w.rec.Constants.W):
+			w.keep(n, obs[k])
+		}
+		obs[k].Data = nil
+	}
+	return reads
+}
+
+// moreWhole returns a bucket whose flight obs holds only probed (its
+// header, not read whole), which must be read whole before the slot is
+// classified, or -1. Only verified copies count toward W, so while fewer
+// than W identical verified copies agree, every probed flight is read.
+// Once W do, a probed flight with their very header is left alone: the
+// slot is committed whatever its body holds. One with another header is
+// read, to tell a second flight (a conflict) from a corrupt copy.
+func moreWhole(obs []wire.Observation, w int) int {
+	var verified *wire.Tally
+	for j, o := range obs {
+		if o.State != wire.SlotFlight || o.Whole {
+			continue
+		}
+		if verified == nil {
+			only := make([]wire.Observation, len(obs))
+			for i, o := range obs {
+				if o.State == wire.SlotFlight && !o.Whole {
+					o = wire.Observation{State: wire.SlotUnreachable}
+				}
+				only[i] = o
+			}
+			t := wire.TallySlot(only)
+			verified = &t
+		}
+		if verified.Copies < w || verified.Conflict || o.Header != obs[verified.Holders[0]].Header {
+			return j
+		}
+	}
+	return -1
 }
 
 // verdict is the classification of one slot from its observations.
@@ -541,6 +634,9 @@ func (w *walk) copyInto(ctx context.Context, s uint64, obs []wire.Observation, h
 		if ok {
 			after[j] = obs[holders[0]]
 		}
+	}
+	if classify(after, w.rec.Constants.W) == committed {
+		w.cover.offer(s, obs[holders[0]].Digest, data, obs[holders[0]].Header.Len())
 	}
 	return answered.Load(), after
 }

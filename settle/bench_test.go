@@ -62,9 +62,10 @@ func resetRequests(zones []*fault.Bucket) { benchfix.Reset(zones) }
 
 // BenchmarkTakeover: a successor fences and settles a dead writer's epoch
 // (256 committed slots and a ragged tail of a full window); lag is how many
-// acknowledged slots the dead host had not covered yet. Settlement reads
-// each of them once (coverage), so the checkpoint's lag is what a host
-// saves its successor by advancing it.
+// acknowledged slots the dead host had not covered yet. Settlement covers
+// each of them once, and reads those the fence did not read (the fence
+// walks from a window below the end), so the checkpoint's lag is what a
+// host saves its successor by advancing it.
 func BenchmarkTakeover(b *testing.B) {
 	const window = 64
 	for _, lag := range []int{0, 16, 64} {

@@ -32,8 +32,14 @@
 //     see "The Roller and the unratified tail");
 //  3. it hands every committed flight in [checkpoint, cut) to the host's
 //     Coverage, in order, side by side with step 2 (they touch disjoint
-//     slots), reading them ahead as far as MaxParallel (chain.Reader.Range).
-//     No bytes move: refs point into the flights where they are;
+//     slots), reading them ahead as far as MaxParallel
+//     (chain.Reader.RangeHaving). A flight the settlement's own fence read
+//     whole and verified is not read again: the fence kept its payload
+//     (fence.Fencer.FenceKeep, up to the largest flight there can be, 64
+//     MiB, the largest flights first), and coverage takes it from there
+//     (Report.Kept), so settling an epoch reads its largest flight whole W
+//     times in all, in the fence. No bytes move: refs point into the
+//     flights where they are;
 //  4. once both are done, it marks the record settled, which moves the
 //     checkpoint to the cut.
 //
@@ -82,9 +88,10 @@
 //     acknowledged.
 //
 // Settlement covers [checkpoint, cut) again, so the checkpoint is how much
-// work a successor is spared: each flight settled is one read of the flight
-// and one Cover. A host that never advances it makes every takeover read
-// the whole epoch.
+// work a successor is spared: each flight settled is one Cover, and one
+// read of the flight unless the fence read it (the fence walks from about a
+// window below the end of the epoch). A host that never advances it makes
+// every takeover read the whole epoch.
 //
 // Cover must be idempotent by (star, epoch, slot): settlement repeats what
 // the host already covered since its last checkpoint move, and a crashed

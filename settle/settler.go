@@ -120,8 +120,11 @@ type Report struct {
 	// GarbageDeleted counts flight copies deleted in [cut, cut+window];
 	// GarbageLeft counts those an unreachable bucket kept (harmless).
 	GarbageDeleted, GarbageLeft int
-	// Covered counts flights handed to the coverage hook.
-	Covered int
+	// Covered counts flights handed to the coverage hook. Kept counts
+	// the flights coverage took from the copies the fence this call ran
+	// had read whole and verified, instead of reading them again (they
+	// are not in Reads).
+	Covered, Kept int
 	// Reads, Deletes and Lists count object requests.
 	Reads, Deletes, Lists int
 	// NoGarbageSweep: step 2 was skipped. Only a Roller's planned roll
@@ -144,7 +147,8 @@ type Report struct {
 //     keeps it harmless;
 //  3. it hands every committed flight in [checkpoint, cut) to the coverage
 //     hook, in order (no bytes move), side by side with step 2: the two
-//     touch disjoint slots;
+//     touch disjoint slots. It reads only the flights that the fence of
+//     step 1 did not keep (Report.Kept);
 //  4. once both are done, it marks the record settled, which moves the
 //     checkpoint to the cut.
 //
@@ -168,11 +172,14 @@ func (s *Settler) settle(ctx context.Context, star string, ep uint64, sweep bool
 		rep.Cut, rep.AlreadySettled = rec.Cut, true
 		return rep, nil
 	}
+	var kept *fence.Kept // the fence's copies for coverage
+	defer func() { kept.Release() }()
 	if rec.State == epoch.StateOpen {
 		if s.opts.Fencer == nil {
 			return rep, fmt.Errorf("settle %s/%d: %w", star, ep, &epoch.StateError{Star: star, Epoch: ep, Have: rec.State, Op: "settle (no fencer configured)"})
 		}
-		fr, err := s.opts.Fencer.FenceReport(ctx, star, ep)
+		kept = fence.NewKept(keptBytes)
+		fr, err := s.opts.Fencer.FenceKeep(ctx, star, ep, kept)
 		rep.Fence = &fr
 		if err != nil {
 			return rep, fmt.Errorf("settle %s/%d: %w", star, ep, err)
@@ -201,7 +208,7 @@ func (s *Settler) settle(ctx context.Context, star string, ep uint64, sweep bool
 		}
 		wg.Go(func() { garbageErr = s.deleteGarbage(ctx, rec, buckets, known, &garbage) })
 	}
-	coverErr := s.cover(ctx, rec, &rep)
+	coverErr := s.cover(ctx, rec, &rep, kept)
 	wg.Wait()
 	rep.GarbageDeleted, rep.GarbageLeft = garbage.GarbageDeleted, garbage.GarbageLeft
 	rep.Reads += garbage.Reads
@@ -430,10 +437,17 @@ func (sw *sweep) count(f func(r *Report)) {
 // one call. It holds their spans, not their payloads.
 const coverBatch = 64
 
+// keptBytes bounds the copies of committed flights that a settlement's
+// fence keeps for its coverage (fence.Kept): the largest flight there can
+// be, so that the largest flight the fence reads is never read again.
+const keptBytes = wire.MaxPayload + wire.HeaderProbeLen
+
 // cover hands the committed flights in [checkpoint, cut) to the hook: to a
 // FlightCoverage in batches of coverBatch flights (a cover costs per
-// batch, not per span), to any other Coverage one flight at a time.
-func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *Report) error {
+// batch, not per span), to any other Coverage one flight at a time. The
+// flights kept holds (the fence's verified copies) are taken from it, and
+// the rest read.
+func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *Report, kept *fence.Kept) error {
 	if rec.Cursors.Checkpoint >= rec.Cut {
 		return nil
 	}
@@ -450,11 +464,28 @@ func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *Report) err
 		batch = batch[:0]
 		return nil
 	}
-	for f, err := range s.reader.Range(ctx, rec, max(rec.Cursors.Checkpoint, rec.Cursors.Trimmed), rec.Cut) {
+	var mu sync.Mutex
+	taken := map[uint64]bool{} // slots whose payload came from kept
+	have := func(slot uint64) ([]byte, bool) {
+		p, ok := kept.Take(slot)
+		if ok {
+			mu.Lock()
+			taken[slot] = true
+			mu.Unlock()
+		}
+		return p, ok
+	}
+	for f, err := range s.reader.RangeHaving(ctx, rec, max(rec.Cursors.Checkpoint, rec.Cursors.Trimmed), rec.Cut, have) {
 		if err != nil {
 			return fmt.Errorf("settle %s/%d: coverage: %w", rec.Star, rec.Epoch, err)
 		}
-		rep.Reads++
+		mu.Lock()
+		if taken[f.Slot] {
+			rep.Kept++
+		} else {
+			rep.Reads++
+		}
+		mu.Unlock()
 		if !batched {
 			if err := s.cov.Cover(ctx, rec.Star, f); err != nil {
 				return fmt.Errorf("settle %s/%d: coverage of slot %d: %w", rec.Star, rec.Epoch, f.Slot, err)

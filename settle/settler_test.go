@@ -119,7 +119,12 @@ func TestSettleOpenEpochFencesThenSettles(t *testing.T) {
 	// probing it: it probes only the other objects it lists (the cut's
 	// two poisons and the foreign object at 14).
 	require.Equal(t, []fence.Copy{{Bucket: "b", Slot: 12}, {Bucket: "c", Slot: 12}, {Bucket: "c", Slot: 13}}, rep.Fence.Garbage)
-	require.Equal(t, 3, rep.Reads-rep.Covered, "probes")
+	// Coverage takes the flights of the slots the walk decided, [2, 11)
+	// (the estimate 10 less the window; slot 10 once repaired), from the
+	// copies the fence read whole, and reads the others.
+	require.Equal(t, uint64(2), rep.Fence.WalkStart)
+	require.Equal(t, 9, rep.Kept)
+	require.Equal(t, 3, rep.Reads-(rep.Covered-rep.Kept), "probes")
 	require.Equal(t, 3, rep.Deletes)
 
 	rec := p.e.on(t).VerifyEpoch(starA, l.ep, l.acked)

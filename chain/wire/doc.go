@@ -24,7 +24,10 @@
 //
 // ObserveHeader reads HeaderProbeLen bytes, enough to tell a flight from
 // poison; ObserveObject reads the object whole and verifies it, keeping a
-// digest so that copies in different buckets can be compared. Each
+// digest so that copies in different buckets can be compared;
+// ObserveUpTo reads an object whole and verifies it when it is no longer
+// than a limit, and only its header otherwise (a large flight costs the
+// limit, not its size; poison is always read whole). Each
 // answer is an Observation: SlotEmpty, SlotFlight, SlotPoison,
 // SlotUnreachable (the bucket did not answer: unknown, never absent) or
 // SlotForeign. TallySlot adds up the K answers of one slot, counting as

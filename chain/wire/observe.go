@@ -100,6 +100,45 @@ func ObserveObject(ctx context.Context, b objstore.Bucket, s Addr) Observation {
 	if o, done := observeErr(err); done {
 		return o
 	}
+	return observeWhole(b, key, s, data)
+}
+
+// MinObserveLimit is the least limit ObserveUpTo accepts: the longest
+// poison object, so that poison is always read whole and verified.
+const MinObserveLimit = maxHeaderLen + MaxPoisonBody
+
+// ObserveUpTo reads at most limit bytes of the slot object in b, in one
+// ranged read: an object of at most limit bytes is read whole and
+// verified, as ObserveObject does; of a longer one only the header is
+// decoded, as ObserveHeader does (Whole is false, Data nil), so that a
+// large flight costs limit bytes, not its size. An object longer than
+// limit is a flight or foreign, never poison: poison is shorter. A limit
+// below MinObserveLimit counts as MinObserveLimit.
+func ObserveUpTo(ctx context.Context, b objstore.Bucket, s Addr, limit int) Observation {
+	limit = max(limit, MinObserveLimit)
+	key := s.Key()
+	// One byte more than limit tells an object of exactly limit bytes
+	// from a longer one.
+	data, err := b.GetRange(ctx, key, 0, int64(limit)+1)
+	if o, done := observeErr(err); done {
+		return o
+	}
+	if len(data) <= limit {
+		return observeWhole(b, key, s, data)
+	}
+	h, err := DecodeHeader(data)
+	if err == nil {
+		err = h.Check(s.Star, s.Epoch, s.Slot)
+	}
+	if err == nil && h.Len()+int(h.BodyLen) <= limit {
+		err = corrupt(fmt.Sprintf("longer than %d bytes, header says %d", limit, h.Len()+int(h.BodyLen)))
+	}
+	return classify(b, key, h, nil, err)
+}
+
+// observeWhole classifies data, the whole object at s's key in b, and
+// verifies it.
+func observeWhole(b objstore.Bucket, key string, s Addr, data []byte) Observation {
 	obj, err := Decode(data)
 	if err == nil {
 		err = obj.Check(s.Star, s.Epoch, s.Slot)

@@ -15,19 +15,23 @@ import (
 var slotAddr = wire.Addr{Keys: wire.Keys{Prefix: "data/v1"}, Star: "star-a", Epoch: 3, Slot: 5}
 
 // FuzzObserveSlot stores arbitrary bytes as a slot object and reads them
-// back the way every reader, fencer and settler does (ObserveObject, and
-// the header probe ObserveHeader). The object exists, so it is a flight,
-// poison or foreign, never empty or unreachable; a flight or poison is
-// exactly the object for the slot's coordinates and re-encodes to the
-// stored bytes; a foreign object carries an *ObjectError naming the
-// bucket, the key and one of the wire sentinels; and the probe never
-// calls good what the whole read refuses on its header.
+// back the way every reader, fencer and settler does (ObserveObject, the
+// header probe ObserveHeader and the bounded read ObserveUpTo). The
+// object exists, so it is a flight, poison or foreign, never empty or
+// unreachable; a flight or poison is exactly the object for the slot's
+// coordinates and re-encodes to the stored bytes; a foreign object
+// carries an *ObjectError naming the bucket, the key and one of the wire
+// sentinels; the probe never calls good what the whole read refuses on
+// its header; and the bounded read is the whole read when the object
+// fits, a flight's header or foreign otherwise.
 func FuzzObserveSlot(f *testing.F) {
 	f.Add(wire.EncodeFlight(slotAddr.Star, slotAddr.Epoch, slotAddr.Slot, []byte("payload")))
 	f.Add(wire.EncodeFlight(slotAddr.Star, slotAddr.Epoch, slotAddr.Slot, nil))
 	f.Add(wire.EncodePoison(slotAddr.Star, slotAddr.Epoch, slotAddr.Slot, "fencer-1"))
 	f.Add(wire.EncodeFlight(slotAddr.Star, slotAddr.Epoch, slotAddr.Slot+1, []byte("misplaced")))
 	f.Add(wire.EncodeFlight("star-b", slotAddr.Epoch, slotAddr.Slot, []byte("other star")))
+	f.Add(wire.EncodeFlight(slotAddr.Star, slotAddr.Epoch, slotAddr.Slot, bytes.Repeat([]byte("long "), 100)))
+	f.Add(append(wire.EncodePoison(slotAddr.Star, slotAddr.Epoch, slotAddr.Slot, "padded"), make([]byte, 400)...))
 	f.Add([]byte("CUTL\x02"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -60,6 +64,30 @@ func FuzzObserveSlot(f *testing.F) {
 		}
 		if probe.Data != nil || probe.Whole || probe.Digest != ([sha256.Size]byte{}) {
 			t.Fatalf("a header probe claims a whole read: %+v", probe)
+		}
+		// A bounded read is the whole read when the object fits, and
+		// otherwise never says more than the probe: a flight's header, or
+		// foreign only where the whole read is foreign too.
+		for _, limit := range []int{wire.MinObserveLimit, len(data), len(data) - 1} {
+			upTo := wire.ObserveUpTo(ctx, b, slotAddr, limit)
+			switch {
+			case len(data) <= max(limit, wire.MinObserveLimit):
+				if upTo.State != whole.State || upTo.Header != whole.Header || upTo.Whole != whole.Whole ||
+					upTo.Digest != whole.Digest || !bytes.Equal(upTo.Data, whole.Data) {
+					t.Fatalf("limit %d: bounded read %+v, whole read %+v", limit, upTo, whole)
+				}
+			case upTo.State == wire.SlotFlight:
+				if upTo.Whole || upTo.Data != nil || probe.State != wire.SlotFlight || upTo.Header != probe.Header {
+					t.Fatalf("limit %d: bounded read %+v, probe %+v", limit, upTo, probe)
+				}
+			case upTo.State == wire.SlotForeign:
+				checkForeign(t, upTo, key)
+				if whole.State != wire.SlotForeign {
+					t.Fatalf("limit %d: bounded read foreign (%v), whole read %v", limit, upTo.Err, whole.State)
+				}
+			default:
+				t.Fatalf("limit %d: an object longer than the limit observed as %v", limit, upTo.State)
+			}
 		}
 		if whole.State == wire.SlotForeign {
 			if whole.Whole || whole.Data != nil || whole.SameFlight(data) {
