@@ -101,13 +101,19 @@ func TestLinearizableEtcdS3(t *testing.T) {
 					{After: 85, Kind: linearize.Handoff},
 					{After: 100, Kind: linearize.Restart},
 				},
-				Logf: t.Logf,
+				// Compaction, trimming, retention and collection run
+				// beside the appends and reads, through the kill, the
+				// crash, the roll and the handoff.
+				Maintenance: linearize.Maintenance{Every: 20 * time.Millisecond, Keep: appends / 2, PassSlots: 16},
+				Logf:        t.Logf,
 			})
 			t.Logf("%d stars in %v; %s", rep.Stars, rep.Elapsed.Round(time.Millisecond), strings.Join(rep.Steps, "; "))
+			t.Logf("maintenance: %+v", rep.Maintenance)
 			require.NoError(t, err)
 			r := linearize.Require(t, hist, time.Minute)
 			require.GreaterOrEqual(t, r.Acked, appends)
 			require.Positive(t, r.Reads)
+			require.Positive(t, rep.Maintenance.Rounds, "the maintenance process ran")
 			ops = append(ops, strconv.Itoa(r.Ops))
 		})
 	}
