@@ -271,7 +271,8 @@ func scenarioTakeover(t *testing.T, sw *crashpoint.Switch) {
 }
 
 // scenarioTrim: after a settlement, the process trims the epoch below 4
-// (the trimmed cursor, then the deletes in every zone). Recovery: another
+// (the trimmed cursor, then the deletes in every zone, then the flights a
+// stale writer landed past the cut). Recovery: another
 // settler trims again. The epoch is checked from the trimmed cursor on,
 // and the stream is read back where it was not trimmed.
 func scenarioTrim(t *testing.T, sw *crashpoint.Switch) {
@@ -283,6 +284,11 @@ func scenarioTrim(t *testing.T, sw *crashpoint.Switch) {
 	_, err := env.Party("settler").Settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 
+	// A stale writer's flights landed past the cut after settlement.
+	cut := env.Record(starA, rec.Epoch).Cut
+	env.Put(0, rec, cut+2, cutlinetest.Flight)
+	env.Put(1, rec, cut+2, cutlinetest.Flight)
+
 	p := newProcess(t, env, "trimmer-1", sw)
 	if _, err := p.Settler.Trim(sw.Bind(ctx), starA, rec.Epoch, 4); err != nil {
 		crashed(t, sw, err, "trim")
@@ -291,6 +297,7 @@ func scenarioTrim(t *testing.T, sw *crashpoint.Switch) {
 	rep, err := q.Settler.Trim(ctx, starA, rec.Epoch, 4)
 	require.NoError(t, err)
 	require.Equal(t, uint64(4), rep.Trimmed)
+	require.Equal(t, "E E E", env.State(rec, cut+2), "the late flights are gone")
 	cutlinetest.Require(t, env.CheckEpoch(starA, rec.Epoch, []uint64{0, 1, 2, 3, 4, 5}))
 	for s := range uint64(4) {
 		require.Equal(t, "E E E", env.State(rec, s), "slot %d is trimmed in every zone", s)
