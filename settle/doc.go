@@ -178,7 +178,7 @@
 // so leftovers of an interrupted trim, or of a bucket that was unreachable
 // (TrimReport.Left), are deleted by the next Trim of the epoch. In a
 // settled epoch Trim also deletes the flights a stale writer managed to
-// land past the cut after settlement swept there (TrimReport.Late), so
+// land at or past the cut after settlement swept there (TrimReport.Late), so
 // that a zombie's late creates do not stay for ever.
 //
 // Trim deletes data that refs may still point at: trim only what the host

@@ -18,8 +18,8 @@ type TrimReport struct {
 	Trimmed uint64 // the trimmed cursor after the call
 	Deleted int    // objects deleted
 	Left    int    // objects an unreachable bucket kept; a later Trim deletes them
-	// Late counts the flights, among Deleted, found past the cut of a
-	// settled epoch: a stale writer's creates that landed after
+	// Late counts the flights, among Deleted, found at or past the cut of
+	// a settled epoch: a stale writer's creates that landed after
 	// settlement deleted the garbage past the cut.
 	Late int
 }
@@ -29,7 +29,7 @@ type TrimReport struct {
 // are trimmed, and the cut slot's poison always stands. The cursor moves
 // first, so readers stop asking for those slots before any object goes; a
 // crash in between leaves objects that the next Trim of the epoch deletes.
-// In a settled epoch it also deletes the flights found past the cut
+// In a settled epoch it also deletes the flights found at or past the cut
 // (TrimReport.Late): a stale writer's creates that landed after
 // settlement swept there; one list request per bucket when there are
 // none.
@@ -93,19 +93,24 @@ func (s *Settler) Trim(ctx context.Context, star string, ep, upTo uint64) (TrimR
 	return rep, nil
 }
 
-// sweepLate deletes the flights past the cut of a settled epoch in one
-// bucket: creates of the epoch's stale writer that landed after
-// settlement swept there. No reader asks for them (nothing past the cut
-// is served). It lists from past the cut only, so that a bucket with
-// nothing there costs one list request, and it reads each object's
-// header first: poison and objects that are not the epoch's flights stay.
+// sweepLate deletes the flights at and past the cut of a settled epoch in
+// one bucket: creates of the epoch's stale writer that landed after
+// settlement swept there. No reader asks for them (nothing at or past
+// the cut is served, and the cut stays dead by its poison). It lists from
+// the cut on only, so that a bucket with nothing there costs one list
+// request, and it reads each object's header first: poison and objects
+// that are not the epoch's flights stay.
 func (s *Settler) sweepLate(ctx context.Context, b objstore.Bucket, keys wire.Keys, prefix, star string, ep, cut uint64) (deleted int, err error) {
-	for o, err := range objstore.AllAfter(ctx, b, prefix, keys.Slot(star, ep, cut)) {
+	from := ""
+	if cut > 0 {
+		from = keys.Slot(star, ep, cut-1)
+	}
+	for o, err := range objstore.AllAfter(ctx, b, prefix, from) {
 		if err != nil {
 			return deleted, err
 		}
 		n, ok := keys.ParseSlot(star, ep, o.Key)
-		if !ok || n <= cut {
+		if !ok || n < cut {
 			continue
 		}
 		obs := wire.ObserveHeader(ctx, b, wire.Addr{Keys: keys, Star: star, Epoch: ep, Slot: n})
