@@ -90,7 +90,9 @@ func runDemo(ctx context.Context, args []string, out, logs io.Writer) error {
 		inner = slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})
 	}
 	d.log = slog.New(d.rec.handler(inner))
-	if !cfg.logs {
+	if !cfg.logs && isTerminal(logs) {
+		// A progress line is erased with a carriage return: only a
+		// terminal shows that; in a file or a pipe it would stay.
 		d.rec.progress = logs
 	}
 	defer d.close()
@@ -558,4 +560,14 @@ func (d *demo) release(ctx context.Context, keys wire.Keys, ep, hole, end uint64
 	}
 	rec.note(time.Now(), z.name, "answers a produce %d: %s; the holder is %q", code, e.Error, e.Holder)
 	return nil
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
