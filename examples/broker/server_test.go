@@ -21,7 +21,7 @@ import (
 	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
-// The API on the embedded default, with nothing but test timings: an
+// The API on -ephemeral, with nothing but test timings: an
 // in-memory metastore, filesystem zones in a temporary directory, the
 // controller and one node in process over authority.Local, and the
 // credentials the process made for itself (TLS and a bearer token).
