@@ -306,7 +306,7 @@ func (be *backends) openDir(cfg *settings, log *slog.Logger) error {
 		return nil
 	}
 	fsZones := len(cfg.s3Endpoints) == 0 && !cfg.azure.given()
-	if cfg.local.Listen == "" && !fsZones && !(cfg.embedded() && !cfg.insecure && cfg.tlsCert == "" && cfg.authTokenFile == "") {
+	if cfg.local.Listen == "" && !fsZones && !cfg.makesCredentials() {
 		return nil
 	}
 	if err := os.MkdirAll(cfg.dir, 0o700); err != nil {
