@@ -68,6 +68,10 @@ func TestAPIErrorsAreJSON(t *testing.T) {
 		{"GET", "/v1/streams/orders/records?offset=x", http.StatusBadRequest, "offset: an unsigned decimal integer"},
 		{"GET", "/v1/streams/orders/records?offset=99999999999999999999", http.StatusBadRequest, "offset: an unsigned decimal integer"},
 		{"GET", "/v1/streams/orders/records?limit=0", http.StatusBadRequest, "limit: 1 to 1000"},
+		{"GET", "/v1/streams/orders/token", http.StatusMethodNotAllowed, "not allowed"},
+		{"PUT", "/v1/streams/orders/token?mode=strict", http.StatusBadRequest, "mode: fenced"},
+		{"PUT", "/v1/streams/orders/token", http.StatusBadRequest, "a fenced stream needs a token"},
+		{"PUT", "/v1/streams/orders/token/x", http.StatusNotFound, "no such route"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
@@ -204,20 +208,4 @@ func TestControllerLogsWaitForFormerGrant(t *testing.T) {
 	require.NoError(t, err)
 	defer ctl.stop()
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "waiting out the former grant") }, 20*time.Second, 10*time.Millisecond)
-}
-
-// The credentials made for a run are logged with a command to paste, at
-// a name their certificate holds.
-func TestCredentialsLogACommand(t *testing.T) {
-	for listen, want := range map[string]string{
-		"127.0.0.1:8080": "https://127.0.0.1:8080", ":9000": "https://localhost:9000",
-		"[::1]:8080": "https://[::1]:8080", "0.0.0.0:8080": "https://localhost:8080",
-	} {
-		require.Equal(t, want, apiURL(listen), listen)
-	}
-	var logs lockedBuffer
-	p, err := start(t.Context(), testSettings(t), slog.New(slog.NewTextHandler(&logs, nil)))
-	require.NoError(t, err)
-	defer func() { _ = p.shutdown(shutdownCtx(t)) }()
-	require.Contains(t, logs.String(), `curl --cacert `+p.be.dir+`/ca.pem -H \"Authorization: Bearer $(cat `+p.be.dir+`/token)\" https://127.0.0.1:8080/v1/streams`)
 }

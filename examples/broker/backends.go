@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -25,8 +24,11 @@ import (
 type backends struct {
 	store metastore.Store
 	zones []objstore.Bucket // zone order; named zone-a, zone-b, …
-	// dir is the directory of the filesystem zones ("" on S3).
-	dir     string
+	// dir is the data directory: the filesystem zones', the embedded
+	// etcd's and the run's credentials ("" when there is none).
+	dir string
+	// local is the embedded etcd (nil with -etcd or -ephemeral).
+	local   *localServer
 	closers []func() // run in reverse order by close
 }
 
@@ -85,10 +87,12 @@ func checkStores(endpoints, buckets []string) error {
 }
 
 // openBackends opens the store and the zones the flags name: by default
-// an in-memory metastore and K filesystem zones in a temporary directory;
-// etcd and S3 when their flags are given. The zones are verified
-// (create-only, also under concurrent creates, K distinct stores) before
-// anything is written to them.
+// an embedded etcd and K filesystem zones in the data directory (-dir);
+// etcd and S3 when their flags are given; with -ephemeral (or settings
+// that name neither etcd nor a directory, as the demonstration's) an
+// in-memory metastore and zones in a temporary directory. The zones are
+// verified (create-only, also under concurrent creates, K distinct
+// stores) before anything is written to them.
 func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *backends, err error) {
 	be := &backends{}
 	defer func() {
@@ -96,10 +100,24 @@ func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *back
 			be.close()
 		}
 	}()
-	if cfg.etcd == "" {
+	if err := be.openDir(cfg, log); err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.etcd == "" && cfg.local.Listen != "":
+		if be.local, err = startLocalEtcd(ctx, cfg.local.Listen, be.dir, log); err != nil {
+			return nil, err
+		}
+		be.closers = append(be.closers, func() { be.local.stop(false) })
+		if be.store, err = etcdstore.New(be.local.cli, etcdstore.Options{Root: cfg.etcdRoot, Logger: log}); err != nil {
+			return nil, err
+		}
+		log.Info("metastore: embedded etcd", "data", filepath.Join(be.dir, "etcd"), "endpoint", be.local.Endpoint, "root", cfg.etcdRoot,
+			"quota_bytes", localEtcdQuota, "history", localEtcdRetention)
+	case cfg.etcd == "":
 		be.store = memstore.New(memstore.Options{})
-		log.Warn("in-memory metastore: everything is gone at exit (-etcd keeps it)")
-	} else {
+		log.Warn("in-memory metastore: everything is gone at exit")
+	default:
 		cli, err := newEtcdClient(cfg)
 		if err != nil {
 			return nil, err
@@ -128,14 +146,7 @@ func openBackends(ctx context.Context, cfg *settings, log *slog.Logger) (_ *back
 		be.closers = append(be.closers, closeIdle)
 		be.zones = zones
 	case len(cfg.s3Endpoints) == 0:
-		dir := cfg.dir
-		if dir == "" {
-			if dir, err = os.MkdirTemp("", "cutline-broker-"); err != nil {
-				return nil, err
-			}
-			be.closers = append(be.closers, func() { _ = os.RemoveAll(dir) })
-		}
-		be.dir = dir
+		dir := be.dir
 		for i := range cfg.k {
 			b, err := fs.New(filepath.Join(dir, zoneName(i)), cfg.zoneOptions(zoneName(i)))
 			if err != nil {

@@ -22,13 +22,13 @@ func TestOpenBackendsUsesTheFlags(t *testing.T) {
 	t.Run("etcd over TLS", func(t *testing.T) {
 		te := startTLSEtcd(t)
 		env := map[string]string{"CUTLINE_ETCD_PASSWORD": etcdTestPassword}
-		args := []string{"-role", "all", "-etcd", te.endpoint, "-etcd-ca", te.caFile, "-etcd-cert", te.certFile, "-etcd-key", te.keyFile, "-etcd-user", "broker", "-insecure"}
+		args := []string{"-role", "all", "-etcd", te.endpoint, "-etcd-ca", te.caFile, "-etcd-cert", te.certFile, "-etcd-key", te.keyFile, "-etcd-user", "broker", "-insecure", "-dir", t.TempDir()}
 		cfg, err := parseFlags(args, func(k string) string { return env[k] }, os.Stderr)
 		require.NoError(t, err)
 		be, err := openBackends(t.Context(), cfg, log)
 		require.NoError(t, err)
 		be.close()
-		plain, err := parseFlags([]string{"-role", "all", "-etcd", te.endpoint, "-insecure"}, func(string) string { return "" }, os.Stderr)
+		plain, err := parseFlags([]string{"-role", "all", "-etcd", te.endpoint, "-insecure", "-dir", t.TempDir()}, func(string) string { return "" }, os.Stderr)
 		require.NoError(t, err)
 		_, err = openBackends(t.Context(), plain, log)
 		require.Error(t, err, "without the etcd flags the start-up ping is refused")
@@ -42,7 +42,7 @@ func TestOpenBackendsUsesTheFlags(t *testing.T) {
 			_, err := client.CreateContainer(t.Context(), c, nil)
 			require.NoError(t, err)
 		}
-		cfg, err := parseFlags([]string{"-insecure", "-azure-url", srv.Endpoint, "-azure-containers", "zone-a,zone-b,zone-c",
+		cfg, err := parseFlags([]string{"-insecure", "-ephemeral", "-azure-url", srv.Endpoint, "-azure-containers", "zone-a,zone-b,zone-c",
 			"-azure-account", srv.Account, "-azure-key", srv.Key}, func(string) string { return "" }, os.Stderr)
 		require.NoError(t, err)
 		be, err := openBackends(t.Context(), cfg, log)
@@ -56,12 +56,12 @@ func TestOpenBackendsUsesTheFlags(t *testing.T) {
 		require.Equal(t, "azure", string(got))
 	})
 	t.Run("zone modes", func(t *testing.T) {
-		dir := t.TempDir()
-		cfg, err := parseFlags([]string{"-insecure", "-dir", dir}, func(string) string { return "" }, os.Stderr)
+		cfg, err := parseFlags([]string{"-insecure", "-ephemeral"}, func(string) string { return "" }, os.Stderr)
 		require.NoError(t, err)
 		be, err := openBackends(t.Context(), cfg, log)
 		require.NoError(t, err)
 		defer be.close()
+		dir := be.dir
 		require.NoError(t, be.zones[0].Create(t.Context(), "a/probe", []byte("x")))
 		fi, err := os.Stat(filepath.Join(dir, "zone-a", "a", "probe"))
 		require.NoError(t, err)

@@ -7,13 +7,15 @@
 // leads), produce.go and read.go, producers.go and snapshots.go (producer
 // de-duplication and its snapshots), lifecycle.go (compaction, retention
 // and trim), server.go (the HTTP API), listener.go (its connection
-// bounds), metrics.go (Prometheus), and main.go and
-// flags.go (wiring and flags; with backends.go, etcd.go, zonemodes.go,
-// security.go and controller.go). The demonstration is in the files named
-// demo*.go; a broker needs none of them.
+// bounds), fencing.go (the producers' fencing tokens), metrics.go
+// (Prometheus), and main.go and flags.go (wiring and flags; with
+// backends.go, localetcd.go (the embedded etcd), etcd.go, zonemodes.go,
+// security.go, tryit.go and controller.go). The demonstration is in the
+// files named demo*.go; a broker needs none of them.
 //
-// It is its own Go module, so that its dependency on the Prometheus
-// client never reaches the library's module.
+// It is its own Go module, so that its dependencies on the Prometheus
+// client and on the etcd server it embeds never reach the library's
+// module.
 //
 // # The demonstration
 //
@@ -67,28 +69,87 @@
 //
 // # Trying it
 //
-// With no flags it runs everything in one process: an in-memory
-// metastore, three filesystem zones in a temporary directory (K=3, W=2),
-// the authority controller, and one broker node connected to it in
-// process (authority.Local). It makes itself a TLS certificate for
+// With no flags it runs everything in one process, and keeps it: the
+// authority controller and one broker node connected to it in process
+// (authority.Local), an etcd server embedded in the process as the
+// metastore, and three filesystem zones (K=3, W=2), all in its data
+// directory, -dir (./cutline-data, made absolute: see The data directory
+// and the embedded etcd). It makes itself a TLS certificate for
 // localhost and a bearer token, writes them to ca.pem and token in that
-// directory (readable by the owner only), and logs their paths, never the
-// token:
+// directory (readable by the owner only, made anew at every start), and
+// logs their paths, never the token, and, once its API listens, the
+// commands to paste, with those paths:
 //
-//	go -C examples/broker run .
-//	# ... msg="made credentials for this run" ca=/tmp/cutline-broker-123/ca.pem token_file=/tmp/cutline-broker-123/token try="curl ..."
-//	D=/tmp/cutline-broker-123
-//	alias c='curl -s --cacert $D/ca.pem -H "Authorization: Bearer $(cat $D/token)"'
-//	c -X POST --data-binary 'hello' https://localhost:8080/v1/streams/orders/records
+//	go -C examples/broker build . && cd examples/broker && ./broker
+//	# ... msg="data directory: ..." dir=/home/me/cutline/examples/broker/cutline-data
+//	# ... msg="metastore: embedded etcd" data=/home/me/.../cutline-data/etcd endpoint=127.0.0.1:2479 root=/cutline-broker/ ...
+//	# ... msg="made credentials for this run: ..." ca=/home/me/.../cutline-data/ca.pem token_file=/home/me/.../cutline-data/token
+//	# ... msg="paste to produce" cmd="curl -s --cacert /home/me/.../cutline-data/ca.pem --oauth2-bearer $(cat /home/me/.../cutline-data/token) --data-binary hello https://127.0.0.1:8080/v1/streams/orders/records"
+//	# ... msg="paste to consume" cmd="curl -s ... 'https://127.0.0.1:8080/v1/streams/orders/records?offset=0&limit=10'"
+//	# ... msg="paste to read the metrics" cmd="curl -s ... https://127.0.0.1:8080/metrics"
+//	# ... msg="paste to inspect the metastore" cmd="cutline -etcd 127.0.0.1:2479 -etcd-root /cutline-broker/ chain broker-1"
+//
+// The commands hold no double quote, which a text log line would
+// escape: the token goes to curl's --oauth2-bearer. Or, in another shell:
+//
+//	D=$PWD/cutline-data
+//	c() { curl -s --cacert "$D/ca.pem" --oauth2-bearer "$(cat "$D/token")" "$@"; }
+//	c --data-binary 'hello' https://127.0.0.1:8080/v1/streams/orders/records
 //	# {"offset":0,"epoch":1,"slot":0}
-//	c -X POST --data-binary 'again' -H 'Cutline-Producer: p1' -H 'Cutline-Sequence: 1' https://localhost:8080/v1/streams/orders/records
-//	c 'https://localhost:8080/v1/streams/orders/records?offset=0&limit=10'
+//	c --data-binary 'again' -H 'Cutline-Producer: p1' -H 'Cutline-Sequence: 1' https://127.0.0.1:8080/v1/streams/orders/records
+//	c 'https://127.0.0.1:8080/v1/streams/orders/records?offset=0&limit=10'
 //	# [{"offset":0,"data":"aGVsbG8="},{"offset":1,"data":"YWdhaW4="}]
-//	c https://localhost:8080/v1/streams
-//	c https://localhost:8080/metrics          # the token, here too
+//	c https://127.0.0.1:8080/v1/streams
+//	c https://127.0.0.1:8080/metrics          # the token, here too
+//	cutline -etcd 127.0.0.1:2479 -etcd-root /cutline-broker/ chain broker-1
 //
-// SIGTERM or SIGINT shuts it down cleanly (exit status 0); everything is
-// gone with the process, since the metastore was in memory.
+// SIGTERM or SIGINT shuts it down cleanly (exit status 0): every stream
+// leaves with its clean-release mark and its producer snapshot. Started
+// again on the same directory, it goes on where it stopped: every record
+// acknowledged is there, once, and a producer's retry is still answered
+// as a duplicate. After a kill -9 too: the new star fences and settles
+// what the dead one left, and rebuilds the producers from the last
+// snapshot and the records after it. Either way the restarted broker
+// first waits out its former grant (-lease, 10 s; its log says so, and
+// the API answers 503 with Retry-After meanwhile), and after a kill also
+// the dead process's metastore sessions (-session-ttl, 5 s).
+//
+// -ephemeral runs on an in-memory metastore and zones in a temporary
+// directory instead, everything gone at exit (-dir and -etcd are refused
+// with it: zones kept without their metastore could not be read again).
+//
+// # The data directory and the embedded etcd
+//
+// Without -etcd, a -role all broker runs etcd in its own process
+// (go.etcd.io/etcd/server/v3/embed): one member, its data in -dir/etcd,
+// its clients served on -etcd-listen (127.0.0.1:2479), which must be a
+// loopback address. It is plain text without authentication, so that
+// cutline reaches it with -etcd 127.0.0.1:2479 -etcd-root /cutline-broker/:
+// every user of the machine can, and could rewrite who holds what. On a
+// machine shared with users you do not trust, run an etcd with TLS and
+// users, and give -etcd. Its bounds, set by the broker:
+//
+//   - a quota of 1 GiB for its database: past it etcd raises its NOSPACE
+//     alarm and refuses writes, and so produces fail; the next start
+//     disarms the alarm (etcd raises it again if the data still does not
+//     fit);
+//   - 10 minutes of history: it compacts every older revision (periodic
+//     compaction), so that the index pages the broker rewrites do not
+//     pile up;
+//   - at start-up it defragments its database when that frees 64 MiB or
+//     more: a file compaction emptied shrinks;
+//   - a snapshot every 10,000 writes, at most 5 snapshots and 5
+//     write-ahead log files of 64 MB, preallocated: the directory takes
+//     about 130 MB from the first start.
+//
+// Its warnings and errors go to the broker's log, prefixed "etcd:". Its
+// writes are fsynced, as the filesystem zones' are: an acknowledged
+// record survives a crash of the machine, not only of the process (the
+// three zones share one disk, though). A second broker on the same data
+// directory (its etcd.lock), or the same -etcd-listen, does not start,
+// and says why.
+// With -etcd, -dir holds the filesystem zones and the credentials made for
+// the run; with S3 or Azure zones, only the credentials.
 //
 // # The API
 //
@@ -121,9 +182,15 @@
 //     mistake: 409, not appended. Sequences need not be contiguous: a gap
 //     is accepted, and a sequence inside it sent later is a new record;
 //     the broker judges a sequence only by whether the stream holds it.
-//   - Cutline-Fencing-Token: the producer's fencing token, judged with
-//     lease.Star.CheckToken: 409 when it is not the stream's installed
-//     one (or missing on a Fenced stream).
+//   - Cutline-Fencing-Token: the producer's fencing token (installed with
+//     PUT .../token, below), judged with lease.Star.CheckToken by exact
+//     equality: 409 when it is not the stream's installed one (a
+//     truncated or extended form of it included; also one presented on
+//     a stream with none installed, and none on a fenced stream); 400
+//     when it is not a token at all (lease.ValidateToken: more than 256
+//     bytes, not UTF-8, a control character). A produce judged before
+//     an install is judged again after it, never appended on the old
+//     judgement.
 //
 // 503 when this broker cannot take the record now, with Retry-After: 1
 // and, when known, {"holder": "<node>"}, the broker holding the grant,
@@ -168,6 +235,24 @@
 // page, when there is one>"},
 // from lease.Inspect and RefIndex.Next (the holder covers what it
 // acknowledged first, so next is where the stream ends).
+//
+//	PUT /v1/streams/{stream}/token?mode=fenced|any
+//
+// installs the body as the stream's producer fencing token
+// (lease.Star.Fence), one trailing newline aside, and answers 200 with
+// the token installed: {"stream": "orders", "mode": "fenced", "token":
+// "<the token>"}. From then on a produce passes only with that token in
+// Cutline-Fencing-Token; in mode any (?mode=any; fenced is the default)
+// a produce without one passes too, and an empty body removes the token.
+// The previous token is fenced: a producer that still presents it gets
+// 409. If the holder has the stream open, it leaves it and opens it again
+// under the new token, with no produce in between. A body that is not a
+// token, an unknown mode or a fenced stream without a token is 400; a
+// broker that does not hold the grant answers 503 with Retry-After and
+// {"holder": "<node>"}, as a produce does; 409 when another install
+// changed the token meanwhile. The token is a coordination between
+// producers, not a credential of the API (the bearer token is), and the
+// broker never logs it.
 //
 //	POST /v1/health?token=N
 //
@@ -387,8 +472,11 @@
 // SAN cutline://node/<name> names the node (authhttp.NodeIdentity; it
 // must be -node), and -tls-ca verifies the peers. The API uses the same
 // certificate as its server certificate, and -auth-token-file the bearer
-// token. Without -insecure the API needs both TLS and a token; -insecure
-// serves it with whatever of the two is given, and logs a warning.
+// token. Without -insecure the API needs both TLS and a token: a -role
+// all process given neither makes them for the run, on -etcd as on its
+// embedded etcd, and logs where ("made credentials for this run"); a
+// -role broker needs its own. -insecure serves it with whatever of the
+// two is given, and logs a warning.
 //
 // -peers lists every broker of the cluster as name=https://host:port, the
 // base URL of its API (the same list for every broker: a broker skips
@@ -494,5 +582,7 @@
 //   - One bearer token for every client, which may produce to and read
 //     every stream: a deployment that needs identities or per-stream
 //     rights puts a proxy in front that has them.
-//   - The in-memory metastore loses everything at exit.
+//   - -ephemeral's in-memory metastore loses everything at exit.
+//   - The embedded etcd serves every user of the machine, without TLS or
+//     authentication (see The data directory and the embedded etcd).
 package main

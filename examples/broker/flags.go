@@ -31,6 +31,7 @@ type settings struct {
 
 	etcd, etcdRoot string
 	etcdAuth       etcdAuth
+	local          localEtcd // the embedded etcd, or -ephemeral
 	azure          azureZones
 	dir            string
 	// zoneFileMode and zoneDirMode are the permissions of the filesystem
@@ -156,7 +157,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	fs.StringVar(&c.controllerListen, "controller-listen", "", "address the controller serves its nodes on, over mutual TLS (-role controller: default 127.0.0.1:8443; -role all: off unless given)")
 	operators := fs.String("operators", "", "identities (certificate names) allowed to request a handoff from the controller, comma-separated")
 	peers := fs.String("peers", "", "every broker of the cluster as name=https://host:port (the base URL of its API), comma-separated: this broker runs direct health links with them and votes in the controller's fast fence (default: no links, no vote)")
-	fs.StringVar(&c.etcd, "etcd", "", "etcd endpoints, comma-separated (default: an in-memory metastore, for -role all only)")
+	fs.StringVar(&c.etcd, "etcd", "", "etcd endpoints, comma-separated (default: an etcd embedded in the process, its data under -dir, for -role all only)")
 	fs.StringVar(&c.etcdRoot, "etcd-root", "/cutline-broker/", "key prefix of everything the cluster keeps in etcd, ending in '/'")
 	fs.StringVar(&c.etcdAuth.CA, "etcd-ca", "", "PEM CA that verifies etcd's server certificate; the connections to etcd are then TLS (default: plain text, unless -etcd names https:// endpoints)")
 	fs.StringVar(&c.etcdAuth.Cert, "etcd-cert", "", "PEM client certificate the process presents to etcd")
@@ -164,7 +165,8 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*sett
 	fs.StringVar(&c.etcdAuth.User, "etcd-user", "", "etcd user the process authenticates as")
 	fs.StringVar(&c.etcdAuth.Password, "etcd-password", "", "password of -etcd-user (prefer CUTLINE_ETCD_PASSWORD; never logged)")
 	c.azure.register(fs)
-	fs.StringVar(&c.dir, "dir", "", "directory of the filesystem zones (default: a temporary directory, removed at exit)")
+	c.local.register(fs)
+	fs.StringVar(&c.dir, "dir", defaultDataDir, "data directory: the filesystem zones, the embedded etcd's data and the credentials made for the run; a broker started again on it goes on where it stopped")
 	c.zoneFileMode, c.zoneDirMode = defaultZoneFileMode, defaultZoneDirMode
 	fs.Var(modeFlag{&c.zoneFileMode}, "zone-file-mode", "permission of the filesystem zones' objects, in octal, before the umask")
 	fs.Var(modeFlag{&c.zoneDirMode}, "zone-dir-mode", "permission of the filesystem zones' directories, in octal, before the umask")
@@ -291,6 +293,9 @@ func (c *settings) check(set map[string]bool) error {
 	}
 	if c.etcd != "" && !strings.HasSuffix(c.etcdRoot, "/") {
 		return refuse("etcd-root", c.etcdRoot, "a key prefix ending in '/'")
+	}
+	if err := c.local.check(c, set); err != nil {
+		return err
 	}
 	if err := c.checkBackends(set); err != nil {
 		return err
@@ -466,5 +471,6 @@ func parsePeers(v string) (map[string]string, error) {
 }
 
 // embedded reports whether the process runs on everything it makes
-// itself: the in-memory metastore, temporary zones, its own controller.
+// itself: its own metastore (the embedded etcd, or -ephemeral's in
+// memory) and its own controller.
 func (c *settings) embedded() bool { return c.role == roleAll && c.etcd == "" }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -18,10 +19,15 @@ import (
 // testSettings parses args after the timings of a test (a grant in a
 // fraction of a second, heartbeats far inside the lease even on a loaded
 // machine), without the environment, and shortens the node's decision
-// delay and polls.
+// delay and polls. Unless args name a data directory or an etcd, it runs
+// -ephemeral: the default's embedded etcd would start in the package's
+// directory.
 func testSettings(t testing.TB, args ...string) *settings {
 	t.Helper()
 	timings := []string{"-lease", "2s", "-heartbeat", "100ms", "-session-ttl", "2s"}
+	if !slices.Contains(args, "-dir") && !slices.Contains(args, "-etcd") && !slices.Contains(args, "-ephemeral") {
+		timings = append(timings, "-ephemeral")
+	}
 	cfg, err := parseFlags(append(timings, args...), func(string) string { return "" }, io.Discard)
 	require.NoError(t, err)
 	cfg.decisionDelay, cfg.poll = 10*time.Millisecond, 10*time.Millisecond

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cutline/cutline/lease"
@@ -23,6 +24,9 @@ type holding struct {
 	once  sync.Once // ends it: abort or close
 
 	submitMu sync.Mutex // orders a stream's Next with its Submit
+	// tokenInstalls counts the fencing tokens installed (under submitMu):
+	// a produce judged before one is judged again.
+	tokenInstalls atomic.Uint64
 
 	mu      sync.Mutex
 	streams map[string]*streamState  // opened, with their producers

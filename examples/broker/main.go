@@ -223,6 +223,7 @@ func (p *process) serve() <-chan error {
 		if listen("api", p.cfg.listen, p.cfg.conns, p.node.met.connCounter(), newHTTPServer(p.api, p.sec.apiTLS(), apiTimeouts, p.log)) {
 			p.log.Info("API listening", "addr", p.addrs["api"], "tls", p.sec.apiTLS() != nil, "auth", p.sec.token != nil,
 				"max_conns", p.cfg.conns.Total, "max_conns_per_addr", p.cfg.conns.PerAddr)
+			p.logCommands(p.addrs["api"])
 		}
 	}
 	if p.node != nil && p.cfg.metricsListen != "" {

@@ -19,6 +19,8 @@ type produceReq struct {
 	producer string // "" for none: no deduplication
 	seq      uint64
 	token    string // the producer's fencing token, "" for none
+	// tokenGen is the holding's tokenInstalls when the token was judged.
+	tokenGen uint64
 }
 
 // produce appends one record and returns where it was acknowledged. A
@@ -30,6 +32,7 @@ func (n *node) produce(ctx context.Context, p produceReq) (ack, error) {
 	if err != nil {
 		return ack{}, err
 	}
+	p.tokenGen = h.tokenInstalls.Load()
 	if err := h.star.CheckToken(ctx, p.stream, p.token); err != nil {
 		return ack{}, err
 	}
@@ -79,6 +82,13 @@ func (n *node) samePayload(ctx context.Context, h *holding, p produceReq, off ui
 func (h *holding) produce(ctx context.Context, s *streamState, p produceReq) (ack, error) {
 	for {
 		pd, err := h.submit(ctx, s, p)
+		if errors.Is(err, errTokenInstalled) {
+			p.tokenGen = h.tokenInstalls.Load()
+			if err := h.star.CheckToken(ctx, p.stream, p.token); err != nil {
+				return ack{}, err
+			}
+			continue
+		}
 		if errors.Is(err, errStateReplaced) {
 			if s, err = h.stream(ctx, p.stream, p.token); err != nil {
 				return ack{}, err
@@ -102,7 +112,8 @@ func (h *holding) produce(ctx context.Context, s *streamState, p produceReq) (ac
 var errStateReplaced = errors.New("broker: the stream's state was replaced")
 
 // submit appends p through s, unless s judges it a duplicate (or too
-// old), or is no longer the stream's current state (errStateReplaced).
+// old), or is no longer the stream's current state (errStateReplaced), or
+// a fencing token was installed since p's was judged (errTokenInstalled).
 // It holds submitMu from the check to the Submit: open waits for it
 // before it starts a new tenure, so that nothing judged by a replaced
 // state reaches the new one.
@@ -110,6 +121,9 @@ func (h *holding) submit(ctx context.Context, s *streamState, p produceReq) (*pe
 	key := producerSeq{p.producer, p.seq}
 	h.submitMu.Lock()
 	defer h.submitMu.Unlock()
+	if h.tokenInstalls.Load() != p.tokenGen {
+		return nil, errTokenInstalled
+	}
 	h.mu.Lock()
 	if h.streams[p.stream] != s || s.suspect {
 		h.mu.Unlock()

@@ -30,6 +30,17 @@ type security struct {
 	cert  tls.Certificate // empty: the API is served without TLS (-insecure)
 	ca    *x509.CertPool  // nil: no control plane over the network
 	token []byte          // nil: the API takes requests without a token (-insecure)
+	// caFile is the file of the certificate made for the run, tokenFile
+	// the token's ("" when neither is known): what a client is given.
+	caFile, tokenFile string
+}
+
+// makesCredentials reports whether the process makes its API's
+// certificate and token for the run: the controller and a broker in one
+// process (-role all, on whatever metastore and zones), given neither of
+// its own, without -insecure.
+func (c *settings) makesCredentials() bool {
+	return c.role == roleAll && !c.insecure && c.tlsCert == "" && c.authTokenFile == ""
 }
 
 // apiTLS is the API's server TLS configuration, nil without a
@@ -48,10 +59,10 @@ func (s *security) apiTLS() *tls.Config {
 }
 
 // loadSecurity reads the certificate, the CA and the token the flags
-// name. Unless -insecure, the API needs TLS and a token: the embedded
-// default (no flags at all) makes its own, a self-signed certificate for
-// localhost and a random token, in files under dir (mode 0600) whose
-// paths it logs.
+// name. Unless -insecure, the API needs TLS and a token: a -role all
+// process given neither (on its embedded etcd, or on -etcd) makes its
+// own, a self-signed certificate for localhost and a random token, in
+// files under dir (mode 0600) whose paths it logs.
 func loadSecurity(cfg *settings, dir string, log *slog.Logger) (*security, error) {
 	s := &security{}
 	if cfg.tlsCert != "" {
@@ -96,6 +107,7 @@ func loadSecurity(cfg *settings, dir string, log *slog.Logger) (*security, error
 		if s.token = bytes.TrimSpace(raw); len(s.token) == 0 {
 			return nil, fmt.Errorf("-auth-token-file %s is empty", cfg.authTokenFile)
 		}
+		s.tokenFile = cfg.authTokenFile
 		if fi, err := os.Stat(cfg.authTokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
 			log.Warn("the token file is readable by others than its owner", "file", cfg.authTokenFile, "mode", fi.Mode().Perm())
 		}
@@ -108,15 +120,15 @@ func loadSecurity(cfg *settings, dir string, log *slog.Logger) (*security, error
 			log.Warn("INSECURE: the API is served without TLS or without a bearer token (-insecure)", "tls", s.apiTLS() != nil, "auth", s.token != nil)
 		}
 		return s, nil
-	case cfg.embedded() && cfg.tlsCert == "" && cfg.authTokenFile == "" && dir != "":
+	case cfg.makesCredentials() && dir != "":
 		cert, token, err := devCredentials(dir, cfg.node)
 		if err != nil {
 			return nil, err
 		}
 		s.cert, s.token = cert, token
-		ca, tok := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "token")
-		log.Info("made credentials for this run", "ca", ca, "token_file", tok,
-			"try", fmt.Sprintf(`curl --cacert %s -H "Authorization: Bearer $(cat %s)" %s/v1/streams`, ca, tok, apiURL(cfg.listen)))
+		s.caFile, s.tokenFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "token")
+		log.Info("made credentials for this run: a self-signed certificate for localhost and a bearer token, made anew at every start (-tls-cert, -tls-key and -auth-token-file give your own)",
+			"ca", s.caFile, "token_file", s.tokenFile)
 		return s, nil
 	case s.apiTLS() == nil || s.token == nil:
 		return nil, errors.New("the API needs -tls-cert, -tls-key and -auth-token-file (or -insecure, which serves it unprotected)")
@@ -167,13 +179,34 @@ func devCredentials(dir, node string) (tls.Certificate, []byte, error) {
 		return tls.Certificate{}, nil, err
 	}
 	token := []byte(hex.EncodeToString(raw[:]))
-	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), certPEM, 0o600); err != nil {
+	if err := replaceFile(filepath.Join(dir, "ca.pem"), certPEM); err != nil {
 		return tls.Certificate{}, nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "token"), token, 0o600); err != nil {
+	if err := replaceFile(filepath.Join(dir, "token"), token); err != nil {
 		return tls.Certificate{}, nil, err
 	}
 	return cert, token, nil
+}
+
+// replaceFile writes data to path, readable by the owner only, in place
+// of what was there (the last run's credentials): a client never reads
+// half of it, and the file's mode is the new one, whatever the old one's.
+func replaceFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
 }
 
 // apiURL is the base URL a client on this machine reaches the API at

@@ -97,6 +97,7 @@ func newServer(n *node, opts serverOptions) *server {
 		reads: make(chan struct{}, opts.MaxReads)}
 	s.mux.Handle("POST /v1/streams/{stream}/records", s.auth(s.produce))
 	s.mux.Handle("GET /v1/streams/{stream}/records", s.auth(s.consume))
+	s.mux.Handle("PUT /v1/streams/{stream}/token", s.auth(s.installToken))
 	s.mux.Handle("GET /v1/streams", s.auth(s.list))
 	// The metrics name the zones and show the traffic: behind the token
 	// here; -metrics-listen serves them without it on a listener of
@@ -250,6 +251,8 @@ func (s *server) produce(w http.ResponseWriter, r *http.Request) {
 	p := produceReq{stream: name, producer: r.Header.Get(headerProducer), token: r.Header.Get(headerToken)}
 	seq := r.Header.Get(headerSequence)
 	switch {
+	case !validToken(w, headerToken, p.token):
+		return
 	case (p.producer == "") != (seq == ""):
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: headerProducer + " and " + headerSequence + " go together"})
 		return

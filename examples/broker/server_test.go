@@ -21,7 +21,7 @@ import (
 	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
-// The API on the embedded default, with nothing but test timings: an
+// The API on -ephemeral, with nothing but test timings: an
 // in-memory metastore, filesystem zones in a temporary directory, the
 // controller and one node in process over authority.Local, and the
 // credentials the process made for itself (TLS and a bearer token).
@@ -311,11 +311,13 @@ func TestFlags(t *testing.T) {
 	_, err = parseFlags([]string{"-gcs-buckets", "a"}, env(), io.Discard)
 	require.True(t, strings.Contains(err.Error(), "not supported by this example"), err.Error())
 
-	// Anything but the bare default needs its protection spelled out.
+	// A -role all process makes its own credentials on any metastore
+	// (see TestExternalEtcdMadeCredentials); a token file named must be
+	// there, and a node of a controller elsewhere needs its own.
 	_, err = loadSecurity(testSettings(t, "-dir", t.TempDir(), "-auth-token-file", "missing"), "", slog.New(slog.DiscardHandler))
 	require.Error(t, err)
 	cfg = testSettings(t)
-	cfg.etcd = "127.0.0.1:2379"
+	cfg.etcd, cfg.role = "127.0.0.1:2379", roleBroker
 	_, err = loadSecurity(cfg, t.TempDir(), slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "-insecure")
 }
