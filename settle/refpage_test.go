@@ -330,3 +330,52 @@ func TestRefIndexCoverBelowRetention(t *testing.T) {
 	err = y.CoverFlights(ctx, starA, []settle.Placed{{Position: chain.Position{Epoch: 1, Slot: 500}, Spans: []settle.Span{{Stream: stream, Offset: 95, Count: 1}}}})
 	require.ErrorIs(t, err, settle.ErrDoubleCover)
 }
+
+// Extents reads a long stream's pages several to a request, and yields
+// every extent once and in order, whatever the pages' widths: pages of
+// 64 spans of 1 record, then of 64 spans of 5 records each, so that the
+// guessed offsets of the pages ahead miss where the widths change.
+func TestRefIndexExtentsReadsPagesAhead(t *testing.T) {
+	ctx := context.Background()
+	store := metacount.Wrap(memstore.New(memstore.Options{}))
+	x, err := settle.NewRefIndex(store, "", locateRuns)
+	require.NoError(t, err)
+	const narrow, wide = 64 * 20, 64 * 20 // spans of 1, then of 5 records
+	var flights []settle.Placed
+	var off uint64
+	for i := range uint64(narrow + wide) {
+		count := uint64(1)
+		if i >= narrow {
+			count = 5
+		}
+		flights = append(flights, settle.Placed{Position: chain.Position{Epoch: 1, Slot: i},
+			Spans: []settle.Span{{Stream: stream, Offset: off, Count: count, Start: 0, End: count}}})
+		off += count
+		if len(flights) == 256 {
+			require.NoError(t, x.CoverFlights(ctx, starA, flights))
+			flights = flights[:0]
+		}
+	}
+	require.NoError(t, x.CoverFlights(ctx, starA, flights))
+	pages := (narrow + wide) / settle.PageSpans
+
+	for _, from := range []uint64{0, 700, narrow - 1, off - 1} {
+		store.Reset()
+		next, n := from, 0
+		for e, err := range x.Extents(ctx, stream, from) {
+			require.NoError(t, err)
+			if n == 0 {
+				require.LessOrEqual(t, e.Offset, from)
+				next = e.Offset
+			}
+			require.Equal(t, next, e.Offset, "from %d: extents in order, none skipped or repeated", from)
+			next = e.Offset + e.Count
+			n++
+		}
+		require.Equal(t, off, next, "from %d: to the end of the coverage", from)
+		st := store.Stats()
+		t.Logf("from %d: %d extents, %+v", from, n, st)
+		// One page at a time would be up to 2+39 reads.
+		require.LessOrEqual(t, st.Reads(), 2+(pages+7)/8+2, "from %d: pages read eight to a request, a few more where the widths change", from)
+	}
+}

@@ -93,8 +93,9 @@ func (x *RefIndex) pageAt(ctx context.Context, stream string, offset uint64) (re
 }
 
 // Extents yields stream's extents from the one holding from to the end
-// of its coverage as it reads it, in offset order: one read per page
-// (PageSpans refs), and two more to start. Compaction may move refs
+// of its coverage as it reads it, in offset order: two reads to start,
+// then one request per pagesAhead pages (PageSpans refs each) where the
+// pages are about as wide as the one before. Compaction may move refs
 // meanwhile; every page read is whole, so each extent is either the old
 // or the new place of its bytes. An offset below the retention point is
 // a *TrimmedError; one at or past the coverage matches
@@ -106,6 +107,7 @@ func (x *RefIndex) Extents(ctx context.Context, stream string, from uint64) iter
 			yield(Extent{}, err)
 			return
 		}
+		var ahead map[uint64]refPage // pages read ahead, by first offset
 		for {
 			for _, e := range pg.extents() {
 				if e.Offset+e.Count <= from {
@@ -118,21 +120,61 @@ func (x *RefIndex) Extents(ctx context.Context, stream string, from uint64) iter
 			if !pg.Sealed {
 				return // the stream's last page
 			}
-			kv, err := x.store.Get(ctx, x.pageKey(stream, pg.Next))
-			if errors.Is(err, metastore.ErrNotFound) {
-				yield(Extent{}, &metastore.RecordError{Key: x.pageKey(stream, pg.First), Kind: pageKind, Reason: "sealed, yet no page follows it"})
-				return
+			next, ok := ahead[pg.Next]
+			if !ok {
+				if ahead, err = x.pagesAhead(ctx, stream, pg); err != nil {
+					yield(Extent{}, err)
+					return
+				}
+				if next, ok = ahead[pg.Next]; !ok {
+					yield(Extent{}, &metastore.RecordError{Key: x.pageKey(stream, pg.First), Kind: pageKind, Reason: "sealed, yet no page follows it"})
+					return
+				}
 			}
-			if err != nil {
-				yield(Extent{}, fmt.Errorf("settle ref %s/%d: %w", stream, pg.Next, err))
-				return
-			}
-			if pg, err = x.decodePage(kv, stream); err != nil {
-				yield(Extent{}, err)
-				return
-			}
+			delete(ahead, pg.Next)
+			pg = next
 		}
 	}
+}
+
+// pagesAhead is how many pages Extents asks for in one request.
+const pagesAhead = 8
+
+// pagesAhead reads the page after pg, which is sealed, and up to
+// pagesAhead−1 pages after it in the same request (metastore.ReadMany):
+// floors at the offsets the pages would start at were they as wide as
+// pg. Where a guess misses, a page is read twice or one is left out and
+// read by the next request, never skipped: the caller takes only the
+// page starting where the one it holds ends. It returns the pages read,
+// by first offset.
+func (x *RefIndex) pagesAhead(ctx context.Context, stream string, pg refPage) (map[uint64]refPage, error) {
+	width := max(pg.Next-pg.First, 1)
+	reads := []metastore.Read{{Key: x.pageKey(stream, pg.Next)}}
+	for i := uint64(1); i < pagesAhead; i++ {
+		at := pg.Next + i*width
+		if at < pg.Next { // past the end of the offsets
+			break
+		}
+		reads = append(reads, metastore.Read{Key: x.pageKey(stream, at), Floor: true, Prefix: x.pagePrefix(stream)})
+	}
+	res, err := metastore.ReadMany(ctx, x.store, reads)
+	if err != nil {
+		return nil, fmt.Errorf("settle ref %s/%d: %w", stream, pg.Next, err)
+	}
+	out := make(map[uint64]refPage, len(res))
+	for _, r := range res {
+		if !r.Found {
+			continue
+		}
+		p, err := x.decodePage(r.KV, stream)
+		if err != nil {
+			return nil, err
+		}
+		if p.First >= pg.Next {
+			out[p.First] = p
+		}
+	}
+	return out, nil
 }
 
 // StreamReaderOptions configures a StreamReader. The zero value works.
