@@ -2,56 +2,23 @@ package fence
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
+	"github.com/cutline/cutline/internal/readlog"
 	"github.com/cutline/cutline/objstore"
 )
 
-// readLog counts, per key, the copies a party reads whole (Get) in one
-// zone and the bytes its reads of any kind return.
-type readLog struct {
-	objstore.Bucket
-	mu    sync.Mutex
-	whole map[string]int
-	bytes map[string]int
-}
-
-func logReads(b objstore.Bucket) *readLog {
-	return &readLog{Bucket: b, whole: map[string]int{}, bytes: map[string]int{}}
-}
-
-func (b *readLog) Get(ctx context.Context, key string) ([]byte, error) {
-	p, err := b.Bucket.Get(ctx, key)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err == nil {
-		b.whole[key]++
-	}
-	b.bytes[key] += len(p)
-	return p, err
-}
-
-func (b *readLog) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	p, err := b.Bucket.GetRange(ctx, key, off, n)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.bytes[key] += len(p)
-	return p, err
-}
-
 // loggedFencer returns a fencer over the env's zones, each read through a
-// readLog.
-func (e *env) loggedFencer(opts Options) (*Fencer, []*readLog) {
-	var logs []*readLog
+// readlog.Bucket.
+func (e *env) loggedFencer(opts Options) (*Fencer, []*readlog.Bucket) {
+	var logs []*readlog.Bucket
 	zones := e.view(func(_ int, b objstore.Bucket) objstore.Bucket {
-		l := logReads(b)
+		l := readlog.Wrap(b)
 		logs = append(logs, l)
 		return l
 	})
@@ -78,9 +45,9 @@ func TestLargeFlightsReadWholeInWZones(t *testing.T) {
 		size := len(e.object(0, s))
 		whole, read := 0, 0
 		for z, l := range logs {
-			require.LessOrEqual(t, l.whole[key], 1, "slot %d read whole once at most in zone %d", s, z)
-			whole += l.whole[key]
-			read += l.bytes[key]
+			require.LessOrEqual(t, l.Whole(key), 1, "slot %d read whole once at most in zone %d", s, z)
+			whole += l.Whole(key)
+			read += l.Bytes(key)
 		}
 		if s == 3 { // small: read whole in every zone, in one request each
 			require.Equal(t, 3*size, read, "slot %d", s)
@@ -141,7 +108,7 @@ func TestLargeFlightCountsOnlyWhenVerified(t *testing.T) {
 			key := e.slot(0).Key()
 			var whole []int
 			for _, l := range logs {
-				whole = append(whole, l.whole[key])
+				whole = append(whole, l.Whole(key))
 			}
 			if tc.err != nil {
 				require.ErrorIs(t, err, tc.err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +15,7 @@ import (
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/readlog"
 	memstore "github.com/cutline/cutline/metastore/mem"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/mem"
@@ -126,38 +126,6 @@ func (e *bigEpoch) check(tb testing.TB, rep settle.Report, err error) {
 	}
 }
 
-// readCounter counts, per key, the copies read whole (a Get that returned
-// the object) from one zone, and the bytes every read returned.
-type readCounter struct {
-	objstore.Bucket
-	mu    sync.Mutex
-	whole map[string]int
-	bytes map[string]int
-}
-
-func countReads(b objstore.Bucket) *readCounter {
-	return &readCounter{Bucket: b, whole: map[string]int{}, bytes: map[string]int{}}
-}
-
-func (b *readCounter) Get(ctx context.Context, key string) ([]byte, error) {
-	p, err := b.Bucket.Get(ctx, key)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err == nil {
-		b.whole[key]++
-	}
-	b.bytes[key] += len(p)
-	return p, err
-}
-
-func (b *readCounter) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
-	p, err := b.Bucket.GetRange(ctx, key, off, n)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.bytes[key] += len(p)
-	return p, err
-}
-
 // TestSettleReadsALargeFlightWholeWTimes: settling a dead writer's epoch
 // (K=3, W=2) whose last committed flight is large reads that flight whole
 // W times in all, in two zones, once each: the fence verifies two copies,
@@ -168,10 +136,10 @@ func TestSettleReadsALargeFlightWholeWTimes(t *testing.T) {
 	big := bigRecord(stream, 7, 1<<20)
 	for _, copies := range [][]int{{0, 1, 2}, {0, 1}, {1, 2}, {0, 2}} {
 		t.Run(fmt.Sprint(copies), func(t *testing.T) {
-			var counters []*readCounter
+			var counters []*readlog.Bucket
 			var zones []objstore.Bucket
 			for _, name := range []string{"a", "b", "c"} {
-				c := countReads(mem.New(name))
+				c := readlog.Wrap(mem.New(name))
 				counters = append(counters, c)
 				zones = append(zones, c)
 			}
@@ -181,9 +149,9 @@ func TestSettleReadsALargeFlightWholeWTimes(t *testing.T) {
 			key := wire.KeysOf(e.rec).Slot(starA, e.rec.Epoch, 7)
 			whole, read := 0, 0
 			for z, c := range counters {
-				require.LessOrEqual(t, c.whole[key], 1, "zone %d reads the large flight whole once at most", z)
-				whole += c.whole[key]
-				read += c.bytes[key]
+				require.LessOrEqual(t, c.Whole(key), 1, "zone %d reads the large flight whole once at most", z)
+				whole += c.Whole(key)
+				read += c.Bytes(key)
 			}
 			require.Equal(t, 2, whole, "the large flight read whole W times")
 			require.LessOrEqual(t, read, 2*e.size+e.size/2, "bytes read of the large flight")
