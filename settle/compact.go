@@ -1,6 +1,7 @@
 package settle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,6 +73,11 @@ type Compactor struct {
 
 	mu  sync.Mutex
 	rnd *rand.Rand // draws segment nonces
+
+	scanMu    sync.Mutex
+	scans     map[scanKey]*scanState // the last scan of each epoch compacted
+	scanPages int                    // the held pages of scans
+	scanClock uint64
 }
 
 // NewCompactor returns a Compactor over the epochs of m, their buckets in
@@ -111,7 +117,7 @@ func NewCompactor(m *epoch.Minter, zones chain.Zones, x *RefIndex, opts Compacto
 		return nil, err
 	}
 	return &Compactor{minter: m, zones: zones, index: x, reader: r, opts: opts,
-		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}, nil
+		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), scans: map[scanKey]*scanState{}}, nil
 }
 
 func (c *Compactor) nonce() uint64 {
@@ -125,8 +131,11 @@ type CompactReport struct {
 	Star  string
 	Epoch uint64
 	// Rewritten is the epoch's rewritten cursor after the call, Checkpoint
-	// its checkpoint when the call read it.
-	Rewritten, Checkpoint uint64
+	// its checkpoint when the call read it. Scanned is how far the call
+	// looked: every page of flights below it that may be compacted was;
+	// the pages that may not yet (a stream's last page in an open epoch,
+	// a page another party changed) hold Rewritten below it.
+	Rewritten, Checkpoint, Scanned uint64
 	// Passes counts the passes run.
 	Passes int
 	// Segments counts the segments written and referenced, Bytes their
@@ -155,10 +164,8 @@ func (r *CompactReport) add(p passReport) {
 }
 
 // Compact rewrites star's epoch ep from its rewritten cursor up to its
-// checkpoint, a pass of at most PassSlots flights and PassBytes bytes at a
-// time, until the cursor reaches the checkpoint or a pass moves it no
-// further (a page it may not compact yet holds it: the stream's last page
-// of an epoch still open, or a page that changed under it).
+// checkpoint (as the call first reads it), a pass of at most PassSlots
+// flights and PassBytes bytes at a time.
 //
 // A pass reads the flights, finds the ref pages of every stream they
 // carry, and for each stream writes the pages it may compact (sealed, or
@@ -171,23 +178,47 @@ func (r *CompactReport) add(p passReport) {
 // segments no page came to name are deleted. Run it again after any
 // failure: every step is idempotent, and what a crash leaves is garbage
 // that Collect deletes.
+//
+// A page it may not compact yet (a stream's last page in an open epoch,
+// or a page that changed under it) holds the cursor back, not the scan:
+// the next pass reads the flights after those of the pass before. The
+// Compactor remembers, for the epochs it compacted last, how far it
+// scanned and the pages it left, so that the next call reads those pages
+// again (a few metastore reads) and the flights past the scan only: a
+// holder's epoch compacted every minute costs the flights appended since,
+// however long one stream's last page stays open. What it remembers only
+// saves reads: when the epoch's record disagrees with it (another
+// compactor or a trim moved the cursors further), the call scans from the
+// cursor again.
 func (c *Compactor) Compact(ctx context.Context, star string, ep uint64) (CompactReport, error) {
 	rep := CompactReport{Star: star, Epoch: ep}
 	if err := epoch.ValidateName("star", star); err != nil {
 		return rep, err
 	}
-	for {
-		p, err := c.pass(ctx, star, ep)
-		rep.add(p)
-		rep.Rewritten, rep.Checkpoint = p.rewritten, p.checkpoint
+	st := c.lastScan(star, ep)
+	var end uint64
+	for i := 0; ; i++ {
+		rec, err := c.minter.Get(ctx, star, ep)
 		if err != nil {
+			c.keepScan(star, ep, nil)
 			return rep, fmt.Errorf("settle compact %s/%d: %w", star, ep, err)
 		}
-		// The cursor moved, by this pass or another compactor's: go on.
-		if p.rewritten <= p.from || p.rewritten >= p.checkpoint {
-			return rep, nil
+		if i == 0 {
+			end = rec.Cursors.Checkpoint
+		}
+		p, err := c.pass(ctx, rec, st, end)
+		rep.add(p)
+		rep.Rewritten, rep.Checkpoint, rep.Scanned = p.rewritten, p.checkpoint, st.scan
+		if err != nil {
+			c.keepScan(star, ep, nil)
+			return rep, fmt.Errorf("settle compact %s/%d: %w", star, ep, err)
+		}
+		if st.scan >= end {
+			break
 		}
 	}
+	c.keepScan(star, ep, st)
+	return rep, nil
 }
 
 // passReport is what one pass did.
@@ -215,19 +246,34 @@ type segmentPlan struct {
 	named, unknown bool
 }
 
-func (c *Compactor) pass(ctx context.Context, star string, ep uint64) (passReport, error) {
+// pass reads the flights from where the scan st stopped, up to end (at
+// most PassSlots and PassBytes), compacts the pages it may among those
+// they name and those st held before, and moves the cursor to st's
+// target.
+func (c *Compactor) pass(ctx context.Context, rec *epoch.Record, st *scanState, end uint64) (passReport, error) {
 	var pr passReport
-	rec, err := c.minter.Get(ctx, star, ep)
-	if err != nil {
-		return pr, err
-	}
-	lo := max(rec.Cursors.Rewritten, rec.Cursors.Trimmed)
+	star, ep := rec.Star, rec.Epoch
 	ck := rec.Cursors.Checkpoint
 	pr.from, pr.rewritten, pr.checkpoint = rec.Cursors.Rewritten, rec.Cursors.Rewritten, ck
-	if lo >= ck {
-		return pr, c.advance(ctx, star, ep, lo, &pr)
+	st.check(rec)
+	var held map[string][]*candidate // pages held before that may be compacted now
+	if st.recheck {
+		st.recheck = false
+		var stale bool
+		var err error
+		if held, stale, err = c.recheck(ctx, rec, st); err != nil {
+			return pr, err
+		}
+		if stale {
+			st.reset(rec)
+			held = nil
+		}
 	}
-	hi := min(ck, lo+uint64(c.opts.PassSlots))
+	lo := st.scan
+	hi := max(lo, min(end, lo+uint64(c.opts.PassSlots)))
+	if lo >= hi && len(held) == 0 {
+		return pr, c.advance(ctx, star, ep, st.target(), &pr)
+	}
 	buckets, err := c.zones.Resolve(rec.Constants.Buckets)
 	if err != nil {
 		return pr, err
@@ -244,60 +290,72 @@ func (c *Compactor) pass(ctx context.Context, star string, ep uint64) (passRepor
 	}
 	payloads := map[uint64][]byte{}
 	perStream := map[string][]spanAt{}
-	held := 0
-	for f, err := range c.reader.Range(ctx, rec, lo, hi) {
-		if err != nil {
-			return pr, err
-		}
-		pr.reads++
-		spans, err := c.index.Locate(f.Payload)
-		if err != nil {
-			return pr, fmt.Errorf("slot %d: %w", f.Position.Slot, err)
-		}
-		payloads[f.Position.Slot] = f.Payload
-		for _, s := range spans {
-			perStream[s.Stream] = append(perStream[s.Stream], spanAt{pos: f.Position, span: s})
-		}
-		if held += len(f.Payload); held >= c.opts.PassBytes {
-			hi = f.Position.Slot + 1
-			break
+	inMemory := 0
+	if lo < hi {
+		for f, err := range c.reader.Range(ctx, rec, lo, hi) {
+			if err != nil {
+				return pr, err
+			}
+			pr.reads++
+			spans, err := c.index.Locate(f.Payload)
+			if err != nil {
+				return pr, fmt.Errorf("slot %d: %w", f.Position.Slot, err)
+			}
+			payloads[f.Position.Slot] = f.Payload
+			for _, s := range spans {
+				perStream[s.Stream] = append(perStream[s.Stream], spanAt{pos: f.Position, span: s})
+			}
+			if inMemory += len(f.Payload); inMemory >= c.opts.PassBytes {
+				hi = f.Position.Slot + 1
+				break
+			}
 		}
 	}
-	streams := make([]string, 0, len(perStream))
+	streams := make([]string, 0, len(perStream)+len(held))
 	for id := range perStream {
 		streams = append(streams, id)
+	}
+	for id := range held {
+		if _, ok := perStream[id]; !ok {
+			streams = append(streams, id)
+		}
 	}
 	slices.Sort(streams)
 
 	// 2. The pages holding those spans: compacted already, to compact, or
-	// holding the cursor back.
-	limit := hi // the rewritten cursor this pass may reach
-	hold := func(slot uint64) { limit = min(limit, max(slot, lo)) }
+	// holding the cursor back; and the pages held before that may be
+	// compacted now.
 	perPages := make([][]*candidate, len(streams))
 	var g errgroup.Group
 	g.SetLimit(c.opts.MaxParallel)
 	var mu sync.Mutex
 	for i, id := range streams {
+		if len(perStream[id]) == 0 {
+			perPages[i] = held[id]
+			continue
+		}
 		g.Go(func() error {
-			cands, holdAt, err := c.candidates(ctx, rec, id, perStream[id])
+			cands, holds, gap, err := c.candidates(ctx, rec, id, perStream[id])
 			if err != nil {
 				return err
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			perPages[i] = cands
-			if holdAt != nil {
-				hold(*holdAt)
+			perPages[i] = mergeCandidates(cands, held[id])
+			for _, h := range holds {
+				st.hold(id, h.key, h.low)
 			}
+			st.gap = min(st.gap, gap)
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return pr, err
 	}
+	st.scan = hi
 
-	// 3. Their bytes: from the flights read, and the few slots of their
-	// pages outside [lo, hi).
+	// 3. Their bytes: from the flights read, and the slots of their pages
+	// outside [lo, hi).
 	if err := c.fetchMissing(ctx, rec, perPages, payloads, &pr); err != nil {
 		return pr, err
 	}
@@ -335,32 +393,56 @@ func (c *Compactor) pass(ctx context.Context, star string, ep uint64) (passRepor
 	if err != nil {
 		return pr, err
 	}
+	for _, sp := range plans {
+		for _, cd := range sp.pages {
+			delete(st.held, cd.kv.Key) // held in an earlier pass, sealed since
+		}
+	}
 	for _, cd := range lostPages {
-		hold(cd.low)
+		st.hold(cd.page.Stream, cd.kv.Key, cd.low)
 	}
 	c.dropUnnamed(ctx, buckets, plans, &pr)
 
 	// 6. The cursor.
-	return pr, c.advance(ctx, star, ep, limit, &pr)
+	return pr, c.advance(ctx, star, ep, st.target(), &pr)
+}
+
+// mergeCandidates returns the pages of a and b, each once, in offset
+// order.
+func mergeCandidates(a, b []*candidate) []*candidate {
+	out := make([]*candidate, 0, len(a)+len(b))
+	seen := make(map[string]bool, len(a)+len(b))
+	for _, cd := range slices.Concat(a, b) {
+		if !seen[cd.kv.Key] {
+			seen[cd.kv.Key] = true
+			out = append(out, cd)
+		}
+	}
+	slices.SortFunc(out, func(x, y *candidate) int { return cmp.Compare(x.page.First, y.page.First) })
+	return out
+}
+
+// pageHold is a page of flights candidates found holding the cursor back,
+// from slot low on.
+type pageHold struct {
+	key string
+	low uint64
 }
 
 // candidates finds the pages that hold the spans items of stream, which
-// flights of rec carry in [lo, hi): the pages to compact, in offset order,
-// and the lowest slot of a span whose page may not be compacted yet (nil
-// when there is none).
-func (c *Compactor) candidates(ctx context.Context, rec *epoch.Record, stream string, items []spanAt) ([]*candidate, *uint64, error) {
+// flights of rec carry: the pages to compact, in offset order; the pages
+// of flights that may not be compacted yet, each with the lowest slot of
+// a span on it among items; and the lowest slot of a span no page holds
+// (noSlot when there is none).
+func (c *Compactor) candidates(ctx context.Context, rec *epoch.Record, stream string, items []spanAt) ([]*candidate, []pageHold, uint64, error) {
 	x := c.index
 	start, _, err := x.start(ctx, stream)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	var out []*candidate
-	var holdAt *uint64
-	hold := func(s uint64) {
-		if holdAt == nil || s < *holdAt {
-			holdAt = &s
-		}
-	}
+	var holds []pageHold
+	gap := uint64(noSlot)
 	var cur *candidate
 	for _, it := range items {
 		s := it.span
@@ -370,19 +452,19 @@ func (c *Compactor) candidates(ctx context.Context, rec *epoch.Record, stream st
 		if cur == nil || s.Offset < cur.page.First || s.Offset >= cur.page.Next {
 			kv, err := metastore.Floor(ctx, x.store, x.pagePrefix(stream), x.pageKey(stream, s.Offset))
 			if errors.Is(err, metastore.ErrNotFound) {
-				hold(it.pos.Slot) // not covered: nothing to move, nothing to trim
+				gap = min(gap, it.pos.Slot) // not covered: nothing to move, nothing to trim
 				cur = nil
 				continue
 			}
 			if err != nil {
-				return nil, nil, fmt.Errorf("ref page %s/%d: %w", stream, s.Offset, err)
+				return nil, nil, 0, fmt.Errorf("ref page %s/%d: %w", stream, s.Offset, err)
 			}
 			pg, err := x.decodePage(kv, stream)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, 0, err
 			}
 			if s.Offset >= pg.Next {
-				hold(it.pos.Slot)
+				gap = min(gap, it.pos.Slot)
 				cur = nil
 				continue
 			}
@@ -396,10 +478,15 @@ func (c *Compactor) candidates(ctx context.Context, rec *epoch.Record, stream st
 			continue // another ref covers these offsets: no ref needs this flight for them
 		}
 		if cur.page.Segment == "" && !c.compactable(rec, &cur.page) {
-			hold(it.pos.Slot)
+			i := slices.IndexFunc(holds, func(h pageHold) bool { return h.key == cur.kv.Key })
+			if i < 0 {
+				holds = append(holds, pageHold{key: cur.kv.Key, low: it.pos.Slot})
+			} else {
+				holds[i].low = min(holds[i].low, it.pos.Slot)
+			}
 		}
 	}
-	return out, holdAt, nil
+	return out, holds, gap, nil
 }
 
 // compactable reports whether pg may be rewritten: a page of flights of

@@ -206,13 +206,15 @@
 //
 // A pass of Compact:
 //
-//  1. reads the flights of [rewritten, checkpoint) (PassSlots and PassBytes
-//     at a time) and the spans they carry;
+//  1. reads the next flights below the checkpoint (PassSlots and PassBytes
+//     at a time), from the rewritten cursor for the first pass and from
+//     where the pass before stopped for the others, and the spans they
+//     carry;
 //  2. finds the page holding each span, and keeps for rewriting the pages
 //     no cover appends to any more: sealed pages, and the last page of a
 //     settled epoch, whose every flight lies below the checkpoint. The
 //     last page of an open epoch stays with its holder, and holds the
-//     cursor back;
+//     cursor back, not the next pass;
 //  3. writes each stream's pages into segments (up to SegmentBytes each),
 //     create-only in the epoch's buckets, and reads every copy back: a
 //     segment with fewer than W verified copies is never named;
@@ -222,10 +224,33 @@
 //     page sees it whole, so it finds either the old place of the bytes
 //     or the new, never neither;
 //  5. moves the rewritten cursor to the lowest slot with a span whose
-//     page is not a page of segments.
+//     page is not a page of segments: the lowest span of a page held
+//     back, or where the pass stopped.
 //
 // Then TrimRewritten (or Trim up to the cursor) deletes the flights: no
 // ref needs them. Needed no longer counts pages of segments.
+//
+// One slow stream, whose last page stays open for hours, holds the
+// cursor at its page's first span and no more: the passes of the call
+// compact every sealed page past it. A Compactor remembers, for the
+// epochs it compacted last (256, and 65,536 held pages over all of
+// them), where its scan stopped and the pages it left held. The next call
+// reads those pages and their streams' retention points again, up to
+// MaxReadMany to a request: a page rewritten by another compactor, or
+// deleted or passed by retention, holds nothing back any more; one sealed
+// since, or of an epoch settled since, is compacted with the flights it
+// names; and the scan goes on from where it stopped. A holder's open
+// epoch compacted every minute costs the flights appended since, and a
+// read per page left, however long a stream keeps its last page open.
+//
+// What a compactor remembers spares reads and nothing else. It can only
+// grow stale, never wrong: a slot below the checkpoint never gets a new
+// ref, and a page of segments never turns back into a page of flights,
+// so the pages a scan left held are a superset of those still holding
+// the cursor back. It is checked against the epoch's record on every
+// pass, and when another compactor or a trim moved the cursors past where
+// it would move them, or it does not fit the record, it is dropped and
+// the scan starts again at the cursor.
 //
 // Segment keys, <prefix>/<star>/segments/<epoch>/<stream>/<first>-<next>-<compactor>-<nonce>,
 // cannot meet a slot key, and the compactor's identity and a random nonce

@@ -43,22 +43,31 @@ func (x *RefIndex) startKey(stream string) string { return x.root + "refstart/" 
 // start reads stream's retention point and its revision (0, 0 when it
 // has none).
 func (x *RefIndex) start(ctx context.Context, stream string) (uint64, int64, error) {
-	key := x.startKey(stream)
-	kv, err := x.store.Get(ctx, key)
+	kv, err := x.store.Get(ctx, x.startKey(stream))
 	switch {
 	case errors.Is(err, metastore.ErrNotFound):
 		return 0, 0, nil
 	case err != nil:
 		return 0, 0, fmt.Errorf("settle retention point of %s: %w", stream, err)
 	}
+	return x.startOf(stream, metastore.ReadResult{KV: kv, Found: true})
+}
+
+// startOf decodes the read of stream's retention point: the point and
+// its revision (0, 0 when it has none).
+func (x *RefIndex) startOf(stream string, r metastore.ReadResult) (uint64, int64, error) {
+	if !r.Found {
+		return 0, 0, nil
+	}
+	key := x.startKey(stream)
 	var st refStart
-	if err := metastore.DecodeRecord(key, kv.Value, startKind, startFormat, &st); err != nil {
+	if err := metastore.DecodeRecord(key, r.KV.Value, startKind, startFormat, &st); err != nil {
 		return 0, 0, err
 	}
 	if st.Stream != stream {
 		return 0, 0, &metastore.RecordError{Key: key, Kind: startKind, Reason: fmt.Sprintf("claims stream %q", st.Stream)}
 	}
-	return st.Start, kv.Revision, nil
+	return st.Start, r.KV.Revision, nil
 }
 
 // Start returns the stream's retention point: its first offset still
