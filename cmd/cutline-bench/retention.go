@@ -286,7 +286,7 @@ func figRetention(s *scope, cfg config) ([]Row, error) {
 			note("the steady peak, every zone: flights not yet compacted, segments, poison; %s", load),
 		Row{ID: "retention.maintenance", Figure: "retention: maintenance requests per record", Value: float64(m.Total()) / float64(run.records), Unit: "requests"}.
 			ref("K creates per append", k, "requests").objects(m).
-			note("compaction %s; trim %s; collection %s; per record appended, over %s records in %v. A pass reads every flight from the rewritten cursor up, and a flight whose stream's page is not sealed yet holds the cursor: the next pass reads it again",
+			note("compaction %s; trim %s; collection %s; per record appended, over %s records in %v. A compactor remembers how far it scanned and which pages it left to their holder; a page that crosses the end of a pass has its later flights read twice",
 				kinds(run.compact), kinds(run.trim), kinds(run.collect), thousands(int64(run.records)), d.day),
 	}, nil
 }
