@@ -93,5 +93,5 @@
 //	authority/<domain>/controller                the elected controller, bound to its session            lease/authority
 //
 // Package metastore writes no key of its own: it is the contract the
-// backends (metastore/etcd and the in-memory one) implement.
+// backends (metastore/etcd, metastore/memstore) implement.
 package cutline

@@ -3,9 +3,9 @@
 // transactions, prefix listing, watches, and TTL sessions. Epoch records,
 // chain counters, tenure records and grants all live in it. Production hosts
 // use the etcd backend (package metastore/etcd); tests and examples use the
-// in-memory one (package metastore/mem). Both pass the conformance suite in
-// package metastore/metastoretest, which is also how a host checks a backend
-// of its own.
+// in-memory one (package metastore/memstore). Both pass the conformance
+// suite in package metastore/metastoretest, which is also how a host checks
+// a backend of its own.
 //
 // # Revisions and compare-and-set
 //

@@ -16,9 +16,9 @@ import (
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -171,7 +171,7 @@ func TestSettleReadsALargeFlightWholeWTimes(t *testing.T) {
 			var counters []*readCounter
 			var zones []objstore.Bucket
 			for _, name := range []string{"a", "b", "c"} {
-				c := countReads(mem.New(name))
+				c := countReads(memblob.New(name))
 				counters = append(counters, c)
 				zones = append(zones, c)
 			}
@@ -211,7 +211,7 @@ func BenchmarkSettle64MiB(b *testing.B) {
 			size := 0
 			for range b.N {
 				b.StopTimer()
-				e := layBigEpoch(b, []objstore.Bucket{mem.New("a"), mem.New("b"), mem.New("c")}, 7, big, copies...)
+				e := layBigEpoch(b, []objstore.Bucket{memblob.New("a"), memblob.New("b"), memblob.New("c")}, 7, big, copies...)
 				size = e.size
 				runtime.GC()
 				runtime.ReadMemStats(&ms)
