@@ -9,9 +9,9 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -29,7 +29,7 @@ func must[T any](v T, err error) T {
 func Example_compose() {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{}) // etcd in production: metastore/etcd
-	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	zones := must(chain.NewZones(buckets...)) // every party resolves an epoch's buckets here
 	minter := must(epoch.NewMinter(store, epoch.Options{}))
 

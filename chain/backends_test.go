@@ -16,10 +16,10 @@ import (
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/testservers"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fs"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/objstore/s3"
 )
 
@@ -39,7 +39,7 @@ func TestResumedScheduleOnBackends(t *testing.T) {
 		zones func(t *testing.T) []objstore.Bucket
 	}{
 		{"mem", func(*testing.T) []objstore.Bucket {
-			return []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+			return []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 		}},
 		{"fs", fsBackend},
 		{"versitygw", versityBackend},

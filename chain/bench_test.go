@@ -13,7 +13,7 @@ import (
 	"github.com/cutline/cutline/internal/benchfix"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // pipeline appends n payloads through w with Submits running ahead of the
@@ -65,7 +65,7 @@ func benchWriter(b *testing.B, buckets []objstore.Bucket, w, window int) *chain.
 func memBuckets(k int) []objstore.Bucket {
 	out := make([]objstore.Bucket, k)
 	for i := range out {
-		out[i] = mem.New(fmt.Sprintf("zone-%c", 'a'+i))
+		out[i] = memblob.New(fmt.Sprintf("zone-%c", 'a'+i))
 	}
 	return out
 }
@@ -93,7 +93,7 @@ func BenchmarkAppendMem(b *testing.B) {
 }
 
 // BenchmarkRawMem is the storage cost underneath BenchmarkAppendMem: the same
-// 1 KiB flights created in three mem buckets by one goroutine, no writer.
+// 1 KiB flights created in three memblob buckets by one goroutine, no writer.
 // The ratio of the two rates, measured in one run, is the writer's overhead
 // on this machine.
 func BenchmarkRawMem(b *testing.B) {

@@ -9,9 +9,9 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // Write a few records to an epoch on three in-memory zones and read them
@@ -23,7 +23,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	zones := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	zones := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	rec, err := minter.Mint(ctx, "broker-1", epoch.Constants{
 		Class: "standard", Buckets: chain.Names(zones...), W: 2, Window: 16,
 	})
@@ -71,7 +71,7 @@ func ExampleWriter_Submit() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	minter, _ := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
-	zones := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	zones := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(zones...), W: 2, Window: 64})
 	w, _ := chain.NewWriter(rec, chain.MustZones(zones...), chain.WriterOptions{})
 	defer w.Abort()
@@ -98,7 +98,7 @@ func ExampleFencedError() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	minter, _ := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
-	a, b, c := mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")
+	a, b, c := memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(a, b, c), W: 2, Window: 4})
 
 	// The fencer takes slot 2 in B = K−W+1 = 2 buckets.

@@ -13,7 +13,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/cutlinetest"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fs"
 )

@@ -17,10 +17,10 @@ import (
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const star = "star-a"
 
 // env is one star's storage: a cutlinetest.Env over an in-memory
-// metastore and K mem zones, each fault zone wrapped (by wrap, e.g.
+// metastore and K memblob zones, each fault zone wrapped (by wrap, e.g.
 // latency, then) by a hookBucket so tests can intercept requests, and one
 // party ("test") whose minter, writers and readers see the hooks.
 type env struct {
@@ -37,21 +37,21 @@ type env struct {
 	party   *cutlinetest.Party
 	store   metastore.Store
 	minter  *epoch.Minter
-	mems    []*mem.Bucket     // the backends (Env.Raw)
+	mems    []*memblob.Bucket // the backends (Env.Raw)
 	faults  []*fault.Bucket   // fault injection over them (Env.Zones)
 	hooks   []*hookBucket     // over the fault zones, and any wrap
 	buckets []objstore.Bucket // the hooks: what the party sees
 	keys    wire.Keys
 }
 
-// newEnv makes k zones, each a mem bucket wrapped by fault injection, then
+// newEnv makes k zones, each a memblob bucket wrapped by fault injection, then
 // by wrap (if any, e.g. latency), then by a hookBucket.
 func newEnv(t testing.TB, k int, wrap ...func(i int, b objstore.Bucket) objstore.Bucket) *env {
 	t.Helper()
 	e := &env{t: t, keys: wire.Keys{Prefix: "chains"}}
 	raw := make([]objstore.Bucket, k)
 	for i := range raw {
-		e.mems = append(e.mems, mem.New(fmt.Sprintf("zone-%c", 'a'+i)))
+		e.mems = append(e.mems, memblob.New(fmt.Sprintf("zone-%c", 'a'+i)))
 		raw[i] = e.mems[i]
 	}
 	e.Env = cutlinetest.New(t, memstore.New(memstore.Options{}), raw, cutlinetest.Options{

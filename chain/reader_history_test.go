@@ -11,10 +11,10 @@ import (
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/metacount"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // What a read costs must not grow with the epoch's length nor with the
@@ -24,7 +24,7 @@ import (
 //
 //	go test -run '^$' -bench ReadOpen ./chain/
 
-// histStar is a star over a counted metastore and K=3 counted mem zones.
+// histStar is a star over a counted metastore and K=3 counted memblob zones.
 type histStar struct {
 	store  *metacount.Store
 	m      *epoch.Minter
@@ -42,7 +42,7 @@ func newHistStar(tb testing.TB, window int) *histStar {
 	require.NoError(tb, err)
 	var views []objstore.Bucket
 	for i := range 3 {
-		b := mem.New(fmt.Sprintf("zone-%c", 'a'+i))
+		b := memblob.New(fmt.Sprintf("zone-%c", 'a'+i))
 		f := fault.Wrap(b, fault.Options{})
 		h.raw, h.zones, views = append(h.raw, b), append(h.zones, f), append(views, f)
 	}

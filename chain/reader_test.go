@@ -18,7 +18,7 @@ import (
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // writeAll appends payloads [from, to) to rec with a fresh writer, closes
@@ -461,7 +461,7 @@ func TestReaderCountsIdenticalCopies(t *testing.T) {
 // TestNewZonesRefusesDuplicates: two buckets under one name would let one
 // name stand for two stores, or one store count as two zones.
 func TestNewZonesRefusesDuplicates(t *testing.T) {
-	a, b := mem.New("zone-a"), mem.New("zone-a")
+	a, b := memblob.New("zone-a"), memblob.New("zone-a")
 	_, err := chain.NewZones(a, b)
 	require.ErrorIs(t, err, config.ErrInvalid)
 	var ce *config.Error
@@ -469,7 +469,7 @@ func TestNewZonesRefusesDuplicates(t *testing.T) {
 	require.Equal(t, "zones[1]", ce.Field)
 	_, err = chain.NewZones(a, nil)
 	require.ErrorIs(t, err, config.ErrInvalid)
-	z, err := chain.NewZones(a, mem.New("zone-b"))
+	z, err := chain.NewZones(a, memblob.New("zone-b"))
 	require.NoError(t, err)
 	require.Len(t, z, 2)
 	require.Panics(t, func() { chain.MustZones(a, b) })

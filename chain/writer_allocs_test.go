@@ -10,8 +10,8 @@ import (
 )
 
 // maxAllocsPerAppend bounds the allocations of one append through a
-// steady pipeline on mem buckets (K=3, W=2, 1 KiB): 4 today (the encoded
-// flight, and the mem buckets' copies of it, one per bucket; futures and
+// steady pipeline on memblob buckets (K=3, W=2, 1 KiB): 4 today (the encoded
+// flight, and the memblob buckets' copies of it, one per bucket; futures and
 // keys are made 32 at a time), and one more is allowed before this fails.
 const maxAllocsPerAppend = 5
 

@@ -13,10 +13,10 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -105,7 +105,7 @@ func NewMem(t testing.TB, k int) *Env {
 	t.Helper()
 	buckets := make([]objstore.Bucket, k)
 	for i := range buckets {
-		buckets[i] = mem.New(fmt.Sprintf("zone-%c", 'a'+i))
+		buckets[i] = memblob.New(fmt.Sprintf("zone-%c", 'a'+i))
 	}
 	return New(t, memstore.New(memstore.Options{}), buckets, Options{})
 }

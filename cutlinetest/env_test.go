@@ -11,11 +11,11 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/cutlinetest"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/fs"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -144,7 +144,7 @@ func TestHostStops(t *testing.T) {
 // Options.Fault is every zone's fault injection: here a rule that fails
 // the first create in each zone, which the backends never see.
 func TestFaultOptions(t *testing.T) {
-	e := cutlinetest.New(t, memstore.New(memstore.Options{}), []objstore.Bucket{mem.New("a"), mem.New("b")},
+	e := cutlinetest.New(t, memstore.New(memstore.Options{}), []objstore.Bucket{memblob.New("a"), memblob.New("b")},
 		cutlinetest.Options{Fault: fault.Options{Seed: 16, Rules: []fault.Rule{{Op: fault.OpCreate, Count: 1}}}})
 	for i, z := range e.Zones {
 		require.Error(t, z.Create(t.Context(), "k", []byte("x")), "zone %d", i)
@@ -157,7 +157,7 @@ func TestFaultOptions(t *testing.T) {
 // the backends directly.
 func TestWrapOptions(t *testing.T) {
 	var seen []*countingBucket
-	e := cutlinetest.New(t, memstore.New(memstore.Options{}), []objstore.Bucket{mem.New("a"), mem.New("b")},
+	e := cutlinetest.New(t, memstore.New(memstore.Options{}), []objstore.Bucket{memblob.New("a"), memblob.New("b")},
 		cutlinetest.Options{Wrap: func(i int, z objstore.Bucket) objstore.Bucket {
 			require.IsType(t, &fault.Bucket{}, z, "zone %d", i)
 			c := &countingBucket{Bucket: z}

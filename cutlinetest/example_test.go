@@ -8,9 +8,9 @@ import (
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -22,7 +22,7 @@ import (
 func ExampleCheck() {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
-	zones := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	zones := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	zoneSet := chain.MustZones(zones...)
 	minter := must(epoch.NewMinter(store, epoch.Options{}))
 

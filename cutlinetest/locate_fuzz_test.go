@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/cutline/cutline/cutlinetest"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -28,7 +28,7 @@ func FuzzLocatePayload(f *testing.F) {
 	f.Add([]byte("orders|18446744073709551615|x"))
 	f.Add([]byte("../x|1|y"))
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		x, err := settle.NewRefIndex(mem.New(mem.Options{}), "", cutlinetest.Locate)
+		x, err := settle.NewRefIndex(memstore.New(memstore.Options{}), "", cutlinetest.Locate)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // validRecordJSON is a well-formed record of s1/1 as a JSON object to
@@ -249,7 +249,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte("\xff\xfe"))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ms := mem.New(mem.Options{})
+		ms := memstore.New(memstore.Options{})
 		m, err := epoch.NewMinter(ms, epoch.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -313,7 +313,7 @@ func FuzzDecodeChain(f *testing.F) {
 	f.Add([]byte(`[]`))
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ms := mem.New(mem.Options{})
+		ms := memstore.New(memstore.Options{})
 		m, err := epoch.NewMinter(ms, epoch.Options{})
 		if err != nil {
 			t.Fatal(err)

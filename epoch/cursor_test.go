@@ -13,7 +13,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // settle fences an epoch at cut 0 and marks it settled.
@@ -190,7 +190,7 @@ func TestEpochsFrom(t *testing.T) {
 func TestUnsettledFlatInHistory(t *testing.T) {
 	ctx := context.Background()
 	measure := func(past int) metacount.Stats {
-		store := metacount.Wrap(mem.New(mem.Options{}))
+		store := metacount.Wrap(memstore.New(memstore.Options{}))
 		m, err := epoch.NewMinter(store, epoch.Options{})
 		require.NoError(t, err)
 		for range past {

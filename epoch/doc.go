@@ -146,12 +146,23 @@
 //
 // # Metastore keys
 //
-// Under Options.Root:
+// Under Options.Root ("" or ending in '/'; the lease package's records of
+// a star share it):
 //
-//	chains/<star>                    counter: next number, head per class, settlement cursor
-//	chains/<star>/<epoch, 20 digits> epoch record
+//	chains/<star>                     counter (Chain): next number, head epoch per class, settlement cursor
+//	chains/<star>/<epoch, 20 digits>  epoch record (Record): constants, state, cut, cursors
 //
-// Both are versioned JSON (fields kind and format) that an operator can read
-// with etcdctl. Epoch numbers are zero-padded so that key order is numeric
-// order.
+// ChainKey and RecordKey build them. Both are versioned JSON (fields kind
+// and format) that an operator can read with etcdctl. Epoch numbers are
+// zero-padded so that key order is numeric order. The writes:
+//
+//   - Mint writes the counter and creates the new record in one
+//     transaction, compared with the counter's revision and the record's
+//     absence;
+//   - Publish, MarkSettled and Advance (and a writer's checkpoint through
+//     its Claim) rewrite the record by compare-and-set on its revision;
+//   - MarkSettled then moves the settlement cursor by compare-and-set on
+//     the counter.
+//
+// Records are never deleted (see "Finding epochs").
 package epoch

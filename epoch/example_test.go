@@ -9,14 +9,14 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // An epoch's life: minted open, fenced at its cut by a successor, settled.
 func Example() {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	m, err := epoch.NewMinter(mem.New(mem.Options{Clock: fc}), epoch.Options{Clock: fc, Identity: "broker-1"})
+	m, err := epoch.NewMinter(memstore.New(memstore.Options{Clock: fc}), epoch.Options{Clock: fc, Identity: "broker-1"})
 	if err != nil {
 		panic(err)
 	}
@@ -70,7 +70,7 @@ func Example() {
 // standard epoch, and the other way round.
 func ExampleMinter_Mint() {
 	ctx := context.Background()
-	m, err := epoch.NewMinter(mem.New(mem.Options{}), epoch.Options{})
+	m, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -103,7 +103,7 @@ func ExampleMinter_Mint() {
 // with both values and never retried.
 func ExampleMinter_Publish() {
 	ctx := context.Background()
-	m, err := epoch.NewMinter(mem.New(mem.Options{}), epoch.Options{})
+	m, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // t0 is the fake clock's start; records stamp times from it.
@@ -31,7 +31,7 @@ func express() epoch.Constants {
 // env is a Minter over an in-memory store seen through a faultStore, with a
 // fake clock.
 type env struct {
-	mem    *mem.Store
+	mem    *memstore.Store
 	store  *faultStore
 	clock  *clock.Fake
 	m      *epoch.Minter
@@ -41,7 +41,7 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	fc := clock.NewFake(t0)
-	ms := mem.New(mem.Options{Clock: fc})
+	ms := memstore.New(memstore.Options{Clock: fc})
 	fs := &faultStore{Store: ms}
 	m, err := epoch.NewMinter(fs, epoch.Options{Clock: fc, Identity: "test-writer"})
 	require.NoError(t, err)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // FuzzRecordDecode stores arbitrary bytes where an epoch record and a
@@ -22,7 +22,7 @@ func FuzzRecordDecode(f *testing.F) {
 	f.Add([]byte("not json"), []byte{})
 	f.Fuzz(func(t *testing.T, rec, counter []byte) {
 		ctx := context.Background()
-		store := mem.New(mem.Options{})
+		store := memstore.New(memstore.Options{})
 		m, err := epoch.NewMinter(store, epoch.Options{})
 		if err != nil {
 			t.Fatal(err)

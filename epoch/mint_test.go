@@ -16,7 +16,7 @@ import (
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 func TestMintNumbersFromOne(t *testing.T) {
@@ -476,7 +476,7 @@ func TestMintCanceled(t *testing.T) {
 
 func TestRoot(t *testing.T) {
 	ctx := context.Background()
-	ms := mem.New(mem.Options{})
+	ms := memstore.New(memstore.Options{})
 	prod, err := epoch.NewMinter(ms, epoch.Options{Root: "prod/"})
 	require.NoError(t, err)
 	staging, err := epoch.NewMinter(ms, epoch.Options{Root: "staging/"})
@@ -503,7 +503,7 @@ func TestRoot(t *testing.T) {
 }
 
 func TestNewMinterRefuses(t *testing.T) {
-	ms := mem.New(mem.Options{})
+	ms := memstore.New(memstore.Options{})
 	for _, tc := range []struct {
 		name  string
 		store metastore.Store

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 const fuzzStar = "star-a"
@@ -17,7 +17,7 @@ const fuzzStar = "star-a"
 // key(m), or false when the store refuses the key as invalid.
 func storeAt(t *testing.T, key func(*epoch.Minter) string, value []byte) (*epoch.Minter, metastore.Store, int64, bool) {
 	t.Helper()
-	store := mem.New(mem.Options{})
+	store := memstore.New(memstore.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/internal/synth"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -67,7 +67,7 @@ func TestBarrierLead(t *testing.T) { barrierLead(t) }
 
 func barrierLead(t testing.TB) {
 	for _, window := range []uint64{1, 4, 16} {
-		m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
+		m, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 		require.NoError(t, err)
 		c := &synth.Chain{Star: star, N: 100, Payload: []byte("x"), Grow: 2}
 		zs := synth.NewZones(c, 3)

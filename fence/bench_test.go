@@ -12,7 +12,7 @@ import (
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/synth"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // fenceSynth fences a fresh epoch of n synthetic slots (K=3, W=2, window
@@ -61,7 +61,7 @@ func BenchmarkFence(b *testing.B) {
 	for _, n := range []uint64{10, 1_000, 1_000_000} {
 		for _, s := range fenceStrategies {
 			b.Run(fmt.Sprintf("N=%d/%s", n, s.name), func(b *testing.B) {
-				m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
+				m, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 				require.NoError(b, err)
 				var rounds, reads, creates int64
 				for b.Loop() {
@@ -82,7 +82,7 @@ func BenchmarkFence(b *testing.B) {
 // at most 16 sequential round trips with the default options. Round trips
 // and requests are counted, not timed.
 func TestFenceRoundTripsAtMillion(t *testing.T) {
-	m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
+	m, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	require.NoError(t, err)
 	for _, s := range fenceStrategies {
 		rep, reads, creates := fenceSynth(t, m, 1_000_000, s.opts)
@@ -104,7 +104,7 @@ func TestFenceRoundTripsAtMillion(t *testing.T) {
 // committed slots. The walk kills a slot ahead of it (a barrier), and the
 // cut is that slot.
 func TestBarrierStopsARunawayWriter(t *testing.T) {
-	m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
+	m, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	require.NoError(t, err)
 	c := &synth.Chain{Star: star, N: 100, Payload: []byte("x"), Grow: 2}
 	zs := synth.NewZones(c, 3)

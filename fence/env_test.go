@@ -15,10 +15,10 @@ import (
 	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/internal/testctx"
 	"github.com/cutline/cutline/metastore"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // env is one star's storage for a test: a minter over an in-memory
@@ -49,7 +49,7 @@ func newEnv(t testing.TB, k, w, window int) *env {
 	t.Helper()
 	raw := make([]objstore.Bucket, k)
 	for i := range raw {
-		raw[i] = mem.New(string(rune('a' + i)))
+		raw[i] = memblob.New(string(rune('a' + i)))
 	}
 	return newEnvOn(t, raw, w, window)
 }
@@ -57,7 +57,7 @@ func newEnv(t testing.TB, k, w, window int) *env {
 // newEnvOn mints an epoch over the given backend buckets (any backend).
 func newEnvOn(t testing.TB, raw []objstore.Bucket, w, window int) *env {
 	t.Helper()
-	store := metamem.New(metamem.Options{})
+	store := memstore.New(memstore.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
 	require.NoError(t, err)
 	e := &env{t: t, store: store, minter: m, raw: raw, keys: wire.Keys{Prefix: "chains"}}

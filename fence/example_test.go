@@ -12,9 +12,9 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/planted/failfast"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // A writer appends three records and dies (Abort); a successor fences its
@@ -27,7 +27,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	zones := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	zones := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	rec, err := minter.Mint(ctx, "broker-1", epoch.Constants{
 		Class: "standard", Buckets: chain.Names(zones...), W: 2, Window: 16,
 	})
@@ -77,7 +77,7 @@ func Example_liveWriter() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	minter, _ := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
-	zones := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	zones := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(zones...), W: 2, Window: 16})
 	w, _ := chain.NewWriter(rec, chain.MustZones(zones...), chain.WriterOptions{})
 	defer w.Abort()
@@ -109,7 +109,7 @@ func ExampleFencer_Undecided() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	minter, _ := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
-	a, b, c := mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")
+	a, b, c := memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")
 	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: []string{"zone-a", "zone-b", "zone-c"}, W: 2, Window: 16})
 	// Slot 0: a flight in zone-a, poison in zone-b; zone-c cannot be reached.
 	key := wire.Keys{}.Slot("broker-1", rec.Epoch, 0)

@@ -13,9 +13,9 @@ import (
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/internal/planted/failfast"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // hookBucket calls before ahead of every Create it forwards: a test's
@@ -103,7 +103,7 @@ func plannedRollRun(t testing.TB, seed uint64) (atRelease, ok bool) {
 	}
 	buckets := make([]objstore.Bucket, k)
 	for i := range buckets {
-		buckets[i] = mem.New(fmt.Sprintf("zone-%c", 'a'+i))
+		buckets[i] = memblob.New(fmt.Sprintf("zone-%c", 'a'+i))
 	}
 	var (
 		hookMu     sync.Mutex

@@ -4,14 +4,10 @@
 //
 // # What it keeps
 //
-// Under the metastore root shared with the star's epoch.Minter:
-//
-//	stars/<star>           registry entry, bound to the star's session
-//	streams/<id>/lease     advisory writer lease, bound to the holder's session
-//	streams/<id>/writer    last-writer record: star, epoch, class, tenure
-//	streams/<id>/release   clean-release mark (single-use)
-//	streams/<id>/token     producer fencing token and mode (Any | Fenced)
-//	streams/<id>/snapshot  the host's state snapshot and the offset it holds
+// Under the metastore root shared with the star's epoch.Minter, a
+// registry entry per star and, per stream, its lease, its last-writer
+// record, its clean-release mark, its producer fencing token and its
+// state snapshot (see "Metastore keys").
 //
 // A star is one writer identity with one chain. Every stream it leads
 // rides in that chain: one flight may bundle records of several streams,
@@ -116,4 +112,34 @@
 //
 // See the Example for the whole sequence on in-memory backends, and
 // package leasetest for the scenarios every backend passes.
+//
+// # Metastore keys
+//
+// Under Config.Root ("" or ending in '/'; the root given to NewRegistry
+// and ReadSnapshot), the same root as the Minter's (epoch.Options.Root):
+//
+//	stars/<star>           registry entry, bound to the star's session (Registry)
+//	streams/<id>/lease     advisory writer lease: the holder, bound to its session
+//	streams/<id>/writer    last-writer record (Writer): star, epoch, class, tenure
+//	streams/<id>/release   clean-release mark (Mark), single-use
+//	streams/<id>/token     producer fencing token and mode, Any or Fenced (Token)
+//	streams/<id>/snapshot  the host's state snapshot and the offset it holds (Snapshot)
+//
+// The writes:
+//
+//   - Start creates the star's registry entry bound to its session, and
+//     Close deletes it;
+//   - an open creates the lease bound to the star's session (OpenMany:
+//     128 leases to a transaction), then admits the tenure in one
+//     transaction: it writes the last-writer record and deletes the mark
+//     it consumes, compared with the last-writer record, the mark, the
+//     lease and the token (OpenMany: 32 admissions to a transaction);
+//   - a departure's final write (Finish) stamps the mark and deletes the
+//     lease, compared with the last-writer record, the mark and the lease
+//     (without the lease once its session has ended);
+//   - a roll moves each held stream's last-writer record to the new
+//     epoch, compared with that record and the stream's lease;
+//   - SaveSnapshot writes the snapshot, compared with the snapshot, the
+//     last-writer record and the lease;
+//   - Fence writes the token by compare-and-set on its revision.
 package lease

@@ -12,9 +12,9 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -72,7 +72,7 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	store := memstore.New(memstore.Options{})
-	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	zones := chain.MustZones(buckets...)
 	c := epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 64}
 

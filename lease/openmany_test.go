@@ -14,7 +14,7 @@ import (
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // manyWorld is a mem Env whose stars count their metastore requests.
@@ -94,7 +94,7 @@ func TestOpenManyTakeover(t *testing.T) {
 		require.NoError(t, err)
 	}
 	a.Abort()
-	w.env.Store.(*mem.Store).Expire(asess) // the registry converges on its death
+	w.env.Store.(*memstore.Store).Expire(asess) // the registry converges on its death
 	b, _ := w.star(t, "star-b")
 	w.store.Reset()
 	tens, errs := b.OpenMany(t.Context(), names, lease.OpenOptions{})

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 const fuzzStream = "orders"
@@ -22,7 +22,7 @@ var fuzzKeys = keys{root: "cl/"}
 func readBack(t *testing.T, key string, value []byte) (metastore.KV, StreamState, error) {
 	t.Helper()
 	ctx := context.Background()
-	store := mem.New(mem.Options{})
+	store := memstore.New(memstore.Options{})
 	if _, err := metastore.Put(ctx, store, key, value, 0); err != nil {
 		t.Fatalf("the store refuses a value at %s: %v", key, err)
 	}
@@ -234,7 +234,7 @@ func FuzzStarEntry(f *testing.F) {
 	f.Add([]byte("\x00\xff"), true)
 	f.Fuzz(func(t *testing.T, value []byte, bound bool) {
 		ctx := context.Background()
-		store := mem.New(mem.Options{})
+		store := memstore.New(memstore.Options{})
 		reg, err := NewRegistry(store, fuzzKeys.root, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // hookStore runs a hook before every transaction that writes a stream's

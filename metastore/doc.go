@@ -3,9 +3,9 @@
 // transactions, prefix listing, watches, and TTL sessions. Epoch records,
 // chain counters, tenure records and grants all live in it. Production hosts
 // use the etcd backend (package metastore/etcd); tests and examples use the
-// in-memory one (package metastore/mem). Both pass the conformance suite in
-// package metastore/metastoretest, which is also how a host checks a backend
-// of its own.
+// in-memory one (package metastore/memstore). Both pass the conformance
+// suite in package metastore/metastoretest, which is also how a host checks
+// a backend of its own.
 //
 // # Revisions and compare-and-set
 //
@@ -27,31 +27,20 @@
 // Store.Txn applies a Txn atomically: when every Compare holds, every Op is
 // applied at one new revision; otherwise nothing is applied and the
 // *ConflictError names the first compare that failed. A Txn may not hold two
-// ops on one key (ErrInvalidKey). The packages' transactions:
-//
-//   - minting an epoch writes the star's counter and the new epoch record
-//     (epoch);
-//   - covering a span writes its ref and moves its stream's head (settle);
-//   - admitting a stream's tenure writes its last-writer record and
-//     deletes the clean-release mark it consumes, compared with the lease
-//     and the token (lease);
-//   - a departure's final write stamps the clean-release mark and deletes
-//     the lease, compared with the last-writer record (lease);
-//   - a roll moves each held stream's last-writer record to the new epoch,
-//     compared with that record and the stream's lease (lease);
-//   - a controller saves the domain's state, with the token record when
-//     the writer changes, compared with its election (lease/authority).
+// ops on one key (ErrInvalidKey). Each package that keeps records here
+// lists the transactions it makes beside its keys (see "Key layout").
 //
 // # Sessions
 //
 // NewSession starts a lease with a TTL that the backend keeps alive in the
 // background. An Op with Session set binds its key to the session: the key
-// vanishes when the session ends, which is how liveness records such as
-// stars/<star> disappear with their owner. Session.Done is closed when the
-// session has ended (expired, revoked, closed, or its keep-alives failed for
-// a whole TTL); from then on it binds nothing (ErrSessionExpired) and the
-// holder must stop acting on anything the session guarded. Close revokes the
-// session and deletes its keys at once.
+// vanishes when the session ends, which is how liveness records such as a
+// star's registry entry (package lease) disappear with their owner.
+// Session.Done is closed when the session has ended (expired, revoked,
+// closed, or its keep-alives failed for a whole TTL); from then on it binds
+// nothing (ErrSessionExpired) and the holder must stop acting on anything
+// the session guarded. Close revokes the session and deletes its keys at
+// once.
 //
 // # Listing
 //
@@ -99,24 +88,15 @@
 // # Key layout
 //
 // Keys are opaque strings (ValidateKey: non-empty, at most 1024 bytes, no
-// control characters); the backends keep them under a configurable root
-// (for etcd, Options.Root, "/cutline/" by default), and each package may
-// put its own below a root of its own (epoch.Options.Root, the root of
-// settle.NewRefIndex, lease.Config.Root, the root of an authority
-// Election). The packages of cutline write these keys:
-//
-//	chains/<star>                  counter: next epoch number, head epoch per class, settlement cursor (epoch)
-//	chains/<star>/<epoch>          epoch record: constants, state, cut, cursors (epoch)
-//	refpages/<stream>/<first>      a page of up to 64 span refs of the stream, and where it goes on (settle.RefIndex)
-//	refstart/<stream>              the stream's retention point (settle.RefIndex.Retain)
-//	stars/<star>                   registry entry, bound to the star's session (lease)
-//	streams/<id>/writer            last-writer record: star, epoch, class, tenure (lease)
-//	streams/<id>/release           clean-release mark, the final write of a departure (lease)
-//	streams/<id>/lease             advisory writer lease, bound to the holder's session (lease)
-//	streams/<id>/token             producer fencing token and mode (lease)
-//	authority/<domain>/state       the domain's state: term, phase, holder, token (lease/authority)
-//	authority/<domain>/token       who may write the domain's progress; its revision guards it (lease/authority)
-//	authority/<domain>/controller  the elected controller, bound to its session (lease/authority)
+// control characters). A backend may keep them all under a root of its
+// own, which it strips from every key it returns (for etcd, Options.Root,
+// "/cutline/" by default). This package writes no key. Each package that
+// keeps records in the store documents its keys, their records and the
+// transactions that write them in its "Metastore keys" section, below a
+// root prefix the host chooses: package epoch (epoch.Options.Root), settle
+// (the root of settle.NewRefIndex), lease (lease.Config.Root) and
+// lease/authority (the root of an authority Election). Package cutline
+// gathers them in one map.
 //
 // # Versioned records
 //

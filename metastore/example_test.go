@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 type counter struct {
@@ -18,7 +18,7 @@ type counter struct {
 // re-reading after a lost compare.
 func Example() {
 	ctx := context.Background()
-	var st metastore.Store = mem.New(mem.Options{})
+	var st metastore.Store = memstore.New(memstore.Options{})
 
 	increment := func(key string) (int64, error) {
 		for {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // apiError stands for a client's typed error that callers reach with
@@ -150,7 +150,7 @@ func TestReadBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			var b objstore.Bucket = mem.New("zone-a")
+			var b objstore.Bucket = memblob.New("zone-a")
 			if tc.stored != "" {
 				require.NoError(t, b.Create(ctx, "k", []byte(tc.stored)))
 			}
@@ -181,7 +181,7 @@ func TestReadBack(t *testing.T) {
 }
 
 func TestReadBackLeavesTheObject(t *testing.T) {
-	b := mem.New("zone-a")
+	b := memblob.New("zone-a")
 	require.NoError(t, b.Create(t.Context(), "k", []byte("theirs")))
 	require.ErrorIs(t, objstore.ReadBack(t.Context(), b, "k", []byte("mine"), nil), objstore.ErrExists)
 	got, err := b.Get(t.Context(), "k")

@@ -11,14 +11,14 @@ import (
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/internal/racystore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // createsElsewhere acknowledges creates that land in another store, so
 // its own reads never see them.
 type createsElsewhere struct {
-	*mem.Bucket
-	sink *mem.Bucket
+	*memblob.Bucket
+	sink *memblob.Bucket
 }
 
 func (c createsElsewhere) Create(ctx context.Context, key string, data []byte) error {
@@ -26,9 +26,9 @@ func (c createsElsewhere) Create(ctx context.Context, key string, data []byte) e
 }
 
 func TestVerifyDistinctAcceptsDistinctBuckets(t *testing.T) {
-	a, b, c := mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")
+	a, b, c := memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")
 	require.NoError(t, objstore.VerifyDistinct(t.Context(), a, b, c))
-	for _, z := range []*mem.Bucket{a, b, c} {
+	for _, z := range []*memblob.Bucket{a, b, c} {
 		require.Equal(t, 0, z.Len(), "%s: the probe is deleted", z.Name())
 	}
 	require.NoError(t, objstore.VerifyDistinct(t.Context(), a), "one bucket has nothing to compare")
@@ -39,7 +39,7 @@ func TestVerifyDistinctAcceptsDistinctBuckets(t *testing.T) {
 }
 
 func TestVerifyDistinctRefusesAliases(t *testing.T) {
-	a, b := mem.New("zone-a"), mem.New("zone-b")
+	a, b := memblob.New("zone-a"), memblob.New("zone-b")
 	for _, tc := range []struct {
 		name    string
 		buckets []objstore.Bucket
@@ -48,7 +48,7 @@ func TestVerifyDistinctRefusesAliases(t *testing.T) {
 		{"one store under two names", []objstore.Bucket{a, b, sameStore{a, "zone-c"}}, objstore.AliasError{A: "zone-a", B: "zone-c"}},
 		{"alias listed first", []objstore.Bucket{sameStore{b, "zone-c"}, a, b}, objstore.AliasError{A: "zone-c", B: "zone-b"}},
 		{"one handle twice", []objstore.Bucket{a, b, a}, objstore.AliasError{A: "zone-a", B: "zone-a"}},
-		{"two stores under one name", []objstore.Bucket{a, mem.New("zone-a")}, objstore.AliasError{A: "zone-a", B: "zone-a"}},
+		{"two stores under one name", []objstore.Bucket{a, memblob.New("zone-a")}, objstore.AliasError{A: "zone-a", B: "zone-a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := objstore.VerifyDistinct(t.Context(), tc.buckets...)
@@ -75,29 +75,31 @@ const verifyGets = 2 + objstore.VerifyRaceKeys
 func TestVerifyDistinctNeverPassesSilently(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
-		broken      func(inner *mem.Bucket) objstore.Bucket
+		broken      func(inner *memblob.Bucket) objstore.Bucket
 		unavailable bool
 		contains    string
 	}{
 		{name: "create-unavailable", unavailable: true, contains: "create probe",
-			broken: func(m *mem.Bucket) objstore.Bucket { return &failing{Bucket: m, op: "create", calls: map[string]int{}} }},
+			broken: func(m *memblob.Bucket) objstore.Bucket {
+				return &failing{Bucket: m, op: "create", calls: map[string]int{}}
+			}},
 		// After Verify, zone-b's first Get reads zone-a's probe, its
 		// second its own.
 		{name: "get-of-other-probe-unavailable", unavailable: true, contains: `of bucket "zone-a"`,
-			broken: func(m *mem.Bucket) objstore.Bucket {
+			broken: func(m *memblob.Bucket) objstore.Bucket {
 				return &failing{Bucket: m, op: "get", n: verifyGets + 1, calls: map[string]int{}}
 			}},
 		{name: "get-of-own-probe-unavailable", unavailable: true, contains: "read back its own probe",
-			broken: func(m *mem.Bucket) objstore.Bucket {
+			broken: func(m *memblob.Bucket) objstore.Bucket {
 				return &failing{Bucket: m, op: "get", n: verifyGets + 2, calls: map[string]int{}}
 			}},
 		// The create-only check already finds the probe missing.
 		{name: "creates-land-elsewhere", contains: "verify bucket \"zone-b\": read back",
-			broken: func(m *mem.Bucket) objstore.Bucket { return createsElsewhere{Bucket: m, sink: mem.New("sink")} }},
+			broken: func(m *memblob.Bucket) objstore.Bucket { return createsElsewhere{Bucket: m, sink: memblob.New("sink")} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			good, inner := mem.New("zone-a"), mem.New("zone-b")
-			err := objstore.VerifyDistinct(t.Context(), good, tc.broken(inner), mem.New("zone-c"))
+			good, inner := memblob.New("zone-a"), memblob.New("zone-b")
+			err := objstore.VerifyDistinct(t.Context(), good, tc.broken(inner), memblob.New("zone-c"))
 			require.Error(t, err)
 			require.NotErrorIs(t, err, objstore.ErrAliased)
 			require.Equal(t, tc.unavailable, errors.Is(err, objstore.ErrUnavailable), "ErrUnavailable: %v", err)
@@ -111,7 +113,7 @@ func TestVerifyDistinctNeverPassesSilently(t *testing.T) {
 }
 
 func TestVerifyDistinctCanceled(t *testing.T) {
-	a, b := mem.New("zone-a"), mem.New("zone-b")
+	a, b := memblob.New("zone-a"), memblob.New("zone-b")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	err := objstore.VerifyDistinct(ctx, a, b)
@@ -121,7 +123,7 @@ func TestVerifyDistinctCanceled(t *testing.T) {
 }
 
 func TestVerifyDistinctNilBucket(t *testing.T) {
-	err := objstore.VerifyDistinct(t.Context(), mem.New("zone-a"), nil)
+	err := objstore.VerifyDistinct(t.Context(), memblob.New("zone-a"), nil)
 	require.ErrorContains(t, err, "bucket 1 is nil")
 	require.ErrorIs(t, err, config.ErrInvalid)
 	require.NotErrorIs(t, err, objstore.ErrAliased)
@@ -131,7 +133,7 @@ func TestVerifyDistinctNilBucket(t *testing.T) {
 // the create-only checks, and the one start-up check still refuses the
 // set, so a host that runs it cannot miss the alias.
 func TestVerifyZonesCatchesOneStoreTwice(t *testing.T) {
-	a, b := mem.New("zone-a"), mem.New("zone-b")
+	a, b := memblob.New("zone-a"), memblob.New("zone-b")
 	alias := sameStore{a, "zone-c"}
 	for _, z := range []objstore.Bucket{a, b, alias} {
 		require.NoError(t, objstore.Verify(t.Context(), z), "%s alone passes", z.Name())
@@ -146,9 +148,9 @@ func TestVerifyZonesCatchesOneStoreTwice(t *testing.T) {
 // TestVerifyZonesRefusesARacyZone: one zone that is create-only only one
 // request at a time fails the start-up check of the whole set, named.
 func TestVerifyZonesRefusesARacyZone(t *testing.T) {
-	inner := mem.New("zone-b")
+	inner := memblob.New("zone-b")
 	racy := racystore.Wrap(inner, racystore.Options{Match: isRaceProbe})
-	err := objstore.VerifyZones(t.Context(), []objstore.Bucket{mem.New("zone-a"), racy, mem.New("zone-c")}, objstore.VerifyOptions{})
+	err := objstore.VerifyZones(t.Context(), []objstore.Bucket{memblob.New("zone-a"), racy, memblob.New("zone-c")}, objstore.VerifyOptions{})
 	require.ErrorIs(t, err, objstore.ErrNotCreateOnly)
 	require.NotErrorIs(t, err, objstore.ErrAliased)
 	require.Contains(t, err.Error(), `"zone-b"`)
@@ -163,7 +165,7 @@ func TestVerifyZonesCost(t *testing.T) {
 		zones := make([]objstore.Bucket, k)
 		counters := make([]*counting, k)
 		for i := range zones {
-			counters[i] = &counting{Bucket: mem.New(fmt.Sprintf("zone-%c", 'a'+i))}
+			counters[i] = &counting{Bucket: memblob.New(fmt.Sprintf("zone-%c", 'a'+i))}
 			zones[i] = counters[i]
 		}
 		require.NoError(t, objstore.VerifyZones(t.Context(), zones, objstore.VerifyOptions{}))

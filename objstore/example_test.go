@@ -6,14 +6,14 @@ import (
 	"fmt"
 
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // The create-only contract: the first Create wins, every later one gets
 // ErrExists and changes nothing.
 func Example() {
 	ctx := context.Background()
-	var b objstore.Bucket = mem.New("zone-a")
+	var b objstore.Bucket = memblob.New("zone-a")
 
 	fmt.Println(b.Create(ctx, "p/star-1/00000001/00000000", []byte("flight")))
 	err := b.Create(ctx, "p/star-1/00000001/00000000", []byte("poison"))
@@ -33,7 +33,7 @@ func Example() {
 
 func ExampleVerify() {
 	ctx := context.Background()
-	if err := objstore.Verify(ctx, mem.New("zone-a")); err != nil {
+	if err := objstore.Verify(ctx, memblob.New("zone-a")); err != nil {
 		fmt.Println("refused:", err)
 		return
 	}
@@ -47,7 +47,7 @@ func ExampleVerify() {
 // have one copy.
 func ExampleVerifyDistinct() {
 	ctx := context.Background()
-	a, b := mem.New("zone-a"), mem.New("zone-b")
+	a, b := memblob.New("zone-a"), memblob.New("zone-b")
 	fmt.Println(objstore.VerifyDistinct(ctx, a, b))
 
 	err := objstore.VerifyDistinct(ctx, a, b, sameStore{a, "zone-c"})
@@ -65,7 +65,7 @@ func ExampleVerifyDistinct() {
 // buckets.
 func ExampleVerifyZones() {
 	ctx := context.Background()
-	a, b, c := mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")
+	a, b, c := memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")
 	fmt.Println(objstore.VerifyZones(ctx, []objstore.Bucket{a, b, c}, objstore.VerifyOptions{}))
 
 	// zone-c is zone-a again: each passes alone, the set does not.
@@ -88,7 +88,7 @@ func (s sameStore) Name() string { return s.name }
 
 func ExampleAll() {
 	ctx := context.Background()
-	b := mem.New("zone-a")
+	b := memblob.New("zone-a")
 	for _, k := range []string{"p/s/2", "p/s/1", "q/x", "p/s/3"} {
 		_ = b.Create(ctx, k, []byte(k))
 	}
@@ -130,7 +130,7 @@ func ExampleClassify() {
 // whether the object is the caller's own earlier attempt.
 func ExampleReadBack() {
 	ctx := context.Background()
-	b := mem.New("zone-a")
+	b := memblob.New("zone-a")
 	_ = b.Create(ctx, "k", []byte("mine")) // the first attempt landed; its answer was lost
 	refusal := errors.New("412 Precondition Failed")
 

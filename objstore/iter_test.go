@@ -9,12 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // pagingErr fails List after a number of successful pages.
 type pagingErr struct {
-	*mem.Bucket
+	*memblob.Bucket
 	pages int
 }
 
@@ -28,7 +28,7 @@ func (p *pagingErr) List(ctx context.Context, prefix, after string, limit int) (
 
 func TestAllPagesAndYieldsErrorOnce(t *testing.T) {
 	ctx := t.Context()
-	b := mem.New("zone-a")
+	b := memblob.New("zone-a")
 	for i := range 2500 {
 		require.NoError(t, b.Create(ctx, fmt.Sprintf("k/%05d", i), nil))
 	}

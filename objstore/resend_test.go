@@ -10,7 +10,7 @@ import (
 
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // scripted answers one attempt per call from its list, and lands the
@@ -67,7 +67,7 @@ func TestResender(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			b := mem.New("zone-a")
+			b := memblob.New("zone-a")
 			if tc.other {
 				require.NoError(t, b.Create(ctx, "k", []byte("theirs")))
 			}
@@ -91,7 +91,7 @@ func TestResender(t *testing.T) {
 // A context that ends during the backoff ends the create with its error.
 func TestResenderCanceledDuringBackoff(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	b := mem.New("zone-a")
+	b := memblob.New("zone-a")
 	send := func(context.Context) error { cancel(); return objstore.Unavailable(errors.New("503")) }
 	r := objstore.Resender{Bucket: b, Retries: 5, Backoff: clock.Backoff{Min: time.Hour, Max: time.Hour}}
 	err := r.Create(ctx, "k", []byte("x"), send, classifyAs)

@@ -15,13 +15,13 @@ import (
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fs"
 	"github.com/cutline/cutline/objstore/internal/racystore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // overwriting is the broken bucket Verify exists for: it accepts every
 // Create, replacing what was there, like a store that ignores
 // If-None-Match.
-type overwriting struct{ *mem.Bucket }
+type overwriting struct{ *memblob.Bucket }
 
 func (o overwriting) Create(ctx context.Context, key string, data []byte) error {
 	if err := o.Bucket.Delete(ctx, key); err != nil {
@@ -31,7 +31,7 @@ func (o overwriting) Create(ctx context.Context, key string, data []byte) error 
 }
 
 // lyingOverwrite overwrites but still answers ErrExists.
-type lyingOverwrite struct{ *mem.Bucket }
+type lyingOverwrite struct{ *memblob.Bucket }
 
 func (o lyingOverwrite) Create(ctx context.Context, key string, data []byte) error {
 	_, err := o.Bucket.Get(ctx, key)
@@ -47,7 +47,7 @@ func (o lyingOverwrite) Create(ctx context.Context, key string, data []byte) err
 }
 
 // garbled returns bytes nobody wrote.
-type garbled struct{ *mem.Bucket }
+type garbled struct{ *memblob.Bucket }
 
 func (g garbled) Get(ctx context.Context, key string) ([]byte, error) {
 	d, err := g.Bucket.Get(ctx, key)
@@ -60,7 +60,7 @@ func (g garbled) Get(ctx context.Context, key string) ([]byte, error) {
 // failing answers ErrUnavailable to the n-th call of op (counting from 1),
 // or to every call when n is 0.
 type failing struct {
-	*mem.Bucket
+	*memblob.Bucket
 	op    string
 	n     int
 	mu    sync.Mutex
@@ -99,12 +99,12 @@ func (f *failing) Delete(ctx context.Context, key string) error {
 }
 
 // staleDelete answers nil to Delete but keeps the object.
-type staleDelete struct{ *mem.Bucket }
+type staleDelete struct{ *memblob.Bucket }
 
 func (staleDelete) Delete(context.Context, string) error { return nil }
 
 func TestVerifyAcceptsCreateOnlyBucket(t *testing.T) {
-	b := mem.New("zone-a")
+	b := memblob.New("zone-a")
 	require.NoError(t, objstore.Verify(t.Context(), b))
 	require.Equal(t, 0, b.Len(), "the probe is deleted")
 
@@ -120,15 +120,15 @@ func TestVerifyRefusesBrokenBuckets(t *testing.T) {
 		unavailable bool // must match ErrUnavailable
 		contains    string
 	}{
-		{name: "overwriting", bucket: overwriting{mem.New("cheap-s3")}, notCreate: true, contains: "second create"},
-		{name: "lying-overwrite", bucket: lyingOverwrite{mem.New("cheap-s3")}, notCreate: true, contains: "overwrote"},
-		{name: "garbled", bucket: garbled{mem.New("cheap-s3")}, notCreate: true, contains: "never written"},
-		{name: "first-create-unavailable", bucket: &failing{Bucket: mem.New("cheap-s3"), op: "create", n: 1, calls: map[string]int{}}, unavailable: true, contains: "create probe"},
-		{name: "second-create-unavailable", bucket: &failing{Bucket: mem.New("cheap-s3"), op: "create", n: 2, calls: map[string]int{}}, unavailable: true, contains: "did not answer ErrExists"},
-		{name: "get-unavailable", bucket: &failing{Bucket: mem.New("cheap-s3"), op: "get", calls: map[string]int{}}, unavailable: true, contains: "read back"},
-		{name: "delete-unavailable", bucket: &failing{Bucket: mem.New("cheap-s3"), op: "delete", calls: map[string]int{}}, unavailable: true, contains: "delete probe"},
-		{name: "not-found-misclassified", bucket: &failing{Bucket: mem.New("cheap-s3"), op: "get", n: 2, calls: map[string]int{}}, unavailable: true, contains: "did not answer ErrNotFound"},
-		{name: "delete-ignored", bucket: staleDelete{mem.New("cheap-s3")}, contains: "still readable"},
+		{name: "overwriting", bucket: overwriting{memblob.New("cheap-s3")}, notCreate: true, contains: "second create"},
+		{name: "lying-overwrite", bucket: lyingOverwrite{memblob.New("cheap-s3")}, notCreate: true, contains: "overwrote"},
+		{name: "garbled", bucket: garbled{memblob.New("cheap-s3")}, notCreate: true, contains: "never written"},
+		{name: "first-create-unavailable", bucket: &failing{Bucket: memblob.New("cheap-s3"), op: "create", n: 1, calls: map[string]int{}}, unavailable: true, contains: "create probe"},
+		{name: "second-create-unavailable", bucket: &failing{Bucket: memblob.New("cheap-s3"), op: "create", n: 2, calls: map[string]int{}}, unavailable: true, contains: "did not answer ErrExists"},
+		{name: "get-unavailable", bucket: &failing{Bucket: memblob.New("cheap-s3"), op: "get", calls: map[string]int{}}, unavailable: true, contains: "read back"},
+		{name: "delete-unavailable", bucket: &failing{Bucket: memblob.New("cheap-s3"), op: "delete", calls: map[string]int{}}, unavailable: true, contains: "delete probe"},
+		{name: "not-found-misclassified", bucket: &failing{Bucket: memblob.New("cheap-s3"), op: "get", n: 2, calls: map[string]int{}}, unavailable: true, contains: "did not answer ErrNotFound"},
+		{name: "delete-ignored", bucket: staleDelete{memblob.New("cheap-s3")}, contains: "still readable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := objstore.Verify(t.Context(), tc.bucket)
@@ -143,14 +143,14 @@ func TestVerifyRefusesBrokenBuckets(t *testing.T) {
 }
 
 func TestVerifyCleansUpAfterRefusal(t *testing.T) {
-	inner := mem.New("cheap-s3")
+	inner := memblob.New("cheap-s3")
 	err := objstore.Verify(t.Context(), overwriting{inner})
 	require.ErrorIs(t, err, objstore.ErrNotCreateOnly)
 	require.Equal(t, 0, inner.Len(), "the probe is removed even when the bucket is refused")
 }
 
 func TestVerifyCanceled(t *testing.T) {
-	b := mem.New("zone-a")
+	b := memblob.New("zone-a")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	err := objstore.Verify(ctx, b)
@@ -160,7 +160,7 @@ func TestVerifyCanceled(t *testing.T) {
 }
 
 func TestVerifyUnderBadPrefix(t *testing.T) {
-	err := objstore.VerifyUnder(t.Context(), mem.New("zone-a"), "../x")
+	err := objstore.VerifyUnder(t.Context(), memblob.New("zone-a"), "../x")
 	require.ErrorIs(t, err, objstore.ErrInvalidKey)
 	require.True(t, strings.Contains(err.Error(), "zone-a"))
 }
@@ -208,7 +208,7 @@ func (c *counting) List(ctx context.Context, prefix, after string, limit int) ([
 func TestVerifyRefusesCheckThenPut(t *testing.T) {
 	const runs = 50
 	for range runs {
-		inner := mem.New("cheap-s3")
+		inner := memblob.New("cheap-s3")
 		racy := racystore.Wrap(inner, racystore.Options{Match: isRaceProbe})
 		err := objstore.Verify(t.Context(), racy)
 		require.ErrorIs(t, err, objstore.ErrNotCreateOnly)
@@ -225,7 +225,7 @@ func TestVerifyRefusesCheckThenPut(t *testing.T) {
 // in-process backends: a correct store never fails it.
 func TestVerifyPassesCreateOnlyStoresEveryTime(t *testing.T) {
 	const runs = 100
-	m := mem.New("zone-a")
+	m := memblob.New("zone-a")
 	f, err := fs.New(t.TempDir(), fs.Options{Name: "zone-b"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
@@ -240,7 +240,7 @@ func TestVerifyPassesCreateOnlyStoresEveryTime(t *testing.T) {
 }
 
 func TestVerifyCost(t *testing.T) {
-	c := &counting{Bucket: mem.New("zone-a")}
+	c := &counting{Bucket: memblob.New("zone-a")}
 	require.NoError(t, objstore.Verify(t.Context(), c))
 	require.Equal(t, int64(objstore.VerifyRequests), c.n.Load())
 	require.Equal(t, 29, objstore.VerifyRequests, "the documented figure")
@@ -248,9 +248,9 @@ func TestVerifyCost(t *testing.T) {
 
 // raceBroken answers the concurrent creates of a key in a scripted way.
 type raceBroken struct {
-	*mem.Bucket
+	*memblob.Bucket
 	// create answers one create of a race key; nil means create-only.
-	create func(b *mem.Bucket, ctx context.Context, key string, data []byte) error
+	create func(b *memblob.Bucket, ctx context.Context, key string, data []byte) error
 }
 
 func (r raceBroken) Create(ctx context.Context, key string, data []byte) error {
@@ -264,14 +264,14 @@ func TestVerifyConcurrentVerdicts(t *testing.T) {
 	var mu sync.Mutex
 	for _, tc := range []struct {
 		name        string
-		create      func(b *mem.Bucket, ctx context.Context, key string, data []byte) error
+		create      func(b *memblob.Bucket, ctx context.Context, key string, data []byte) error
 		notCreate   bool
 		unavailable bool
 		contains    string
 	}{
 		{name: "last-writer-wins-behind-exists", notCreate: true, contains: "was refused but overwrote the survivor's bytes",
 			// Every create lands; all but the first answer ErrExists.
-			create: func(b *mem.Bucket, ctx context.Context, key string, data []byte) error {
+			create: func(b *memblob.Bucket, ctx context.Context, key string, data []byte) error {
 				mu.Lock()
 				defer mu.Unlock()
 				_, err := b.Get(ctx, key)
@@ -283,21 +283,21 @@ func TestVerifyConcurrentVerdicts(t *testing.T) {
 				return nil
 			}},
 		{name: "fresh-key-exists", notCreate: true, contains: "answered ErrExists",
-			create: func(*mem.Bucket, context.Context, string, []byte) error { return objstore.ErrExists }},
+			create: func(*memblob.Bucket, context.Context, string, []byte) error { return objstore.ErrExists }},
 		{name: "loser-unavailable", unavailable: true, contains: "did not answer ErrExists",
-			create: func(b *mem.Bucket, ctx context.Context, key string, data []byte) error {
+			create: func(b *memblob.Bucket, ctx context.Context, key string, data []byte) error {
 				if err := b.Create(ctx, key, data); err != nil {
 					return objstore.Unavailable(errors.New("connection reset"))
 				}
 				return nil
 			}},
 		{name: "torn-object", notCreate: true, contains: "never written",
-			create: func(b *mem.Bucket, ctx context.Context, key string, data []byte) error {
+			create: func(b *memblob.Bucket, ctx context.Context, key string, data []byte) error {
 				return b.Create(ctx, key, bytes.ToUpper(data))
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inner := mem.New("cheap-s3")
+			inner := memblob.New("cheap-s3")
 			err := objstore.Verify(t.Context(), raceBroken{inner, tc.create})
 			require.Error(t, err)
 			require.Equal(t, tc.notCreate, errors.Is(err, objstore.ErrNotCreateOnly), "ErrNotCreateOnly: %v", err)
@@ -311,7 +311,7 @@ func TestVerifyConcurrentVerdicts(t *testing.T) {
 
 // blocking holds every create of a race key until its context ends.
 type blocking struct {
-	*mem.Bucket
+	*memblob.Bucket
 	held chan struct{}
 	once sync.Once
 }
@@ -328,7 +328,7 @@ func (b *blocking) Create(ctx context.Context, key string, data []byte) error {
 // TestVerifyConcurrentHonoursContext: a store that never answers the
 // concurrent creates holds Verify only as long as the caller's context.
 func TestVerifyConcurrentHonoursContext(t *testing.T) {
-	b := &blocking{Bucket: mem.New("slow"), held: make(chan struct{})}
+	b := &blocking{Bucket: memblob.New("slow"), held: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	done := make(chan error, 1)

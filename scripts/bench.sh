@@ -41,7 +41,7 @@ echo "|---|---|"
   run . -bench 'AppendHeap' -benchtime 1x ./chain/
   run . -bench . ./fence/
   run . -bench . ./settle/
-  run . -bench . ./objstore/mem/ ./objstore/fs/ ./objstore/s3/
+  run . -bench . ./objstore/memblob/ ./objstore/fs/ ./objstore/s3/
   run objstore/gcs -bench . .
   run internal/integration -bench . ./etcdstore/
 } | awk '

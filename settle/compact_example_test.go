@@ -7,9 +7,9 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -19,7 +19,7 @@ func Example_compaction() {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
 	minter, _ := epoch.NewMinter(store, epoch.Options{})
-	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	zones := chain.MustZones(buckets...)
 	refs, _ := settle.NewRefIndex(store, "", orderLocator)
 

@@ -15,7 +15,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/settle"
 )
 

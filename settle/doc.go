@@ -102,11 +102,7 @@
 //
 // RefIndex is a ready Coverage in the metastore. It keeps a stream's refs
 // in pages of up to PageSpans (64) spans of one star's epoch, and the
-// stream's retention point once it has one:
-//
-//	<root>refpages/<stream>/<first offset, 20 digits>  →  star, epoch, next, [count, slot, start, end]…
-//	                                                      (format 2: and segment, at; see "Compaction")
-//	<root>refstart/<stream>                            →  start: the first offset still served
+// stream's retention point once it has one (see "Metastore keys").
 //
 // One flight may bundle records of several streams (a star's chain is
 // shared by every stream it leads). A Locator (the host's payload format)
@@ -386,4 +382,36 @@
 // decode or disagrees with its key. The Roller returns ErrRollerClosed after Close, ErrDropped for
 // an append the Republish hook dropped, and the writer's errors otherwise.
 // Invalid options are a *config.Error naming the field.
+//
+// # Metastore keys
+//
+// Only a RefIndex keeps keys here, under the root given to NewRefIndex
+// ("" or ending in '/'): a Settler and a Roller cover through it (or the
+// host's own Coverage), and a Compactor rewrites its pages. An epoch's
+// state and cursors, which Settle, Trim and Compact move, live in its
+// record (package epoch), written through the Minter.
+//
+//	refpages/<stream>/<first offset, 20 digits>  a page of up to PageSpans spans of one star's epoch: star, epoch,
+//	                                             next, [count, slot, start, end]… (format 2: and segment, at)
+//	refstart/<stream>                            the stream's retention point: the first offset still served
+//
+// The writes, each by compare-and-set on the revisions read:
+//
+//   - CoverFlights (and Cover) rewrites the last page of each stream it
+//     touches, or creates the next one and seals the full page before it
+//     in the same transaction; up to MaxTxnOps operations (128) and
+//     MaxTxnBytes to a transaction, several streams in one;
+//   - Retain (RetainPolicy) writes the retention point, then deletes the
+//     pages wholly below it, MaxTxnOps to a transaction;
+//   - a Compactor's pass replaces pages of flights with pages of segments
+//     (format 2), MaxTxnOps pages to a transaction.
+//
+// An index of an earlier release (format 1) kept, under the same root:
+//
+//	refs/<stream>/<offset, 20 digits>  one span ref
+//	refheads/<stream>                  the stream's head: where it goes on
+//
+// This release writes neither: it looks for refheads/ once per index to
+// refuse a stream still in format 1 (ErrIndexFormat), and Migrate reads
+// both, writes the stream's pages and then deletes them.
 package settle

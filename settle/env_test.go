@@ -16,11 +16,11 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/fs"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -57,7 +57,7 @@ type env struct {
 func newEnv(t testing.TB, k int) *env {
 	raw := make([]objstore.Bucket, k)
 	for i := range raw {
-		raw[i] = mem.New(string(rune('a' + i)))
+		raw[i] = memblob.New(string(rune('a' + i)))
 	}
 	return newEnvOn(t, raw, fault.Options{})
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/metacount"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -49,7 +49,7 @@ func newHistEnv(tb testing.TB, window int) *histEnv {
 	var raw, views []objstore.Bucket
 	var counted []*fault.Bucket
 	for i := range 3 {
-		b := mem.New(string(rune('a' + i)))
+		b := memblob.New(string(rune('a' + i)))
 		f := fault.Wrap(b, fault.Options{})
 		raw, counted, views = append(raw, b), append(counted, f), append(views, f)
 	}

@@ -12,10 +12,10 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/cutlinetest"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -181,7 +181,7 @@ func TestRollerPlannedRollRounds(t *testing.T) {
 func newMemEnv(t testing.TB, k int, wrap func(int, objstore.Bucket) objstore.Bucket) *cutlinetest.Env {
 	buckets := make([]objstore.Bucket, k)
 	for i := range buckets {
-		buckets[i] = mem.New(fmt.Sprintf("zone-%c", 'a'+i))
+		buckets[i] = memblob.New(fmt.Sprintf("zone-%c", 'a'+i))
 	}
 	return cutlinetest.New(t, memstore.New(memstore.Options{}), buckets, cutlinetest.Options{Wrap: wrap})
 }

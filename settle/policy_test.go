@@ -10,7 +10,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/settle"
 )
 

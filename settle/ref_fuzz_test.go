@@ -8,7 +8,7 @@ import (
 
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/settle"
 )
 

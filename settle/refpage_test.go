@@ -11,7 +11,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/settle"
 )
 

@@ -14,10 +14,10 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // These tests pin down interleavings that are too narrow to hit by
@@ -31,10 +31,10 @@ func newInternalRoller(t *testing.T, wrap func(objstore.Bucket) objstore.Bucket)
 
 func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Bucket, opts RollerOptions) (*Roller, []*fault.Bucket) {
 	t.Helper()
-	store := metamem.New(metamem.Options{})
+	store := memstore.New(memstore.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
 	require.NoError(t, err)
-	fbs := []*fault.Bucket{fault.Wrap(mem.New("a"), fault.Options{}), fault.Wrap(mem.New("b"), fault.Options{}), fault.Wrap(mem.New("c"), fault.Options{})}
+	fbs := []*fault.Bucket{fault.Wrap(memblob.New("a"), fault.Options{}), fault.Wrap(memblob.New("b"), fault.Options{}), fault.Wrap(memblob.New("c"), fault.Options{})}
 	var bs []objstore.Bucket
 	for _, b := range fbs {
 		if wrap != nil {

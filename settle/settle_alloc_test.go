@@ -16,9 +16,9 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/readlog"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -139,7 +139,7 @@ func TestSettleReadsALargeFlightWholeWTimes(t *testing.T) {
 			var counters []*readlog.Bucket
 			var zones []objstore.Bucket
 			for _, name := range []string{"a", "b", "c"} {
-				c := readlog.Wrap(mem.New(name))
+				c := readlog.Wrap(memblob.New(name))
 				counters = append(counters, c)
 				zones = append(zones, c)
 			}
@@ -179,7 +179,7 @@ func BenchmarkSettle64MiB(b *testing.B) {
 			size := 0
 			for range b.N {
 				b.StopTimer()
-				e := layBigEpoch(b, []objstore.Bucket{mem.New("a"), mem.New("b"), mem.New("c")}, 7, big, copies...)
+				e := layBigEpoch(b, []objstore.Bucket{memblob.New("a"), memblob.New("b"), memblob.New("c")}, 7, big, copies...)
 				size = e.size
 				runtime.GC()
 				runtime.ReadMemStats(&ms)

@@ -16,9 +16,9 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -58,7 +58,7 @@ type interleaved struct {
 func layInterleaved(tb testing.TB, streams int, slots uint64, recordLen int) *interleaved {
 	tb.Helper()
 	ctx := context.Background()
-	l := &interleaved{store: memstore.New(memstore.Options{}), zone: &countingBucket{Bucket: mem.New("a")}, streams: streams, slots: slots}
+	l := &interleaved{store: memstore.New(memstore.Options{}), zone: &countingBucket{Bucket: memblob.New("a")}, streams: streams, slots: slots}
 	l.zones = chain.MustZones(l.zone)
 	var err error
 	l.minter, err = epoch.NewMinter(l.store, epoch.Options{Identity: "bench"})

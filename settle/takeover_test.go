@@ -17,7 +17,7 @@ import (
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -278,7 +278,7 @@ func TestTakeoverRandomTails(t *testing.T) {
 
 func randomTakeover(t *testing.T, seed uint64) {
 	ctx := context.Background()
-	e := newEnvOn(t, []objstore.Bucket{mem.New("a"), mem.New("b"), mem.New("c")}, fault.Options{Seed: seed * 16})
+	e := newEnvOn(t, []objstore.Bucket{memblob.New("a"), memblob.New("b"), memblob.New("c")}, fault.Options{Seed: seed * 16})
 	const window = 12
 	frozen := clock.NewFake(time.Now())
 	ep, wa, ha, hist := startA(t, e.party(starA, partyOpts{}), window, chain.WriterOptions{Clock: frozen})
@@ -356,7 +356,7 @@ func TestTakeoverOfLiveWriter(t *testing.T) {
 
 func liveTakeover(t *testing.T, seed uint64) {
 	ctx := context.Background()
-	e := newEnvOn(t, []objstore.Bucket{mem.New("a"), mem.New("b"), mem.New("c")},
+	e := newEnvOn(t, []objstore.Bucket{memblob.New("a"), memblob.New("b"), memblob.New("c")},
 		fault.Options{Seed: seed * 16, StragglerDelay: 40 * time.Millisecond})
 	slow := func(i int, b objstore.Bucket) objstore.Bucket {
 		return latency.Wrap(b, latency.Options{Seed: seed*16 + uint64(i), Default: latency.Uniform(time.Millisecond, 6*time.Millisecond)})

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // slotAddr is where the fuzzed object is stored and read from.
@@ -36,7 +36,7 @@ func FuzzObserveSlot(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ctx := context.Background()
-		b := mem.New("zone-a")
+		b := memblob.New("zone-a")
 		key := slotAddr.Key()
 		if err := b.Create(ctx, key, data); err != nil {
 			t.Fatalf("create %s: %v", key, err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // TestTallySlot: only identical verified copies count together, and two
@@ -92,7 +92,7 @@ func TestObserveUpTo(t *testing.T) {
 		{"short corrupt flight", corrupt[:limit], wire.SlotForeign, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &rangeLog{Bucket: mem.New("zone-a")}
+			b := &rangeLog{Bucket: memblob.New("zone-a")}
 			if tc.data != nil {
 				require.NoError(t, b.Create(ctx, addr.Key(), tc.data))
 			}
@@ -114,7 +114,7 @@ func TestObserveUpTo(t *testing.T) {
 		})
 	}
 	// A limit below the longest poison is raised to it.
-	b := mem.New("zone-a")
+	b := memblob.New("zone-a")
 	p := wire.EncodePoison(addr.Star, addr.Epoch, addr.Slot, string(bytes.Repeat([]byte("i"), wire.MaxPoisonBody)))
 	require.NoError(t, b.Create(ctx, addr.Key(), p))
 	o := wire.ObserveUpTo(ctx, b, addr, 1)

@@ -67,7 +67,7 @@ func (k Kind) String() string {
 var (
 	// ErrCorrupt: the bytes are not a well-formed object of a known
 	// format: bad magic, truncated, checksum mismatch.
-	ErrCorrupt = errors.New("chain: corrupt object")
+	ErrCorrupt = errors.New("wire: corrupt object")
 	// ErrUnknownFormat: the object carries a format version this code does
 	// not know (written by a newer release). It is never overwritten.
 	ErrUnknownFormat = errors.New("chain: unknown object format")

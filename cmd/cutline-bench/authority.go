@@ -7,7 +7,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/lease/authority"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // authorityIdle is the authority layer's steady state: what its elected
@@ -31,7 +31,7 @@ func measureAuthorityIdle(ctx context.Context, period time.Duration) (authorityI
 		tickEvery      = 100 * time.Millisecond
 		heartbeatEvery = time.Second
 	)
-	meta := &countingStore{Store: metamem.New(metamem.Options{})}
+	meta := &countingStore{Store: memstore.New(memstore.Options{})}
 	sess, err := meta.NewSession(ctx, time.Minute)
 	if err != nil {
 		return authorityIdle{}, err

@@ -11,7 +11,7 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/batch"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
 )
@@ -27,7 +27,7 @@ const (
 // W=2, window 64, a RefIndex over bundles) holding stream, and returns it
 // with its shutdown.
 func batchStar(ctx context.Context, buckets []objstore.Bucket) (*lease.Star, func(), error) {
-	meta := metamem.New(metamem.Options{})
+	meta := memstore.New(memstore.Options{})
 	zones, err := chain.NewZones(buckets...)
 	if err != nil {
 		return nil, nil, err

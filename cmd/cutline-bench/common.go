@@ -13,9 +13,9 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -38,13 +38,13 @@ func zoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
 func memZones() []objstore.Bucket {
 	out := make([]objstore.Bucket, k)
 	for i := range out {
-		out[i] = mem.New(zoneName(i))
+		out[i] = memblob.New(zoneName(i))
 	}
 	return out
 }
 
 func newMinter() (*epoch.Minter, error) {
-	return epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
+	return epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 }
 
 func constants(buckets []objstore.Bucket, win int) epoch.Constants {

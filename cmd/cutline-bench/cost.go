@@ -12,7 +12,7 @@ import (
 	cutconfig "github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/benchfix"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // PriceClass is one storage class's request prices, in US dollars per
@@ -195,7 +195,7 @@ func usdString(v float64) string {
 // others: WriterStats.Skipped), and reads nothing.
 func figCost(s *scope, cfg config) ([]Row, error) {
 	ctx := s.Context()
-	m, err := epoch.NewMinter(metamem.New(metamem.Options{}), epoch.Options{})
+	m, err := epoch.NewMinter(memstore.New(memstore.Options{}), epoch.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/etcd"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/settle"
 )
@@ -42,7 +42,7 @@ const keepAliveMethod = "/etcdserverpb.Lease/LeaseKeepAlive"
 // needs to stay alive, are counted apart, on the wire.
 func figIdle(s *scope, cfg config) ([]Row, error) {
 	ctx := s.Context()
-	wmeta := &countingStore{Store: metamem.New(metamem.Options{})}
+	wmeta := &countingStore{Store: memstore.New(memstore.Options{})}
 	m, err := epoch.NewMinter(wmeta, epoch.Options{})
 	if err != nil {
 		return nil, err

@@ -15,7 +15,7 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/benchfix"
 	"github.com/cutline/cutline/metastore"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/settle"
@@ -106,7 +106,7 @@ func (r *retentionRun) maintenance() benchfix.Requests {
 // simulated hour and the requests maintenance made.
 func runRetentionDay(ctx context.Context, d retentionDay) (*retentionRun, error) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := metamem.New(metamem.Options{})
+	store := memstore.New(memstore.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
 	if err != nil {
 		return nil, err

@@ -13,10 +13,10 @@ import (
 	"github.com/cutline/cutline/internal/benchfix"
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/internal/synth"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -51,7 +51,7 @@ type scaleResult struct {
 // stream goes on), every object request delayed by lat; its metastore
 // keys and object requests are counted.
 func scaleTakeover(ctx context.Context, n, past int, lat time.Duration, seed uint64) (scaleResult, error) {
-	store := metacount.Wrap(metamem.New(metamem.Options{}))
+	store := metacount.Wrap(memstore.New(memstore.Options{}))
 	m, err := epoch.NewMinter(store, epoch.Options{})
 	if err != nil {
 		return scaleResult{}, err
@@ -65,7 +65,7 @@ func scaleTakeover(ctx context.Context, n, past int, lat time.Duration, seed uin
 	var raw, views []objstore.Bucket
 	var counted []*fault.Bucket
 	for _, b := range synth.NewZones(sc, k) {
-		l := &layered{base: b, top: mem.New(b.Name())}
+		l := &layered{base: b, top: memblob.New(b.Name())}
 		f := fault.Wrap(l, fault.Options{})
 		raw, counted, views = append(raw, l), append(counted, f), append(views, benchfix.Slow(f, lat))
 	}
@@ -230,7 +230,7 @@ func figTakeoverHistory(s *scope, cfg config) ([]Row, error) {
 // prefix.
 type layered struct {
 	base *synth.Bucket
-	top  *mem.Bucket
+	top  *memblob.Bucket
 }
 
 var _ objstore.Bucket = (*layered)(nil)

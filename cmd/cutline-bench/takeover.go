@@ -14,7 +14,7 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/benchfix"
 	"github.com/cutline/cutline/metastore"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/settle"
@@ -59,7 +59,7 @@ func figTakeover(s *scope, cfg config) ([]Row, error) {
 	var tReq benchfix.Requests
 	var rounds int
 	for i := range cfg.takeovers {
-		store := metamem.New(metamem.Options{})
+		store := memstore.New(memstore.Options{})
 		m, err := epoch.NewMinter(store, epoch.Options{})
 		if err != nil {
 			return nil, err
@@ -123,7 +123,7 @@ type roller struct {
 }
 
 func openRoller(ctx context.Context, lat time.Duration) (*roller, error) {
-	meta := &countingStore{Store: metamem.New(metamem.Options{})}
+	meta := &countingStore{Store: memstore.New(memstore.Options{})}
 	m, err := epoch.NewMinter(meta, epoch.Options{})
 	if err != nil {
 		return nil, err

@@ -7,9 +7,9 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // Example_slots fences an epoch whose writer left slot 1 with one copy
@@ -17,7 +17,7 @@ import (
 func Example_slots() {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
-	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	minter, _ := epoch.NewMinter(store, epoch.Options{})
 	rec, _ := minter.Mint(ctx, "star-a", epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 4})
 	for slot, zones := range [][]int{{0, 1, 2}, {2}, {}, {0, 2}} {

@@ -19,7 +19,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 )
 

@@ -20,10 +20,10 @@ import (
 	"github.com/cutline/cutline/cutlinetest/linearize"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // The number of histories and the first seed come from the environment:
@@ -151,7 +151,7 @@ func memHistory(t *testing.T, seed uint64, appends int) memResult {
 	var zones []*fault.Bucket
 	var buckets []objstore.Bucket
 	for i := range 3 {
-		z := fault.Wrap(mem.New(fmt.Sprintf("zone-%c", 'a'+i)), fault.Options{
+		z := fault.Wrap(memblob.New(fmt.Sprintf("zone-%c", 'a'+i)), fault.Options{
 			Seed: seed*16 + uint64(i), Rules: faults(), StragglerDelay: 3 * time.Millisecond})
 		zones = append(zones, z)
 		buckets = append(buckets, z)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cutline/cutline/metastore"
 	etcdstore "github.com/cutline/cutline/metastore/etcd"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fs"
 	"github.com/cutline/cutline/objstore/latency"

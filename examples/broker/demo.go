@@ -22,7 +22,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
 )

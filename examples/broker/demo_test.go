@@ -54,7 +54,7 @@ func TestDemo(t *testing.T) {
 	t.Parallel()
 	s := runDemoOK(t, 120, "-crash-after", "60", "-inflight", "16", "-latency", "1ms")
 	require.Contains(t, s, "3 filesystem zones (objstore/fs)")
-	require.Contains(t, s, "in-memory metastore (metastore/mem)")
+	require.Contains(t, s, "in-memory metastore (metastore/memstore)")
 
 	// The timeline: each entry the demonstration is about, timed from the
 	// failure.

@@ -109,7 +109,7 @@ func (d *demo) header() {
 	cfg := d.cfg
 	fmt.Fprintf(d.out, "cutline broker demonstration (%s)\n", cfg.runID)
 	if cfg.be.etcd == "" {
-		fmt.Fprintf(d.out, "  metadata: in-memory metastore (metastore/mem)\n")
+		fmt.Fprintf(d.out, "  metadata: in-memory metastore (metastore/memstore)\n")
 	} else {
 		fmt.Fprintf(d.out, "  metadata: etcd at %s (metastore/etcd), keys under %s\n", cfg.be.etcd, cfg.be.etcdRoot)
 	}

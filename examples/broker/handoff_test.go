@@ -18,7 +18,7 @@ import (
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 )
 

@@ -24,9 +24,9 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -129,7 +129,7 @@ func (h *host) append(ctx context.Context, n int) error {
 
 func run(ctx context.Context, out io.Writer) error {
 	store := memstore.New(memstore.Options{})
-	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	// Every zone must refuse a second create, under concurrency too, and
 	// be a store of its own: the fence rests on it.
 	if err := objstore.VerifyZones(ctx, buckets, objstore.VerifyOptions{}); err != nil {

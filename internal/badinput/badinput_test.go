@@ -24,11 +24,11 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/testctx"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	fsbucket "github.com/cutline/cutline/objstore/fs"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -109,7 +109,7 @@ func newFixture(t *testing.T, onFS bool) *fixture {
 			t.Cleanup(func() { _ = fb.Close() })
 			b = fb
 		} else {
-			b = mem.New(name)
+			b = memblob.New(name)
 		}
 		z := fault.Wrap(b, fault.Options{Seed: uint64(i + 1)})
 		f.raw = append(f.raw, b)
@@ -792,7 +792,7 @@ func configCases() []badCase {
 			(*bs)[1] = nil
 		}),
 		newWriterB("foreign-bucket", "buckets[2]", func(_ *fixture, _ **epoch.Record, bs *[]objstore.Bucket, _ *chain.WriterOptions) {
-			(*bs)[2] = mem.New("zone-x")
+			(*bs)[2] = memblob.New("zone-x")
 		}),
 		// The key prefix is a constant of the epoch: refused at mint.
 		cfg("config", "Mint/prefix-path-escape", "prefix", mintPrefix("../x")),
@@ -838,7 +838,7 @@ func configCases() []badCase {
 			return err
 		}),
 		cfg("config", "NewZones/duplicate-name", "zones[1]", func(f *fixture) error {
-			_, err := chain.NewZones(f.buckets[0], mem.New("zone-a"))
+			_, err := chain.NewZones(f.buckets[0], memblob.New("zone-a"))
 			return err
 		}),
 
@@ -2062,7 +2062,9 @@ func aliasCases() []badCase {
 	}
 	return []badCase{
 		{cat: "aliasing", name: "VerifyDistinct/two-buckets-one-name", pure: true, want: is(objstore.ErrAliased), as: aliased("zone-a", "zone-a"),
-			run: func(f *fixture) error { return objstore.VerifyDistinct(f.ctx, f.raw[0], f.raw[1], mem.New("zone-a")) }},
+			run: func(f *fixture) error {
+				return objstore.VerifyDistinct(f.ctx, f.raw[0], f.raw[1], memblob.New("zone-a"))
+			}},
 		{cat: "aliasing", name: "VerifyDistinct/one-handle-twice", pure: true, want: is(objstore.ErrAliased), as: aliased("zone-b", "zone-b"),
 			run: func(f *fixture) error { return objstore.VerifyDistinct(f.ctx, f.raw[1], f.raw[1]) }},
 		{cat: "aliasing", name: "VerifyDistinct/two-names-one-store", pure: true, want: is(objstore.ErrAliased), as: aliased("zone-c", "zone-c-alias"),

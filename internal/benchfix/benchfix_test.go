@@ -17,7 +17,7 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/benchfix"
 	"github.com/cutline/cutline/internal/synth"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/settle"
@@ -128,7 +128,7 @@ func TestCount(t *testing.T) {
 func TestLayRaggedEpoch(t *testing.T) {
 	ctx := context.Background()
 	const committed, window, lag = 20, 16, 5
-	store := metamem.New(metamem.Options{})
+	store := memstore.New(memstore.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestLayRaggedEpoch(t *testing.T) {
 
 func TestLayRaggedEpochRefusesBadLayouts(t *testing.T) {
 	ctx := context.Background()
-	store := metamem.New(metamem.Options{})
+	store := memstore.New(memstore.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func TestLayRaggedEpochRefusesBadLayouts(t *testing.T) {
 func TestLayRaggedEpochOnSyntheticPrefix(t *testing.T) {
 	ctx := context.Background()
 	const committed, window, lag, laid = 1_000_000, 16, 5, 1_000_000 - 5
-	store := metamem.New(metamem.Options{})
+	store := memstore.New(memstore.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // Requests counts object requests by kind. Reads are Gets and GetRanges.
@@ -43,7 +43,7 @@ func (r Requests) String() string {
 // lat per request, or the counted buckets themselves when lat is 0.
 func Zones(lat time.Duration, names ...string) (raw []objstore.Bucket, counted []*fault.Bucket, slow []objstore.Bucket) {
 	for _, name := range names {
-		m := mem.New(name)
+		m := memblob.New(name)
 		f := fault.Wrap(m, fault.Options{})
 		raw = append(raw, m)
 		counted = append(counted, f)

@@ -32,13 +32,13 @@ func TestStepName(t *testing.T) {
 // not shorthands.
 func TestShorthandName(t *testing.T) {
 	for in, want := range map[string]string{
-		"github.com/cutline/cutline/metastore.Put":               "metastore.Put",
-		"github.com/cutline/cutline/metastore.PutBound":          "metastore.PutBound",
-		"github.com/cutline/cutline/objstore.Verify":             "objstore.Verify",
-		"github.com/cutline/cutline/metastore.(*classified).Err": "",
-		"github.com/cutline/cutline/metastore.put":               "",
-		"github.com/cutline/cutline/metastore/mem.(*Store).Txn":  "",
-		"github.com/cutline/cutline/settle.Put":                  "",
+		"github.com/cutline/cutline/metastore.Put":                   "metastore.Put",
+		"github.com/cutline/cutline/metastore.PutBound":              "metastore.PutBound",
+		"github.com/cutline/cutline/objstore.Verify":                 "objstore.Verify",
+		"github.com/cutline/cutline/metastore.(*classified).Err":     "",
+		"github.com/cutline/cutline/metastore.put":                   "",
+		"github.com/cutline/cutline/metastore/memstore.(*Store).Txn": "",
+		"github.com/cutline/cutline/settle.Put":                      "",
 	} {
 		got, ok := crashpoint.ShorthandName(in)
 		require.Equal(t, want != "", ok, in)

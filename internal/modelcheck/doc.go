@@ -7,7 +7,7 @@
 // # The model
 //
 // One execution is one epoch, freshly minted on fresh in-memory stores
-// (objstore/mem zones, a metastore/mem store), and three parties racing
+// (objstore/memblob zones, a metastore/memstore store), and three parties racing
 // on it: a writer (chain.NewWriter on the minted record) that submits
 // Config.Slots payloads, pipelined within the epoch's window, waits for
 // their outcomes and closes; and Config.Fencers fencers (fence.New, then

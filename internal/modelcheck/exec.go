@@ -20,9 +20,9 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/metastore"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 // star is the one star of every execution.
@@ -104,9 +104,9 @@ type exec struct {
 	tearing bool
 	faults  int
 
-	zones  []*mem.Bucket
+	zones  []*memblob.Bucket
 	shadow []map[string]string // per zone: key → digest of what the inner bucket holds
-	store  *metamem.Store
+	store  *memstore.Store
 	minter *epoch.Minter // over the inner store: for checks, never scheduled
 	rec    *epoch.Record
 	keys   wire.Keys
@@ -142,7 +142,7 @@ func payloadOf(i int) []byte { return fmt.Appendf(nil, "payload-%d", i) }
 // bubble.
 func newExec(cfg Config, c *caches) (*exec, error) {
 	x := &exec{cfg: cfg, pending: map[string]*request{}, seen: c.seen, recs: c.recs}
-	x.store = metamem.New(metamem.Options{Clock: instant{}})
+	x.store = memstore.New(memstore.Options{Clock: instant{}})
 	m, err := epoch.NewMinter(x.store, epoch.Options{Clock: instant{}, Identity: "modelcheck"})
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func newExec(cfg Config, c *caches) (*exec, error) {
 	names := make([]string, cfg.K)
 	for i := range names {
 		names[i] = "z" + strconv.Itoa(i)
-		x.zones = append(x.zones, mem.New(names[i]))
+		x.zones = append(x.zones, memblob.New(names[i]))
 		x.shadow = append(x.shadow, map[string]string{})
 	}
 	x.rec, err = m.Mint(context.Background(), star, epoch.Constants{Class: "standard", Buckets: names, W: cfg.W, Window: cfg.Window, Prefix: "chains"})
@@ -701,7 +701,7 @@ type schedBucket struct {
 	x     *exec
 	p     *party
 	i     int
-	inner *mem.Bucket
+	inner *memblob.Bucket
 }
 
 var _ objstore.Bucket = (*schedBucket)(nil)
@@ -797,7 +797,7 @@ func (b *schedBucket) List(ctx context.Context, prefix, startAfter string, limit
 type schedStore struct {
 	x     *exec
 	p     *party
-	inner *metamem.Store
+	inner *memstore.Store
 }
 
 var _ metastore.Store = (*schedStore)(nil)

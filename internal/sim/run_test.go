@@ -23,11 +23,11 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
-	metamem "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -180,8 +180,8 @@ type world struct {
 	r     *rand.Rand
 	ctx   context.Context
 	env   *cutlinetest.Env
-	store *metamem.Store // the knobs: Partition, Expire
-	meta  *slowStore     // what every party talks to
+	store *memstore.Store // the knobs: Partition, Expire
+	meta  *slowStore      // what every party talks to
 	hist  *cutlinetest.History
 	cov   *coverage
 	w     int // quorum
@@ -738,10 +738,10 @@ func runSeed(t *recorder, seed uint64, cov *coverage) {
 	cfg := pickConfig(r)
 	ctx, cancel := context.WithTimeout(t.Context(), runBound)
 	defer cancel()
-	store := metamem.New(metamem.Options{})
+	store := memstore.New(memstore.Options{})
 	buckets := make([]objstore.Bucket, cfg.K)
 	for i := range buckets {
-		buckets[i] = mem.New(fmt.Sprintf("zone-%c", 'a'+i))
+		buckets[i] = memblob.New(fmt.Sprintf("zone-%c", 'a'+i))
 	}
 	meta := newSlowStore(store, seed)
 	env := cutlinetest.New(t, meta, buckets, cutlinetest.Options{

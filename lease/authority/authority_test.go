@@ -5,15 +5,15 @@ import (
 
 	"github.com/cutline/cutline/lease/authority/authoritytest"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // The scenario suite on the in-memory store.
 func TestScenariosMem(t *testing.T) {
 	authoritytest.Run(t, authoritytest.Backend{
-		NewStore: func(t *testing.T) metastore.Store { return mem.New(mem.Options{}) },
+		NewStore: func(t *testing.T) metastore.Store { return memstore.New(memstore.Options{}) },
 		Expire: func(t *testing.T, s metastore.Store, sess metastore.Session) {
-			s.(*mem.Store).Expire(sess)
+			s.(*memstore.Store).Expire(sess)
 		},
 	})
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/lease/authority"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // A constructor missing what it requires names the one field it misses,
@@ -17,7 +17,7 @@ func TestRequiredArguments(t *testing.T) {
 	rt, err := authority.NewRuntime(authority.RuntimeConfig{Node: "node-a", Domain: "orders"}, time.Unix(0, 0))
 	require.NoError(t, err)
 	conn := &fakeConn{msgs: make(chan authority.Msg)}
-	store := mem.New(mem.Options{})
+	store := memstore.New(memstore.Options{})
 	send := authority.DriverOptions{Send: func(authority.Msg) {}}
 	for _, tc := range []struct {
 		field string

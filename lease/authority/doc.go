@@ -138,4 +138,25 @@
 // and a runtime stops admitting at the deadline on its clock; skew larger
 // than the margin breaks the exclusivity of admission (never the data:
 // the epoch fence keeps a stale writer's records out regardless).
+//
+// # Metastore keys
+//
+// Under the root given to Campaign, Read, Guard and NewGuarded ("" or
+// ending in '/'), per domain:
+//
+//	authority/<domain>/state       the domain's state (State): term, phase, holder, token, requirement
+//	authority/<domain>/token       who may write the domain's progress: token and writer; its revision guards it
+//	authority/<domain>/controller  the elected controller, bound to its session (Election)
+//
+// The writes:
+//
+//   - Campaign creates the controller key bound to the controller's
+//     session, and Resign deletes it;
+//   - Election.Save (and Load, which writes the next term) writes the
+//     state, and the token record in the same transaction when the token
+//     or the writer changes, compared with the election and the state
+//     (and the token record when it is written);
+//   - Guard and Guarded write nothing here: they add a compare on the
+//     token record's revision to every transaction made through them, on
+//     any key.
 package authority

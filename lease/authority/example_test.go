@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/lease/authority"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // A controller elected through the metastore grants a domain to the first
 // usable offer; the node's runtime then admits writes until its deadline.
 func Example() {
 	ctx := context.Background()
-	store := mem.New(mem.Options{})
+	store := memstore.New(memstore.Options{})
 	sess, err := store.NewSession(ctx, time.Minute)
 	if err != nil {
 		panic(err)

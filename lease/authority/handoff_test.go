@@ -17,10 +17,10 @@ import (
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -81,7 +81,7 @@ func newWorldLatency(t testing.TB, objectLatency time.Duration) *world {
 			return latency.Wrap(zone, latency.Options{Seed: uint64(i), Default: latency.Fixed(objectLatency)})
 		}
 	}
-	w.env = cutlinetest.New(t, store, []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}, opts)
+	w.env = cutlinetest.New(t, store, []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}, opts)
 	sess, err := store.NewSession(w.ctx, time.Minute)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sess.Close(context.Background()) })

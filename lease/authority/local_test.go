@@ -11,7 +11,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/lease/authority"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // localRig is a controller behind a Local transport, on a fake clock that

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 const (
@@ -32,7 +32,7 @@ type stateRead struct {
 func readState(t *testing.T, state, token []byte, withToken bool) stateRead {
 	t.Helper()
 	ctx := context.Background()
-	store := mem.New(mem.Options{})
+	store := memstore.New(memstore.Options{})
 	var r stateRead
 	var err error
 	if r.rev, err = metastore.Put(ctx, store, stateKey, state, 0); err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // bigToken has decimal prefixes and low bits that are tokens too: a
@@ -232,7 +232,7 @@ func TestRuntimeTokenTruncatedOrExtended(t *testing.T) {
 // nothing.
 func TestGuardRevisionTruncatedOrExtended(t *testing.T) {
 	ctx := context.Background()
-	store := mem.New(mem.Options{})
+	store := memstore.New(memstore.Options{})
 	for i := range 120 {
 		_, err := metastore.Put(ctx, store, fmt.Sprintf("filler/%d", i), []byte("x"), 0)
 		require.NoError(t, err)

@@ -10,9 +10,9 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/batch"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -29,7 +29,7 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	store := memstore.New(memstore.Options{})
-	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	zones := chain.MustZones(buckets...)
 
 	// The star's parts, with a RefIndex that reads bundles.

@@ -13,9 +13,9 @@ import (
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/lease/batch"
 	"github.com/cutline/cutline/metastore"
-	memstore "github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -39,7 +39,7 @@ func newWorld(t testing.TB, streams ...string) *world {
 	t.Helper()
 	ctx := t.Context()
 	store := memstore.New(memstore.Options{})
-	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	env := cutlinetest.New(t, store, buckets, cutlinetest.Options{Locate: batch.Locate})
 	w := &world{t: t, ctx: ctx, store: store, env: env, reader: env.Party("reader")}
 	star, sess := w.start(starName)

@@ -18,7 +18,7 @@ import (
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -58,7 +58,7 @@ type fixture struct {
 func newFixture(t *testing.T, b Backend) *fixture {
 	t.Helper()
 	store, root := b.NewStore(t)
-	buckets := []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}
+	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
 	env := cutlinetest.New(t, store, buckets, cutlinetest.Options{Root: root})
 	views := make([]objstore.Bucket, len(env.Zones))
 	for i, z := range env.Zones {

@@ -6,9 +6,9 @@
 //
 //	func TestScenarios(t *testing.T) {
 //		leasetest.Run(t, leasetest.Backend{
-//			NewStore: func(t *testing.T) (metastore.Store, string) { return mem.New(mem.Options{}), "" },
+//			NewStore: func(t *testing.T) (metastore.Store, string) { return memstore.New(memstore.Options{}), "" },
 //			Expire: func(t *testing.T, s metastore.Store, sess metastore.Session) {
-//				s.(*mem.Store).Expire(sess)
+//				s.(*memstore.Store).Expire(sess)
 //			},
 //		})
 //	}

@@ -3,15 +3,15 @@
 //
 //	func TestConformance(t *testing.T) {
 //		metastoretest.Run(t,
-//			func(t *testing.T) metastore.Store { return mem.New(mem.Options{}) },
+//			func(t *testing.T) metastore.Store { return memstore.New(memstore.Options{}) },
 //			metastoretest.WithExpire(func(t *testing.T, s metastore.Store, sess metastore.Session) {
-//				s.(*mem.Store).Expire(sess)
+//				s.(*memstore.Store).Expire(sess)
 //			}),
 //			metastoretest.WithDisconnect(func(t *testing.T, s metastore.Store) {
-//				s.(*mem.Store).Partition()
+//				s.(*memstore.Store).Partition()
 //			}),
 //			metastoretest.WithCompact(func(t *testing.T, s metastore.Store) {
-//				st := s.(*mem.Store)
+//				st := s.(*memstore.Store)
 //				st.Compact(st.Revision())
 //			}),
 //		)

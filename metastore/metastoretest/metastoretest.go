@@ -52,7 +52,7 @@ func WithCompact(f func(t *testing.T, s metastore.Store)) Option {
 // than one page, after its first page and before its second (etcd: a
 // wrapper of the client's KV that runs f when a range response says More).
 // pageSize is how many keys one page of the store's List holds; the suite
-// lists more than two pages. A backend that reads a List in one step (mem)
+// lists more than two pages. A backend that reads a List in one step (memstore)
 // passes any positive pageSize and runs f when the next List begins.
 // Without it the subtests that list across pages are skipped.
 func WithBetweenListPages(pageSize int, arm func(t *testing.T, s metastore.Store, f func())) Option {

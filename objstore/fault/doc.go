@@ -46,7 +46,7 @@
 //
 //	zones := make([]*fault.Bucket, 3)
 //	for i := range zones {
-//		zones[i] = fault.Wrap(mem.New(fmt.Sprintf("zone-%d", i)), fault.Options{Seed: seed})
+//		zones[i] = fault.Wrap(memblob.New(fmt.Sprintf("zone-%d", i)), fault.Options{Seed: seed})
 //	}
 //	zones[2].SetDown(true)
 //	_ = zones[0].AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.Straggler, Count: 1})

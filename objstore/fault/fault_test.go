@@ -14,7 +14,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/objstore/objstoretest"
 )
 
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
 	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
-		return fault.Wrap(mem.New("zone-a"), fault.Options{Seed: 1})
+		return fault.Wrap(memblob.New("zone-a"), fault.Options{Seed: 1})
 	})
 }
 
@@ -30,7 +30,7 @@ func TestConformance(t *testing.T) {
 // conformant.
 func TestConformanceWithIdleRules(t *testing.T) {
 	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
-		return fault.Wrap(mem.New("zone-a"), fault.Options{Seed: 1, Rules: []fault.Rule{
+		return fault.Wrap(memblob.New("zone-a"), fault.Options{Seed: 1, Rules: []fault.Rule{
 			{Prefix: "elsewhere/"},
 			{Glob: "*/never-*"},
 			{Op: fault.OpCreate, Kind: fault.Straggler, Prefix: "nope/"},
@@ -49,7 +49,7 @@ func requireInjected(t *testing.T, err error, want error) {
 
 func TestDown(t *testing.T) {
 	ctx := t.Context()
-	inner := mem.New("zone-a")
+	inner := memblob.New("zone-a")
 	require.NoError(t, inner.Create(ctx, "k", []byte("v")))
 	b := fault.Wrap(inner, fault.Options{})
 	b.SetDown(true)
@@ -89,7 +89,7 @@ func TestDown(t *testing.T) {
 
 func TestFailNextCalls(t *testing.T) {
 	ctx := t.Context()
-	inner := mem.New("zone-a")
+	inner := memblob.New("zone-a")
 	b := fault.Wrap(inner, fault.Options{Rules: []fault.Rule{{Op: fault.OpCreate, Count: 2}}})
 	for i := range 2 {
 		requireInjected(t, b.Create(ctx, "k", []byte("v")), objstore.ErrUnavailable)
@@ -102,7 +102,7 @@ func TestFailNextCalls(t *testing.T) {
 
 func TestRuleMatching(t *testing.T) {
 	ctx := t.Context()
-	b := fault.Wrap(mem.New("zone-a"), fault.Options{Rules: []fault.Rule{
+	b := fault.Wrap(memblob.New("zone-a"), fault.Options{Rules: []fault.Rule{
 		{Op: fault.OpGet, Prefix: "p/star-1/"},
 		{Op: fault.OpGet, Glob: "q/*/00000003"},
 		{Op: fault.OpList, Prefix: "p/"},
@@ -152,7 +152,7 @@ func failures(t *testing.T, b *fault.Bucket, n int) []bool {
 func TestProbabilityIsSeeded(t *testing.T) {
 	rule := fault.Rule{Op: fault.OpCreate, Probability: 0.3}
 	run := func(seed uint64) []bool {
-		return failures(t, fault.Wrap(mem.New("zone-a"), fault.Options{Seed: seed, Rules: []fault.Rule{rule}}), 200)
+		return failures(t, fault.Wrap(memblob.New("zone-a"), fault.Options{Seed: seed, Rules: []fault.Rule{rule}}), 200)
 	}
 	a, again, other := run(42), run(42), run(43)
 	require.Equal(t, a, again, "same seed, same faults")
@@ -169,7 +169,7 @@ func TestProbabilityIsSeeded(t *testing.T) {
 
 func TestLostAnswer(t *testing.T) {
 	ctx := t.Context()
-	inner := mem.New("zone-a")
+	inner := memblob.New("zone-a")
 	b := fault.Wrap(inner, fault.Options{Rules: []fault.Rule{
 		{Op: fault.OpCreate, Kind: fault.LostAnswer, Count: 1},
 		{Op: fault.OpDelete, Kind: fault.LostAnswer, Count: 1},
@@ -192,7 +192,7 @@ func TestLostAnswer(t *testing.T) {
 
 func TestStragglerLandsOnRelease(t *testing.T) {
 	ctx := t.Context()
-	inner := mem.New("zone-a")
+	inner := memblob.New("zone-a")
 	b := fault.Wrap(inner, fault.Options{Rules: []fault.Rule{{Kind: fault.Straggler, Count: 2}}})
 	data := []byte("late flight")
 	requireInjected(t, b.Create(ctx, "p/1", data), objstore.ErrUnavailable)
@@ -217,7 +217,7 @@ func TestStragglerLandsOnRelease(t *testing.T) {
 
 func TestStragglerNeverOverwrites(t *testing.T) {
 	ctx := t.Context()
-	inner := mem.New("zone-a")
+	inner := memblob.New("zone-a")
 	b := fault.Wrap(inner, fault.Options{Rules: []fault.Rule{{Kind: fault.Straggler, Count: 1}}})
 	requireInjected(t, b.Create(ctx, "slot", []byte("flight")), objstore.ErrUnavailable)
 	require.NoError(t, b.Create(ctx, "slot", []byte("poison")), "a fencer takes the key first")
@@ -233,7 +233,7 @@ func TestStragglerNeverOverwrites(t *testing.T) {
 
 func TestDropStragglers(t *testing.T) {
 	ctx := t.Context()
-	inner := mem.New("zone-a")
+	inner := memblob.New("zone-a")
 	b := fault.Wrap(inner, fault.Options{Rules: []fault.Rule{{Kind: fault.Straggler}}})
 	requireInjected(t, b.Create(ctx, "a", nil), objstore.ErrUnavailable)
 	require.Equal(t, 1, b.DropStragglers())
@@ -244,7 +244,7 @@ func TestDropStragglers(t *testing.T) {
 
 // notifying signals every create that reaches it.
 type notifying struct {
-	*mem.Bucket
+	*memblob.Bucket
 	created chan string
 }
 
@@ -257,7 +257,7 @@ func (n notifying) Create(ctx context.Context, key string, data []byte) error {
 func TestStragglerDelayOnFakeClock(t *testing.T) {
 	ctx := t.Context()
 	fake := clock.NewFake(time.Unix(1000, 0))
-	inner := notifying{mem.New("zone-a"), make(chan string, 4)}
+	inner := notifying{memblob.New("zone-a"), make(chan string, 4)}
 	b := fault.Wrap(inner, fault.Options{
 		Clock:          fake,
 		StragglerDelay: 5 * time.Second,
@@ -280,7 +280,7 @@ func TestStragglerDelayOnFakeClock(t *testing.T) {
 func TestStragglerReleasedBeforeItsDelay(t *testing.T) {
 	ctx := t.Context()
 	fake := clock.NewFake(time.Unix(1000, 0))
-	inner := mem.New("zone-a")
+	inner := memblob.New("zone-a")
 	b := fault.Wrap(inner, fault.Options{
 		Clock:          fake,
 		StragglerDelay: time.Minute,
@@ -296,7 +296,7 @@ func TestStragglerReleasedBeforeItsDelay(t *testing.T) {
 func TestStragglerDelayUnderSynctest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		inner := mem.New("zone-a")
+		inner := memblob.New("zone-a")
 		b := fault.Wrap(inner, fault.Options{
 			StragglerDelay: time.Second, // real clock: virtual inside the bubble
 			Rules:          []fault.Rule{{Kind: fault.Straggler, Count: 1}},
@@ -322,15 +322,15 @@ func TestRuleValidation(t *testing.T) {
 		{Probability: -0.1},
 		{Count: -1},
 	} {
-		b := fault.Wrap(mem.New("zone-a"), fault.Options{})
+		b := fault.Wrap(memblob.New("zone-a"), fault.Options{})
 		require.Error(t, b.AddRule(r), "%+v", r)
-		require.Panics(t, func() { fault.Wrap(mem.New("zone-a"), fault.Options{Rules: []fault.Rule{r}}) })
+		require.Panics(t, func() { fault.Wrap(memblob.New("zone-a"), fault.Options{Rules: []fault.Rule{r}}) })
 	}
 }
 
 func TestClearRulesAndResetStats(t *testing.T) {
 	ctx := t.Context()
-	b := fault.Wrap(mem.New("zone-a"), fault.Options{Rules: []fault.Rule{{}}})
+	b := fault.Wrap(memblob.New("zone-a"), fault.Options{Rules: []fault.Rule{{}}})
 	_, err := b.Get(ctx, "k")
 	requireInjected(t, err, objstore.ErrUnavailable)
 	b.ClearRules()
@@ -346,7 +346,7 @@ func TestClearRulesAndResetStats(t *testing.T) {
 
 func Example() {
 	ctx := context.Background()
-	zone := fault.Wrap(mem.New("zone-a"), fault.Options{
+	zone := fault.Wrap(memblob.New("zone-a"), fault.Options{
 		Seed:  1,
 		Rules: []fault.Rule{{Op: fault.OpCreate, Kind: fault.Straggler, Count: 1}},
 	})

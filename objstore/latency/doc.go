@@ -21,7 +21,7 @@
 // distributions at all the wrapper adds nothing and passes the conformance
 // suite (objstore/objstoretest) like its inner bucket.
 //
-//	zone := latency.Wrap(mem.New("zone-a"), latency.Options{
+//	zone := latency.Wrap(memblob.New("zone-a"), latency.Options{
 //		Clock:   fake,
 //		Seed:    7,
 //		Create:  latency.Normal(8*time.Millisecond, 2*time.Millisecond),

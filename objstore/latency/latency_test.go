@@ -16,7 +16,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/objstore/objstoretest"
 )
 
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformanceNoLatency(t *testing.T) {
 	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
-		return latency.Wrap(mem.New("zone-a"), latency.Options{})
+		return latency.Wrap(memblob.New("zone-a"), latency.Options{})
 	})
 }
 
@@ -32,7 +32,7 @@ func TestConformanceNoLatency(t *testing.T) {
 // so calls overlap in time as they do against a remote bucket.
 func TestConformanceTinyLatency(t *testing.T) {
 	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
-		return latency.Wrap(mem.New("zone-a"), latency.Options{
+		return latency.Wrap(memblob.New("zone-a"), latency.Options{
 			Seed:    1,
 			Default: latency.Uniform(0, 20*time.Microsecond),
 		})
@@ -42,7 +42,7 @@ func TestConformanceTinyLatency(t *testing.T) {
 func TestWaitsOnInjectedClock(t *testing.T) {
 	ctx := t.Context()
 	fake := clock.NewFake(time.Unix(0, 0))
-	inner := mem.New("zone-a")
+	inner := memblob.New("zone-a")
 	b := latency.Wrap(inner, latency.Options{Clock: fake, Create: latency.Fixed(10 * time.Millisecond)})
 
 	done := make(chan error, 1)
@@ -66,7 +66,7 @@ func TestWaitsOnInjectedClock(t *testing.T) {
 
 func TestCanceledDuringWait(t *testing.T) {
 	fake := clock.NewFake(time.Unix(0, 0))
-	inner := mem.New("zone-a")
+	inner := memblob.New("zone-a")
 	b := latency.Wrap(inner, latency.Options{Clock: fake, Default: latency.Fixed(time.Hour)})
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -93,7 +93,7 @@ func TestCanceledDuringWait(t *testing.T) {
 func TestPerOperationUnderSynctest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		b := latency.Wrap(mem.New("zone-a"), latency.Options{
+		b := latency.Wrap(memblob.New("zone-a"), latency.Options{
 			Default: latency.Fixed(time.Millisecond),
 			Create:  latency.Fixed(20 * time.Millisecond),
 			List:    latency.Fixed(0),
@@ -190,7 +190,7 @@ func TestLogNormal(t *testing.T) {
 func TestSeeded(t *testing.T) {
 	draw := func(seed uint64) []time.Duration {
 		fake := clock.NewFake(time.Unix(0, 0))
-		b := latency.Wrap(mem.New("zone-a"), latency.Options{Clock: fake, Seed: seed, Default: latency.Uniform(0, time.Second)})
+		b := latency.Wrap(memblob.New("zone-a"), latency.Options{Clock: fake, Seed: seed, Default: latency.Uniform(0, time.Second)})
 		var out []time.Duration
 		for i := range 5 {
 			done := make(chan error, 1)
@@ -210,7 +210,7 @@ func TestSeeded(t *testing.T) {
 func Example() {
 	ctx := context.Background()
 	fake := clock.NewFake(time.Unix(0, 0))
-	zone := latency.Wrap(mem.New("zone-a"), latency.Options{
+	zone := latency.Wrap(memblob.New("zone-a"), latency.Options{
 		Clock:  fake,
 		Create: latency.Fixed(8 * time.Millisecond),
 	})

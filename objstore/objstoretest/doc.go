@@ -51,6 +51,6 @@
 // backend:
 //
 //	func BenchmarkBucket(b *testing.B) {
-//		objstoretest.RunBenchmarks(b, func(b *testing.B) objstore.Bucket { return mem.New("zone-a") })
+//		objstoretest.RunBenchmarks(b, func(b *testing.B) objstore.Bucket { return memblob.New("zone-a") })
 //	}
 package objstoretest

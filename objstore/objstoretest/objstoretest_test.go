@@ -13,19 +13,19 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/objstore/objstoretest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRunOnMem(t *testing.T) {
-	objstoretest.Run(t, func(t *testing.T) objstore.Bucket { return mem.New("zone-a") })
+	objstoretest.Run(t, func(t *testing.T) objstore.Bucket { return memblob.New("zone-a") })
 }
 
-// broken is a mem bucket with one contract violation switched on.
+// broken is a memblob bucket with one contract violation switched on.
 type broken struct {
-	*mem.Bucket
+	*memblob.Bucket
 	flaw string
 	kept map[string][]byte // for "retains-slice"
 }
@@ -80,7 +80,7 @@ func TestSuiteFailsBrokenBackends(t *testing.T) {
 	const env = "OBJSTORETEST_FLAW"
 	if flaw := os.Getenv(env); flaw != "" {
 		objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
-			return &broken{Bucket: mem.New("broken"), flaw: flaw, kept: map[string][]byte{}}
+			return &broken{Bucket: memblob.New("broken"), flaw: flaw, kept: map[string][]byte{}}
 		})
 		return
 	}

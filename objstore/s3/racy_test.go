@@ -20,7 +20,7 @@ import (
 
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/internal/racystore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/objstore/s3"
 )
 
@@ -157,7 +157,7 @@ func isRaceProbe(key string) bool { return strings.Contains(key, "-race-") }
 func TestS3VerifyRefusesCheckThenPutOverHTTP(t *testing.T) {
 	const runs = 20
 	for i := range runs {
-		inner := mem.New("racy")
+		inner := memblob.New("racy")
 		racy := racystore.Wrap(inner, racystore.Options{Match: isRaceProbe})
 		b := newS3Front(t, racy).bucket()
 		err := objstore.Verify(t.Context(), b)
@@ -179,7 +179,7 @@ func TestS3VerifyRefusesCheckThenPutOverHTTP(t *testing.T) {
 // create-only store passes Verify in every run.
 func TestS3VerifyPassesCreateOnlyFront(t *testing.T) {
 	const runs = 20
-	inner := mem.New("create-only")
+	inner := memblob.New("create-only")
 	b := newS3Front(t, inner).bucket()
 	for i := range runs {
 		require.NoError(t, objstore.Verify(t.Context(), b), "run %d", i)
@@ -191,7 +191,7 @@ func TestS3VerifyPassesCreateOnlyFront(t *testing.T) {
 // open-ended, so that no store adds to an end near 2⁶³; a shorter one
 // names its last byte.
 func TestS3GetRangeOpenEnded(t *testing.T) {
-	inner := mem.New("ranges")
+	inner := memblob.New("ranges")
 	f := newS3Front(t, inner)
 	b := f.bucket()
 	ctx := t.Context()

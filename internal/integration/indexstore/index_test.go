@@ -16,7 +16,7 @@ import (
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/etcd"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -94,7 +94,7 @@ func TestOpenManyOnEtcd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	store := newStore(t, "/openmany/")
-	env := cutlinetest.New(t, store, []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}, cutlinetest.Options{})
+	env := cutlinetest.New(t, store, []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}, cutlinetest.Options{})
 	start := func(name string) (*lease.Star, metastore.Session) {
 		p := env.Party(name)
 		sess, err := store.NewSession(ctx, 5*time.Second)

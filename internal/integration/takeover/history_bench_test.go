@@ -15,7 +15,7 @@ import (
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/metastore/etcd"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -51,7 +51,7 @@ func newEtcdHist(b *testing.B, root string, window int) *etcdHist {
 		b.Fatal(err)
 	}
 	for i := range 3 {
-		h.raw = append(h.raw, mem.New(fmt.Sprintf("zone-%c", 'a'+i)))
+		h.raw = append(h.raw, memblob.New(fmt.Sprintf("zone-%c", 'a'+i)))
 	}
 	zones := chain.MustZones(h.raw...)
 	f, err := fence.New(h.m, zones, fence.Options{Identity: starB})

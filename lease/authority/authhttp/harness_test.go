@@ -22,7 +22,7 @@ import (
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/lease/authority/authhttp"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 const (
@@ -38,14 +38,14 @@ var (
 	promotable = authority.Capabilities{Vote: true, Storage: true, Promotable: true}
 )
 
-// env is a controller on a mem store behind an authhttp.Server served
+// env is a controller on a memstore store behind an authhttp.Server served
 // over mutual TLS. The controller's clock moves only when the test
 // advances it and steps a Tick.
 type env struct {
 	t     *testing.T
 	ctx   context.Context
 	clock *clock.Fake
-	store *mem.Store
+	store *memstore.Store
 	sess  metastore.Session
 	ca    *testpki.CA
 	srv   *authhttp.Server
@@ -103,7 +103,7 @@ func newEnvWith(t *testing.T, opts authhttp.ServerOptions, h2 bool, at *authorit
 	t.Helper()
 	e := &env{t: t, h2: h2, ctx: t.Context(), clock: clock.NewFake(t0), ca: testpki.New(t, "cutline test CA"),
 		ended: make(chan string, 64), clients: map[string]*client{}}
-	e.store = mem.New(mem.Options{Clock: e.clock})
+	e.store = memstore.New(memstore.Options{Clock: e.clock})
 	sess, err := e.store.NewSession(e.ctx, time.Minute)
 	require.NoError(t, err)
 	e.sess = sess

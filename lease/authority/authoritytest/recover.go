@@ -11,7 +11,7 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 
 	"testing"
@@ -27,7 +27,7 @@ func recoveryWithTheLibrary(t *testing.T, b Backend) {
 	c.join("node-a", promotable)
 	nb := c.join("node-b", promotable)
 	ga := c.grantTo("node-a")
-	env := cutlinetest.New(t, c.store, []objstore.Bucket{mem.New("zone-a"), mem.New("zone-b"), mem.New("zone-c")}, cutlinetest.Options{})
+	env := cutlinetest.New(t, c.store, []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}, cutlinetest.Options{})
 	// node-a writes under its grant: its minter's store is guarded.
 	storeA, err := authority.Guard(c.store, "", domain, ga.Revision)
 	require.NoError(t, err)

@@ -15,9 +15,9 @@
 //
 //	func TestScenarios(t *testing.T) {
 //		authoritytest.Run(t, authoritytest.Backend{
-//			NewStore: func(t *testing.T) metastore.Store { return mem.New(mem.Options{}) },
+//			NewStore: func(t *testing.T) metastore.Store { return memstore.New(memstore.Options{}) },
 //			Expire: func(t *testing.T, s metastore.Store, sess metastore.Session) {
-//				s.(*mem.Store).Expire(sess)
+//				s.(*memstore.Store).Expire(sess)
 //			},
 //		})
 //	}

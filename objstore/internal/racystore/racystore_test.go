@@ -9,7 +9,7 @@ import (
 
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/internal/racystore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // a matching key all succeed, and the last write stays.
 func TestRacyStore(t *testing.T) {
 	ctx := t.Context()
-	inner := mem.New("racy")
+	inner := memblob.New("racy")
 	b := racystore.Wrap(inner, racystore.Options{Creators: 3, Match: func(k string) bool { return k == "burst" }})
 	require.NoError(t, b.Create(ctx, "seq", []byte("first")))
 	require.ErrorIs(t, b.Create(ctx, "seq", []byte("second")), objstore.ErrExists)
@@ -42,7 +42,7 @@ func TestRacyStore(t *testing.T) {
 // Keys that do not match are create-only even under a burst.
 func TestRacyStoreMatch(t *testing.T) {
 	ctx := t.Context()
-	b := racystore.Wrap(mem.New("racy"), racystore.Options{Match: func(string) bool { return false }})
+	b := racystore.Wrap(memblob.New("racy"), racystore.Options{Match: func(string) bool { return false }})
 	errs := make([]error, 8)
 	var wg sync.WaitGroup
 	for i := range errs {

@@ -1,4 +1,4 @@
-// Package mem is an in-memory metastore.Store with the semantics of the etcd
+// Package memstore is an in-memory metastore.Store with the semantics of the etcd
 // backend: one global revision, CAS by revision, atomic txns (two ops on one
 // key refused), watches from a revision with a bounded, compacted history,
 // and TTL sessions on an injected clock, so that expiry is tested without
@@ -20,4 +20,4 @@
 // revision; a watch from before it yields metastore.ErrCompacted. Compact
 // discards history up to a revision on demand, as an etcd compaction does.
 // List reads a prefix in one step, so no compaction affects it.
-package mem
+package memstore

@@ -1,4 +1,4 @@
-package mem_test
+package memblob_test
 
 import (
 	"context"
@@ -13,26 +13,26 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/mem"
+	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/objstore/objstoretest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
-	objstoretest.Run(t, func(t *testing.T) objstore.Bucket { return mem.New("zone-a") })
+	objstoretest.Run(t, func(t *testing.T) objstore.Bucket { return memblob.New("zone-a") })
 }
 
 // TestConformanceShared runs the suite against one bucket shared by every
 // subtest, as a real shared bucket would be.
 func TestConformanceShared(t *testing.T) {
-	shared := mem.New("shared")
+	shared := memblob.New("shared")
 	objstoretest.Run(t, func(t *testing.T) objstore.Bucket { return shared })
 	require.Equal(t, 0, shared.Len(), "the suite removes what it created")
 }
 
 func BenchmarkBucket(b *testing.B) {
-	objstoretest.RunBenchmarks(b, func(b *testing.B) objstore.Bucket { return mem.New("zone-a") })
+	objstoretest.RunBenchmarks(b, func(b *testing.B) objstore.Bucket { return memblob.New("zone-a") })
 }
 
 // TestListIndex drives random creates, deletes and lists and compares every
@@ -40,7 +40,7 @@ func BenchmarkBucket(b *testing.B) {
 func TestListIndex(t *testing.T) {
 	ctx := t.Context()
 	r := rand.New(rand.NewPCG(7, 11))
-	b := mem.New("zone-a")
+	b := memblob.New("zone-a")
 	model := map[string]int{}
 	keyOf := func() string {
 		return fmt.Sprintf("%c/%02d", 'a'+r.IntN(3), r.IntN(40))
@@ -91,7 +91,7 @@ func TestListIndex(t *testing.T) {
 }
 
 func TestOpErrorNamesBucket(t *testing.T) {
-	b := mem.New("zone-b")
+	b := memblob.New("zone-b")
 	_, err := b.Get(t.Context(), "missing")
 	var op *objstore.OpError
 	require.True(t, errors.As(err, &op))
@@ -100,7 +100,7 @@ func TestOpErrorNamesBucket(t *testing.T) {
 
 func Example() {
 	ctx := context.Background()
-	b := mem.New("zone-a")
+	b := memblob.New("zone-a")
 	_ = b.Create(ctx, "p/s/00000001/00000000", []byte("flight"))
 	err := b.Create(ctx, "p/s/00000001/00000000", []byte("poison"))
 	fmt.Println(errors.Is(err, objstore.ErrExists))

@@ -1,4 +1,4 @@
-package mem_test
+package memstore_test
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 // A compare-and-set on a counter: the second writer that read the same
 // revision loses and learns the current revision.
 func Example() {
 	ctx := context.Background()
-	st := mem.New(mem.Options{})
+	st := memstore.New(memstore.Options{})
 
 	rev, _ := metastore.Put(ctx, st, "chains/a", []byte("1"), 0)
 	kv, _ := st.Get(ctx, "chains/a")
@@ -37,7 +37,7 @@ func Example() {
 func ExampleStore_Suspend() {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Unix(0, 0))
-	st := mem.New(mem.Options{Clock: clk})
+	st := memstore.New(memstore.Options{Clock: clk})
 
 	sess, _ := st.NewSession(ctx, 10*time.Second)
 	_, _ = metastore.PutBound(ctx, st, sess, "stars/a", []byte("alive"), 0)
@@ -55,7 +55,7 @@ func ExampleStore_Suspend() {
 func ExampleStore_Watch() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st := mem.New(mem.Options{})
+	st := memstore.New(memstore.Options{})
 
 	first, _ := metastore.Put(ctx, st, "streams/s1/writer", []byte("a"), 0)
 	_ = metastore.Delete(ctx, st, "streams/s1/writer", first)
@@ -77,7 +77,7 @@ func ExampleStore_Watch() {
 // A transaction moves a value between two keys atomically.
 func ExampleStore_Txn() {
 	ctx := context.Background()
-	st := mem.New(mem.Options{})
+	st := memstore.New(memstore.Options{})
 	ra, _ := metastore.Put(ctx, st, "a", []byte("token-7"), 0)
 
 	rev, err := st.Txn(ctx, metastore.Txn{

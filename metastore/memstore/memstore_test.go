@@ -1,4 +1,4 @@
-package mem_test
+package memstore_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/metastore/mem"
+	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/metastore/metastoretest"
 )
 
@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
 	metastoretest.Run(t,
-		func(t *testing.T) metastore.Store { return &hooked{Store: mem.New(mem.Options{})} },
+		func(t *testing.T) metastore.Store { return &hooked{Store: memstore.New(memstore.Options{})} },
 		append(conformanceHooks(),
 			metastoretest.WithExpire(func(t *testing.T, s metastore.Store, sess metastore.Session) {
 				memOf(s).Expire(sess)
@@ -33,7 +33,7 @@ func TestConformanceFakeClockExpiry(t *testing.T) {
 	// Expiry through the TTL path: suspend, then move the clock past the TTL.
 	clk := clock.NewFake(time.Unix(0, 0))
 	metastoretest.Run(t,
-		func(t *testing.T) metastore.Store { return &hooked{Store: mem.New(mem.Options{Clock: clk})} },
+		func(t *testing.T) metastore.Store { return &hooked{Store: memstore.New(memstore.Options{Clock: clk})} },
 		append(conformanceHooks(),
 			metastoretest.WithExpire(func(t *testing.T, s metastore.Store, sess metastore.Session) {
 				memOf(s).Suspend(sess)
@@ -60,15 +60,15 @@ func conformanceHooks() []metastoretest.Option {
 	}
 }
 
-// hooked is a mem.Store whose next List first runs the functions armed
+// hooked is a memstore.Store whose next List first runs the functions armed
 // with beforeNextList.
 type hooked struct {
-	*mem.Store
+	*memstore.Store
 	mu     sync.Mutex
 	before []func()
 }
 
-func memOf(s metastore.Store) *mem.Store { return s.(*hooked).Store }
+func memOf(s metastore.Store) *memstore.Store { return s.(*hooked).Store }
 
 func (h *hooked) beforeNextList(f func()) {
 	h.mu.Lock()
@@ -89,7 +89,7 @@ func (h *hooked) List(ctx context.Context, prefix string) ([]metastore.KV, int64
 
 type fixture struct {
 	clk  *clock.Fake
-	st   *mem.Store
+	st   *memstore.Store
 	sess metastore.Session
 	rev  int64
 }
@@ -97,7 +97,7 @@ type fixture struct {
 func newFixture(t *testing.T, ttl time.Duration) *fixture {
 	t.Helper()
 	f := &fixture{clk: clock.NewFake(time.Unix(1000, 0))}
-	f.st = mem.New(mem.Options{Clock: f.clk})
+	f.st = memstore.New(memstore.Options{Clock: f.clk})
 	var err error
 	f.sess, err = f.st.NewSession(t.Context(), ttl)
 	require.NoError(t, err)
@@ -237,7 +237,7 @@ func TestCloseDuringPartitionExpiresLater(t *testing.T) {
 }
 
 func TestWatchEndsOnPartition(t *testing.T) {
-	st := mem.New(mem.Options{})
+	st := memstore.New(memstore.Options{})
 	rev, err := metastore.Put(t.Context(), st, "k", []byte("1"), 0)
 	require.NoError(t, err)
 	var events []metastore.Event
@@ -263,7 +263,7 @@ func TestWatchEndsOnPartition(t *testing.T) {
 }
 
 func TestHistoryCompaction(t *testing.T) {
-	st := mem.New(mem.Options{HistoryLimit: 8})
+	st := memstore.New(memstore.Options{HistoryLimit: 8})
 	ctx := t.Context()
 	var rev int64
 	for i := range 20 {
@@ -293,7 +293,7 @@ func TestHistoryCompaction(t *testing.T) {
 }
 
 func TestEmptyTxnConsumesNoRevision(t *testing.T) {
-	st := mem.New(mem.Options{})
+	st := memstore.New(memstore.Options{})
 	ctx := t.Context()
 	rev, err := metastore.Put(ctx, st, "k", []byte("1"), 0)
 	require.NoError(t, err)
@@ -309,7 +309,7 @@ func TestEmptyTxnConsumesNoRevision(t *testing.T) {
 // one than the last compaction does nothing; List is not affected.
 func TestCompact(t *testing.T) {
 	ctx := t.Context()
-	st := mem.New(mem.Options{})
+	st := memstore.New(memstore.Options{})
 	var revs []int64
 	for i := range 4 {
 		rev, err := metastore.Put(ctx, st, fmt.Sprintf("k/%d", i), []byte("v"), 0)

@@ -1,4 +1,4 @@
-package mem
+package memstore
 
 import (
 	"bytes"
@@ -73,7 +73,7 @@ func (s *Store) unreachableLocked(op, key string) error {
 	return fmt.Errorf("metastore %s %q: %w", op, key, metastore.Unavailable(errPartitioned))
 }
 
-var errPartitioned = fmt.Errorf("mem: store partitioned")
+var errPartitioned = fmt.Errorf("memstore: store partitioned")
 
 // Get implements metastore.Store.
 func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {

@@ -1,0 +1,97 @@
+// Package cutline is the map of the library: the layers a record passes
+// through, what a takeover does to them, how data leaves the chain, and
+// every key the packages keep in the metastore. It holds no code; each
+// package's documentation is the reference for its part.
+//
+// # The path of a record
+//
+// A host's record goes down through these layers; each can be used
+// without those above it (the README composes the lower ones by hand):
+//
+//	batch.Producer.Add     lease/batch: gathers records of many streams into a bundle, one flight's
+//	        │              payload, by size and linger time, at each stream's next offset
+//	        ▼
+//	lease.Star.Submit      lease: checks that the star holds every stream the bundle carries, under a
+//	        │              tenure the open gate admitted, and that each span continues its stream
+//	        ▼
+//	settle.Roller.Submit   settle: the star's writer across epochs; a roll mints the next epoch in
+//	        │              process and republishes what the old one did not acknowledge
+//	        ▼
+//	chain.Writer.Submit    chain: takes the epoch's next slot, creates the flight create-only at the
+//	        │              same key in the epoch's K zones, acknowledges at W copies, in slot order
+//	        ▼
+//	objstore.Bucket        the flights, one object per slot per zone (layout: chain/wire)
+//	metastore.Store        epoch records (epoch.Minter), span refs (settle.RefIndex), tenure (lease)
+//
+// On the way back the Star covers the acknowledged flights in its index
+// (settle.RefIndex.CoverFlights, every lease.Options.AbsorbEvery flights
+// and on Absorb) and moves the epoch's checkpoint through its writer
+// (chain.Writer.Checkpoint); the producer's batch.Ack gives each record's
+// offset and the flight's position.
+//
+// # Takeover: the fence and the settlement
+//
+// A star that dies leaves an open epoch. Whoever takes its streams over
+// settles that epoch before serving or appending: the open gate
+// (lease.Star.Open, when the predecessor left no clean-release mark),
+// authority.RecoverChain under the authority layer, or settle.OpenRoller
+// when the star itself restarts. A settle.Settler does it in two steps:
+//
+//   - the fence (fence.Fencer) walks the epoch's slots past its
+//     checkpoint, completes the flights the writer started, writes poison
+//     into the first empty slot in B = K−W+1 zones and publishes that slot
+//     as the cut (epoch.Minter.Publish): nothing at or past it can ever be
+//     acknowledged, however late the old writer's requests land;
+//   - the settlement deletes the flights past the cut, covers every
+//     committed flight below it in the index, and marks the epoch settled
+//     (epoch.Minter.MarkSettled).
+//
+// The successor then continues each stream where its coverage ends
+// (settle.RefIndex.Next). A planned roll (settle.Roller.Roll) fences its
+// own epoch at the writer's release point instead (fence.Fencer.FenceAt).
+//
+// # Lifecycle
+//
+// Three cursors of each epoch record and a retention point per stream say
+// how far data has left the chain:
+//
+//   - settle.Compactor.Compact rewrites the flights below the checkpoint
+//     into per-stream segments and moves the ref pages onto them (the
+//     rewritten cursor);
+//   - settle.Settler.Trim deletes an epoch's flights below a slot and
+//     moves the trimmed cursor (TrimRewritten: up to the rewritten cursor;
+//     TrimUnneeded: up to the lowest slot a retained ref needs);
+//   - settle.RefIndex.Retain (RetainPolicy) moves a stream's retention
+//     point and deletes its ref pages below it; Compactor.Collect deletes
+//     the segments no page names any more.
+//
+// # Metastore keys
+//
+// Each package keeps its keys below a root prefix the host passes it
+// (epoch.Options.Root, the root of settle.NewRefIndex, lease.Config.Root,
+// which must be the Minter's, and the root of an authority Election); a
+// backend may put every key under a root of its own as well (etcd:
+// Options.Root). The packages' "Metastore keys" sections describe each
+// record and the transactions that write it.
+//
+//	key                                          record                                                  package
+//	chains/<star>                                counter: next epoch, head per class, settlement cursor  epoch
+//	chains/<star>/<epoch, 20 digits>             epoch record: constants, state, cut, cursors            epoch
+//	refpages/<stream>/<first offset, 20 digits>  a page of up to 64 span refs of one star's epoch        settle (RefIndex)
+//	refstart/<stream>                            the stream's retention point                            settle (RefIndex.Retain)
+//	refs/<stream>/<offset, 20 digits>            format 1 span ref: read and deleted by Migrate          settle (RefIndex.Migrate)
+//	refheads/<stream>                            format 1 stream head: read and deleted by Migrate       settle (RefIndex.Migrate)
+//	stars/<star>                                 registry entry, bound to the star's session             lease (Registry)
+//	streams/<id>/lease                           advisory writer lease, bound to the holder's session    lease
+//	streams/<id>/writer                          last-writer record: star, epoch, class, tenure          lease
+//	streams/<id>/release                         clean-release mark, the final write of a departure      lease
+//	streams/<id>/token                           producer fencing token and mode                         lease
+//	streams/<id>/snapshot                        the host's state snapshot and the offset it holds       lease
+//	authority/<domain>/state                     the domain's state: term, phase, holder, token          lease/authority
+//	authority/<domain>/token                     who may write the domain's progress; its revision       lease/authority
+//	                                             guards every progress write (Guard)
+//	authority/<domain>/controller                the elected controller, bound to its session            lease/authority
+//
+// Package metastore writes no key of its own: it is the contract the
+// backends (metastore/etcd, metastore/memstore) implement.
+package cutline
