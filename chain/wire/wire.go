@@ -70,10 +70,10 @@ var (
 	ErrCorrupt = errors.New("wire: corrupt object")
 	// ErrUnknownFormat: the object carries a format version this code does
 	// not know (written by a newer release). It is never overwritten.
-	ErrUnknownFormat = errors.New("chain: unknown object format")
+	ErrUnknownFormat = errors.New("wire: unknown object format")
 	// ErrMisplaced: a well-formed object claims other coordinates than the
 	// key it was found at.
-	ErrMisplaced = errors.New("chain: misplaced object")
+	ErrMisplaced = errors.New("wire: misplaced object")
 )
 
 // ObjectError says which object failed to decode and why.
