@@ -80,6 +80,28 @@ func ReadBack(ctx context.Context, b Bucket, key string, data []byte, cause erro
 	return Unavailable(fmt.Errorf("reading back after an ambiguous create: %w", errors.Join(cause, err)))
 }
 
+// SettleUnknown is the answer to a Create whose attempts all ended with
+// the outcome unknown: cerr, an error matching ErrUnavailable, classified
+// from cause. A store may answer a conditional PUT of a large body before
+// it reads the body (412) and close the connection, so that the client
+// sees a reset where the refusal was. Reading the key back (ReadBack)
+// tells: our bytes are a success (nil), other bytes an error matching
+// ErrExists; absent or unreadable, or ctx ended, the outcome stays
+// unknown: cerr, since the create may still land. The error is not
+// wrapped in *OpError.
+func SettleUnknown(ctx context.Context, b Bucket, key string, data []byte, cause, cerr error) error {
+	if ctx.Err() != nil {
+		return cerr
+	}
+	switch rerr := ReadBack(ctx, b, key, data, cause); {
+	case rerr == nil:
+		return nil
+	case errors.Is(rerr, ErrExists):
+		return rerr
+	}
+	return cerr
+}
+
 // Precheck is the check a Bucket method makes before it sends a request:
 // ctx's error when ctx has ended, ValidateKey's error when the key is
 // invalid, nil otherwise. The error is not wrapped in *OpError.

@@ -45,7 +45,9 @@ type Resender struct {
 //     refused outright: ErrExists;
 //   - ErrExists after an attempt whose outcome was unknown: the key is
 //     read back (ReadBack): our bytes are a success;
-//   - ErrUnavailable: re-sent up to Retries times, then ErrUnavailable;
+//   - ErrUnavailable: re-sent up to Retries times; then the key is read
+//     back (SettleUnknown): our bytes are a success, other bytes
+//     ErrExists, else ErrUnavailable;
 //   - ErrNotFound: a create cannot miss its object, so the container or
 //     bucket is gone: ErrNoSuchBucket;
 //   - anything else: classify's error.
@@ -76,7 +78,10 @@ func (r Resender) Create(ctx context.Context, key string, data []byte, send func
 		case errors.Is(cerr, ErrUnavailable):
 			ambiguous = true
 			if retry >= r.Retries {
-				return fail(cerr)
+				if serr := SettleUnknown(ctx, r.Bucket, key, data, err, cerr); serr != nil {
+					return fail(serr)
+				}
+				return nil
 			}
 			d := r.Backoff.Delay(retry, rand.Uint64())
 			log.DebugContext(ctx, r.Kind+" create: outcome unknown, re-sending",

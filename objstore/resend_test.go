@@ -61,6 +61,8 @@ func TestResender(t *testing.T) {
 		{name: "lost answer, other bytes read back", answers: []error{unavailable, objstore.ErrExists}, other: true, retries: 3, want: objstore.ErrExists, calls: 2},
 		{name: "unavailable until retries run out", answers: []error{unavailable, unavailable, unavailable}, retries: 2, want: objstore.ErrUnavailable, calls: 3},
 		{name: "zero retries", answers: []error{unavailable}, want: objstore.ErrUnavailable, calls: 1},
+		{name: "retries run out, own bytes read back", answers: []error{unavailable, unavailable}, land: []bool{true}, retries: 1, calls: 2},
+		{name: "retries run out, other bytes read back", answers: []error{unavailable, unavailable}, other: true, retries: 1, want: objstore.ErrExists, calls: 2},
 		{name: "not found is the bucket", answers: []error{objstore.ErrNotFound}, retries: 3, want: objstore.ErrNoSuchBucket, calls: 1},
 		{name: "refused", answers: []error{objstore.ErrAccessDenied}, retries: 3, want: objstore.ErrAccessDenied, calls: 1},
 	} {

@@ -90,6 +90,11 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 		case errors.Is(cerr, objstore.ErrNotFound):
 			// A create cannot miss the object; a 404 here is the bucket.
 			return b.opError(op, key, objstore.Classify(objstore.ErrNoSuchBucket, err))
+		case errors.Is(cerr, objstore.ErrUnavailable):
+			if serr := objstore.SettleUnknown(ctx, b, key, data, err, cerr); serr != nil {
+				return b.opError(op, key, serr)
+			}
+			return nil
 		default:
 			return b.opError(op, key, cerr)
 		}

@@ -362,6 +362,35 @@ func TestS3ScriptedCreateResentAfter500FindsOtherObject(t *testing.T) {
 	require.Equal(t, []string{"PUT k", "PUT k", "GET k"}, f.callLog())
 }
 
+// Every attempt ends with the outcome unknown (a store that answers a
+// conditional PUT of a large body early and resets the connection looks
+// so): the key is read back, and what it holds decides.
+func TestS3ScriptedCreateUnknownSettledByReadBack(t *testing.T) {
+	unknown := []answer{{status: 503, code: "SlowDown"}, {status: 503, code: "SlowDown"}, {status: 503, code: "SlowDown"}}
+
+	f := newScriptedS3(t)
+	b := f.bucket(s3.Options{})
+	f.put("k", []byte("theirs"))
+	f.push("PUT", unknown...)
+	err := b.Create(t.Context(), "k", []byte("mine"))
+	require.ErrorIs(t, err, objstore.ErrExists, "another writer's object")
+	require.Equal(t, []string{"PUT k", "PUT k", "PUT k", "GET k"}, f.callLog())
+
+	f = newScriptedS3(t)
+	b = f.bucket(s3.Options{})
+	first := unknown[0]
+	first.apply = true
+	f.push("PUT", first, unknown[1], unknown[2])
+	require.NoError(t, b.Create(t.Context(), "k", []byte("mine")), "our own attempt landed")
+
+	f = newScriptedS3(t)
+	b = f.bucket(s3.Options{})
+	f.push("PUT", unknown...)
+	err = b.Create(t.Context(), "k", []byte("mine"))
+	require.ErrorIs(t, err, objstore.ErrUnavailable, "nothing there: the PUT may still land")
+	require.NotErrorIs(t, err, objstore.ErrExists)
+}
+
 func TestS3ScriptedCreateResentAndUnreadableIsUnavailable(t *testing.T) {
 	f := newScriptedS3(t)
 	b := f.bucket(s3.Options{})
