@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -378,4 +379,83 @@ func TestRefIndexExtentsReadsPagesAhead(t *testing.T) {
 		// One page at a time would be up to 2+39 reads.
 		require.LessOrEqual(t, st.Reads(), 2+(pages+7)/8+2, "from %d: pages read eight to a request, a few more where the widths change", from)
 	}
+}
+
+// retainBeforeFloor is a store whose next Floor first lets a retention of
+// stream land: the race between a reader's check of the retention point
+// and its read of the page.
+type retainBeforeFloor struct {
+	*memstore.Store
+	once   sync.Once
+	retain func()
+}
+
+func (s *retainBeforeFloor) Floor(ctx context.Context, prefix, key string) (metastore.KV, error) {
+	s.once.Do(s.retain)
+	return s.Store.Floor(ctx, prefix, key)
+}
+
+// retainBeforeMany lets the retention land before the next ReadMany:
+// before a read ahead.
+type retainBeforeMany struct {
+	*memstore.Store
+	once   sync.Once
+	retain func()
+}
+
+func (s *retainBeforeMany) ReadMany(ctx context.Context, reads []metastore.Read) ([]metastore.ReadResult, error) {
+	s.once.Do(s.retain)
+	return s.Store.ReadMany(ctx, reads)
+}
+
+// A read whose page a retention deleted after the reader checked the
+// point is told where the stream starts now, not that the stream ends
+// there; so is a read ahead whose next page went.
+func TestRefIndexReadRacingRetain(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New(memstore.Options{})
+	x0, err := settle.NewRefIndex(mem, "", locateRuns)
+	require.NoError(t, err)
+	var flights []settle.Placed
+	for i := range uint64(200) {
+		flights = append(flights, settle.Placed{Position: chain.Position{Epoch: 1, Slot: i},
+			Spans: []settle.Span{{Stream: stream, Offset: i, Count: 1, Start: 0, End: 1}}})
+	}
+	require.NoError(t, x0.CoverFlights(ctx, starA, flights))
+
+	racing := &retainBeforeFloor{Store: mem, retain: func() {
+		_, err := x0.Retain(ctx, stream, 130)
+		require.NoError(t, err)
+	}}
+	x, err := settle.NewRefIndex(racing, "", locateRuns)
+	require.NoError(t, err)
+	_, err = x.FindExtent(ctx, stream, 27)
+	var te *settle.TrimmedError
+	require.ErrorAs(t, err, &te, "not the end of the coverage: %v", err)
+	require.Equal(t, uint64(130), te.Start)
+	require.NotErrorIs(t, err, metastore.ErrNotFound)
+
+	// The page after [0, 64) goes while a reader holds [0, 64).
+	mem = memstore.New(memstore.Options{})
+	x0, err = settle.NewRefIndex(mem, "", locateRuns)
+	require.NoError(t, err)
+	require.NoError(t, x0.CoverFlights(ctx, starA, flights))
+	ahead := &retainBeforeMany{Store: mem, retain: func() {
+		_, err := x0.Retain(ctx, stream, 140)
+		require.NoError(t, err)
+	}}
+	x, err = settle.NewRefIndex(ahead, "", locateRuns)
+	require.NoError(t, err)
+	var last error
+	n := 0
+	for _, err := range x.Extents(ctx, stream, 0) {
+		if err != nil {
+			last = err
+			break
+		}
+		n++
+	}
+	require.Equal(t, 64, n, "the page read before the retention; then %v", last)
+	require.ErrorAs(t, last, &te, "not a broken index: %v", last)
+	require.Equal(t, uint64(140), te.Start)
 }

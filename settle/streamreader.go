@@ -75,6 +75,12 @@ func (x *RefIndex) pageAt(ctx context.Context, stream string, offset uint64) (re
 	}
 	kv, err := metastore.Floor(ctx, x.store, x.pagePrefix(stream), x.pageKey(stream, offset))
 	if errors.Is(err, metastore.ErrNotFound) {
+		// Retain moves the point first, then deletes the pages below it:
+		// a page gone since the point was read is a retention that
+		// passed offset meanwhile, not the end of the coverage.
+		if terr := x.trimmedSince(ctx, stream, offset); terr != nil {
+			return refPage{}, terr
+		}
 		if ferr := x.checkFormat(ctx, stream); ferr != nil {
 			return refPage{}, ferr
 		}
@@ -127,6 +133,12 @@ func (x *RefIndex) Extents(ctx context.Context, stream string, from uint64) iter
 					return
 				}
 				if next, ok = ahead[pg.Next]; !ok {
+					// A retention past this page deletes the one after
+					// it too: say so rather than call the index broken.
+					if terr := x.trimmedSince(ctx, stream, pg.Next); terr != nil {
+						yield(Extent{}, terr)
+						return
+					}
 					yield(Extent{}, &metastore.RecordError{Key: x.pageKey(stream, pg.First), Kind: pageKind, Reason: "sealed, yet no page follows it"})
 					return
 				}
@@ -135,6 +147,17 @@ func (x *RefIndex) Extents(ctx context.Context, stream string, from uint64) iter
 			pg = next
 		}
 	}
+}
+
+// trimmedSince reads stream's retention point again and returns a
+// *TrimmedError when it has passed offset, nil otherwise (or when it
+// cannot be read: the caller's own error stands).
+func (x *RefIndex) trimmedSince(ctx context.Context, stream string, offset uint64) error {
+	start, _, err := x.start(ctx, stream)
+	if err != nil || offset >= start {
+		return nil
+	}
+	return &TrimmedError{Stream: stream, Offset: offset, Start: start}
 }
 
 // pagesAhead is how many pages Extents asks for in one request.

@@ -612,6 +612,11 @@ func (r *run) maintain(ctx context.Context, c int, p *Parts) {
 		select {
 		case <-tick.C:
 		case <-r.stop:
+			// A run too short for a retention still gets one: every
+			// history then holds one, whatever the machine's speed.
+			if r.maintained.Retains == 0 {
+				r.maintainOnce(ctx, c, p, comp)
+			}
 			return
 		case <-ctx.Done():
 			return
