@@ -87,10 +87,10 @@
 //	streams/<id>/release                         clean-release mark, the final write of a departure      lease
 //	streams/<id>/token                           producer fencing token and mode                         lease
 //	streams/<id>/snapshot                        the host's state snapshot and the offset it holds       lease
-//	authority/<domain>/state                     the domain's state: term, phase, holder, token          lease/authority
-//	authority/<domain>/token                     who may write the domain's progress; its revision       lease/authority
+//	authority/<domain>/state                     the domain's state: term, phase, holder, token          authority
+//	authority/<domain>/token                     who may write the domain's progress; its revision       authority
 //	                                             guards every progress write (Guard)
-//	authority/<domain>/controller                the elected controller, bound to its session            lease/authority
+//	authority/<domain>/controller                the elected controller, bound to its session            authority
 //
 // Package metastore writes no key of its own: it is the contract the
 // backends (metastore/etcd, metastore/memstore) implement.

@@ -95,7 +95,7 @@
 // transactions that write them in its "Metastore keys" section, below a
 // root prefix the host chooses: package epoch (epoch.Options.Root), settle
 // (the root of settle.NewRefIndex), lease (lease.Config.Root) and
-// lease/authority (the root of an authority Election). Package cutline
+// authority (the root of an authority Election). Package cutline
 // gathers them in one map.
 //
 // # Versioned records

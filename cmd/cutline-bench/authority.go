@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore/memstore"
 )
 

@@ -127,7 +127,7 @@ func costModel(rows []Row, cfg config, prices []PriceClass) *Cost {
 	add("idle.writer", "idle chain.Writer, per chain per month", perMonth)
 	add("idle.roller", "idle settle.Roller, per chain per month", perMonth)
 	add("idle.star", fmt.Sprintf("idle lease.Star (%d open streams), per chain per month", idleStreams), perMonth)
-	add("idle.authority", "idle lease/authority controller and holder, per domain per month", perMonth)
+	add("idle.authority", "idle authority controller and holder, per domain per month", perMonth)
 	if rd := cfg.retentionDay(); rd.day > 0 {
 		add("retention.maintenance", fmt.Sprintf("retention maintenance (compact, trim, collect) per month at %d records/min", rd.perMinute),
 			float64(month)/float64(rd.day))

@@ -59,7 +59,7 @@
 //	          lease.Star holding 3 open streams (its metastore on embedded
 //	          etcd) left idle for 60 s; the Star's session keep-alives
 //	          apart (counted on the wire, beside one per TTL/3); and the
-//	          lease/authority controller and holder over the same period of
+//	          authority controller and holder over the same period of
 //	          simulated time (heartbeats every second, ticks every 100 ms)
 //	batch     records/s of 100-byte records through lease/batch.Producer
 //	          on a star, on mem, fs and versitygw ÷ raw create-only PUTs

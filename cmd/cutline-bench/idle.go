@@ -117,7 +117,7 @@ func figIdle(s *scope, cfg config) ([]Row, error) {
 		Row{ID: "idle.star", Figure: fmt.Sprintf("requests while idle for %s: lease.Star, %d open streams", period, idleStreams), Value: float64(so.Total()) + float64(sm), Unit: "requests", Zero: true}.
 			objects(so).note("%s; %d metastore requests (%d etcd RPCs besides keep-alives: %s)", so, sm, others.total(), others),
 		ka.note("session TTL %v; expected, not counted as requests above", ttl),
-		Row{ID: "idle.authority", Figure: "requests while idle for " + period + ": lease/authority controller and holder (simulated time)", Value: float64(auth.meta), Unit: "requests", Zero: true}.
+		Row{ID: "idle.authority", Figure: "requests while idle for " + period + ": authority controller and holder (simulated time)", Value: float64(auth.meta), Unit: "requests", Zero: true}.
 			objects(benchfix.Requests{}).note("metastore: %d requests, %d transactions, over %d heartbeats and a tick every 100 ms; no object requests (the layer has no buckets); its election session's keep-alives come on top", auth.meta, auth.txns, auth.heartbeats),
 	}, nil
 }

@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
 )

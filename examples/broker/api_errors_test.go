@@ -16,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
 )
 

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/authority/authhttp"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/lease/authority"
-	"github.com/cutline/cutline/lease/authority/authhttp"
 	"github.com/cutline/cutline/metastore"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cutline/cutline/lease/authority"
+	"github.com/cutline/cutline/authority"
 )
 
 // handoff is the demonstration's next-to-last act: an operator hands the

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cutline/cutline/lease/authority"
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
 )

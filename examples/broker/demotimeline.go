@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/cutline/cutline/lease/authority"
+	"github.com/cutline/cutline/authority"
 )
 
 // The demonstration's timeline is what the brokers log, filtered: every

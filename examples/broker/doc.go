@@ -1,6 +1,6 @@
 // Command broker is the model host: a small log broker with an HTTP API,
 // built on package lease (stream tenure) under the authority layer
-// (package lease/authority), the way a team would build its own. It is
+// (package authority), the way a team would build its own. It is
 // meant to be copied and changed; every part of it is in this directory,
 // in files worth reading in order: format.go (the payload), node.go
 // (leadership: the grant and the star), holding.go (the streams a star

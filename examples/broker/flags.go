@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/epoch"
-	"github.com/cutline/cutline/lease/authority"
 )
 
 // settings are what the flags say.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/epoch"
-	"github.com/cutline/cutline/lease/authority"
 )
 
 // Brokers given -peers vote and keep direct health links with each other

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
 )
 

@@ -10,10 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
-	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
 )

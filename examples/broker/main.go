@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/authority/authhttp"
 	"github.com/cutline/cutline/epoch"
-	"github.com/cutline/cutline/lease/authority"
-	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
 func main() {

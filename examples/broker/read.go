@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/settle"
 )

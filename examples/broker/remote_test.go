@@ -11,10 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/authority/authhttp"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/testpki"
-	"github.com/cutline/cutline/lease/authority"
-	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
 // pki is the test's CA (testpki) with the broker's flags that name the

@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/authority"
 )
 
 // A produce that took the stream's state before a reopen replaced it is

@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cutline/cutline/lease/authority/authhttp"
+	"github.com/cutline/cutline/authority/authhttp"
 )
 
 // security is what protects a process: its certificate (the API's server

@@ -21,11 +21,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/authority/authhttp"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/authority"
-	"github.com/cutline/cutline/lease/authority/authhttp"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/settle"
 )

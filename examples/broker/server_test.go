@@ -17,8 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/authority/authhttp"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
 // The API on -ephemeral, with nothing but test timings: an

@@ -11,10 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/metastore"
 )
 

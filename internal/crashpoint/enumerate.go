@@ -21,7 +21,7 @@ const Module = "github.com/cutline/cutline"
 // mint, cursor and record moves (epoch), write (chain), fence and publish
 // (fence), settle, trim and roll (settle), and a star's registry, gate,
 // Open, Finish, Close, snapshots and producer tokens (lease). Package
-// lease/authority is left out: its metastore writes (the controller's
+// authority is left out: its metastore writes (the controller's
 // election and grant records) decide who holds a domain of streams, not
 // what a chain holds.
 var Packages = []string{"epoch", "chain", "fence", "settle", "lease"}

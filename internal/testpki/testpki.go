@@ -1,6 +1,6 @@
 // Package testpki is a certificate authority for tests: a CA made for one
 // test, the certificates it signs (a server's on the loopback addresses, a
-// client's, a node's named by the identity URI of lease/authority/authhttp)
+// client's, a node's named by the identity URI of authority/authhttp)
 // and PEM files of them for a process that reads its certificates from
 // files. It is internal: it is test scaffolding, shared by the packages of
 // this repository and its nested modules, not an API.
@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cutline/cutline/lease/authority/authhttp"
+	"github.com/cutline/cutline/authority/authhttp"
 )
 
 // CA is a certificate authority made for one test. Its certificates are

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/authority/authhttp"
 	"github.com/cutline/cutline/internal/testpki"
-	"github.com/cutline/cutline/lease/authority/authhttp"
 )
 
 func verify(ca *testpki.CA, cert tls.Certificate, host string, usage x509.ExtKeyUsage) error {

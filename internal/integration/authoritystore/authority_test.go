@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/authority/authoritytest"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/internal/integration/etcdtest"
-	"github.com/cutline/cutline/lease/authority"
-	"github.com/cutline/cutline/lease/authority/authoritytest"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/etcd"
 )

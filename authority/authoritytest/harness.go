@@ -1,0 +1,206 @@
+package authoritytest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/metastore"
+)
+
+const domain = "orders"
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// cluster is a controller, its election on a store, and runtimes, wired
+// in process: the test delivers every message and event, and the clock
+// moves only when the test advances it.
+type cluster struct {
+	t     *testing.T
+	ctx   context.Context
+	b     Backend
+	store metastore.Store
+	now   time.Time
+	cfg   authority.ControllerConfig
+	sess  metastore.Session
+	el    *authority.Election
+	ctl   *authority.Controller
+	nodes map[string]*node
+	// Recovery orders and release requests the runtimes' hosts received.
+	recover map[string]*authority.Msg
+	release map[string]bool
+}
+
+type node struct {
+	rt        *authority.Runtime
+	caps      authority.Capabilities
+	connected bool
+	// partitioned: the node's channel looks open to the controller, but
+	// nothing gets through either way. mute: what the node sends is lost,
+	// what it is sent arrives.
+	partitioned, mute bool
+	// hold: the controller's messages to the node are kept in inbox for
+	// the test to deliver, in any order, or not at all.
+	hold  bool
+	inbox []authority.Msg
+}
+
+func newCluster(t *testing.T, b Backend) *cluster {
+	t.Helper()
+	c := &cluster{t: t, ctx: t.Context(), b: b, store: b.NewStore(t), now: t0,
+		cfg:   authority.ControllerConfig{Domain: domain, Lease: 10 * time.Second, Reconnect: 2 * time.Second},
+		nodes: map[string]*node{}, recover: map[string]*authority.Msg{}, release: map[string]bool{}}
+	c.elect("ctl-1")
+	return c
+}
+
+// expire ends the controller's session, as its TTL running out would.
+func (c *cluster) expire() { c.b.Expire(c.t, c.store, c.sess) }
+
+// elect makes name the controller: a session, the election, the durable
+// state loaded with the next term, a fresh state machine.
+func (c *cluster) elect(name string) {
+	c.t.Helper()
+	sess, err := c.store.NewSession(c.ctx, time.Minute)
+	require.NoError(c.t, err)
+	c.t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	el, err := authority.Campaign(c.ctx, c.store, "", domain, name, sess)
+	require.NoError(c.t, err)
+	st, err := el.Load(c.ctx)
+	require.NoError(c.t, err)
+	ctl, err := authority.NewController(c.cfg, st, c.now)
+	require.NoError(c.t, err)
+	c.sess, c.el, c.ctl = sess, el, ctl
+	for n, nd := range c.nodes {
+		if nd.connected {
+			c.event(authority.Connect{Node: n, Caps: nd.caps, Token: nd.rt.Grant().Token})
+		}
+	}
+}
+
+// join starts a runtime and connects it.
+func (c *cluster) join(name string, caps authority.Capabilities) *authority.Runtime {
+	c.t.Helper()
+	rt, err := authority.NewRuntime(authority.RuntimeConfig{Node: name, Domain: domain, Caps: caps, DecisionDelay: 500 * time.Millisecond}, c.now)
+	require.NoError(c.t, err)
+	c.nodes[name] = &node{rt: rt, caps: caps}
+	c.connect(name)
+	return rt
+}
+
+func (c *cluster) connect(name string) {
+	nd := c.nodes[name]
+	nd.connected = true
+	c.event(authority.Connect{Node: name, Caps: nd.caps, Token: nd.rt.Grant().Token})
+}
+
+func (c *cluster) disconnect(name string, unexpected bool) {
+	c.nodes[name].connected = false
+	c.event(authority.Disconnect{Node: name, Unexpected: unexpected})
+}
+
+// event steps the controller and runs the system until it is quiet; it
+// returns the controller's answer to ev.
+func (c *cluster) event(ev authority.Event) error {
+	err := c.ctl.Step(ev)
+	c.run()
+	return err
+}
+
+// advance moves the clock and ticks everyone.
+func (c *cluster) advance(d time.Duration) {
+	c.now = c.now.Add(d)
+	for _, nd := range c.nodes {
+		nd.rt.Tick(c.now)
+	}
+	c.event(authority.Tick{Now: c.now})
+}
+
+// run persists what the controller proposes, delivers its messages to
+// connected runtimes, and feeds their events back, until nothing moves.
+func (c *cluster) run() {
+	c.t.Helper()
+	for range 1000 {
+		moved := false
+		rd := c.ctl.Ready()
+		if rd.Persist != nil {
+			st, err := c.el.Save(c.ctx, c.ctl.State(), *rd.Persist)
+			require.NoError(c.t, err, "persist %s", rd.Persist)
+			c.ctl.Persisted(st)
+			moved = true
+		}
+		for _, m := range rd.Msgs {
+			moved = true
+			nd := c.nodes[m.To]
+			if nd == nil || !nd.connected || nd.partitioned {
+				continue
+			}
+			if nd.hold {
+				nd.inbox = append(nd.inbox, m)
+				continue
+			}
+			_ = nd.rt.Step(m)
+		}
+		for name, nd := range c.nodes {
+			if !nd.connected {
+				continue
+			}
+			rr := nd.rt.Ready()
+			if nd.partitioned || nd.mute {
+				continue // lost on the way
+			}
+			if rr.Recover != nil {
+				c.recover[name] = rr.Recover
+			}
+			if rr.Release {
+				c.release[name] = true
+			}
+			for _, ev := range rr.Events {
+				moved = true
+				_ = c.ctl.Step(ev)
+			}
+		}
+		if !moved {
+			return
+		}
+	}
+	c.t.Fatalf("the cluster did not settle")
+}
+
+// heartbeat sends the holder's heartbeat.
+func (c *cluster) heartbeat(name string, progress chain.Position) error {
+	hb, ok := c.nodes[name].rt.Heartbeat(progress)
+	if !ok {
+		return authority.ErrNotAdmitted
+	}
+	return c.event(hb)
+}
+
+func (c *cluster) state() authority.State {
+	st, err := authority.Read(c.ctx, c.store, "", domain)
+	require.NoError(c.t, err)
+	return st
+}
+
+// elected runs a vacant domain to a grant for name: it reports a covering
+// frontier, offers after the decision delay, and gets the next token.
+func (c *cluster) grantTo(name string) authority.Grant {
+	c.t.Helper()
+	st := c.state()
+	require.Equal(c.t, authority.Vacant, st.Phase, "grantTo needs a vacant domain: %s", st)
+	c.nodes[name].rt.SetFrontier(st.Required.Star, st.Required.Pos, true)
+	// The node offers after its decision delay; the controller issues the
+	// token once every earlier holder's deadline has passed.
+	for range 2 * int(c.cfg.Lease/time.Second) {
+		c.advance(time.Second)
+		if g := c.nodes[name].rt.Grant(); g.Holder == name {
+			return g
+		}
+	}
+	c.t.Fatalf("%s got no grant: %s", name, c.state())
+	return authority.Grant{}
+}
