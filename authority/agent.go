@@ -93,6 +93,8 @@ type Agent struct {
 	// retry holds events a failed send left, sent again each heartbeat
 	// period.
 	retry []Event
+	// logged is the last grant logged.
+	logged Grant
 }
 
 // NewAgent returns an agent of rt.
@@ -183,26 +185,18 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.mu.Lock()
 			// The runtime's clock first: a message is stamped with the
 			// time it arrived.
-			a.rt.Tick(a.opts.Clock.Now())
+			_ = a.rt.Step(Tick{Now: a.opts.Clock.Now()})
 			if err := a.rt.Step(m); err != nil {
 				a.opts.Logger.Warn("authority: message refused", "kind", m.Kind, "err", err)
-			}
-			a.guardLocked()
-			if m.Kind == MsgGrant && a.rt.Grant().Token == m.Token {
-				a.opts.Logger.Info("authority: grant", "token", m.Token, "deadline", m.Grant.Deadline)
 			}
 			a.mu.Unlock()
 		case <-t.C():
 			if now := a.opts.Clock.Now(); !now.Before(next) {
 				next = now.Add(a.opts.HeartbeatEvery)
+				progress := a.host.Progress()
 				a.mu.Lock()
-				hb, ok := a.rt.Heartbeat(a.host.Progress())
+				_ = a.rt.Step(HeartbeatDue{Progress: progress})
 				a.mu.Unlock()
-				if ok {
-					if err := a.conn.Send(ctx, hb); err != nil && ctx.Err() == nil {
-						a.opts.Logger.Warn("authority: heartbeat", "err", err)
-					}
-				}
 			}
 		}
 		if err := a.flush(ctx); err != nil {
@@ -232,7 +226,7 @@ func (a *Agent) pingLoop(ctx context.Context, kick chan<- struct{}) {
 			wg.Go(func() {
 				err := a.opts.Pinger(pctx, p, token)
 				a.mu.Lock()
-				a.rt.Ping(p, token, err == nil, a.opts.Clock.Now())
+				_ = a.rt.Step(PingResult{Peer: p, Token: token, OK: err == nil, Now: a.opts.Clock.Now()})
 				a.mu.Unlock()
 			})
 		}
@@ -246,19 +240,16 @@ func (a *Agent) pingLoop(ctx context.Context, kick chan<- struct{}) {
 	}
 }
 
-// guardLocked points the guard at what the node may write under now.
-func (a *Agent) guardLocked() {
-	if a.opts.Guard == nil {
-		return
+// applyState points the guard at what the node may write under st, and
+// logs a new grant.
+func (a *Agent) applyState(st RuntimeState) {
+	if a.opts.Guard != nil {
+		a.opts.Guard.Set(st.Revision)
 	}
-	switch {
-	case a.rt.Grant().Token != 0:
-		a.opts.Guard.Set(a.rt.Grant().Revision)
-	case a.rt.recovery != nil:
-		a.opts.Guard.Set(a.rt.recovery.Grant.Revision)
-	default:
-		a.opts.Guard.Set(0)
+	if g := st.Grant; g.Token != 0 && (g.Token != a.logged.Token || !g.Deadline.Equal(a.logged.Deadline)) {
+		a.opts.Logger.Info("authority: grant", "token", g.Token, "deadline", g.Deadline)
 	}
+	a.logged = st.Grant
 }
 
 // flushPasses bounds the passes of one flush: a recovery or a release
@@ -282,43 +273,48 @@ func (a *Agent) flush(ctx context.Context) error {
 // release progressed.
 func (a *Agent) flushOnce(ctx context.Context) (bool, error) {
 	a.mu.Lock()
-	a.rt.Tick(a.opts.Clock.Now())
-	q, offered := a.rt.required, a.rt.offered
+	_ = a.rt.Step(Tick{Now: a.opts.Clock.Now()})
+	q, awaiting := a.rt.Awaiting()
 	a.mu.Unlock()
-	if q != nil {
+	if awaiting {
 		// The host is asked without the lock: Admit never waits on it.
 		star := q.Required.Star
 		pos, usable := a.host.Frontier(star)
 		var rec Required // what the node can recover; zero when it cannot say
-		rh, judges := a.host.(RecoverableHost)
-		switch {
-		case offered:
-		case judges:
+		if rh, judges := a.host.(RecoverableHost); judges {
 			if p, err := rh.Recoverable(ctx, star); err != nil {
 				a.opts.Logger.Warn("authority: how far the node can recover is unknown", "star", star, "err", err)
 			} else {
 				rec = Required{Star: star, Pos: p}
 			}
-		case usable && pos.Less(q.Required.Pos):
+		} else if usable && pos.Less(q.Required.Pos) {
 			rec = q.Required
-		default:
+		} else {
 			rec = Required{Star: star, Pos: pos}
 		}
 		a.mu.Lock()
-		if a.rt.required == q {
-			a.rt.frontier, a.rt.usable = Required{Star: star, Pos: pos}, usable
-			if !offered {
-				a.rt.recoverable = rec
-			}
-			a.rt.Tick(a.opts.Clock.Now())
+		if now, ok := a.rt.Awaiting(); ok && now.Token == q.Token && now.Required == q.Required {
+			_ = a.rt.Step(FrontierReport{Star: star, Pos: pos, Usable: usable})
+			_ = a.rt.Step(RecoverableReport{Star: rec.Star, Pos: rec.Pos})
+			_ = a.rt.Step(Tick{Now: a.opts.Clock.Now()})
 		}
 	} else {
 		a.mu.Lock()
 	}
 	rd := a.rt.Ready()
+	a.rt.Advance(rd)
+	if rd.State != nil {
+		a.applyState(*rd.State)
+	}
 	pending := append(a.retry, rd.Events...)
 	a.retry = nil
 	a.mu.Unlock()
+	if hb := rd.Heartbeat; hb != nil {
+		// Best effort: a lost heartbeat is superseded by the next.
+		if err := a.conn.Send(ctx, *hb); err != nil && ctx.Err() == nil {
+			a.opts.Logger.Warn("authority: heartbeat", "err", err)
+		}
+	}
 	for i, ev := range pending {
 		err := a.conn.Send(ctx, ev)
 		switch {
@@ -337,13 +333,13 @@ func (a *Agent) flushOnce(ctx context.Context) (bool, error) {
 	}
 	progressed := false
 	if rd.Recover != nil {
-		// A failure is retried at the next heartbeat period.
+		// A failure is retried at the next pass that ticks.
 		pos, err := a.host.Recover(ctx, *rd.Recover)
 		if err != nil {
 			a.opts.Logger.Warn("authority: recovery", "err", err)
 		} else {
 			a.mu.Lock()
-			a.rt.SetFrontier(rd.Recover.Required.Star, pos, true)
+			_ = a.rt.Step(FrontierReport{Star: rd.Recover.Required.Star, Pos: pos, Usable: true})
 			a.mu.Unlock()
 			a.opts.Logger.Info("authority: recovered", "star", rd.Recover.Required.Star, "frontier", pos)
 			// Go round again only when the recovery reached the
@@ -358,7 +354,7 @@ func (a *Agent) flushOnce(ctx context.Context) (bool, error) {
 			a.opts.Logger.Warn("authority: release", "err", err)
 		} else {
 			a.mu.Lock()
-			a.rt.Released(pos)
+			_ = a.rt.Step(ReleaseDone{Progress: pos})
 			a.mu.Unlock()
 			progressed = true
 		}

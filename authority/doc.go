@@ -58,8 +58,8 @@
 //	no next token before the former holder's deadline   Controller (fenceUntil), NewController     RecoveryReadOnlyUntilGrant, TokenMonotonicAcrossControllers
 //	  has passed                                          (assumes a fresh deadline at election)
 //	the controller publishes the minimum required       State.Required, MsgRequired               Offers, RecoveryReadOnlyUntilGrant
-//	a runtime offers only for the matching token,       Runtime.Tick (DecisionDelay),             Offers, CoveringCandidateSelected,
-//	  after the decision delay, when usable and what      SetRecoverable, RecoverableHost,          TestAgentOffersOnlyWhenItCanRecover
+//	a runtime offers only for the matching token,       Runtime.Step (Tick, DecisionDelay),       Offers, CoveringCandidateSelected,
+//	  after the decision delay, when usable and what      RecoverableReport, RecoverableHost,       TestAgentOffersOnlyWhenItCanRecover
 //	  it can recover (from its image and the object       Offer.Recoverable
 //	  storage, not only what it has materialized)
 //	  covers the requirement
@@ -76,8 +76,8 @@
 //	  another can be chosen
 //	process takeover keeps the grant only while         Resume                                    ProcessTakeover
 //	  identity, token and deadline validate
-//	planned handoff: reserve a target, drain and        Phase Handoff, MsgRelease, Released       PlannedHandoff, HandoffCrashBeforeTransition,
-//	  release, holder and token change in one durable                                               TestEtcdLeaderRestartDuringHandoff (integration)
+//	planned handoff: reserve a target, drain and        Phase Handoff, MsgRelease, ReleaseDone,   PlannedHandoff, HandoffCrashBeforeTransition,
+//	  release, holder and token change in one durable     Released                                  TestEtcdLeaderRestartDuringHandoff (integration)
 //	  transition; never a state without a holder
 //	the new holder admits only after its grant; the     Runtime                                   PlannedHandoff
 //	  old one stays fenced
@@ -87,7 +87,7 @@
 //	a node takes orders only from the controller, in    authhttp.Dialer (Controller, Identity,    authhttp TestDialVerifiesTheController,
 //	  messages of bounded size                            MaxMessage)                               TestStreamMessageBound
 //
-//	direct health: one link per holder–peer pair,     Runtime.Ping, Runtime.HealthPeers, Agent      TestAgentPingsAndConcerns, authhttp TestHealthLinks
+//	direct health: one link per holder–peer pair,     PingResult, Runtime.HealthPeers, Agent        TestAgentPingsAndConcerns, authhttp TestHealthLinks
 //	  bound to both identities and the token; pings     (AgentOptions.Pinger), authhttp.Pinger and
 //	  every PingEvery, unhealthy after HealthWindow      NewHealthHandler (its token: Agent.HealthPeers)
 //	a voter reports a concern for the exact token and  Runtime.health, Concern, ConcernCleared        FastFenceGuards, TestAgentPingsAndConcerns

@@ -130,8 +130,10 @@ func (w *world) deliver() {
 				_ = n.rt.Step(m)
 			}
 			n.guard.Set(n.rt.Grant().Revision)
-			n.rt.Tick(w.clk.Now())
-			for _, ev := range n.rt.Ready().Events {
+			n.rt.Step(authority.Tick{Now: w.clk.Now()})
+			rd := n.rt.Ready()
+			n.rt.Advance(rd)
+			for _, ev := range rd.Events {
 				moved = true
 				_ = w.d.Step(w.ctx, ev)
 			}
@@ -211,7 +213,7 @@ func TestPlannedHandoffThroughFinish(t *testing.T) {
 	_, err = a.star.Submit(w.ctx, cutlinetest.Record("orders", 5, "refused"))
 	require.ErrorIs(t, err, authority.ErrNotAdmitted, "the star admits nothing while draining")
 	require.NoError(t, a.star.Drain(w.ctx), "Finish every stream: the marks land under the old token")
-	a.rt.Released(chain.Position{Epoch: a.star.Epoch().Epoch, Slot: 5})
+	a.rt.Step(authority.ReleaseDone{Progress: chain.Position{Epoch: a.star.Epoch().Epoch, Slot: 5}})
 	w.deliver()
 	st := w.d.State()
 	require.Equal(t, authority.Granted, st.Phase)
@@ -316,14 +318,17 @@ func failoverTimeline(t testing.TB, objectLatency time.Duration) timeline {
 	ping := func(up bool) {
 		tok := a.rt.Grant().Token
 		for _, n := range []*hostNode{b, c} {
-			n.rt.Ping("node-a", tok, up, w.clk.Now())
-			a.rt.Ping(n.name, tok, up, w.clk.Now())
+			n.rt.Step(authority.PingResult{Peer: "node-a", Token: tok, OK: up, Now: w.clk.Now()})
+			a.rt.Step(authority.PingResult{Peer: n.name, Token: tok, OK: up, Now: w.clk.Now()})
 		}
 	}
 	for range 3 {
 		ping(true)
-		hb, _ := a.rt.Heartbeat(chain.Position{Epoch: a.star.Epoch().Epoch, Slot: 10})
-		require.NoError(t, w.d.Step(w.ctx, hb))
+		require.NoError(t, a.rt.Step(authority.HeartbeatDue{Progress: chain.Position{Epoch: a.star.Epoch().Epoch, Slot: 10}}))
+		rd := a.rt.Ready()
+		a.rt.Advance(rd)
+		require.NotNil(t, rd.Heartbeat, "the holder heartbeats")
+		require.NoError(t, w.d.Step(w.ctx, *rd.Heartbeat))
 		w.advance(authority.PingEvery)
 	}
 	// node-a dies.
@@ -344,8 +349,8 @@ func failoverTimeline(t testing.TB, objectLatency time.Duration) timeline {
 	// node-b offers, is placed in recovery, recovers with the library.
 	w.parts(b)
 	// It reaches every zone: it can recover whatever node-a acknowledged.
-	b.rt.SetFrontier("node-a", chain.Position{}, true)
-	b.rt.SetRecoverable("node-a", w.d.State().Required.Pos)
+	b.rt.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{}, Usable: true})
+	b.rt.Step(authority.RecoverableReport{Star: "node-a", Pos: w.d.State().Required.Pos})
 	for i := 0; w.d.State().Phase != authority.Recovering && i < 40; i++ {
 		w.advance(50 * time.Millisecond)
 	}
@@ -355,7 +360,7 @@ func failoverTimeline(t testing.TB, objectLatency time.Duration) timeline {
 	frontier, err := authority.RecoverChain(w.ctx, b.minter, b.settler, "node-a")
 	require.NoError(t, err)
 	recovery := time.Since(recStart)
-	b.rt.SetFrontier("node-a", frontier, true)
+	b.rt.Step(authority.FrontierReport{Star: "node-a", Pos: frontier, Usable: true})
 	for i := 0; b.rt.Grant().Token == 0 && i < 40; i++ {
 		w.advance(50 * time.Millisecond)
 	}

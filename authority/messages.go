@@ -175,3 +175,59 @@ type Msg struct {
 	RetryAfter time.Duration
 	Window     time.Duration
 }
+
+// Input is what a Runtime steps: a controller message (Msg) or one of
+// its host's reports (Tick, PingResult, FrontierReport,
+// RecoverableReport, ReleaseDone, HeartbeatDue).
+type Input interface{ input() string }
+
+// PingResult: one round trip on the direct health link with Peer under
+// Token, at Now: OK when it completed, not OK when it failed or timed
+// out. Both ends of a holder–peer link ping every PingEvery; a link
+// without a successful round trip for HealthWindow is unhealthy.
+type PingResult struct {
+	Peer  string
+	Token Token
+	OK    bool
+	Now   time.Time
+}
+
+// FrontierReport: how far the host has recovered (materialized) Star's
+// chain, and whether its storage can serve (Usable). During recovery, a
+// frontier that covers the requirement is reported to the controller
+// (Recovered).
+type FrontierReport struct {
+	Star   string
+	Pos    chain.Position
+	Usable bool
+}
+
+// RecoverableReport: how far the host can recover Star's chain, judged
+// from its local image and the object storage it reaches. The node
+// offers only when that (or its frontier) covers the requirement; until
+// reported, it can recover only as far as its frontier.
+type RecoverableReport struct {
+	Star string
+	Pos  chain.Position
+}
+
+// ReleaseDone: the host drained every stream for a handoff
+// (RuntimeReady.Release); Progress is where its chain ends.
+type ReleaseDone struct {
+	Progress chain.Position
+}
+
+// HeartbeatDue: the host's heartbeat period came round; Progress is where
+// its chain is acknowledged up to. A node holding a grant hands out a
+// heartbeat (RuntimeReady.Heartbeat).
+type HeartbeatDue struct {
+	Progress chain.Position
+}
+
+func (Msg) input() string               { return "message" }
+func (Tick) input() string              { return "tick" }
+func (PingResult) input() string        { return "ping result" }
+func (FrontierReport) input() string    { return "frontier report" }
+func (RecoverableReport) input() string { return "recoverable report" }
+func (ReleaseDone) input() string       { return "release done" }
+func (HeartbeatDue) input() string      { return "heartbeat due" }

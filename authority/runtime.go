@@ -31,8 +31,13 @@ const DefaultDecisionDelay = 100 * time.Millisecond
 
 // Runtime is a node's deterministic admission state: it admits writes only
 // while its local grant names it, is the newest token it has seen, and its
-// absolute deadline has not passed. It takes the controller's messages
-// (Step) and ticks, and tells its host what to send and do (Ready). It is
+// absolute deadline has not passed. Every input goes through one door,
+// Step: the controller's messages, the ticks of the host's clock, the
+// results of health pings and the host's reports (its frontier, how far it
+// can recover, a drain's completion, the heartbeat's progress). Everything
+// the host is to send and do comes out of Ready, and stays there until the
+// host acknowledges it with Advance. Grant, Admit, NextTick, Topology,
+// HealthPeers, Awaiting and Fenced are queries: they change nothing. It is
 // not safe for concurrent use.
 type Runtime struct {
 	cfg      RuntimeConfig
@@ -54,8 +59,12 @@ type Runtime struct {
 	frontier, recoverable Required
 	usable                bool
 
-	out     []Event
-	release bool // the host is to drain and call Released
+	// What Ready hands out until Advance acknowledges it.
+	out        []Event
+	heartbeat  *Heartbeat   // the periodic heartbeat, when one is due
+	release    bool         // the host is to drain and step ReleaseDone
+	recoverDue bool         // the host is to recover (Ready.Recover)
+	acked      RuntimeState // the state the host last acknowledged
 
 	// Direct peer health: the topology the controller last described,
 	// and each link's last successful round trip under its token.
@@ -143,11 +152,9 @@ func (r *Runtime) Admit(now time.Time) error {
 	return nil
 }
 
-// Ping records one round trip on the health link with peer under token:
-// ok when it completed, not ok when it failed or timed out. Both ends of a
-// holder–peer link ping every PingEvery; a link without a successful round
-// trip for HealthWindow is unhealthy.
-func (r *Runtime) Ping(peer string, token Token, ok bool, now time.Time) {
+// ping records one round trip on the health link with peer under token
+// (PingResult).
+func (r *Runtime) ping(peer string, token Token, ok bool, now time.Time) {
 	if now.After(r.now) {
 		r.now = now
 	}
@@ -250,7 +257,37 @@ func (r *Runtime) health() {
 	}
 }
 
-// Step applies one message from the controller. A message for another
+// Step applies one input: a controller message (Msg) or a report of the
+// host (Tick, PingResult, FrontierReport, RecoverableReport, ReleaseDone,
+// HeartbeatDue). Only a message can be refused; a report is always taken.
+// What the input leads to is in the next Ready.
+func (r *Runtime) Step(in Input) error {
+	switch in := in.(type) {
+	case Msg:
+		return r.stepMsg(in)
+	case Tick:
+		r.tick(in.Now)
+	case PingResult:
+		r.ping(in.Peer, in.Token, in.OK, in.Now)
+	case FrontierReport:
+		r.setFrontier(in.Star, in.Pos, in.Usable)
+	case RecoverableReport:
+		r.recoverable = Required{Star: in.Star, Pos: in.Pos}
+	case ReleaseDone:
+		if r.draining && r.grant.Token != 0 {
+			r.out = append(r.out, Released{Node: r.cfg.Node, Token: r.grant.Token, Progress: in.Progress})
+		}
+	case HeartbeatDue:
+		if r.grant.Token != 0 {
+			r.heartbeat = &Heartbeat{Node: r.cfg.Node, Token: r.grant.Token, Progress: in.Progress}
+		}
+	default:
+		return &RefusedError{Node: r.cfg.Node, Event: fmt.Sprintf("%T", in), Reason: "unknown input"}
+	}
+	return nil
+}
+
+// stepMsg applies one message from the controller. A message for another
 // node or domain, a grant older than one already seen, or a message it
 // does not know is refused and changes nothing. Any other message that
 // shows a token newer than the grant held ends that grant at once (even
@@ -258,7 +295,7 @@ func (r *Runtime) health() {
 // token stays closed for good: whatever order the controller's messages
 // arrive in, and whichever of them is lost, the first that shows the
 // newer token closes it.
-func (r *Runtime) Step(m Msg) error {
+func (r *Runtime) stepMsg(m Msg) error {
 	if m.To != r.cfg.Node {
 		return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "addressed to another node"}
 	}
@@ -308,7 +345,7 @@ func (r *Runtime) Step(m Msg) error {
 			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "stale or for another node"}
 		}
 		mm := m
-		r.recovery = &mm
+		r.recovery, r.recoverDue = &mm, true
 	case MsgRelease:
 		if m.Token != r.grant.Token || r.grant.Token == 0 {
 			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "not the grant held"}
@@ -365,13 +402,17 @@ func (r *Runtime) end(t Token) {
 	}
 }
 
-// Tick advances the runtime's clock: a promotable node offers once the
-// decision delay after the end of a grant has passed, if the host reports
-// its state usable and what it can recover covering the requirement
-// (SetFrontier, SetRecoverable).
-func (r *Runtime) Tick(now time.Time) {
+// tick advances the runtime's clock (Tick): a promotable node offers once
+// the decision delay after the end of a grant has passed, if the host
+// reports its state usable and what it can recover covering the
+// requirement (FrontierReport, RecoverableReport); a recovery placement
+// not reached yet is handed out again.
+func (r *Runtime) tick(now time.Time) {
 	if now.After(r.now) {
 		r.now = now
+	}
+	if rc := r.recovery; rc != nil && !rc.Required.Covers(r.frontier.Star, r.frontier.Pos) {
+		r.recoverDue = true
 	}
 	r.health()
 	q := r.required
@@ -397,7 +438,7 @@ func (r *Runtime) Tick(now time.Time) {
 }
 
 // NextTick returns the earliest time after the runtime's clock at which
-// Tick could act: a health link's window running out, a concern's retry,
+// a Tick could act: a health link's window running out, a concern's retry,
 // the self-fence's wait, a fenced holder's next challenge, a new holder's
 // links settling, or the decision delay before an offer. It is the zero
 // time when only a message or a ping result can change anything. A host
@@ -444,64 +485,120 @@ func (r *Runtime) NextTick() time.Time {
 	return next
 }
 
-// SetRecoverable is the host's report of how far it can recover star's
-// chain, judged from its local image and the object storage it reaches:
-// the node offers only when that (or its frontier) covers the
-// requirement. Until reported, it can recover only as far as its
-// frontier.
-func (r *Runtime) SetRecoverable(star string, pos chain.Position) {
-	r.recoverable = Required{Star: star, Pos: pos}
-}
-
-// SetFrontier is the host's report of how far it has recovered
-// (materialized) the last holder's chain, and whether its storage can
-// serve. During recovery a frontier that covers the requirement is
-// reported to the controller.
-func (r *Runtime) SetFrontier(star string, pos chain.Position, usable bool) {
+// setFrontier takes the host's report of how far it has recovered
+// (FrontierReport). During recovery a frontier that covers the
+// requirement is reported to the controller.
+func (r *Runtime) setFrontier(star string, pos chain.Position, usable bool) {
 	r.frontier, r.usable = Required{Star: star, Pos: pos}, usable
 	if rc := r.recovery; rc != nil && rc.Required.Covers(star, pos) {
 		r.out = append(r.out, Recovered{Node: r.cfg.Node, Token: rc.Token, Star: star, Frontier: pos})
 	}
 }
 
-// Released is the host's report that it drained for a handoff.
-func (r *Runtime) Released(progress chain.Position) {
-	if r.draining && r.grant.Token != 0 {
-		r.out = append(r.out, Released{Node: r.cfg.Node, Token: r.grant.Token, Progress: progress})
+// Awaiting returns the requirement this node would offer for, while it
+// has not offered yet: the host reports how far it has recovered and can
+// recover the requirement's star (FrontierReport, RecoverableReport), and
+// the node offers at a Tick once the decision delay has passed.
+func (r *Runtime) Awaiting() (Msg, bool) {
+	if r.required == nil || r.offered {
+		return Msg{}, false
 	}
+	return *r.required, true
 }
 
-// Heartbeat returns the heartbeat to send, if the runtime holds a grant.
-func (r *Runtime) Heartbeat(progress chain.Position) (Heartbeat, bool) {
-	if r.grant.Token == 0 {
-		return Heartbeat{}, false
-	}
-	return Heartbeat{Node: r.cfg.Node, Token: r.grant.Token, Progress: progress}, true
+// RuntimeState is what a node's admission stands on: the grant held,
+// whether it drains for a handoff or fenced itself, and the revision its
+// progress writes are guarded with (Guard): the grant's, the recovery
+// placement's, or 0 when it may write nothing.
+type RuntimeState struct {
+	Grant    Grant
+	Draining bool
+	Fenced   bool
+	Revision int64
 }
 
-// RuntimeReady is what the runtime's host does next.
+// RuntimeReady is what the runtime's host is to do next. Every field is
+// empty when there is nothing of its kind.
 type RuntimeReady struct {
-	// Events go to the controller.
+	// Events go to the controller, in order.
 	Events []Event
+	// Heartbeat is the holder's periodic heartbeat (after HeartbeatDue),
+	// sent at most once: a lost one is superseded by the next.
+	Heartbeat *Heartbeat
 	// Recover, when set, places the node in recovery: recover the chain
 	// of Recover.Required.Star to Recover.Required.Pos, writing through
-	// Guard with Recover.Grant.Revision, and report with SetFrontier. The
-	// node stays read-only until it receives a grant.
+	// Guard with Recover.Grant.Revision, and step a FrontierReport. The
+	// node stays read-only until it receives a grant. A placement not
+	// reached is handed out again at the next Tick.
 	Recover *Msg
-	// Release asks the host to drain every stream (Finish) and call
-	// Released.
+	// Release asks the host to drain every stream (Finish) and step
+	// ReleaseDone.
 	Release bool
+	// State, when set, is the runtime's state, changed since the last
+	// Advance: the host points its guard at State.Revision.
+	State *RuntimeState
 }
 
-// Ready returns and clears what the host is to do.
+func (r *Runtime) state() RuntimeState {
+	st := RuntimeState{Grant: r.grant, Draining: r.draining, Fenced: r.fenced}
+	switch {
+	case r.grant.Token != 0:
+		st.Revision = r.grant.Revision
+	case r.recovery != nil:
+		st.Revision = r.recovery.Grant.Revision
+	}
+	return st
+}
+
+// HasReady reports whether Ready has anything for the host.
+func (r *Runtime) HasReady() bool {
+	rd := r.Ready()
+	return len(rd.Events) > 0 || rd.Heartbeat != nil || rd.Recover != nil || rd.Release || rd.State != nil
+}
+
+// Ready returns what the host is to do, without clearing it: the same
+// things are returned again until Advance acknowledges them.
 func (r *Runtime) Ready() RuntimeReady {
-	rd := RuntimeReady{Events: r.out, Release: r.release}
-	if r.recovery != nil && !r.recovery.Required.Covers(r.frontier.Star, r.frontier.Pos) {
+	rd := RuntimeReady{Events: r.out[:len(r.out):len(r.out)], Release: r.release}
+	if r.heartbeat != nil {
+		hb := *r.heartbeat
+		rd.Heartbeat = &hb
+	}
+	if r.recoverDue && r.recovery != nil && !r.recovery.Required.Covers(r.frontier.Star, r.frontier.Pos) {
 		m := *r.recovery
 		rd.Recover = &m
 	}
-	r.out, r.release = nil, false
+	if st := r.state(); st != r.acked {
+		rd.State = &st
+	}
+	if len(rd.Events) == 0 {
+		rd.Events = nil
+	}
 	return rd
+}
+
+// Advance acknowledges that the host handled rd, a Ready of this runtime:
+// its events were sent (or given up), its heartbeat sent, its recovery and
+// release started, its state applied. What came after that Ready stays
+// for the next one.
+func (r *Runtime) Advance(rd RuntimeReady) {
+	n := min(len(rd.Events), len(r.out))
+	r.out = r.out[n:]
+	if len(r.out) == 0 {
+		r.out = nil
+	}
+	if rd.Heartbeat != nil {
+		r.heartbeat = nil
+	}
+	if rd.Recover != nil {
+		r.recoverDue = false
+	}
+	if rd.Release {
+		r.release = false
+	}
+	if rd.State != nil {
+		r.acked = *rd.State
+	}
 }
 
 // Topology returns the version of the last topology the controller

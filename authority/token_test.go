@@ -211,12 +211,14 @@ func TestRuntimeTokenTruncatedOrExtended(t *testing.T) {
 				at := t0
 				for range 8 {
 					at = at.Add(authority.PingEvery)
-					rt.Ping("voter-0", under, true, at)
-					rt.Ping("voter-1", under, true, at)
-					rt.Tick(at)
+					rt.Step(authority.PingResult{Peer: "voter-0", Token: under, OK: true, Now: at})
+					rt.Step(authority.PingResult{Peer: "voter-1", Token: under, OK: true, Now: at})
+					rt.Step(authority.Tick{Now: at})
 				}
 				challenged := false
-				for _, ev := range rt.Ready().Events {
+				rd := rt.Ready()
+				rt.Advance(rd)
+				for _, ev := range rd.Events {
 					if _, ok := ev.(authority.Challenge); ok {
 						challenged = true
 					}

@@ -211,8 +211,8 @@ func recoveryReadOnlyUntilGrant(t *testing.T, b Backend) {
 	c.advance(11 * time.Second)
 	st := c.state()
 	require.Equal(t, authority.Vacant, st.Phase)
-	nb.SetFrontier("node-a", chain.Position{Epoch: 1, Slot: 3}, true) // behind
-	nb.SetRecoverable("node-a", chain.Position{Epoch: 2, Slot: 7})    // but able to recover it
+	nb.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{Epoch: 1, Slot: 3}, Usable: true}) // behind
+	nb.Step(authority.RecoverableReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 7}})    // but able to recover it
 	c.advance(time.Second)
 	st = c.state()
 	require.Equal(t, authority.Recovering, st.Phase)
@@ -224,7 +224,7 @@ func recoveryReadOnlyUntilGrant(t *testing.T, b Backend) {
 	c.advance(10 * time.Second)
 	require.ErrorIs(t, nb.Admit(c.now), authority.ErrNotAdmitted, "still read-only: nothing recovered")
 	require.Equal(t, authority.Recovering, c.state().Phase)
-	nb.SetFrontier("node-a", chain.Position{Epoch: 2, Slot: 9}, true) // recovered past the requirement
+	nb.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 9}, Usable: true}) // recovered past the requirement
 	c.run()
 	st = c.state()
 	require.Equal(t, authority.Granted, st.Phase)
@@ -250,7 +250,7 @@ func plannedHandoff(t *testing.T, b Backend) {
 	require.True(t, c.release["node-a"], "the holder is asked to drain and release")
 	require.ErrorIs(t, a.Admit(c.now), authority.ErrNotAdmitted, "draining: admission closed")
 	require.ErrorIs(t, nb.Admit(c.now), authority.ErrNotAdmitted, "the target waits for its grant")
-	a.Released(chain.Position{Epoch: 1, Slot: 12})
+	a.Step(authority.ReleaseDone{Progress: chain.Position{Epoch: 1, Slot: 12}})
 	c.run()
 	st := c.state()
 	require.Equal(t, authority.Granted, st.Phase)
@@ -276,15 +276,15 @@ func handoffCrashBeforeTransition(t *testing.T, b Backend) {
 	require.NoError(t, c.event(authority.HandoffRequest{Target: "node-b"}))
 	// The holder drained and released; the controller dies before it
 	// persisted the transition.
-	a.Released(chain.Position{Epoch: 1, Slot: 4})
-	_ = a.Ready() // the report was lost with the controller
+	a.Step(authority.ReleaseDone{Progress: chain.Position{Epoch: 1, Slot: 4}})
+	a.Advance(a.Ready()) // the report was lost with the controller
 	c.expire()
 	c.release = map[string]bool{}
 	c.elect("ctl-2")
 	st := c.state()
 	require.Equal(t, authority.Handoff, st.Phase, "the handoff is durable")
 	require.True(t, c.release["node-a"], "the new controller asks the holder again")
-	a.Released(chain.Position{Epoch: 1, Slot: 4})
+	a.Step(authority.ReleaseDone{Progress: chain.Position{Epoch: 1, Slot: 4}})
 	c.run()
 	st = c.state()
 	require.Equal(t, "node-b", st.Holder)

@@ -21,8 +21,8 @@ func (c *cluster) pingRound(holder string, token authority.Token, down func(a, b
 		}
 		h := c.nodes[holder]
 		ok := !h.partitioned && !nd.partitioned && (down == nil || !down(holder, name))
-		h.rt.Ping(name, token, ok, c.now)
-		nd.rt.Ping(holder, token, ok, c.now)
+		h.rt.Step(authority.PingResult{Peer: name, Token: token, OK: ok, Now: c.now})
+		nd.rt.Step(authority.PingResult{Peer: holder, Token: token, OK: ok, Now: c.now})
 	}
 }
 
@@ -237,7 +237,7 @@ func partitionedHolder(t *testing.T, b Backend) {
 	require.True(t, endedAt.Before(deadline), "the fast fence ended the grant before the heartbeat timeout")
 	// voter-0 offers; the next token waits for the holder's self-fence,
 	// not for its lease deadline.
-	nb.SetFrontier("holder", chain.Position{Epoch: 1, Slot: 4}, true)
+	nb.Step(authority.FrontierReport{Star: "holder", Pos: chain.Position{Epoch: 1, Slot: 4}, Usable: true})
 	for i := 0; nb.Grant().Token == 0 && i < 200; i++ {
 		require.ErrorIs(t, nb.Admit(c.now), authority.ErrNotAdmitted, "the successor admits nothing before its grant")
 		c.advance(50 * time.Millisecond)
@@ -294,7 +294,7 @@ func crashedHolderConfirmedLate(t *testing.T, b Backend) {
 	start := c.now
 	c.disconnect("holder", true) // the crash
 	c.nodes["holder"].partitioned = true
-	nb.SetFrontier("holder", chain.Position{Epoch: 1, Slot: 4}, true)
+	nb.Step(authority.FrontierReport{Star: "holder", Pos: chain.Position{Epoch: 1, Slot: 4}, Usable: true})
 	var endedAt time.Time
 	nextPing := c.now
 	for i := 0; nb.Grant().Token == 0 && i < 400; i++ {

@@ -42,8 +42,8 @@ func staleTokenOnEveryWritePath(t *testing.T, b Backend) {
 	c.advance(3 * time.Second)
 	recov := c.state()
 	require.Equal(t, authority.Vacant, recov.Phase)
-	nb.SetFrontier("node-a", chain.Position{}, true)
-	nb.SetRecoverable("node-a", recov.Required.Pos)
+	nb.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{}, Usable: true})
+	nb.Step(authority.RecoverableReport{Star: "node-a", Pos: recov.Required.Pos})
 	c.advance(time.Second)
 	order := c.recover["node-b"]
 	require.NotNil(t, order)
@@ -83,7 +83,7 @@ func staleTokenOnEveryWritePath(t *testing.T, b Backend) {
 
 	// node-b recovers and gets token 2; its recovery guard is now stale
 	// too, and its new grant's guard passes.
-	nb.SetFrontier("node-a", chain.Position{Epoch: rec.Epoch, Slot: 1}, true)
+	nb.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{Epoch: rec.Epoch, Slot: 1}, Usable: true})
 	for range 12 {
 		c.advance(time.Second)
 	}

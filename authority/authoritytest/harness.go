@@ -115,7 +115,7 @@ func (c *cluster) event(ev authority.Event) error {
 func (c *cluster) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 	for _, nd := range c.nodes {
-		nd.rt.Tick(c.now)
+		require.NoError(c.t, nd.rt.Step(authority.Tick{Now: c.now}))
 	}
 	c.event(authority.Tick{Now: c.now})
 }
@@ -150,6 +150,7 @@ func (c *cluster) run() {
 				continue
 			}
 			rr := nd.rt.Ready()
+			nd.rt.Advance(rr)
 			if nd.partitioned || nd.mute {
 				continue // lost on the way
 			}
@@ -173,11 +174,14 @@ func (c *cluster) run() {
 
 // heartbeat sends the holder's heartbeat.
 func (c *cluster) heartbeat(name string, progress chain.Position) error {
-	hb, ok := c.nodes[name].rt.Heartbeat(progress)
-	if !ok {
+	rt := c.nodes[name].rt
+	require.NoError(c.t, rt.Step(authority.HeartbeatDue{Progress: progress}))
+	rd := rt.Ready()
+	if rd.Heartbeat == nil {
 		return authority.ErrNotAdmitted
 	}
-	return c.event(hb)
+	rt.Advance(authority.RuntimeReady{Heartbeat: rd.Heartbeat})
+	return c.event(*rd.Heartbeat)
 }
 
 func (c *cluster) state() authority.State {
@@ -192,7 +196,7 @@ func (c *cluster) grantTo(name string) authority.Grant {
 	c.t.Helper()
 	st := c.state()
 	require.Equal(c.t, authority.Vacant, st.Phase, "grantTo needs a vacant domain: %s", st)
-	c.nodes[name].rt.SetFrontier(st.Required.Star, st.Required.Pos, true)
+	c.nodes[name].rt.Step(authority.FrontierReport{Star: st.Required.Star, Pos: st.Required.Pos, Usable: true})
 	// The node offers after its decision delay; the controller issues the
 	// token once every earlier holder's deadline has passed.
 	for range 2 * int(c.cfg.Lease/time.Second) {

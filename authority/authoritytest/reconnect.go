@@ -160,7 +160,7 @@ func reconnectFormerHolder(t *testing.T, b Backend, replaced, fenced bool) forme
 	}
 	require.Equal(t, authority.Vacant, c.state().Phase, "the grant ended")
 	if replaced {
-		nb.SetFrontier("holder", chain.Position{Epoch: 1, Slot: 4}, true)
+		nb.Step(authority.FrontierReport{Star: "holder", Pos: chain.Position{Epoch: 1, Slot: 4}, Usable: true})
 		for i := 0; nb.Grant().Token == 0 && i < 400; i++ {
 			step()
 		}

@@ -49,8 +49,8 @@ func recoveryWithTheLibrary(t *testing.T, b Backend) {
 	c.advance(11 * time.Second)
 	require.Equal(t, authority.Vacant, c.state().Phase)
 
-	nb.SetFrontier("node-a", chain.Position{}, true)
-	nb.SetRecoverable("node-a", c.state().Required.Pos) // every acknowledged record is in the zones
+	nb.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{}, Usable: true})
+	nb.Step(authority.RecoverableReport{Star: "node-a", Pos: c.state().Required.Pos}) // every acknowledged record is in the zones
 	c.advance(time.Second)
 	order := c.recover["node-b"]
 	require.NotNil(t, order, "node-b is placed in recovery")
@@ -69,7 +69,7 @@ func recoveryWithTheLibrary(t *testing.T, b Backend) {
 	frontier, err := authority.RecoverChain(c.ctx, minterR, settler, "node-a")
 	require.NoError(t, err)
 	require.True(t, order.Required.Covers("node-a", frontier), "frontier %v covers %v", frontier, order.Required)
-	nb.SetFrontier("node-a", frontier, true)
+	nb.Step(authority.FrontierReport{Star: "node-a", Pos: frontier, Usable: true})
 	c.run()
 	st := c.state()
 	require.Equal(t, authority.Granted, st.Phase)

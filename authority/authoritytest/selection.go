@@ -43,10 +43,10 @@ func vacantAt(t *testing.T, b Backend, names ...string) (*cluster, map[string]*a
 func coveringCandidateSelected(t *testing.T, b Backend) {
 	c, rts := vacantAt(t, b, "node-b", "node-c")
 	nb, nc := rts["node-b"], rts["node-c"]
-	nb.SetFrontier("node-a", chain.Position{Epoch: 1, Slot: 3}, true)
-	nb.SetRecoverable("node-a", chain.Position{Epoch: 1, Slot: 3})
-	nc.SetFrontier("node-a", chain.Position{}, true)
-	nc.SetRecoverable("node-a", chain.Position{Epoch: 2, Slot: 9})
+	nb.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{Epoch: 1, Slot: 3}, Usable: true})
+	nb.Step(authority.RecoverableReport{Star: "node-a", Pos: chain.Position{Epoch: 1, Slot: 3}})
+	nc.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{}, Usable: true})
+	nc.Step(authority.RecoverableReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 9}})
 	st := c.state()
 	short := authority.Offer{Node: "node-b", Token: st.Token, Star: "node-a", Frontier: chain.Position{Epoch: 1, Slot: 3}, Recoverable: chain.Position{Epoch: 1, Slot: 3}, Usable: true}
 	err := c.event(short)
@@ -64,7 +64,7 @@ func coveringCandidateSelected(t *testing.T, b Backend) {
 	c.advance(10 * time.Second)
 	require.ErrorIs(t, nc.Admit(c.now), authority.ErrNotAdmitted, "read-only until it recovers and the next token is durable")
 
-	nc.SetFrontier("node-a", chain.Position{Epoch: 2, Slot: 9}, true)
+	nc.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 9}, Usable: true})
 	c.run()
 	st = c.state()
 	require.Equal(t, authority.Granted, st.Phase)
@@ -83,9 +83,9 @@ func recoveryTimeout(t *testing.T, b Backend) {
 	t.Run("another candidate is chosen", func(t *testing.T) {
 		c, rts := vacantAt(t, b, "node-c", "node-d")
 		nc, nd := rts["node-c"], rts["node-d"]
-		nc.SetFrontier("node-a", chain.Position{}, true)
-		nc.SetRecoverable("node-a", chain.Position{Epoch: 2, Slot: 7})
-		nd.SetFrontier("node-a", chain.Position{}, true) // nothing it can say yet: no offer
+		nc.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{}, Usable: true})
+		nc.Step(authority.RecoverableReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 7}})
+		nd.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{}, Usable: true}) // nothing it can say yet: no offer
 		c.advance(time.Second)
 		st := c.state()
 		require.Equal(t, authority.Recovering, st.Phase)
@@ -93,7 +93,7 @@ func recoveryTimeout(t *testing.T, b Backend) {
 		placed := c.now
 		order := c.recover["node-c"]
 		require.NotNil(t, order)
-		nd.SetRecoverable("node-a", chain.Position{Epoch: 2, Slot: 8}) // too late: the grant is not vacant
+		nd.Step(authority.RecoverableReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 8}}) // too late: the grant is not vacant
 
 		// node-c recovers nothing. Just before the timeout it is still
 		// the candidate; at the timeout it is not.
@@ -124,7 +124,7 @@ func recoveryTimeout(t *testing.T, b Backend) {
 		require.Equal(t, "node-d", st.Candidate)
 		require.NotNil(t, c.recover["node-d"])
 		require.Nil(t, c.recover["node-c"], "node-c no longer recovers")
-		nd.SetFrontier("node-a", chain.Position{Epoch: 2, Slot: 8}, true)
+		nd.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 8}, Usable: true})
 		c.run()
 		st = c.state()
 		require.Equal(t, authority.Granted, st.Phase)
@@ -136,8 +136,8 @@ func recoveryTimeout(t *testing.T, b Backend) {
 	t.Run("alone, it is asked again", func(t *testing.T) {
 		c, rts := vacantAt(t, b, "node-c")
 		nc := rts["node-c"]
-		nc.SetFrontier("node-a", chain.Position{}, true)
-		nc.SetRecoverable("node-a", chain.Position{Epoch: 2, Slot: 7})
+		nc.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{}, Usable: true})
+		nc.Step(authority.RecoverableReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 7}})
 		c.advance(time.Second)
 		require.Equal(t, "node-c", c.state().Candidate)
 		withdrawn := time.Time{}
@@ -155,7 +155,7 @@ func recoveryTimeout(t *testing.T, b Backend) {
 		}
 		require.Equal(t, "node-c", c.state().Candidate)
 		require.False(t, c.now.Before(withdrawn.Add(authority.DefaultRecoveryTimeout)), "selected again before its backoff ended")
-		nc.SetFrontier("node-a", chain.Position{Epoch: 2, Slot: 7}, true)
+		nc.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 7}, Usable: true})
 		c.run()
 		require.Equal(t, "node-c", c.state().Holder)
 	})

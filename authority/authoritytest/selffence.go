@@ -71,7 +71,7 @@ func fencedHolderTopologyChange(t *testing.T, b Backend) {
 			stale := h.Grant()
 			stale.Deadline = stale.Deadline.Add(time.Second)
 			require.NoError(t, h.Step(authority.Msg{To: "holder", Kind: authority.MsgGrant, Token: g.Token, Topology: before, Grant: stale}))
-			h.Tick(c.now)
+			require.NoError(t, h.Step(authority.Tick{Now: c.now}))
 			require.ErrorIs(t, h.Admit(c.now), authority.ErrNotAdmitted, "a confirmation of the old topology reopened admission")
 			// Heard again: its next challenge (it asks at the heartbeat's
 			// pace while fenced) is confirmed under the current topology,

@@ -81,19 +81,22 @@ func measureAuthorityIdle(ctx context.Context, period time.Duration) (authorityI
 	steps := int(period/tickEvery) + 1
 	for i := 0; i < steps && now.Before(end); i++ {
 		now = now.Add(tickEvery)
-		rt.Tick(now)
-		for _, ev := range rt.Ready().Events {
+		_ = rt.Step(authority.Tick{Now: now})
+		if !now.Before(nextBeat) {
+			nextBeat = now.Add(heartbeatEvery)
+			_ = rt.Step(authority.HeartbeatDue{Progress: chain.Position{}})
+		}
+		rd := rt.Ready()
+		rt.Advance(rd)
+		for _, ev := range rd.Events {
 			if err := d.Step(ctx, ev); err != nil {
 				return authorityIdle{}, err
 			}
 		}
-		if !now.Before(nextBeat) {
-			nextBeat = now.Add(heartbeatEvery)
-			if hb, ok := rt.Heartbeat(chain.Position{}); ok {
-				res.heartbeats++
-				if err := d.Step(ctx, hb); err != nil {
-					return authorityIdle{}, err
-				}
+		if hb := rd.Heartbeat; hb != nil {
+			res.heartbeats++
+			if err := d.Step(ctx, *hb); err != nil {
+				return authorityIdle{}, err
 			}
 		}
 		if err := d.Step(ctx, authority.Tick{Now: now}); err != nil {
