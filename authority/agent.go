@@ -33,7 +33,7 @@ type Host interface {
 	// Recover recovers the last holder's chain up to order.Required,
 	// writing through Guard with order.Grant.Revision, and returns the
 	// frontier reached. The node admits nothing meanwhile.
-	Recover(ctx context.Context, order Msg) (chain.Position, error)
+	Recover(ctx context.Context, order RecoverMsg) (chain.Position, error)
 	// Release drains every stream the node holds (through Finish) for a
 	// handoff and returns where its chain ends.
 	Release(ctx context.Context) (chain.Position, error)
@@ -187,7 +187,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			// time it arrived.
 			_ = a.rt.Step(Tick{Now: a.opts.Clock.Now()})
 			if err := a.rt.Step(m); err != nil {
-				a.opts.Logger.Warn("authority: message refused", "kind", m.Kind, "err", err)
+				a.opts.Logger.Warn("authority: message refused", "kind", m.Kind(), "err", err)
 			}
 			a.mu.Unlock()
 		case <-t.C():

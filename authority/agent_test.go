@@ -40,7 +40,7 @@ func (c *fakeConn) events() []authority.Event {
 type nopHost struct{}
 
 func (nopHost) Progress() chain.Position { return chain.Position{} }
-func (nopHost) Recover(context.Context, authority.Msg) (chain.Position, error) {
+func (nopHost) Recover(context.Context, authority.RecoverMsg) (chain.Position, error) {
 	return chain.Position{}, nil
 }
 func (nopHost) Release(context.Context) (chain.Position, error) { return chain.Position{}, nil }
@@ -74,11 +74,11 @@ func TestAgentPingsAndConcerns(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	give(t, conn.msgs, authority.Msg{To: "voter", Kind: authority.MsgTopology, Topology: 4, Voters: []string{"holder", "voter"}, Holder: "holder", Token: 7})
+	give(t, conn.msgs, authority.TopologyMsg{To: "voter", Topology: 4, Voters: []string{"holder", "voter"}, Holder: "holder", Token: 7})
 	step := func() {
 		blockUntil(t, clk, 2) // the heartbeat timer and the ping timer
 		clk.Advance(authority.PingEvery)
-		give(t, conn.msgs, authority.Msg{To: "nobody"}) // a barrier: the agent is back in its loop
+		give(t, conn.msgs, authority.RevokeMsg{To: "nobody"}) // a barrier: the agent is back in its loop
 	}
 	// The pings run beside the agent's loop, a round after each tick:
 	// step until one has reached the holder, a bounded number of times.
@@ -123,7 +123,7 @@ type shortHost struct {
 	calls atomic.Int32
 }
 
-func (h *shortHost) Recover(context.Context, authority.Msg) (chain.Position, error) {
+func (h *shortHost) Recover(context.Context, authority.RecoverMsg) (chain.Position, error) {
 	h.calls.Add(1)
 	return chain.Position{Epoch: 1, Slot: 1}, nil
 }
@@ -142,9 +142,9 @@ func TestAgentRecoveryShortOfRequirement(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	req := authority.Required{Star: "old", Pos: chain.Position{Epoch: 1, Slot: 9}}
-	give(t, conn.msgs, authority.Msg{To: "cand", Kind: authority.MsgRecover, Token: 1, Required: req,
+	give(t, conn.msgs, authority.RecoverMsg{To: "cand", Token: 1, Required: req,
 		Grant: authority.Grant{Domain: "orders", Holder: "cand", Token: 1, Revision: 3}})
-	give(t, conn.msgs, authority.Msg{To: "nobody"}) // the agent is back in its loop
+	give(t, conn.msgs, authority.RevokeMsg{To: "nobody"}) // the agent is back in its loop
 	stopAgent(t, cancel, done)
 	// One attempt per pass of the loop (the recovery order's, the
 	// barrier's), never a loop of its own.
@@ -213,7 +213,7 @@ func TestAgentConcernWhenTheWindowRunsOut(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	give(t, conn.msgs, authority.Msg{To: "voter", Kind: authority.MsgTopology, Topology: 1, Voters: []string{"holder", "voter"}, Holder: "holder", Token: 3})
+	give(t, conn.msgs, authority.TopologyMsg{To: "voter", Topology: 1, Voters: []string{"holder", "voter"}, Holder: "holder", Token: 3})
 	const step = 100 * time.Millisecond
 	runUntil(t, clk, 2, step, 10*time.Second, func() bool {
 		mu.Lock()
@@ -253,8 +253,8 @@ func TestAgentOffersAfterTheDecisionDelay(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	required := clk.Now()
-	give(t, conn.msgs, authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: authority.Required{Star: "old"}})
-	give(t, conn.msgs, authority.Msg{To: "nobody"}) // the required message was taken at the time sent
+	give(t, conn.msgs, authority.RequiredMsg{To: "cand", Token: 1, Required: authority.Required{Star: "old"}})
+	give(t, conn.msgs, authority.RevokeMsg{To: "nobody"}) // the required message was taken at the time sent
 	const step = 10 * time.Millisecond
 	runUntil(t, clk, 1, step, time.Second, func() bool { _, sent := first[authority.Offer](conn); return sent })
 	at, _ := first[authority.Offer](conn)
@@ -270,7 +270,7 @@ type forgetfulHost struct {
 	calls atomic.Int32
 }
 
-func (h *forgetfulHost) Recover(_ context.Context, order authority.Msg) (chain.Position, error) {
+func (h *forgetfulHost) Recover(_ context.Context, order authority.RecoverMsg) (chain.Position, error) {
 	h.calls.Add(1)
 	return order.Required.Pos, nil
 }
@@ -292,10 +292,10 @@ func TestAgentHostFrontierDisagrees(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	req := authority.Required{Star: "old", Pos: chain.Position{Epoch: 1, Slot: 9}}
-	give(t, conn.msgs, authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: req})
-	give(t, conn.msgs, authority.Msg{To: "cand", Kind: authority.MsgRecover, Token: 1, Required: req,
+	give(t, conn.msgs, authority.RequiredMsg{To: "cand", Token: 1, Required: req})
+	give(t, conn.msgs, authority.RecoverMsg{To: "cand", Token: 1, Required: req,
 		Grant: authority.Grant{Domain: "orders", Holder: "cand", Token: 1, Revision: 3}})
-	give(t, conn.msgs, authority.Msg{To: "nobody"}) // the agent is back in its loop
+	give(t, conn.msgs, authority.RevokeMsg{To: "nobody"}) // the agent is back in its loop
 	stopAgent(t, cancel, done)
 	require.LessOrEqual(t, h.calls.Load(), int32(16), "recoveries in three passes of the loop")
 	require.GreaterOrEqual(t, h.calls.Load(), int32(1))
@@ -354,9 +354,9 @@ func TestAgentOffersOnlyWhenItCanRecover(t *testing.T) {
 			t.Fatal("the agent did not stop")
 		}
 	}()
-	barrier := authority.Msg{To: "nobody"}
+	barrier := authority.RevokeMsg{To: "nobody"}
 	req := authority.Required{Star: "old", Pos: chain.Position{Epoch: 2, Slot: 7}}
-	give(t, conn.msgs, authority.Msg{To: "cand", Kind: authority.MsgRequired, Token: 1, Required: req})
+	give(t, conn.msgs, authority.RequiredMsg{To: "cand", Token: 1, Required: req})
 	give(t, conn.msgs, barrier)
 	blockUntil(t, clk, 1)
 	clk.Advance(time.Second) // past the decision delay
@@ -393,7 +393,7 @@ func give(t *testing.T, ch chan<- authority.Msg, m authority.Msg) {
 	select {
 	case ch <- m:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("the agent takes no message (%s)", m.Kind)
+		t.Fatalf("the agent takes no message (%s)", m.Kind())
 	}
 }
 

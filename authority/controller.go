@@ -288,14 +288,14 @@ func (c *Controller) connect(e Connect) error {
 		c.reservedUntil = time.Time{}
 		c.msgs = append(c.msgs, c.grantMsg(st))
 		if st.Phase == Handoff {
-			c.msgs = append(c.msgs, Msg{To: st.Holder, Kind: MsgRelease, Token: st.Token})
+			c.msgs = append(c.msgs, ReleaseMsg{To: st.Holder, Token: st.Token})
 		}
 	case e.Token != 0 && e.Token <= st.Token && !(st.Phase == Granted && e.Node == st.Holder && e.Token == st.Token):
 		// A former holder: whatever it believes, its token is over.
-		c.msgs = append(c.msgs, Msg{To: e.Node, Kind: MsgRevoke, Token: e.Token})
+		c.msgs = append(c.msgs, RevokeMsg{To: e.Node, Token: e.Token})
 	}
 	if st.Phase == Vacant && e.Caps.Promotable {
-		c.msgs = append(c.msgs, Msg{To: e.Node, Kind: MsgRequired, Token: st.Token, Required: st.Required})
+		c.msgs = append(c.msgs, RequiredMsg{To: e.Node, Token: st.Token, Required: st.Required})
 	}
 	return nil
 }
@@ -338,7 +338,7 @@ func (c *Controller) heartbeat(e Heartbeat) error {
 	st := c.st
 	if !(st.Phase == Granted || st.Phase == Handoff) || e.Node != st.Holder || e.Token != st.Token {
 		if e.Token != 0 && e.Token <= st.Token {
-			c.msgs = append(c.msgs, Msg{To: e.Node, Kind: MsgRevoke, Token: e.Token})
+			c.msgs = append(c.msgs, RevokeMsg{To: e.Node, Token: e.Token})
 		}
 		return refused(e.Node, e, "token %d is not the current grant (%s)", e.Token, st)
 	}
@@ -391,7 +391,7 @@ func (c *Controller) offer(e Offer) error {
 		if materialized {
 			return nil
 		}
-		return []Msg{{To: e.Node, Kind: MsgRecover, Token: s.Token, Required: s.Required,
+		return []Msg{RecoverMsg{To: e.Node, Token: s.Token, Required: s.Required,
 			Grant: Grant{Domain: s.Domain, Holder: e.Node, Token: s.Token, Revision: s.TokenRevision}}}
 	})
 	return nil
@@ -457,7 +457,7 @@ func (c *Controller) askAgain() {
 		}
 		delete(c.backoff, n)
 		if c.st.Phase == Vacant && c.peers[n].caps.Promotable {
-			c.msgs = append(c.msgs, Msg{To: n, Kind: MsgRequired, Token: c.st.Token, Required: c.st.Required})
+			c.msgs = append(c.msgs, RequiredMsg{To: n, Token: c.st.Token, Required: c.st.Required})
 		}
 	}
 }
@@ -478,7 +478,7 @@ func (c *Controller) handoff(e HandoffRequest) error {
 	next := st
 	next.Phase, next.Target = Handoff, e.Target
 	c.propose(next, func(s State) []Msg {
-		return []Msg{{To: s.Holder, Kind: MsgRelease, Token: s.Token}}
+		return []Msg{ReleaseMsg{To: s.Holder, Token: s.Token}}
 	})
 	return nil
 }
@@ -507,7 +507,7 @@ func (c *Controller) released(e Released) error {
 		c.deadline = c.now.Add(c.cfg.Lease)
 		c.progress, c.beats, c.incident = chain.Position{}, 0, nil
 		clear(c.backoff)
-		return append([]Msg{c.grantMsg(s), {To: old, Kind: MsgRevoke, Token: st.Token}}, c.topologyAll()...)
+		return append([]Msg{c.grantMsg(s), RevokeMsg{To: old, Token: st.Token}}, c.topologyAll()...)
 	})
 	return nil
 }
@@ -548,7 +548,7 @@ func (c *Controller) endGrant(why string) {
 		req.Pos = st.Required.Pos
 	}
 	holder, token := st.Holder, st.Token
-	c.vacate(token, req, why, Msg{To: holder, Kind: MsgRevoke, Token: token})
+	c.vacate(token, req, why, RevokeMsg{To: holder, Token: token})
 }
 
 func (c *Controller) vacate(token Token, req Required, why string, extra ...Msg) {
@@ -560,7 +560,7 @@ func (c *Controller) vacate(token Token, req Required, why string, extra ...Msg)
 		out := append([]Msg(nil), extra...)
 		for _, n := range c.sortedPeers() {
 			if c.peers[n].caps.Promotable {
-				out = append(out, Msg{To: n, Kind: MsgRequired, Token: s.Token, Required: s.Required})
+				out = append(out, RequiredMsg{To: n, Token: s.Token, Required: s.Required})
 			}
 		}
 		return append(out, c.topologyAll()...)
@@ -568,7 +568,7 @@ func (c *Controller) vacate(token Token, req Required, why string, extra ...Msg)
 }
 
 func (c *Controller) grantMsg(s State) Msg {
-	return Msg{To: s.Holder, Kind: MsgGrant, Token: s.Token, Topology: c.topo,
+	return GrantMsg{To: s.Holder, Token: s.Token, Topology: c.topo,
 		Grant: Grant{Domain: s.Domain, Holder: s.Holder, Token: s.Token, Deadline: c.deadline, Revision: s.TokenRevision}}
 }
 
@@ -590,7 +590,7 @@ func (c *Controller) topologyMsg(to string) Msg {
 			voters = append(voters, n)
 		}
 	}
-	m := Msg{To: to, Kind: MsgTopology, Topology: c.topo, Voters: voters, Token: c.st.Token}
+	m := TopologyMsg{To: to, Topology: c.topo, Voters: voters, Token: c.st.Token}
 	switch c.st.Phase {
 	case Granted, Handoff:
 		m.Holder = c.st.Holder
@@ -645,7 +645,7 @@ func (c *Controller) concern(e Concern) error {
 	if inc == nil || inc.token != st.Token || inc.topo != c.topo {
 		inc = &incident{token: st.Token, topo: c.topo, beat0: c.beats, challenged: c.now, reports: map[string]bool{}}
 		c.incident = inc
-		c.msgs = append(c.msgs, Msg{To: st.Holder, Kind: MsgHeartbeatNow, Token: st.Token, Topology: c.topo})
+		c.msgs = append(c.msgs, HeartbeatNowMsg{To: st.Holder, Token: st.Token, Topology: c.topo})
 	}
 	inc.reports[e.Node] = true
 	C, R, H := c.counts(inc)
@@ -663,7 +663,7 @@ func (c *Controller) concern(e Concern) error {
 		c.fenceUntil = until
 		return nil
 	}
-	ans := Msg{To: e.Node, Kind: MsgConcernAnswer, Token: st.Token, Topology: c.topo}
+	ans := ConcernAnswerMsg{To: e.Node, Token: st.Token, Topology: c.topo}
 	if wait := inc.challenged.Add(ChallengeWait).Sub(c.now); wait > 0 {
 		ans.RetryAfter = wait
 	} else {
@@ -733,7 +733,7 @@ func (c *Controller) advisory(e Advisory) error {
 	if _, ok := c.peers[e.Node]; !ok {
 		return refused(e.Node, e, "not connected")
 	}
-	c.msgs = append(c.msgs, Msg{To: c.st.Holder, Kind: MsgHeartbeatNow, Token: c.st.Token, Topology: c.topo})
+	c.msgs = append(c.msgs, HeartbeatNowMsg{To: c.st.Holder, Token: c.st.Token, Topology: c.topo})
 	return nil
 }
 

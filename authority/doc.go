@@ -19,6 +19,71 @@
 // runtime over a Conn; package authhttp is the reference transport
 // (HTTP over mutual TLS). The host owns the network.
 //
+// # Messages
+//
+// Both directions have the same shape: a closed set of small structs,
+// each holding only the fields its kind uses. A node sends the controller
+// an Event (Connect, Disconnect, Heartbeat, Offer, Recovered,
+// HandoffRequest, Released, Concern, ConcernCleared, Advisory,
+// Challenge; the controller's own clock steps Tick), each naming its node
+// and the token it speaks under. The controller sends a node a Msg
+// (GrantMsg, RevokeMsg, RequiredMsg, RecoverMsg, ReleaseMsg, TopologyMsg,
+// HeartbeatNowMsg, ConcernAnswerMsg), each addressed To one node and
+// bound to a Token; Msg.Kind names it on the wire. A host switches on the
+// type:
+//
+//	switch m := m.(type) {
+//	case authority.GrantMsg:
+//		log.Printf("granted token %d until %v", m.Token, m.Grant.Deadline)
+//	case authority.RecoverMsg:
+//		log.Printf("recover %s to %v", m.Required.Star, m.Required.Pos)
+//	}
+//
+// # Driving a Runtime
+//
+// A Runtime has one input door and one output door, as a raft RawNode
+// does. Step takes every input: the controller's messages and the host's
+// reports (Tick, PingResult, FrontierReport, RecoverableReport,
+// ReleaseDone, HeartbeatDue). Ready returns what the host is to do, and
+// keeps returning it until Advance acknowledges that Ready: the events to
+// send, the periodic heartbeat, a recovery or a release to start, and the
+// admission state when it changed. Agent runs this loop; a host that runs
+// its own does the same:
+//
+//	for {
+//		select {
+//		case m := <-conn.Msgs():
+//			_ = rt.Step(authority.Tick{Now: clk.Now()})
+//			_ = rt.Step(m) // a refused message changes nothing
+//		case <-beat.C():
+//			_ = rt.Step(authority.HeartbeatDue{Progress: host.Progress()})
+//		case <-tick.C(): // at rt.NextTick()
+//			_ = rt.Step(authority.Tick{Now: clk.Now()})
+//		}
+//		rd := rt.Ready()
+//		if rd.State != nil {
+//			guard.Set(rd.State.Revision)
+//		}
+//		for _, ev := range rd.Events {
+//			_ = conn.Send(ctx, ev)
+//		}
+//		if rd.Heartbeat != nil {
+//			_ = conn.Send(ctx, *rd.Heartbeat)
+//		}
+//		rt.Advance(rd)
+//		if rd.Recover != nil { // recover, then report the frontier
+//			pos, _ := host.Recover(ctx, *rd.Recover)
+//			_ = rt.Step(authority.FrontierReport{Star: rd.Recover.Required.Star, Pos: pos, Usable: true})
+//		}
+//		if rd.Release { // drain, then report where the chain ends
+//			pos, _ := host.Release(ctx)
+//			_ = rt.Step(authority.ReleaseDone{Progress: pos})
+//		}
+//	}
+//
+// Admit, Grant, NextTick, Topology, HealthPeers, Awaiting and Fenced are
+// queries: they change nothing, and a host may call them at any time.
+//
 // In this library the "primary" is the star that holds a domain, the
 // "required transaction" a position on the last holder's chain (Required),
 // and a candidate's "frontier" how far it has recovered that chain
@@ -33,7 +98,7 @@
 //	  nothing                                             election key and the state)
 //	admit only while the local grant matches and its    Runtime.Admit, Agent.Admit                FirstGrantAndRenewal, DeadlineEndsGrantAtOnce
 //	  deadline is valid
-//	a former holder's token cannot reopen admission:    Runtime.Step (see, end), MsgTopology      FormerHolderReconnects (every order of the
+//	a former holder's token cannot reopen admission:    Runtime.Step (see, end), TopologyMsg      FormerHolderReconnects (every order of the
 //	  any message showing a newer token (topology,        (Ended), Runtime.Admit                    reconnect's answers, each one lost),
 //	  grant, heartbeat answer, revocation) ends the                                                 authhttp TestFormerHolderReconnectsOverTheWire,
 //	  older grant at once, for good, whatever their                                                 TokenMonotonicAcrossControllers,
@@ -57,7 +122,7 @@
 //	  heartbeat cannot revive it
 //	no next token before the former holder's deadline   Controller (fenceUntil), NewController     RecoveryReadOnlyUntilGrant, TokenMonotonicAcrossControllers
 //	  has passed                                          (assumes a fresh deadline at election)
-//	the controller publishes the minimum required       State.Required, MsgRequired               Offers, RecoveryReadOnlyUntilGrant
+//	the controller publishes the minimum required       State.Required, RequiredMsg               Offers, RecoveryReadOnlyUntilGrant
 //	a runtime offers only for the matching token,       Runtime.Step (Tick, DecisionDelay),       Offers, CoveringCandidateSelected,
 //	  after the decision delay, when usable and what      RecoverableReport, RecoverableHost,       TestAgentOffersOnlyWhenItCanRecover
 //	  it can recover (from its image and the object       Offer.Recoverable
@@ -67,7 +132,7 @@
 //	  not cover the requirement
 //	duplicate or racing offers cannot bypass the        Controller.offer (one durable candidate,  Offers
 //	  durable state                                       one proposal in flight)
-//	a covering candidate that has not materialized      MsgRecover, RecoverChain, Guard with the  RecoveryReadOnlyUntilGrant, RecoveryWithTheLibrary,
+//	a covering candidate that has not materialized      RecoverMsg, RecoverChain, Guard with the  RecoveryReadOnlyUntilGrant, RecoveryWithTheLibrary,
 //	  the requirement is placed in recovery,              placement's revision                      CoveringCandidateSelected
 //	  read-only until the next token is durable
 //	a candidate that does not recover within            Controller.recoveryTimedOut, askAgain,    RecoveryTimeout
@@ -76,7 +141,7 @@
 //	  another can be chosen
 //	process takeover keeps the grant only while         Resume                                    ProcessTakeover
 //	  identity, token and deadline validate
-//	planned handoff: reserve a target, drain and        Phase Handoff, MsgRelease, ReleaseDone,   PlannedHandoff, HandoffCrashBeforeTransition,
+//	planned handoff: reserve a target, drain and        Phase Handoff, ReleaseMsg, ReleaseDone,   PlannedHandoff, HandoffCrashBeforeTransition,
 //	  release, holder and token change in one durable     Released                                  TestEtcdLeaderRestartDuringHandoff (integration)
 //	  transition; never a state without a holder
 //	the new holder admits only after its grant; the     Runtime                                   PlannedHandoff
@@ -95,8 +160,8 @@
 //	a concern counts only from a voter whose link      Controller.concern (RoundTrip, Vote)          FastFenceGuards, FastFenceArithmetic
 //	  completed a round trip; a nonvoter's report is   Advisory, Controller.advisory
 //	  advisory (a heartbeat prompt, never an incident)
-//	the first concern opens an incident: the holder's  Controller.concern, MsgHeartbeatNow,          FastFenceArithmetic
-//	  heartbeat is recorded, it is asked for one, the   MsgConcernAnswer (RetryAfter)
+//	the first concern opens an incident: the holder's  Controller.concern, HeartbeatNowMsg,          FastFenceArithmetic
+//	  heartbeat is recorded, it is asked for one, the   ConcernAnswerMsg (RetryAfter)
 //	  reporter retries after ChallengeWait
 //	the grant ends only when 2(R+H) > C, counted from   Controller.counts                              FastFenceArithmetic (C, R, H edge cases, nonvoters,
 //	  current connections; otherwise the remaining                                                      zero-capability sessions)
@@ -108,8 +173,8 @@
 //	  and itself are a strict majority; no
 //	  confirmation within SelfFenceWait closes its
 //	  admission; the grant stays allocated
-//	a confirmation for the same token and topology      Runtime.Step (MsgGrant with the decision's    SelfFence, FencedHolderTopologyChange
-//	  restores writes; a topology or authority change   topology), MsgTopology, Runtime.health
+//	a confirmation for the same token and topology      Runtime.Step (GrantMsg with the decision's    SelfFence, FencedHolderTopologyChange
+//	  restores writes; a topology or authority change   topology), TopologyMsg, Runtime.health
 //	  starts a new decision from the fence: the fenced
 //	  holder challenges under the new topology (again
 //	  each PingEvery) and reopens only on its
@@ -118,7 +183,7 @@
 //	after a fast-fence confirmation the next token      Controller.concern (fenceUntil)               PartitionedHolder
 //	  waits for the holder's self-fence, not its lease
 //	  deadline
-//	a crashed holder (its channel closed, the            Controller.lateConcern, MsgTopology naming    CrashedHolderConfirmedLate
+//	a crashed holder (its channel closed, the            Controller.lateConcern, TopologyMsg naming    CrashedHolderConfirmedLate
 //	  reservation ran out) confirmed unhealthy by a      the last holder
 //	  majority after the fact: the same shortening
 //

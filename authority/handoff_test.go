@@ -92,7 +92,7 @@ func newWorldLatency(t testing.TB, objectLatency time.Duration) *world {
 	ctl, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, st, w.clk.Now())
 	require.NoError(t, err)
 	w.d, err = authority.NewDriver(el, ctl, authority.DriverOptions{Clock: w.clk, Send: func(m authority.Msg) {
-		if n := w.nodes[m.To]; n != nil {
+		if n := w.nodes[m.Recipient()]; n != nil {
 			n.queue = append(n.queue, m)
 		}
 	}})

@@ -132,9 +132,9 @@ func TestTopologyAcrossControllers(t *testing.T) {
 		t.Helper()
 		var last uint64
 		for _, m := range ctl.Ready().Msgs {
-			if m.To == "node-a" && m.Kind == authority.MsgTopology {
+			if m.Recipient() == "node-a" && m.Kind() == authority.MsgTopology {
 				require.NoError(t, rt.Step(m))
-				last = m.Topology
+				last = m.(authority.TopologyMsg).Topology
 			}
 		}
 		return last

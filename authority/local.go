@@ -95,7 +95,7 @@ func (l *Local) SetDriver(d *Driver) {
 func (l *Local) Send(m Msg) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := l.conns[m.To]
+	c := l.conns[m.Recipient()]
 	if c == nil || c.ended {
 		return
 	}

@@ -57,7 +57,7 @@ type idleHost struct{}
 
 func (idleHost) Progress() chain.Position { return chain.Position{} }
 
-func (idleHost) Recover(context.Context, authority.Msg) (chain.Position, error) {
+func (idleHost) Recover(context.Context, authority.RecoverMsg) (chain.Position, error) {
 	return chain.Position{}, nil
 }
 
@@ -86,7 +86,7 @@ func (r *localRig) await(match func(authority.Msg) bool) authority.Msg {
 		}
 	}
 	r.t.Fatal("the awaited message did not come in 1000 heartbeats")
-	return authority.Msg{}
+	return nil
 }
 
 // An Agent over the Local transport connects, offers once the decision
@@ -107,7 +107,7 @@ func TestLocalAgentGetsAGrant(t *testing.T) {
 	go func() { done <- agent.Run(ctx) }()
 	require.ErrorIs(t, agent.Admit(), authority.ErrNotAdmitted)
 
-	g := r.await(func(m authority.Msg) bool { return m.Kind == authority.MsgGrant }).Grant
+	g := r.await(func(m authority.Msg) bool { return m.Kind() == authority.MsgGrant }).(authority.GrantMsg).Grant
 	require.Equal(t, "node-a", g.Holder)
 	require.Equal(t, authority.Token(1), g.Token)
 	st := r.d.State()
@@ -117,9 +117,10 @@ func TestLocalAgentGetsAGrant(t *testing.T) {
 	// A renewal answers a heartbeat: the agent held the grant when it
 	// beat, and admits.
 	renewal := r.await(func(m authority.Msg) bool {
-		return m.Kind == authority.MsgGrant && m.Token == g.Token && m.Grant.Deadline.After(g.Deadline)
+		gm, ok := m.(authority.GrantMsg)
+		return ok && gm.Token == g.Token && gm.Grant.Deadline.After(g.Deadline)
 	})
-	require.Equal(t, "node-a", renewal.To)
+	require.Equal(t, "node-a", renewal.Recipient())
 	require.NoError(t, agent.Admit())
 	require.Equal(t, g.Token, agent.Grant().Token)
 
@@ -146,9 +147,9 @@ func TestLocalConnections(t *testing.T) {
 	conn, err := r.local.Dial("node-a", caps, 0)
 	require.NoError(t, err)
 	m := <-conn.Msgs()
-	require.Equal(t, authority.MsgTopology, m.Kind, "the Connect was stepped: the topology first")
+	require.Equal(t, authority.MsgTopology, m.Kind(), "the Connect was stepped: the topology first")
 	m = <-conn.Msgs()
-	require.Equal(t, authority.MsgRequired, m.Kind, "then the requirement of a vacant domain")
+	require.Equal(t, authority.MsgRequired, m.Kind(), "then the requirement of a vacant domain")
 
 	require.NoError(t, conn.Send(r.ctx, authority.Connect{Node: "node-a", Caps: caps}), "the dialed Connect: nothing to do")
 	require.Empty(t, conn.Msgs(), "and nothing was stepped")
@@ -161,17 +162,17 @@ func TestLocalConnections(t *testing.T) {
 	require.Equal(t, authority.Vacant, r.d.State().Phase)
 
 	// A message for a node without a connection is dropped.
-	r.local.Send(authority.Msg{To: "node-z", Kind: authority.MsgTopology})
+	r.local.Send(authority.TopologyMsg{To: "node-z"})
 
 	// The queue overflows: the connection closes after what it queued,
 	// oldest first, and refuses to send.
 	drain(conn.Msgs())
 	for i := range authority.LocalBuffer + 1 {
-		r.local.Send(authority.Msg{To: "node-a", Kind: authority.MsgTopology, Topology: uint64(100 + i)})
+		r.local.Send(authority.TopologyMsg{To: "node-a", Topology: uint64(100 + i)})
 	}
 	var got []uint64
 	for m := range conn.Msgs() {
-		got = append(got, m.Topology)
+		got = append(got, m.(authority.TopologyMsg).Topology)
 	}
 	require.Len(t, got, authority.LocalBuffer)
 	require.Equal(t, uint64(100), got[0])

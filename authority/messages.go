@@ -126,55 +126,134 @@ func (ConcernCleared) event() string { return "concern cleared" }
 func (Advisory) event() string       { return "advisory" }
 func (Challenge) event() string      { return "challenge" }
 
-// MsgKind is what a controller message says.
+// MsgKind names a controller message: its kind on the wire.
 type MsgKind string
 
+// The kinds of controller messages, one per message type.
 const (
-	// MsgGrant carries a grant to its holder: a new one, or a renewal of
-	// the deadline.
-	MsgGrant MsgKind = "grant"
-	// MsgRevoke tells a former holder its grant under Token has ended.
-	MsgRevoke MsgKind = "revoke"
-	// MsgRequired tells a promotable node the grant after Token has ended
-	// and what the next holder must recover.
-	MsgRequired MsgKind = "required"
-	// MsgRecover places a candidate in recovery: recover to Required,
-	// guarding the writes with Grant.Revision, and report Recovered.
-	MsgRecover MsgKind = "recover"
-	// MsgRelease asks the holder to drain and release (a handoff).
-	MsgRelease MsgKind = "release"
-	// MsgTopology tells every node the current topology: its version,
-	// the connected voters, the holder and its token.
-	MsgTopology MsgKind = "topology"
-	// MsgHeartbeatNow asks the holder for an immediate heartbeat (a
-	// challenge of its health).
-	MsgHeartbeatNow MsgKind = "heartbeat-now"
-	// MsgConcernAnswer answers a concern: retry after RetryAfter (an
-	// incident is open), or the health window that remains (Window).
+	MsgGrant         MsgKind = "grant"
+	MsgRevoke        MsgKind = "revoke"
+	MsgRequired      MsgKind = "required"
+	MsgRecover       MsgKind = "recover"
+	MsgRelease       MsgKind = "release"
+	MsgTopology      MsgKind = "topology"
+	MsgHeartbeatNow  MsgKind = "heartbeat-now"
 	MsgConcernAnswer MsgKind = "concern-answer"
 )
 
-// Msg is an output of the controller: a message to one node, bound to a
-// token.
-type Msg struct {
+// Msg is an output of the controller and an input of a node's Runtime: a
+// message to one node (To), bound to a token (Token). Like the events a
+// node sends (Event), it is one of a closed set of small structs, each
+// holding only the fields its kind uses: GrantMsg, RevokeMsg,
+// RequiredMsg, RecoverMsg, ReleaseMsg, TopologyMsg, HeartbeatNowMsg and
+// ConcernAnswerMsg.
+type Msg interface {
+	Input
+	// Recipient is the node the message is for (its To).
+	Recipient() string
+	// Kind names the message.
+	Kind() MsgKind
+}
+
+// GrantMsg carries a grant to its holder: a new one, or a renewal of the
+// deadline. Token is the grant's; Topology the topology version it was
+// sent under (a renewal confirming a challenge names the challenged one).
+type GrantMsg struct {
 	To       string
-	Kind     MsgKind
 	Token    Token
-	Grant    Grant
-	Required Required
-	// Topology is the topology version the message was sent under
-	// (grants, topology, concern answers).
 	Topology uint64
-	// Voters and Holder describe the topology (MsgTopology). Ended says
-	// that Token's grant has ended: no node holds the domain, and Holder
-	// is the last holder, whose links its peers keep.
-	Voters []string
-	Holder string
-	Ended  bool
-	// RetryAfter and Window answer a concern.
+	Grant    Grant
+}
+
+// RevokeMsg tells a former holder its grant under Token has ended.
+type RevokeMsg struct {
+	To    string
+	Token Token
+}
+
+// RequiredMsg tells a promotable node that the grant under Token has
+// ended, and what the next holder must recover (Required).
+type RequiredMsg struct {
+	To       string
+	Token    Token
+	Required Required
+}
+
+// RecoverMsg places a candidate in recovery after Token: recover to
+// Required, guarding the writes with Grant.Revision (Grant.Holder is the
+// candidate), and report Recovered.
+type RecoverMsg struct {
+	To       string
+	Token    Token
+	Required Required
+	Grant    Grant
+}
+
+// ReleaseMsg asks the holder under Token to drain and release (a
+// handoff).
+type ReleaseMsg struct {
+	To    string
+	Token Token
+}
+
+// TopologyMsg tells a node the current topology: its version, the
+// connected voters, the holder and its token. Ended says that Token's
+// grant has ended: no node holds the domain, and Holder is the last
+// holder, whose links its peers keep.
+type TopologyMsg struct {
+	To       string
+	Token    Token
+	Topology uint64
+	Voters   []string
+	Holder   string
+	Ended    bool
+}
+
+// HeartbeatNowMsg asks the holder under Token for an immediate heartbeat
+// (a challenge of its health), under topology Topology.
+type HeartbeatNowMsg struct {
+	To       string
+	Token    Token
+	Topology uint64
+}
+
+// ConcernAnswerMsg answers a concern about the holder under Token, under
+// topology Topology: retry after RetryAfter (an incident is open), or
+// the health window that remains (Window).
+type ConcernAnswerMsg struct {
+	To         string
+	Token      Token
+	Topology   uint64
 	RetryAfter time.Duration
 	Window     time.Duration
 }
+
+func (m GrantMsg) Recipient() string         { return m.To }
+func (m RevokeMsg) Recipient() string        { return m.To }
+func (m RequiredMsg) Recipient() string      { return m.To }
+func (m RecoverMsg) Recipient() string       { return m.To }
+func (m ReleaseMsg) Recipient() string       { return m.To }
+func (m TopologyMsg) Recipient() string      { return m.To }
+func (m HeartbeatNowMsg) Recipient() string  { return m.To }
+func (m ConcernAnswerMsg) Recipient() string { return m.To }
+
+func (GrantMsg) Kind() MsgKind         { return MsgGrant }
+func (RevokeMsg) Kind() MsgKind        { return MsgRevoke }
+func (RequiredMsg) Kind() MsgKind      { return MsgRequired }
+func (RecoverMsg) Kind() MsgKind       { return MsgRecover }
+func (ReleaseMsg) Kind() MsgKind       { return MsgRelease }
+func (TopologyMsg) Kind() MsgKind      { return MsgTopology }
+func (HeartbeatNowMsg) Kind() MsgKind  { return MsgHeartbeatNow }
+func (ConcernAnswerMsg) Kind() MsgKind { return MsgConcernAnswer }
+
+func (m GrantMsg) input() string         { return string(m.Kind()) }
+func (m RevokeMsg) input() string        { return string(m.Kind()) }
+func (m RequiredMsg) input() string      { return string(m.Kind()) }
+func (m RecoverMsg) input() string       { return string(m.Kind()) }
+func (m ReleaseMsg) input() string       { return string(m.Kind()) }
+func (m TopologyMsg) input() string      { return string(m.Kind()) }
+func (m HeartbeatNowMsg) input() string  { return string(m.Kind()) }
+func (m ConcernAnswerMsg) input() string { return string(m.Kind()) }
 
 // Input is what a Runtime steps: a controller message (Msg) or one of
 // its host's reports (Tick, PingResult, FrontierReport,
@@ -224,7 +303,6 @@ type HeartbeatDue struct {
 	Progress chain.Position
 }
 
-func (Msg) input() string               { return "message" }
 func (Tick) input() string              { return "tick" }
 func (PingResult) input() string        { return "ping result" }
 func (FrontierReport) input() string    { return "frontier report" }

@@ -48,11 +48,11 @@ type Runtime struct {
 	draining bool  // asked to release: admission closed
 
 	// After a grant ended: what must be recovered, and since when.
-	required   *Msg
+	required   *RequiredMsg
 	requiredAt time.Time
 	offered    bool
 	// Recovery placement, if selected.
-	recovery *Msg
+	recovery *RecoverMsg
 	// The host's reports: how far it has recovered (materialized) the
 	// last holder's chain, how far it can recover it, and whether its
 	// storage can serve.
@@ -68,7 +68,7 @@ type Runtime struct {
 
 	// Direct peer health: the topology the controller last described,
 	// and each link's last successful round trip under its token.
-	topo  *Msg
+	topo  *TopologyMsg
 	links map[string]*link
 	// A peer's concern about the holder.
 	concerned bool
@@ -265,6 +265,8 @@ func (r *Runtime) Step(in Input) error {
 	switch in := in.(type) {
 	case Msg:
 		return r.stepMsg(in)
+	case nil:
+		return &RefusedError{Node: r.cfg.Node, Event: "nil", Reason: "no input"}
 	case Tick:
 		r.tick(in.Now)
 	case PingResult:
@@ -296,25 +298,42 @@ func (r *Runtime) Step(in Input) error {
 // arrive in, and whichever of them is lost, the first that shows the
 // newer token closes it.
 func (r *Runtime) stepMsg(m Msg) error {
-	if m.To != r.cfg.Node {
-		return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "addressed to another node"}
+	to, kind := m.Recipient(), string(m.Kind())
+	refuse := func(reason string) error { return &RefusedError{Node: to, Event: kind, Reason: reason} }
+	if to != r.cfg.Node {
+		return refuse("addressed to another node")
 	}
-	switch m.Kind {
-	case MsgGrant:
+	var token Token
+	switch m := m.(type) {
+	case GrantMsg:
 		g := m.Grant
 		if g.Domain != r.cfg.Domain || g.Holder != r.cfg.Node || g.Token != m.Token {
-			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "not a grant of this node"}
+			return refuse("not a grant of this node")
 		}
-	case MsgRevoke, MsgRequired, MsgRecover, MsgRelease, MsgTopology, MsgHeartbeatNow, MsgConcernAnswer:
+		token = m.Token
+	case RevokeMsg:
+		token = m.Token
+	case RequiredMsg:
+		token = m.Token
+	case RecoverMsg:
+		token = m.Token
+	case ReleaseMsg:
+		token = m.Token
+	case TopologyMsg:
+		token = m.Token
+	case HeartbeatNowMsg:
+		token = m.Token
+	case ConcernAnswerMsg:
+		token = m.Token
 	default:
-		return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "unknown message"}
+		return refuse("unknown message")
 	}
-	r.see(m.Token)
-	switch m.Kind {
-	case MsgGrant:
+	r.see(token)
+	switch m := m.(type) {
+	case GrantMsg:
 		g := m.Grant
 		if g.Token < r.maxToken || g.Token <= r.ended || (g.Token == r.grant.Token && g.Deadline.Before(r.grant.Deadline)) {
-			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: fmt.Sprintf("token %d is stale (seen %d)", g.Token, r.maxToken)}
+			return refuse(fmt.Sprintf("token %d is stale (seen %d)", g.Token, r.maxToken))
 		}
 		if g.Token > r.grant.Token {
 			r.draining = false
@@ -329,31 +348,29 @@ func (r *Runtime) stepMsg(m Msg) error {
 		}
 		r.grant, r.maxToken = g, g.Token
 		r.required, r.recovery, r.offered = nil, nil, false
-	case MsgRevoke:
+	case RevokeMsg:
 		r.end(m.Token)
-	case MsgRequired:
+	case RequiredMsg:
 		if m.Token < r.maxToken || !r.cfg.Caps.Promotable {
-			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "stale or not promotable"}
+			return refuse("stale or not promotable")
 		}
 		r.end(m.Token)
-		mm := m
 		// A new requirement also ends a recovery placement: the
 		// controller withdrew it.
-		r.required, r.requiredAt, r.offered, r.recovery = &mm, r.now, false, nil
-	case MsgRecover:
+		r.required, r.requiredAt, r.offered, r.recovery = &m, r.now, false, nil
+	case RecoverMsg:
 		if m.Token < r.maxToken || m.Grant.Holder != r.cfg.Node {
-			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "stale or for another node"}
+			return refuse("stale or for another node")
 		}
-		mm := m
-		r.recovery, r.recoverDue = &mm, true
-	case MsgRelease:
+		r.recovery, r.recoverDue = &m, true
+	case ReleaseMsg:
 		if m.Token != r.grant.Token || r.grant.Token == 0 {
-			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "not the grant held"}
+			return refuse("not the grant held")
 		}
 		r.draining, r.release = true, true
-	case MsgTopology:
+	case TopologyMsg:
 		if r.topo != nil && m.Topology < r.topo.Topology {
-			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "an older topology"}
+			return refuse("an older topology")
 		}
 		if m.Ended {
 			r.end(m.Token)
@@ -364,14 +381,13 @@ func (r *Runtime) stepMsg(m Msg) error {
 			// stays fenced until a confirmation for the new topology.
 			r.challenging, r.concerned, r.advised, r.retryAt = false, false, false, time.Time{}
 		}
-		mm := m
-		r.topo = &mm
-	case MsgHeartbeatNow:
+		r.topo = &m
+	case HeartbeatNowMsg:
 		if r.grant.Token == 0 || m.Token != r.grant.Token {
-			return &RefusedError{Node: m.To, Event: string(m.Kind), Reason: "not the grant held"}
+			return refuse("not the grant held")
 		}
 		r.out = append(r.out, Heartbeat{Node: r.cfg.Node, Token: r.grant.Token})
-	case MsgConcernAnswer:
+	case ConcernAnswerMsg:
 		if m.RetryAfter > 0 {
 			r.retryAt = r.now.Add(m.RetryAfter)
 		} else {
@@ -499,9 +515,9 @@ func (r *Runtime) setFrontier(star string, pos chain.Position, usable bool) {
 // has not offered yet: the host reports how far it has recovered and can
 // recover the requirement's star (FrontierReport, RecoverableReport), and
 // the node offers at a Tick once the decision delay has passed.
-func (r *Runtime) Awaiting() (Msg, bool) {
+func (r *Runtime) Awaiting() (RequiredMsg, bool) {
 	if r.required == nil || r.offered {
-		return Msg{}, false
+		return RequiredMsg{}, false
 	}
 	return *r.required, true
 }
@@ -530,7 +546,7 @@ type RuntimeReady struct {
 	// Guard with Recover.Grant.Revision, and step a FrontierReport. The
 	// node stays read-only until it receives a grant. A placement not
 	// reached is handed out again at the next Tick.
-	Recover *Msg
+	Recover *RecoverMsg
 	// Release asks the host to drain every stream (Finish) and step
 	// ReleaseDone.
 	Release bool

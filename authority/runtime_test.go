@@ -31,7 +31,7 @@ func TestRuntimeReadyUntilAdvance(t *testing.T) {
 	require.False(t, rt.HasReady())
 	require.Equal(t, authority.RuntimeReady{}, rt.Ready())
 
-	now := authority.Msg{To: "node-a", Kind: authority.MsgHeartbeatNow, Token: 3}
+	now := authority.HeartbeatNowMsg{To: "node-a", Token: 3}
 	require.NoError(t, rt.Step(now))
 	first := rt.Ready()
 	require.Len(t, first.Events, 1)
@@ -69,7 +69,7 @@ func TestRuntimeHeartbeatDue(t *testing.T) {
 func TestRuntimeReleaseThroughReady(t *testing.T) {
 	rt, _ := resumed(t)
 	rt.Advance(rt.Ready())
-	require.NoError(t, rt.Step(authority.Msg{To: "node-a", Kind: authority.MsgRelease, Token: 3}))
+	require.NoError(t, rt.Step(authority.ReleaseMsg{To: "node-a", Token: 3}))
 	rd := rt.Ready()
 	require.True(t, rd.Release)
 	require.NotNil(t, rd.State)
@@ -89,7 +89,7 @@ func TestRuntimeRecoverUntilReached(t *testing.T) {
 	rt, err := authority.NewRuntime(authority.RuntimeConfig{Node: "node-b", Domain: "orders", Caps: bothCaps}, t0)
 	require.NoError(t, err)
 	req := authority.Required{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 7}}
-	require.NoError(t, rt.Step(authority.Msg{To: "node-b", Kind: authority.MsgRecover, Token: 3, Required: req, Grant: authority.Grant{Holder: "node-b", Revision: 11}}))
+	require.NoError(t, rt.Step(authority.RecoverMsg{To: "node-b", Token: 3, Required: req, Grant: authority.Grant{Holder: "node-b", Revision: 11}}))
 	rd := rt.Ready()
 	require.NotNil(t, rd.Recover)
 	require.Equal(t, int64(11), rd.State.Revision, "the recovery's writes are guarded with its revision")

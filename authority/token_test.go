@@ -54,8 +54,8 @@ func topologyOf(t *testing.T, ctl *authority.Controller) uint64 {
 	t.Helper()
 	require.NoError(t, ctl.Step(authority.Connect{Node: "voter-0", Caps: bothCaps}))
 	for _, m := range ctl.Ready().Msgs {
-		if m.Kind == authority.MsgTopology {
-			return m.Topology
+		if m.Kind() == authority.MsgTopology {
+			return m.(authority.TopologyMsg).Topology
 		}
 	}
 	t.Fatal("no topology sent")
@@ -83,9 +83,9 @@ func TestControllerTokenTruncatedOrExtended(t *testing.T) {
 				require.NoError(t, err)
 			}
 			for _, m := range ctl.Ready().Msgs {
-				require.NotEqual(t, authority.MsgGrant, m.Kind, "the grant was resumed under %d", v)
-				if m.Kind == authority.MsgRevoke {
-					require.Equal(t, v, m.Token, "the revocation names the token presented")
+				require.NotEqual(t, authority.MsgGrant, m.Kind(), "the grant was resumed under %d", v)
+				if m.Kind() == authority.MsgRevoke {
+					require.Equal(t, v, m.(authority.RevokeMsg).Token, "the revocation names the token presented")
 				}
 			}
 
@@ -100,8 +100,8 @@ func TestControllerTokenTruncatedOrExtended(t *testing.T) {
 			} {
 				require.ErrorIs(t, ctl.Step(ev), authority.ErrRefused, "%T", ev)
 				for _, m := range ctl.Ready().Msgs {
-					require.NotEqual(t, authority.MsgGrant, m.Kind, "%T under %d renewed the grant", ev, v)
-					require.NotEqual(t, authority.MsgHeartbeatNow, m.Kind, "%T under %d challenged the holder", ev, v)
+					require.NotEqual(t, authority.MsgGrant, m.Kind(), "%T under %d renewed the grant", ev, v)
+					require.NotEqual(t, authority.MsgHeartbeatNow, m.Kind(), "%T under %d challenged the holder", ev, v)
 				}
 			}
 			require.Equal(t, deadline, ctl.Deadline(), "renewed under %d", v)
@@ -172,8 +172,8 @@ func TestRuntimeTokenTruncatedOrExtended(t *testing.T) {
 			rt := fresh()
 			mixed := g
 			mixed.Token = v
-			require.ErrorIs(t, rt.Step(authority.Msg{To: "node-a", Kind: authority.MsgGrant, Token: bigToken, Grant: mixed}), authority.ErrRefused)
-			require.ErrorIs(t, rt.Step(authority.Msg{To: "node-a", Kind: authority.MsgGrant, Token: v, Grant: g}), authority.ErrRefused)
+			require.ErrorIs(t, rt.Step(authority.GrantMsg{To: "node-a", Token: bigToken, Grant: mixed}), authority.ErrRefused)
+			require.ErrorIs(t, rt.Step(authority.GrantMsg{To: "node-a", Token: v, Grant: g}), authority.ErrRefused)
 			require.Equal(t, g, rt.Grant())
 
 			// A message under an older token leaves the grant as it is;
@@ -189,17 +189,17 @@ func TestRuntimeTokenTruncatedOrExtended(t *testing.T) {
 				}
 			}
 			rt = fresh()
-			require.ErrorIs(t, rt.Step(authority.Msg{To: "node-a", Kind: authority.MsgRelease, Token: v}), authority.ErrRefused)
+			require.ErrorIs(t, rt.Step(authority.ReleaseMsg{To: "node-a", Token: v}), authority.ErrRefused)
 			require.False(t, rt.Ready().Release, "a release under %d drains the grant", v)
 			still("a release")
 
 			rt = fresh()
-			require.ErrorIs(t, rt.Step(authority.Msg{To: "node-a", Kind: authority.MsgHeartbeatNow, Token: v}), authority.ErrRefused)
+			require.ErrorIs(t, rt.Step(authority.HeartbeatNowMsg{To: "node-a", Token: v}), authority.ErrRefused)
 			require.Empty(t, rt.Ready().Events, "a heartbeat request under %d was answered", v)
 			still("a heartbeat request")
 
 			rt = fresh()
-			require.NoError(t, rt.Step(authority.Msg{To: "node-a", Kind: authority.MsgRevoke, Token: v}))
+			require.NoError(t, rt.Step(authority.RevokeMsg{To: "node-a", Token: v}))
 			still("a revocation")
 
 			// Health: the holder's links to its voters complete round
@@ -207,7 +207,7 @@ func TestRuntimeTokenTruncatedOrExtended(t *testing.T) {
 			// missing, and it challenges.
 			for _, under := range []authority.Token{bigToken, v} {
 				rt = fresh()
-				require.NoError(t, rt.Step(authority.Msg{To: "node-a", Kind: authority.MsgTopology, Topology: 1, Token: bigToken, Holder: "node-a", Voters: []string{"node-a", "voter-0", "voter-1"}}))
+				require.NoError(t, rt.Step(authority.TopologyMsg{To: "node-a", Topology: 1, Token: bigToken, Holder: "node-a", Voters: []string{"node-a", "voter-0", "voter-1"}}))
 				at := t0
 				for range 8 {
 					at = at.Add(authority.PingEvery)

@@ -24,7 +24,30 @@ import (
 )
 
 func kind(k authority.MsgKind, tok authority.Token) func(authority.Msg) bool {
-	return func(m authority.Msg) bool { return m.Kind == k && m.Token == tok }
+	return func(m authority.Msg) bool { return m.Kind() == k && msgToken(m) == tok }
+}
+
+// msgToken is the token m is bound to.
+func msgToken(m authority.Msg) authority.Token {
+	switch m := m.(type) {
+	case authority.GrantMsg:
+		return m.Token
+	case authority.RevokeMsg:
+		return m.Token
+	case authority.RequiredMsg:
+		return m.Token
+	case authority.RecoverMsg:
+		return m.Token
+	case authority.ReleaseMsg:
+		return m.Token
+	case authority.TopologyMsg:
+		return m.Token
+	case authority.HeartbeatNowMsg:
+		return m.Token
+	case authority.ConcernAnswerMsg:
+		return m.Token
+	}
+	return 0
 }
 
 // Two agents dial in over mutual TLS; node-a gets the grant over the
@@ -55,7 +78,7 @@ func testEndToEnd(t *testing.T, e *env) {
 
 	// Past the new controller's fence, the first token goes to node-a.
 	e.tick(lease)
-	g := recvMsg(t, a.tap.seen, kind(authority.MsgGrant, 1)).Grant
+	g := recvMsg(t, a.tap.seen, kind(authority.MsgGrant, 1)).(authority.GrantMsg).Grant
 	require.Equal(t, authority.Grant{Domain: domain, Holder: "node-a", Token: 1, Deadline: e.clock.Now().Add(lease), Revision: e.d.State().TokenRevision},
 		authority.Grant{Domain: g.Domain, Holder: g.Holder, Token: g.Token, Deadline: g.Deadline.UTC(), Revision: g.Revision}, "the grant survives the wire")
 	require.NoError(t, a.agent.Admit())

@@ -267,7 +267,9 @@ func (c *conn) read(body io.ReadCloser, limit int) {
 			if json.Unmarshal(line, &w) != nil {
 				return
 			}
-			if m := w.msg(); m.To == c.node {
+			// A kind this client does not know (a newer controller's) is
+			// skipped, as a runtime would refuse it.
+			if m, err := w.msg(); err == nil && m.Recipient() == c.node {
 				select {
 				case c.msgs <- m:
 				case <-c.done:

@@ -163,7 +163,7 @@ func TestStreamMessageBound(t *testing.T) {
 	defer conn.Close()
 	var got []authority.Token
 	for m := range conn.Msgs() {
-		got = append(got, m.Token)
+		got = append(got, msgToken(m))
 	}
 	require.Equal(t, []authority.Token{1, 2}, got, "the message over the bound ended the stream")
 

@@ -217,11 +217,11 @@ func (e *env) tick(d time.Duration) {
 // the next token once the controller's fence has passed.
 func (e *env) grant(conn authority.Conn, name string) authority.Grant {
 	e.t.Helper()
-	req := recvMsg(e.t, conn.Msgs(), func(m authority.Msg) bool { return m.Kind == authority.MsgRequired })
+	req := recvMsg(e.t, conn.Msgs(), func(m authority.Msg) bool { return m.Kind() == authority.MsgRequired }).(authority.RequiredMsg)
 	require.NoError(e.t, conn.Send(e.ctx, authority.Offer{Node: name, Token: req.Token, Star: req.Required.Star, Frontier: req.Required.Pos, Usable: true}))
 	require.Equal(e.t, authority.Recovering, e.d.State().Phase)
 	e.tick(lease + time.Second)
-	m := recvMsg(e.t, conn.Msgs(), func(m authority.Msg) bool { return m.Kind == authority.MsgGrant })
+	m := recvMsg(e.t, conn.Msgs(), func(m authority.Msg) bool { return m.Kind() == authority.MsgGrant }).(authority.GrantMsg)
 	require.Equal(e.t, name, m.Grant.Holder)
 	return m.Grant
 }
@@ -284,7 +284,7 @@ type host struct {
 
 func (h *host) Progress() chain.Position { return h.progress }
 
-func (h *host) Recover(ctx context.Context, order authority.Msg) (chain.Position, error) {
+func (h *host) Recover(ctx context.Context, order authority.RecoverMsg) (chain.Position, error) {
 	return order.Required.Pos, nil
 }
 
@@ -294,7 +294,7 @@ func (h *host) Frontier(star string) (chain.Position, bool) { return chain.Posit
 
 // barrier is a message no runtime takes: delivering it after a message
 // proves the agent finished handling that one.
-var barrier = authority.Msg{To: "barrier", Kind: authority.MsgRevoke}
+var barrier = authority.RevokeMsg{To: "barrier"}
 
 // tap stands between an Agent and its Conn: it hands the agent each
 // message followed by a barrier, then reports the message on seen, so a

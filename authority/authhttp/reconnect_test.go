@@ -53,7 +53,7 @@ func TestFormerHolderReconnectsOverTheWire(t *testing.T) {
 	e.client("node-a").kill()
 	e.waitEnded("node-a")
 	e.tick(3 * time.Second)
-	req := recvMsg(t, b.Msgs(), kind(authority.MsgRequired, g1.Token))
+	req := recvMsg(t, b.Msgs(), kind(authority.MsgRequired, g1.Token)).(authority.RequiredMsg)
 	require.NoError(t, b.Send(e.ctx, authority.Offer{Node: "node-b", Token: req.Token, Star: req.Required.Star,
 		Frontier: req.Required.Pos, Recoverable: req.Required.Pos, Usable: true}))
 	e.tick(lease)
@@ -71,14 +71,14 @@ func TestFormerHolderReconnectsOverTheWire(t *testing.T) {
 	}
 	conn, first := reconnect()
 	require.NoError(t, conn.Close())
-	require.Equal(t, []authority.MsgKind{authority.MsgTopology, authority.MsgRevoke}, []authority.MsgKind{first[0].Kind, first[1].Kind})
-	require.Equal(t, g1.Token+1, first[0].Token, "the topology names the newer token")
-	require.Equal(t, "node-b", first[0].Holder)
+	require.Equal(t, []authority.MsgKind{authority.MsgTopology, authority.MsgRevoke}, []authority.MsgKind{first[0].Kind(), first[1].Kind()})
+	require.Equal(t, g1.Token+1, first[0].(authority.TopologyMsg).Token, "the topology names the newer token")
+	require.Equal(t, "node-b", first[0].(authority.TopologyMsg).Holder)
 
 	for _, seq := range [][]int{{0, 1}, {1, 0}, {0}, {1}} {
 		var names []authority.MsgKind
 		for _, i := range seq {
-			names = append(names, first[i].Kind)
+			names = append(names, first[i].Kind())
 		}
 		t.Run(fmt.Sprint(names), func(t *testing.T) {
 			conn, msgs := reconnect()
@@ -110,7 +110,7 @@ func TestFormerHolderReconnectsOverTheWire(t *testing.T) {
 			}
 			late := g1
 			late.Deadline = late.Deadline.Add(time.Minute)
-			fed.feed(t, authority.Msg{To: "node-a", Kind: authority.MsgGrant, Token: g1.Token, Topology: msgs[0].Topology, Grant: late})
+			fed.feed(t, authority.GrantMsg{To: "node-a", Token: g1.Token, Topology: msgs[0].(authority.TopologyMsg).Topology, Grant: late})
 			require.ErrorIs(t, ag.Admit(), authority.ErrNotAdmitted, "a delayed grant under the old token reopened admission")
 		})
 	}

@@ -208,15 +208,15 @@ func (s *Server) clearLocked() []*stream {
 func (s *Server) Send(m authority.Msg) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.streams[m.To]
+	st := s.streams[m.Recipient()]
 	if st == nil {
-		s.log.Debug("authhttp: message for a node without a stream dropped", "node", m.To, "kind", m.Kind, "token", m.Token)
+		s.log.Debug("authhttp: message for a node without a stream dropped", "node", m.Recipient(), "kind", m.Kind())
 		return
 	}
 	select {
 	case st.q <- m:
 	default:
-		s.log.Warn("authhttp: stream queue full; closing the stream", "node", m.To, "stream", st.id, "kind", m.Kind, "token", m.Token)
+		s.log.Warn("authhttp: stream queue full; closing the stream", "node", m.Recipient(), "stream", st.id, "kind", m.Kind())
 		st.end()
 	}
 }

@@ -40,10 +40,10 @@ func TestStreamTokenTruncatedOrExtended(t *testing.T) {
 		require.NoError(t, err)
 		replaced = append(replaced, conn)
 		m := recvMsg(t, conn.Msgs(), func(m authority.Msg) bool {
-			require.NotEqual(t, authority.MsgGrant, m.Kind, "the grant of %d was resumed under %d", bigToken, v)
-			return m.Kind == authority.MsgRevoke
+			require.NotEqual(t, authority.MsgGrant, m.Kind(), "the grant of %d was resumed under %d", bigToken, v)
+			return m.Kind() == authority.MsgRevoke
 		})
-		require.Equal(t, v, m.Token)
+		require.Equal(t, v, msgToken(m))
 	}
 	a := e.dial("node-a", promotable, bigToken)
 	recvMsg(t, a.Msgs(), kind(authority.MsgGrant, bigToken))

@@ -165,22 +165,75 @@ type wireMsg struct {
 	Window     int64        `json:"window_ms,omitempty"`
 }
 
-func toWireMsg(m authority.Msg) wireMsg {
-	g := m.Grant
-	return wireMsg{To: m.To, Kind: string(m.Kind), Token: uint64(m.Token),
-		Grant:    wireGrant{Domain: g.Domain, Holder: g.Holder, Token: uint64(g.Token), Deadline: g.Deadline, Revision: g.Revision},
-		Required: wireRequired{Star: m.Required.Star, Pos: toPos(m.Required.Pos)},
-		Topology: m.Topology, Voters: m.Voters, Holder: m.Holder, Ended: m.Ended,
-		RetryAfter: m.RetryAfter.Milliseconds(), Window: m.Window.Milliseconds()}
+func toWireGrant(g authority.Grant) wireGrant {
+	return wireGrant{Domain: g.Domain, Holder: g.Holder, Token: uint64(g.Token), Deadline: g.Deadline, Revision: g.Revision}
 }
 
-func (w wireMsg) msg() authority.Msg {
-	g := w.Grant
-	return authority.Msg{To: w.To, Kind: authority.MsgKind(w.Kind), Token: authority.Token(w.Token),
-		Grant:    authority.Grant{Domain: g.Domain, Holder: g.Holder, Token: authority.Token(g.Token), Deadline: g.Deadline, Revision: g.Revision},
-		Required: authority.Required{Star: w.Required.Star, Pos: w.Required.Pos.pos()},
-		Topology: w.Topology, Voters: w.Voters, Holder: w.Holder, Ended: w.Ended,
-		RetryAfter: time.Duration(w.RetryAfter) * time.Millisecond, Window: time.Duration(w.Window) * time.Millisecond}
+func (g wireGrant) grant() authority.Grant {
+	return authority.Grant{Domain: g.Domain, Holder: g.Holder, Token: authority.Token(g.Token), Deadline: g.Deadline, Revision: g.Revision}
+}
+
+func toWireRequired(r authority.Required) wireRequired {
+	return wireRequired{Star: r.Star, Pos: toPos(r.Pos)}
+}
+
+func (r wireRequired) required() authority.Required {
+	return authority.Required{Star: r.Star, Pos: r.Pos.pos()}
+}
+
+// toWireMsg is m's line: every kind on the same line format, with the
+// fields its kind does not use left out.
+func toWireMsg(m authority.Msg) wireMsg {
+	w := wireMsg{To: m.Recipient(), Kind: string(m.Kind())}
+	switch m := m.(type) {
+	case authority.GrantMsg:
+		w.Token, w.Topology, w.Grant = uint64(m.Token), m.Topology, toWireGrant(m.Grant)
+	case authority.RevokeMsg:
+		w.Token = uint64(m.Token)
+	case authority.RequiredMsg:
+		w.Token, w.Required = uint64(m.Token), toWireRequired(m.Required)
+	case authority.RecoverMsg:
+		w.Token, w.Required, w.Grant = uint64(m.Token), toWireRequired(m.Required), toWireGrant(m.Grant)
+	case authority.ReleaseMsg:
+		w.Token = uint64(m.Token)
+	case authority.TopologyMsg:
+		w.Token, w.Topology, w.Voters, w.Holder, w.Ended = uint64(m.Token), m.Topology, m.Voters, m.Holder, m.Ended
+	case authority.HeartbeatNowMsg:
+		w.Token, w.Topology = uint64(m.Token), m.Topology
+	case authority.ConcernAnswerMsg:
+		w.Token, w.Topology = uint64(m.Token), m.Topology
+		w.RetryAfter, w.Window = m.RetryAfter.Milliseconds(), m.Window.Milliseconds()
+	}
+	return w
+}
+
+// msg is the message a line carries; a kind it does not know is an
+// error. Fields a kind does not use are ignored.
+func (w wireMsg) msg() (authority.Msg, error) {
+	tok := authority.Token(w.Token)
+	if len(w.Voters) == 0 {
+		w.Voters = nil // an empty list is no list: the line leaves both out
+	}
+	switch authority.MsgKind(w.Kind) {
+	case authority.MsgGrant:
+		return authority.GrantMsg{To: w.To, Token: tok, Topology: w.Topology, Grant: w.Grant.grant()}, nil
+	case authority.MsgRevoke:
+		return authority.RevokeMsg{To: w.To, Token: tok}, nil
+	case authority.MsgRequired:
+		return authority.RequiredMsg{To: w.To, Token: tok, Required: w.Required.required()}, nil
+	case authority.MsgRecover:
+		return authority.RecoverMsg{To: w.To, Token: tok, Required: w.Required.required(), Grant: w.Grant.grant()}, nil
+	case authority.MsgRelease:
+		return authority.ReleaseMsg{To: w.To, Token: tok}, nil
+	case authority.MsgTopology:
+		return authority.TopologyMsg{To: w.To, Token: tok, Topology: w.Topology, Voters: w.Voters, Holder: w.Holder, Ended: w.Ended}, nil
+	case authority.MsgHeartbeatNow:
+		return authority.HeartbeatNowMsg{To: w.To, Token: tok, Topology: w.Topology}, nil
+	case authority.MsgConcernAnswer:
+		return authority.ConcernAnswerMsg{To: w.To, Token: tok, Topology: w.Topology,
+			RetryAfter: time.Duration(w.RetryAfter) * time.Millisecond, Window: time.Duration(w.Window) * time.Millisecond}, nil
+	}
+	return nil, fmt.Errorf("unknown message kind %.40q", w.Kind)
 }
 
 // envelope is RouteEvent's body.

@@ -74,7 +74,7 @@ func tokenMonotonicAcrossControllers(t *testing.T, b Backend) {
 	require.NoError(t, nb.Admit(c.now))
 	// node-a's late grant message from ctl-1 cannot bring it back.
 	c.connect("node-a")
-	require.Error(t, a.Step(authority.Msg{To: "node-a", Kind: authority.MsgGrant, Token: 1,
+	require.Error(t, a.Step(authority.GrantMsg{To: "node-a", Token: 1,
 		Grant: authority.Grant{Domain: domain, Holder: "node-a", Token: 1, Deadline: c.now.Add(time.Hour)}}))
 	require.ErrorIs(t, a.Admit(c.now), authority.ErrNotAdmitted)
 }
@@ -212,7 +212,7 @@ func recoveryReadOnlyUntilGrant(t *testing.T, b Backend) {
 	st := c.state()
 	require.Equal(t, authority.Vacant, st.Phase)
 	nb.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{Epoch: 1, Slot: 3}, Usable: true}) // behind
-	nb.Step(authority.RecoverableReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 7}})    // but able to recover it
+	nb.Step(authority.RecoverableReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 7}})            // but able to recover it
 	c.advance(time.Second)
 	st = c.state()
 	require.Equal(t, authority.Recovering, st.Phase)
@@ -345,11 +345,11 @@ func capabilitiesAndMisaddressed(t *testing.T, b Backend) {
 	c.disconnect("node-a", false)
 	require.ErrorIs(t, c.event(authority.Offer{Node: "ghost", Token: 1, Usable: true}), authority.ErrRefused, "a zero-capability node is not in the topology")
 	for _, m := range []authority.Msg{
-		{To: "node-a", Kind: authority.MsgGrant, Token: 9, Grant: authority.Grant{Domain: domain, Holder: "node-a", Token: 9}},
-		{To: "ghost", Kind: authority.MsgGrant, Token: 9, Grant: authority.Grant{Domain: domain, Holder: "node-a", Token: 9}},
-		{To: "ghost", Kind: authority.MsgGrant, Token: 9, Grant: authority.Grant{Domain: "other", Holder: "ghost", Token: 9}},
-		{To: "ghost", Kind: authority.MsgGrant, Token: 8, Grant: authority.Grant{Domain: domain, Holder: "ghost", Token: 9}},
-		{To: "ghost", Kind: authority.MsgRelease, Token: 9},
+		authority.GrantMsg{To: "node-a", Token: 9, Grant: authority.Grant{Domain: domain, Holder: "node-a", Token: 9}},
+		authority.GrantMsg{To: "ghost", Token: 9, Grant: authority.Grant{Domain: domain, Holder: "node-a", Token: 9}},
+		authority.GrantMsg{To: "ghost", Token: 9, Grant: authority.Grant{Domain: "other", Holder: "ghost", Token: 9}},
+		authority.GrantMsg{To: "ghost", Token: 8, Grant: authority.Grant{Domain: domain, Holder: "ghost", Token: 9}},
+		authority.ReleaseMsg{To: "ghost", Token: 9},
 	} {
 		require.ErrorIs(t, ghost.Step(m), authority.ErrRefused, "%+v", m)
 	}

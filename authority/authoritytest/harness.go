@@ -31,7 +31,7 @@ type cluster struct {
 	ctl   *authority.Controller
 	nodes map[string]*node
 	// Recovery orders and release requests the runtimes' hosts received.
-	recover map[string]*authority.Msg
+	recover map[string]*authority.RecoverMsg
 	release map[string]bool
 }
 
@@ -53,7 +53,7 @@ func newCluster(t *testing.T, b Backend) *cluster {
 	t.Helper()
 	c := &cluster{t: t, ctx: t.Context(), b: b, store: b.NewStore(t), now: t0,
 		cfg:   authority.ControllerConfig{Domain: domain, Lease: 10 * time.Second, Reconnect: 2 * time.Second},
-		nodes: map[string]*node{}, recover: map[string]*authority.Msg{}, release: map[string]bool{}}
+		nodes: map[string]*node{}, recover: map[string]*authority.RecoverMsg{}, release: map[string]bool{}}
 	c.elect("ctl-1")
 	return c
 }
@@ -135,7 +135,7 @@ func (c *cluster) run() {
 		}
 		for _, m := range rd.Msgs {
 			moved = true
-			nd := c.nodes[m.To]
+			nd := c.nodes[m.Recipient()]
 			if nd == nil || !nd.connected || nd.partitioned {
 				continue
 			}

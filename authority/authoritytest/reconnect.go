@@ -68,7 +68,7 @@ func formerHolderReconnects(t *testing.T, b Backend) {
 			first := reconnectFormerHolder(t, b, tc.replaced, tc.fenced)
 			kinds := map[authority.MsgKind]bool{}
 			for _, m := range first.msgs {
-				kinds[m.Kind] = true
+				kinds[m.Kind()] = true
 			}
 			require.True(t, kinds[authority.MsgTopology] && kinds[authority.MsgRevoke], "the reconnect is answered with a topology and a revocation: %+v", first.msgs)
 			seqs := sequences(len(first.msgs))
@@ -76,7 +76,7 @@ func formerHolderReconnects(t *testing.T, b Backend) {
 			for _, seq := range seqs {
 				var order []authority.MsgKind
 				for _, i := range seq {
-					order = append(order, first.msgs[i].Kind)
+					order = append(order, first.msgs[i].Kind())
 				}
 				// Each order in a test of its own: a backend's keyspace is
 				// the test's.
@@ -95,7 +95,7 @@ func formerHolderReconnects(t *testing.T, b Backend) {
 					// deadline runs, and the next reconnect claims no token.
 					late := fh.grant
 					late.Deadline = late.Deadline.Add(time.Minute)
-					require.ErrorIs(t, rt.Step(authority.Msg{To: "holder", Kind: authority.MsgGrant, Token: late.Token, Topology: rt.Topology(), Grant: late}),
+					require.ErrorIs(t, rt.Step(authority.GrantMsg{To: "holder", Token: late.Token, Topology: rt.Topology(), Grant: late}),
 						authority.ErrRefused)
 					c.nodes["holder"].hold = false
 					st := c.state()
@@ -179,7 +179,7 @@ func reconnectFormerHolder(t *testing.T, b Backend, replaced, fenced bool) forme
 func kindsOf(msgs []authority.Msg) []authority.MsgKind {
 	out := make([]authority.MsgKind, len(msgs))
 	for i, m := range msgs {
-		out[i] = m.Kind
+		out[i] = m.Kind()
 	}
 	return out
 }

@@ -105,7 +105,7 @@ func recoveryTimeout(t *testing.T, b Backend) {
 		c.advance(time.Second)
 		st = c.state()
 		require.NotEqual(t, "node-c", st.Candidate, "the selection was withdrawn at the timeout")
-		c.recover = map[string]*authority.Msg{} // from here on, who is asked to recover
+		c.recover = map[string]*authority.RecoverMsg{} // from here on, who is asked to recover
 		require.Contains(t, st.Ended, "did not recover")
 		guard, err := authority.Guard(c.store, "", domain, order.Grant.Revision)
 		require.NoError(t, err)

@@ -70,7 +70,7 @@ func fencedHolderTopologyChange(t *testing.T, b Backend) {
 			// nothing.
 			stale := h.Grant()
 			stale.Deadline = stale.Deadline.Add(time.Second)
-			require.NoError(t, h.Step(authority.Msg{To: "holder", Kind: authority.MsgGrant, Token: g.Token, Topology: before, Grant: stale}))
+			require.NoError(t, h.Step(authority.GrantMsg{To: "holder", Token: g.Token, Topology: before, Grant: stale}))
 			require.NoError(t, h.Step(authority.Tick{Now: c.now}))
 			require.ErrorIs(t, h.Admit(c.now), authority.ErrNotAdmitted, "a confirmation of the old topology reopened admission")
 			// Heard again: its next challenge (it asks at the heartbeat's

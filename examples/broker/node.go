@@ -521,7 +521,7 @@ func (n *node) acknowledged(pos chain.Position, took time.Duration) {
 // running is aborted first (it admits nothing any more), then every epoch
 // of the last holder is fenced and settled through the Guarded store,
 // which the agent points at the recovery placement.
-func (n *node) Recover(ctx context.Context, order authority.Msg) (chain.Position, error) {
+func (n *node) Recover(ctx context.Context, order authority.RecoverMsg) (chain.Position, error) {
 	h := n.current()
 	if h != nil {
 		n.drop(h, "recovery")
