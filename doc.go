@@ -8,7 +8,7 @@
 // A host's record goes down through these layers; each can be used
 // without those above it (the README composes the lower ones by hand):
 //
-//	batch.Producer.Add     lease/batch: gathers records of many streams into a bundle, one flight's
+//	batch.Producer.Add     batch:       gathers records of many streams into a bundle, one flight's
 //	        │              payload, by size and linger time, at each stream's next offset
 //	        ▼
 //	lease.Star.Submit      lease: checks that the star holds every stream the bundle carries, under a
