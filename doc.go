@@ -14,7 +14,7 @@
 //	lease.Star.Submit      lease: checks that the star holds every stream the bundle carries, under a
 //	        │              tenure the open gate admitted, and that each span continues its stream
 //	        ▼
-//	settle.Roller.Submit   settle: the star's writer across epochs; a roll mints the next epoch in
+//	roll.Roller.Submit     roll:        the star's writer across epochs; a roll mints the next epoch in
 //	        │              process and republishes what the old one did not acknowledge
 //	        ▼
 //	chain.Writer.Submit    chain: takes the epoch's next slot, creates the flight create-only at the
@@ -34,7 +34,7 @@
 // A star that dies leaves an open epoch. Whoever takes its streams over
 // settles that epoch before serving or appending: the open gate
 // (lease.Star.Open, when the predecessor left no clean-release mark),
-// authority.RecoverChain under the authority layer, or settle.OpenRoller
+// authority.RecoverChain under the authority layer, or roll.Open
 // when the star itself restarts. A settle.Settler does it in two steps:
 //
 //   - the fence (fence.Fencer) walks the epoch's slots past its
@@ -47,7 +47,7 @@
 //     (epoch.Minter.MarkSettled).
 //
 // The successor then continues each stream where its coverage ends
-// (settle.RefIndex.Next). A planned roll (settle.Roller.Roll) fences its
+// (settle.RefIndex.Next). A planned roll (roll.Roller.Roll) fences its
 // own epoch at the writer's release point instead (fence.Fencer.FenceAt).
 //
 // # Lifecycle
