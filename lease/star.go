@@ -313,7 +313,11 @@ func (s *Star) Next(stream string) (uint64, error) {
 	return t.next, nil
 }
 
-// Future is the pending outcome of one Submit.
+// Future is the pending outcome of one Submit: what this layer adds is the
+// spans of the streams the flight carries (Spans, known at once), and an
+// answer that comes only once the star has recorded the acknowledged
+// flight for its index, so that a departure starting after the answer
+// covers it. Its position is the roll.Future's, across rolls.
 type Future struct {
 	inner *roll.Future
 	spans []settle.Span

@@ -6,7 +6,12 @@ import (
 	"github.com/cutline/cutline/chain"
 )
 
-// Future is the pending outcome of one Roller append.
+// Future is the pending outcome of one Roller append: what this layer adds
+// is the final position across rolls. The append starts in the current
+// epoch's chain.Future, which a roll may cut off; the Roller then either
+// acknowledges it where it landed below the cut or republishes it into the
+// next epoch's first slots, so Wait returns the one position where the
+// payload is durable, whichever epoch that is.
 type Future struct {
 	payload []byte
 	wf      *chain.Future // nil while not placed in any epoch
