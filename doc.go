@@ -5,16 +5,17 @@
 //
 // # The path of a record
 //
-// A host's record goes down through these layers; each can be used
-// without those above it (the README composes the lower ones by hand):
+// A host's record goes down through these layers, one package per step,
+// each named for what it does; each can be used without those above it
+// (the README composes the lower ones by hand):
 //
-//	batch.Producer.Add     lease/batch: gathers records of many streams into a bundle, one flight's
+//	batch.Producer.Add     batch: gathers records of many streams into a bundle, one flight's
 //	        │              payload, by size and linger time, at each stream's next offset
 //	        ▼
 //	lease.Star.Submit      lease: checks that the star holds every stream the bundle carries, under a
 //	        │              tenure the open gate admitted, and that each span continues its stream
 //	        ▼
-//	settle.Roller.Submit   settle: the star's writer across epochs; a roll mints the next epoch in
+//	roll.Roller.Submit     roll: the star's writer across epochs; a roll mints the next epoch in
 //	        │              process and republishes what the old one did not acknowledge
 //	        ▼
 //	chain.Writer.Submit    chain: takes the epoch's next slot, creates the flight create-only at the
@@ -23,19 +24,32 @@
 //	objstore.Bucket        the flights, one object per slot per zone (layout: chain/wire)
 //	metastore.Store        epoch records (epoch.Minter), span refs (settle.RefIndex), tenure (lease)
 //
-// On the way back the Star covers the acknowledged flights in its index
+// The acknowledgement comes back up the same steps, one future per layer,
+// each adding what its layer knows: chain.Future the slot in one epoch,
+// roll.Future the final position across rolls, lease.Future the spans of
+// the streams its flight carries (answered once the star recorded the
+// flight for its index), batch.Ack each record's offset. On the way the
+// Star covers the acknowledged flights in its index
 // (settle.RefIndex.CoverFlights, every lease.Options.AbsorbEvery flights
 // and on Absorb) and moves the epoch's checkpoint through its writer
-// (chain.Writer.Checkpoint); the producer's batch.Ack gives each record's
-// offset and the flight's position.
+// (roll.Roller.Checkpoint, then chain.Writer.Checkpoint).
+//
+// That is why batch and roll are top-level packages and not parts of the
+// packages beside them: a reader following a record from the host's call
+// to its acknowledgement meets one package per step. The batching
+// producer is a client of a Star, not a part of tenure; the Roller is a
+// writer that settles its own epochs through a settle.Settler, not a step
+// of settlement. The packages below the path (epoch, fence, settle) are
+// what the steps use: epoch records, the fence that ends an epoch, and
+// the settlement that finishes it.
 //
 // # Takeover: the fence and the settlement
 //
 // A star that dies leaves an open epoch. Whoever takes its streams over
 // settles that epoch before serving or appending: the open gate
 // (lease.Star.Open, when the predecessor left no clean-release mark),
-// authority.RecoverChain under the authority layer, or settle.OpenRoller
-// when the star itself restarts. A settle.Settler does it in two steps:
+// authority.RecoverChain under the authority layer, or roll.Open when the
+// star itself restarts. A settle.Settler does it in two steps:
 //
 //   - the fence (fence.Fencer) walks the epoch's slots past its
 //     checkpoint, completes the flights the writer started, writes poison
@@ -47,8 +61,9 @@
 //     (epoch.Minter.MarkSettled).
 //
 // The successor then continues each stream where its coverage ends
-// (settle.RefIndex.Next). A planned roll (settle.Roller.Roll) fences its
-// own epoch at the writer's release point instead (fence.Fencer.FenceAt).
+// (settle.RefIndex.Next). A planned roll (roll.Roller.Roll) fences its
+// own epoch at the writer's release point instead (fence.Fencer.FenceAt)
+// and settles it without the garbage sweep (settle.Settler.SettleFencedAt).
 //
 // # Lifecycle
 //
@@ -93,5 +108,8 @@
 //	authority/<domain>/controller                the elected controller, bound to its session            authority
 //
 // Package metastore writes no key of its own: it is the contract the
-// backends (metastore/etcd, metastore/memstore) implement.
+// backends (metastore/etcd, metastore/memstore) implement. Nor do the two
+// steps of the write path that only pass records on: roll mints and moves
+// epoch records through the Settler's epoch.Minter (the epoch rows), and
+// batch appends through a lease.Star (the lease rows).
 package cutline

@@ -39,7 +39,11 @@ const (
 	slotAbandoned // above a halt point, or aborted: no more attempts
 )
 
-// Future is the pending outcome of one Submit. Its methods are safe for
+// Future is the pending outcome of one Submit: what this layer adds is the
+// slot in one epoch (Slot, known at once), decided when that slot and
+// every lower one are (the position Wait returns). It never leaves its
+// epoch: an append its epoch's fence cut off fails here, and moving it to
+// the next epoch is roll.Future's part. Its methods are safe for
 // concurrent use.
 type Future struct {
 	w    *Writer

@@ -24,7 +24,7 @@
 // # The reference host
 //
 // StartHost runs the loop every host needs over a chain.Writer (StartRoller
-// over a settle.Roller): a producer calls Submit with a record id; the host
+// over a roll.Roller): a producer calls Submit with a record id; the host
 // gives the record the stream's next offset (a Record payload, which Locate
 // reads back) and submits it pipelined; an absorb loop waits for the
 // answers in slot order, covers each acknowledged flight in the index and,

@@ -16,6 +16,7 @@ import (
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/fs"
 	"github.com/cutline/cutline/objstore/memblob"
+	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -80,13 +81,13 @@ func TestConflictingFlight(t *testing.T) {
 	require.ErrorIs(t, err, chain.ErrConflictingFlight)
 }
 
-// The host over a settle.Roller: records keep being acknowledged across a
+// The host over a roll.Roller: records keep being acknowledged across a
 // planned roll (a window change), and the run checks clean.
 func TestRollerHost(t *testing.T) {
 	ctx := t.Context()
 	e := cutlinetest.NewMem(t, 3)
 	p := e.Party(starA)
-	r, err := settle.OpenRoller(ctx, p.Settler, starA, e.Constants(2, 4), settle.RollerOptions{})
+	r, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{})
 	require.NoError(t, err)
 	var hist cutlinetest.History
 	h := cutlinetest.StartRoller(p, r, cutlinetest.HostOptions{History: &hist, AbsorbEvery: 3})

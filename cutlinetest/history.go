@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/settle"
+	"github.com/cutline/cutline/roll"
 )
 
 // Op is what an Event records.
@@ -93,7 +93,7 @@ const (
 	// absent: the failure is definite: the record was refused before it
 	// was placed, its slot lies at or past a dead slot (chain.ErrFenced),
 	// or a roll dropped it instead of republishing it
-	// (settle.ErrDropped), so it is not in the chain.
+	// (roll.ErrDropped), so it is not in the chain.
 	absent
 	// unknown: the failure leaves the outcome open (an aborted writer, a
 	// killed host, a blocked slot, a closed roller): the record may
@@ -113,7 +113,7 @@ func fateOf(evs []Event, i int, answers map[int]Event) fate {
 		return pending
 	case a.Op == Acked:
 		return acknowledged
-	case errors.Is(a.Err, chain.ErrFenced), errors.Is(a.Err, settle.ErrDropped):
+	case errors.Is(a.Err, chain.ErrFenced), errors.Is(a.Err, roll.ErrDropped):
 		return absent
 	}
 	return unknown

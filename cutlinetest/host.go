@@ -9,6 +9,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -79,13 +80,13 @@ type item struct {
 	w       waiter
 }
 
-// waiter is a pending append: a *chain.Future or a *settle.Future.
+// waiter is a pending append: a *chain.Future or a *roll.Future.
 type waiter interface {
 	Wait(context.Context) (chain.Position, error)
 }
 
 // appender is what a Host appends through: a chain.Writer or a
-// settle.Roller.
+// roll.Roller.
 type appender interface {
 	submit(ctx context.Context, p []byte) (waiter, error)
 	// checkpoint moves the checkpoint to pos.
@@ -112,7 +113,7 @@ func (a writerAppender) checkpoint(ctx context.Context, pos chain.Position) erro
 func (a writerAppender) close(ctx context.Context) error { return a.w.Close(ctx) }
 func (a writerAppender) abort()                          { a.w.Abort() }
 
-type rollerAppender struct{ r *settle.Roller }
+type rollerAppender struct{ r *roll.Roller }
 
 func (a rollerAppender) submit(ctx context.Context, p []byte) (waiter, error) {
 	ap, err := a.r.Submit(ctx, p)
@@ -145,7 +146,7 @@ func StartHost(p *Party, w *chain.Writer, opts HostOptions) *Host {
 
 // StartRoller starts a host over r, a roller over p's settler. It is
 // killed when the test ends unless it was closed.
-func StartRoller(p *Party, r *settle.Roller, opts HostOptions) *Host {
+func StartRoller(p *Party, r *roll.Roller, opts HostOptions) *Host {
 	p.Env.T.Helper()
 	return start(p, rollerAppender{r}, r.Epoch().Star, opts)
 }

@@ -141,7 +141,7 @@
 // returned nil, the writer never halted and every slot it assigned was
 // acknowledged (Released() == Stats().Submitted), the writer stopped
 // exactly at its release point and has nothing in flight. FenceAt ends
-// such an epoch without a walk (settle's Roller does it on a planned
+// such an epoch without a walk (a roll.Roller does it on a planned
 // roll):
 //
 //	rep, err := f.FenceAt(ctx, "star-1", ep, w.Released())

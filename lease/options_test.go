@@ -12,7 +12,7 @@ import (
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/settle"
+	"github.com/cutline/cutline/roll"
 )
 
 // Refused options name one field each, and nothing is written: the star
@@ -29,9 +29,9 @@ func TestStartRefusesOptions(t *testing.T) {
 		"AbsorbEvery": {AbsorbEvery: -1},
 		"Backoff.Min": {Backoff: clock.Backoff{Min: -time.Second}},
 		"Backoff.Max": {Backoff: clock.Backoff{Min: time.Minute, Max: time.Second}},
-		"Roller.Republish": {Roller: settle.RollerOptions{
+		"Roller.Republish": {Roller: roll.Options{
 			Republish: func(context.Context, *epoch.Record, [][]byte) ([]error, error) { return nil, nil }}},
-		"Roller.Admit": {Roller: settle.RollerOptions{Admit: func([]byte) error { return nil }}},
+		"Roller.Admit": {Roller: roll.Options{Admit: func([]byte) error { return nil }}},
 	} {
 		_, err := lease.Start(bounded(t), cfg, opts)
 		require.ErrorIs(t, err, config.ErrInvalid, field)

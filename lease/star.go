@@ -15,6 +15,7 @@ import (
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -63,9 +64,9 @@ type Config struct {
 
 // Options tunes a Star. The zero value works.
 type Options struct {
-	// Roller configures the star's settle.Roller. RollOnHalt is always
+	// Roller configures the star's roll.Roller. RollOnHalt is always
 	// on, and Republish and Admit are the star's own: set neither.
-	Roller settle.RollerOptions
+	Roller roll.Options
 	// AbsorbEvery is how many acknowledged flights the star lets pile up
 	// before it covers them in the Index and advances its epoch's
 	// checkpoint. 0 means 64; at most epoch.MaxWindow. Absorb does it on
@@ -107,7 +108,7 @@ type Star struct {
 	opts   Options
 	keys   keys
 	reg    *Registry
-	roller *settle.Roller
+	roller *roll.Roller
 	clock  clock.Clock
 	log    *slog.Logger
 
@@ -251,7 +252,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Star, error) {
 	if ropts.Logger == nil {
 		ropts.Logger = opts.Logger
 	}
-	r, err := settle.OpenRoller(ctx, cfg.Settler, cfg.Star, cfg.Constants, ropts)
+	r, err := roll.Open(ctx, cfg.Settler, cfg.Star, cfg.Constants, ropts)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +274,7 @@ func (s *Star) Name() string { return s.cfg.Star }
 func (s *Star) Epoch() *epoch.Record { return s.roller.Epoch() }
 
 // Stats returns a snapshot of the counters of the writer of the star's
-// current epoch (settle.Roller.Stats).
+// current epoch (roll.Roller.Stats).
 func (s *Star) Stats() chain.WriterStats { return s.roller.Stats() }
 
 // Lost is closed when the star's session has ended: it evicts every stream
@@ -312,9 +313,13 @@ func (s *Star) Next(stream string) (uint64, error) {
 	return t.next, nil
 }
 
-// Future is the pending outcome of one Submit.
+// Future is the pending outcome of one Submit: what this layer adds is the
+// spans of the streams the flight carries (Spans, known at once), and an
+// answer that comes only once the star has recorded the acknowledged
+// flight for its index, so that a departure starting after the answer
+// covers it. Its position is the roll.Future's, across rolls.
 type Future struct {
-	inner *settle.Future
+	inner *roll.Future
 	spans []settle.Span
 	done  chan struct{}
 	pos   chain.Position
@@ -504,7 +509,7 @@ func (s *Star) answer() {
 			switch {
 			case err == nil:
 				t.pending = append(t.pending, spanAt{pos: pos, span: sp})
-			case errors.Is(err, settle.ErrDropped):
+			case errors.Is(err, roll.ErrDropped):
 				// Certainly not in the chain; the tenure was lost.
 			default:
 				// Unknown: it may land below a later cut. Only a fence

@@ -41,6 +41,7 @@ echo "|---|---|"
   run . -bench 'AppendHeap' -benchtime 1x ./chain/
   run . -bench . ./fence/
   run . -bench . ./settle/
+  run . -bench . ./roll/
   run . -bench . ./objstore/memblob/ ./objstore/fs/ ./objstore/s3/
   run objstore/gcs -bench . .
   run internal/integration -bench . ./etcdstore/

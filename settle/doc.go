@@ -1,7 +1,7 @@
 // Package settle finishes what a fence starts: it settles a fenced epoch so
 // that a successor can serve and append, keeps the host's coverage index
-// (RefIndex), trims covered slots, and rolls a star's writer to a new epoch
-// in process (Roller).
+// (RefIndex), and trims covered slots. A star's writer across epochs,
+// which settles its own epochs through a Settler, is package roll.
 //
 // # What settlement is
 //
@@ -28,8 +28,8 @@
 //     the settlement's own fence read past the cut (fence.Report.Garbage)
 //     is deleted without a probe. Memory holds a page per zone, not the
 //     window, and a context that ends stops it between requests. (A
-//     Roller's planned roll from a cleanly closed writer skips this step:
-//     see "The Roller and the unratified tail");
+//     roll.Roller's planned roll from a cleanly closed writer skips this
+//     step: see "Settling your own epochs: package roll");
 //  3. it hands every committed flight in [checkpoint, cut) to the host's
 //     Coverage, in order, side by side with step 2 (they touch disjoint
 //     slots), reading them ahead as far as MaxParallel
@@ -58,7 +58,7 @@
 //	reports, err := settler.SettleAll(ctx, "broker-1") // fence + settle
 //	next, err := refs.Next(ctx, stream)                // where the stream goes on
 //
-// A star that restarts does the same with its own earlier epochs (OpenRoller
+// A star that restarts does the same with its own earlier epochs (roll.Open
 // does it for you). The cut is the only decision; every fencer derives the
 // same one, so racing successors agree.
 //
@@ -79,12 +79,12 @@
 // coverage invariant is that refs cover every acknowledged byte. The host
 // has two duties while it writes:
 //
-//   - cover on acknowledgement: when a chain.Future (or the Roller's
-//     Future) is acknowledged, record the refs for its flight before it
-//     answers the producer;
+//   - cover on acknowledgement: when a chain.Future (or a roll.Future) is
+//     acknowledged, record the refs for its flight before it answers the
+//     producer;
 //   - advance the checkpoint: move the epoch's checkpoint past the flights
 //     it has covered, through its writer (chain.Writer.Checkpoint, or
-//     Roller.Checkpoint), which refuses a checkpoint past what was
+//     roll.Roller.Checkpoint), which refuses a checkpoint past what was
 //     acknowledged.
 //
 // Settlement covers [checkpoint, cut) again, so the checkpoint is how much
@@ -278,74 +278,24 @@
 // is found again in its segment. Ranged reads do not verify a checksum;
 // the compactor verified every copy it let a page name.
 //
-// # The Roller and the unratified tail
+// # Settling your own epochs: package roll
 //
-// A Roller is a star's writer across epochs. OpenRoller settles every
-// unsettled epoch of the star (a previous incarnation's, crashed or not),
-// mints a new epoch and appends there. It turns over in process:
-//
-//   - on Roll, a planned change of class, W, window or buckets: the old
-//     writer drains first, so usually nothing needs republishing;
-//   - when its writer halts because the epoch was fenced (ErrFenced) and
-//     RollOnHalt is set: a fence it did not ask for then costs a delayed
-//     acknowledgement, not an error. The writer drains here too, for at
-//     most 10 s on the Roller's clock: the slots below the halt point that
-//     commit meanwhile are acknowledged where they are.
-//
-// A planned roll whose old writer closed cleanly (Close returned nil, the
-// writer never halted, and every slot it assigned was acknowledged) does
-// not walk: it fences at the writer's release point
-// (fence.Fencer.FenceAt), poisoning that slot in B buckets in one round
-// trip and publishing it as the cut by compare-and-set, and its
-// settlement skips the garbage sweep of step 2 (Report.NoGarbageSweep):
-// the writer created no flight at or past its release point, and
-// garbage past the cut is harmless anyway (nothing reads past the cut).
-// With every append acknowledged and covered, the roll then costs one
-// round trip to object storage, B creates. Safety: every slot below the
-// release point was acknowledged, so it holds W copies that no poison can
-// displace; B poisons make the release slot dead, so nothing at or past
-// it can ever be acknowledged (acknowledgements go out in slot order); the
-// cut is the first dead slot, as a walk would find (see "A writer that
-// closed cleanly" in package fence). A straggling flight at the release
-// slot sends the roll to the full fence and a full settlement, as does
-// every other roll: a halt, a writer that did not drain in time, or a
-// retry after the new epoch was fenced.
-//
-// A turnover mints the new epoch, fences and settles the old one, and
-// partitions the pooled appends by the cut: those below it were committed
-// at their old positions and are acknowledged there; the rest (the
-// unratified tail: flights at or past the cut were never acknowledged) are
-// republished, in order, into the new epoch's first slots. No payload is
-// acknowledged twice or at two positions, no position inside an epoch is
-// skipped, and positions grow in submission order. Each step is retried,
-// RollerOptions.Backoff apart, until it succeeds or the Roller is closed;
-// a crash anywhere leaves epochs that the next OpenRoller settles.
-//
-// RollerOptions.Republish lets the host decide, in every roll, which of
-// the unratified tail goes into the new epoch, before anything is placed
-// there (appends submitted meanwhile wait for the roll): it sees the new
-// epoch's record and the pooled payloads in order, and answers one error
-// per payload. A dropped append fails with ErrDropped; it was never
-// acknowledged. A failed hook is retried, Backoff apart, and the new
-// epoch stays empty until it succeeds. Payloads are republished as they
-// are, so a host that drops a record keeps its streams tiled only if no
-// later record of the same stream is republished (or it drops those too):
-// their refs would leave the dropped offsets uncovered (ErrGap).
-//
-// Set RollOnHalt only while the host still owns its streams. If another
-// star fenced the epoch to take them over, rolling would keep writing
-// records nobody serves; without RollOnHalt, appends at or past the dead
-// slot fail with the writer's *chain.FencedError and the host steps down.
-//
-// Close waits until every pending append is decided. If its context ends
-// first, the appends still pending fail with ErrRollerClosed (they may or
-// may not be in the chain: the next settlement decides); an append whose
-// slot was acknowledged before the writer stopped is reported acknowledged.
+// A star's writer across epochs (roll.Roller) fences and settles its own
+// epochs through a Settler: roll.Open settles what an earlier incarnation
+// left (SettleAll), and each roll fences the old epoch and settles it. It
+// reaches the Settler's parts through Minter, Zones and Fencer. A planned
+// roll from a writer that closed cleanly fences at the writer's release
+// point (fence.Fencer.FenceAt) and settles with SettleFencedAt, which
+// skips the garbage sweep of step 2 (Report.NoGarbageSweep) when that
+// fence decided the cut at the release point: the writer created no
+// flight at or past it, and garbage past the cut is harmless anyway
+// (nothing reads past the cut). Any other report makes SettleFencedAt a
+// plain Settle.
 //
 // # Takeover and roll
 //
 //	                    takeover (another star)        roll (same star)
-//	who fences          the successor (SettleAll)      the Roller itself
+//	who fences          the successor (SettleAll)      the roll.Roller itself
 //	flights past cut    garbage, deleted by Settle     garbage, deleted by Settle
 //	their records       the producer retries them      republished from the pool
 //	producer sees       ErrFenced / ErrAborted         a delayed acknowledgement
@@ -379,14 +329,13 @@
 // name, ErrTrimmed (*TrimmedError) below a stream's retention point,
 // ErrIndexFormat (*FormatError) for a stream in the old format, and a
 // *metastore.RecordError for a page or retention point that does not
-// decode or disagrees with its key. The Roller returns ErrRollerClosed after Close, ErrDropped for
-// an append the Republish hook dropped, and the writer's errors otherwise.
-// Invalid options are a *config.Error naming the field.
+// decode or disagrees with its key. Invalid options are a *config.Error
+// naming the field; so is a SettleFencedAt report that names no star.
 //
 // # Metastore keys
 //
 // Only a RefIndex keeps keys here, under the root given to NewRefIndex
-// ("" or ending in '/'): a Settler and a Roller cover through it (or the
+// ("" or ending in '/'): a Settler and a roll.Roller cover through it (or the
 // host's own Coverage), and a Compactor rewrites its pages. An epoch's
 // state and cursors, which Settle, Trim and Compact move, live in its
 // record (package epoch), written through the Minter.

@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
+	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
@@ -33,6 +35,9 @@ var (
 	parseRecord = cutlinetest.ParseRecord
 	locate      = cutlinetest.Locate
 )
+
+// fenceFast keeps a fencer's undecided backoff short (synctest time).
+var fenceFast = fence.Options{Backoff: clock.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond}}
 
 const (
 	starA  = "star-a"

@@ -72,39 +72,3 @@ func Example() {
 	// orders@2 → broker-1/1/2
 	// broker-2 continues at offset 3
 }
-
-// A Roller changes the chain's configuration in process: appends before
-// the roll are acknowledged in the old epoch, later ones in the new.
-func ExampleRoller() {
-	ctx := context.Background()
-	store := memstore.New(memstore.Options{})
-	minter, _ := epoch.NewMinter(store, epoch.Options{})
-	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
-	zones := chain.MustZones(buckets...)
-	refs, _ := settle.NewRefIndex(store, "", orderLocator)
-	fencer, _ := fence.New(minter, zones, fence.Options{Identity: "broker-1"})
-	settler, _ := settle.New(minter, zones, refs, settle.Options{Fencer: fencer})
-
-	c := epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 16}
-	r, err := settle.OpenRoller(ctx, settler, "broker-1", c, settle.RollerOptions{RollOnHalt: true})
-	if err != nil {
-		panic(err)
-	}
-	pos, _ := r.Append(ctx, []byte("orders 0 apple"))
-	fmt.Println("apple at", pos)
-	c.W = 3 // every zone must hold each flight from now on
-	if err := r.Roll(ctx, c); err != nil {
-		panic(err)
-	}
-	pos, _ = r.Append(ctx, []byte("orders 1 pear"))
-	fmt.Println("pear at", pos)
-	if err := r.Close(ctx); err != nil {
-		panic(err)
-	}
-	old, _ := minter.Get(ctx, "broker-1", 1)
-	fmt.Println("epoch 1 is", old.State, "with cut", old.Cut)
-	// Output:
-	// apple at 1/0
-	// pear at 2/0
-	// epoch 1 is settled with cut 1
-}

@@ -138,7 +138,7 @@ func (h *histEnv) counts() counts {
 	return counts{meta: h.store.Stats(), objects: countRequests(h.counted)}
 }
 
-// cycle is a star's turnover after a crash, as OpenRoller does it: it
+// cycle is a star's turnover after a crash, as roll.Open does it: it
 // settles the earlier epochs (SettleAll: fence and settle) and mints a
 // new one, which the next lay writes.
 func (h *histEnv) cycle(tb testing.TB) []settle.Report {

@@ -46,7 +46,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Bounds of Options and RollerOptions.
+// Bounds of Options.
 const (
 	// MaxRetries bounds Options.Retries.
 	MaxRetries = 100
@@ -127,10 +127,10 @@ type Report struct {
 	Covered, Kept int
 	// Reads, Deletes and Lists count object requests.
 	Reads, Deletes, Lists int
-	// NoGarbageSweep: step 2 was skipped. Only a Roller's planned roll
-	// does that, and only when the fence decided the cut at the release
-	// point of its own writer, which had closed cleanly
-	// (fence.Fencer.FenceAt): that writer created no flight at or past
+	// NoGarbageSweep: step 2 was skipped. Only SettleFencedAt does that
+	// (a roll.Roller's planned roll), and only when the fence decided the
+	// cut at the release point of the caller's own writer, which had
+	// closed cleanly (fence.Fencer.FenceAt): that writer created no flight at or past
 	// its release point, so [cut, cut+window] holds no garbage of its
 	// own, and garbage past the cut is harmless anyway (nothing reads past
 	// the cut; see GarbageLeft). Every other settlement sweeps.
@@ -155,14 +155,47 @@ type Report struct {
 // A settled epoch is a no-op. A successor serves or appends only after
 // Settle returned nil.
 func (s *Settler) Settle(ctx context.Context, star string, ep uint64) (Report, error) {
-	return s.settle(ctx, star, ep, true)
+	return s.settle(ctx, star, ep, nil)
 }
 
-// settle is Settle; without sweep it skips step 2, which only a Roller
-// asks for, and only after fence.Fencer.FenceAt decided the cut at its own
-// cleanly closed writer's release point (Report.NoGarbageSweep says why
-// that is safe).
-func (s *Settler) settle(ctx context.Context, star string, ep uint64, sweep bool) (Report, error) {
+// SettleFencedAt settles the epoch fr fenced, where fr is the report of
+// the caller's own fence.Fencer.FenceAt: the one way to settle without the
+// garbage sweep of step 2. When fr.AtRelease (the fence decided the cut at
+// the release point of the caller's writer, which had closed cleanly) and
+// the record's cut is fr.Cut, the sweep is skipped (Report.NoGarbageSweep
+// says why that is safe); otherwise it is Settle. A writer across epochs
+// (package roll) settles its planned rolls this way. fr must be a report
+// FenceAt returned for a release point of the caller's own writer: a
+// report made up or taken from another fence leaves garbage standing past
+// the cut (harmless to readers, but never deleted).
+func (s *Settler) SettleFencedAt(ctx context.Context, fr fence.Report) (Report, error) {
+	if fr.Star == "" {
+		return Report{}, &config.Error{Field: "fence report", Value: fr.Star, Reason: "names no star: pass the report FenceAt returned"}
+	}
+	var skip *fence.Report
+	if fr.AtRelease {
+		skip = &fr
+	}
+	return s.settle(ctx, fr.Star, fr.Epoch, skip)
+}
+
+// Minter returns the minter the Settler reads and marks epochs with, for
+// a writer across epochs (package roll) that mints, reads and advances the
+// same star's records.
+func (s *Settler) Minter() *epoch.Minter { return s.minter }
+
+// Zones returns the zones the Settler resolves an epoch's buckets in, for
+// a writer across epochs (package roll) that writes where it settles.
+func (s *Settler) Zones() chain.Zones { return s.zones }
+
+// Fencer returns Options.Fencer: nil when the Settler has none (it then
+// settles only fenced epochs).
+func (s *Settler) Fencer() *fence.Fencer { return s.opts.Fencer }
+
+// settle is Settle. With skip, a FenceAt report that decided the cut at
+// a cleanly closed writer's release point, it skips step 2 if the
+// record's cut is skip's (Report.NoGarbageSweep says why that is safe).
+func (s *Settler) settle(ctx context.Context, star string, ep uint64, skip *fence.Report) (Report, error) {
 	rep := Report{Star: star, Epoch: ep}
 	rec, err := s.minter.Get(ctx, star, ep)
 	if err != nil {
@@ -199,7 +232,7 @@ func (s *Settler) settle(ctx context.Context, star string, ep uint64, sweep bool
 	var garbage Report
 	var garbageErr error
 	var wg sync.WaitGroup
-	if !sweep {
+	if skip != nil && skip.AtRelease && rec.Cut == skip.Cut {
 		rep.NoGarbageSweep = true
 	} else {
 		var known []fence.Copy

@@ -9,8 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
@@ -102,39 +100,4 @@ func TestGarbageAtMaxWindowHonoursContext(t *testing.T) {
 	require.LessOrEqual(t, rep.Lists, 6, "a page and an empty page per bucket, at most")
 	_, err = e.raw[0].Get(context.Background(), e.key(starA, rec2.Epoch, window+1))
 	require.NoError(t, err, "nothing past cut+window is touched")
-}
-
-// TestOpenRollerRefusesBeforeActing: bad constants or writer options are
-// refused before OpenRoller fences, settles or mints anything, so a live
-// writer of the star is not halted by a call that was never going to run.
-func TestOpenRollerRefusesBeforeActing(t *testing.T) {
-	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
-	rec, err := p.minter.Mint(ctx, starA, e.constants(2, 4))
-	require.NoError(t, err)
-	w := p.writer(rec, chain.WriterOptions{})
-	_, err = w.Append(ctx, record(stream, 0, "x"))
-	require.NoError(t, err)
-
-	_, err = settle.OpenRoller(ctx, nil, starA, e.constants(2, 4), settle.RollerOptions{})
-	require.ErrorIs(t, err, config.ErrInvalid)
-	bad := e.constants(2, 4)
-	bad.Window = 0
-	_, err = settle.OpenRoller(ctx, p.settler, starA, bad, settle.RollerOptions{})
-	require.ErrorIs(t, err, config.ErrInvalid)
-	_, err = settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{Writer: chain.WriterOptions{Backoff: clock.Backoff{Min: -1}}})
-	require.ErrorIs(t, err, config.ErrInvalid)
-	_, err = settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{Backoff: clock.Backoff{Min: -1}})
-	require.ErrorIs(t, err, config.ErrInvalid)
-
-	got, err := p.minter.Get(ctx, starA, rec.Epoch)
-	require.NoError(t, err)
-	require.Equal(t, epoch.StateOpen, got.State, "nothing was fenced")
-	ch, err := p.minter.Chain(ctx, starA)
-	require.NoError(t, err)
-	require.Equal(t, rec.Epoch+1, ch.Next, "nothing was minted")
-	_, err = w.Append(ctx, record(stream, 1, "y"))
-	require.NoError(t, err, "the live writer goes on")
-	require.NoError(t, w.Close(ctx))
 }

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/batch"
 	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
@@ -166,7 +166,7 @@ func batchSize(b float64) string {
 	return fmt.Sprintf("%.0f B", b)
 }
 
-// figBatch: 100-byte records through a batching producer (lease/batch)
+// figBatch: 100-byte records through a batching producer (batch)
 // on a star, on mem, fs and versitygw, each beside raw create-only PUTs
 // of the producer's mean flight size at the writer's concurrency. The
 // versitygw row is left out, and said so in the other rows' notes, when

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
@@ -13,7 +14,6 @@ import (
 	"github.com/cutline/cutline/internal/integration/etcdtest"
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/batch"
 	"github.com/cutline/cutline/metastore/etcd"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"

@@ -125,7 +125,7 @@ func costModel(rows []Row, cfg config, prices []PriceClass) *Cost {
 	add("roll.requests", "one planned roll, nothing in flight", 1)
 	perMonth := float64(month) / float64(cfg.idle)
 	add("idle.writer", "idle chain.Writer, per chain per month", perMonth)
-	add("idle.roller", "idle settle.Roller, per chain per month", perMonth)
+	add("idle.roller", "idle roll.Roller, per chain per month", perMonth)
 	add("idle.star", fmt.Sprintf("idle lease.Star (%d open streams), per chain per month", idleStreams), perMonth)
 	add("idle.authority", "idle authority controller and holder, per domain per month", perMonth)
 	if rd := cfg.retentionDay(); rd.day > 0 {

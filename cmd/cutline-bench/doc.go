@@ -61,7 +61,7 @@
 //	          apart (counted on the wire, beside one per TTL/3); and the
 //	          authority controller and holder over the same period of
 //	          simulated time (heartbeats every second, ticks every 100 ms)
-//	batch     records/s of 100-byte records through lease/batch.Producer
+//	batch     records/s of 100-byte records through batch.Producer
 //	          on a star, on mem, fs and versitygw ÷ raw create-only PUTs
 //	          of the producer's mean flight at the writer's concurrency
 //	cost      object requests per append (writer on counted zones) ÷ K

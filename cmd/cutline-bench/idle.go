@@ -112,7 +112,7 @@ func figIdle(s *scope, cfg config) ([]Row, error) {
 	return []Row{
 		Row{ID: "idle.writer", Figure: "requests while idle for " + period + ": chain.Writer", Value: float64(wo.Total()) + float64(wm), Unit: "requests", Zero: true}.
 			objects(wo).note("%s; %d metastore requests", wo, wm),
-		Row{ID: "idle.roller", Figure: "requests while idle for " + period + ": settle.Roller", Value: float64(ro.Total()) + float64(rm), Unit: "requests", Zero: true}.
+		Row{ID: "idle.roller", Figure: "requests while idle for " + period + ": roll.Roller", Value: float64(ro.Total()) + float64(rm), Unit: "requests", Zero: true}.
 			objects(ro).note("%s; %d metastore requests", ro, rm),
 		Row{ID: "idle.star", Figure: fmt.Sprintf("requests while idle for %s: lease.Star, %d open streams", period, idleStreams), Value: float64(so.Total()) + float64(sm), Unit: "requests", Zero: true}.
 			objects(so).note("%s; %d metastore requests (%d etcd RPCs besides keep-alives: %s)", so, sm, others.total(), others),

@@ -16,6 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	cutconfig "github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
@@ -24,7 +25,6 @@ import (
 	"github.com/cutline/cutline/internal/integration/etcdtest"
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/batch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/etcd"
 	"github.com/cutline/cutline/objstore"

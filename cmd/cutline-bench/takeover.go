@@ -17,6 +17,7 @@ import (
 	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
+	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -112,10 +113,10 @@ func figTakeover(s *scope, cfg config) ([]Row, error) {
 	}, nil
 }
 
-// roller is a host that writes a star through a settle.Roller: it covers
+// roller is a host that writes a star through a roll.Roller: it covers
 // every acknowledged append and advances the checkpoint.
 type roller struct {
-	r       *settle.Roller
+	r       *roll.Roller
 	refs    *settle.RefIndex
 	counted []*fault.Bucket
 	meta    *countingStore
@@ -142,8 +143,8 @@ func openRoller(ctx context.Context, lat time.Duration) (*roller, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := settle.OpenRoller(ctx, st, star, constants(raw, window),
-		settle.RollerOptions{Backoff: clock.Backoff{Min: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
+	r, err := roll.Open(ctx, st, star, constants(raw, window),
+		roll.Options{Backoff: clock.Backoff{Min: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +154,7 @@ func openRoller(ctx context.Context, lat time.Duration) (*roller, error) {
 // appendCovered appends n records, waits for them, covers them and
 // advances the checkpoint past them.
 func (h *roller) appendCovered(ctx context.Context, n int) error {
-	futures := make([]*settle.Future, n)
+	futures := make([]*roll.Future, n)
 	first := h.next
 	for i := range futures {
 		f, err := h.r.Submit(ctx, record(h.next))

@@ -18,6 +18,7 @@ import (
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -426,7 +427,7 @@ func (r *run) startHost(ctx context.Context, name string) (*host, error) {
 		Star: name, Store: r.o.Store, Root: r.o.Root, Session: sess,
 		Minter: parts.Minter, Settler: parts.Settler, Index: parts.Refs, Constants: r.constants,
 	}, lease.Options{
-		Roller:  settle.RollerOptions{Backoff: r.o.Backoff, Writer: chain.WriterOptions{Backoff: r.o.Backoff, Logger: r.o.Logger}, Logger: r.o.Logger},
+		Roller:  roll.Options{Backoff: r.o.Backoff, Writer: chain.WriterOptions{Backoff: r.o.Backoff, Logger: r.o.Logger}, Logger: r.o.Logger},
 		Backoff: r.o.Backoff,
 		Logger:  r.o.Logger,
 	})
@@ -528,7 +529,7 @@ func (r *run) append(ctx context.Context, h *host, c int, value string) bool {
 	}
 	pos, err := f.Wait(wctx)
 	switch {
-	case errors.Is(err, chain.ErrFenced), errors.Is(err, settle.ErrDropped):
+	case errors.Is(err, chain.ErrFenced), errors.Is(err, roll.ErrDropped):
 		p.Absent(err)
 		return false
 	case err != nil:

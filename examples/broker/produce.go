@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/lease"
+	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -200,7 +201,7 @@ func (h *holding) await(f *lease.Future, s *streamState, key producerSeq, off ui
 		}
 		s.broken = true
 	}
-	if err != nil && !errors.Is(err, settle.ErrDropped) {
+	if err != nil && !errors.Is(err, roll.ErrDropped) {
 		s.suspect = true
 	}
 	h.mu.Unlock()

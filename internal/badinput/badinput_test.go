@@ -29,6 +29,7 @@ import (
 	"github.com/cutline/cutline/objstore/fault"
 	fsbucket "github.com/cutline/cutline/objstore/fs"
 	"github.com/cutline/cutline/objstore/memblob"
+	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -727,10 +728,10 @@ func newSettler(o settle.Options) func(f *fixture) error {
 	}
 }
 
-func openRoller(o settle.RollerOptions, withFencer bool) func(f *fixture) error {
+func openRoll(o roll.Options, withFencer bool) func(f *fixture) error {
 	return func(f *fixture) error {
 		s := f.settler(withFencer)
-		r, err := settle.OpenRoller(f.ctx, s, starA, f.constants(), o)
+		r, err := roll.Open(f.ctx, s, starA, f.constants(), o)
 		if err == nil {
 			_ = r.Close(f.ctx)
 		}
@@ -800,8 +801,8 @@ func configCases() []badCase {
 		cfg("config", "Mint/prefix-bad-segment", "prefix", mintPrefix("chains/.hidden")),
 		cfg("config", "Mint/prefix-dotdot-segment", "prefix", mintPrefix("chains/../x")),
 		cfg("config", "Mint/prefix-absolute", "prefix", mintPrefix("/chains")),
-		cfg("config", "OpenRoller/nil-settler", "settler", func(f *fixture) error {
-			_, err := settle.OpenRoller(f.ctx, nil, starA, f.constants(), settle.RollerOptions{})
+		cfg("config", "roll.Open/nil-settler", "settler", func(f *fixture) error {
+			_, err := roll.Open(f.ctx, nil, starA, f.constants(), roll.Options{})
 			return err
 		}),
 		newWriterB("record-with-bad-W", "w", func(_ *fixture, rec **epoch.Record, _ *[]objstore.Bucket, _ *chain.WriterOptions) {
@@ -876,15 +877,15 @@ func configCases() []badCase {
 		cfg("config", "settle.New/MaxParallel-above-limit", "MaxParallel", newSettler(settle.Options{MaxParallel: settle.MaxParallelLimit + 1})),
 		cfg("config", "settle.New/Backoff-negative", "Backoff.Min", newSettler(settle.Options{Backoff: clock.Backoff{Min: -time.Millisecond}})),
 		cfg("config", "settle.New/Backoff-above-max", "Backoff.Min", newSettler(settle.Options{Backoff: clock.Backoff{Min: clock.MaxBackoff + 1}})),
-		cfg("config", "OpenRoller/Backoff-negative", "Backoff.Min", openRoller(settle.RollerOptions{Backoff: clock.Backoff{Min: -1}}, true)),
-		cfg("config", "OpenRoller/Backoff-above-max", "Backoff.Min", openRoller(settle.RollerOptions{Backoff: clock.Backoff{Min: clock.MaxBackoff + 1}}, true)),
-		cfg("config", "OpenRoller/no-fencer", "Settler.Fencer", openRoller(settle.RollerOptions{}, false)),
-		impure(cfg("config", "OpenRoller/writer-Backoff.Max-below-Min", "Backoff.Max", func(f *fixture) error {
+		cfg("config", "roll.Open/Backoff-negative", "Backoff.Min", openRoll(roll.Options{Backoff: clock.Backoff{Min: -1}}, true)),
+		cfg("config", "roll.Open/Backoff-above-max", "Backoff.Min", openRoll(roll.Options{Backoff: clock.Backoff{Min: clock.MaxBackoff + 1}}, true)),
+		cfg("config", "roll.Open/no-fencer", "Settler.Fencer", openRoll(roll.Options{}, false)),
+		impure(cfg("config", "roll.Open/writer-Backoff.Max-below-Min", "Backoff.Max", func(f *fixture) error {
 			// Refused only when the roller makes its first writer, after
 			// it minted star-b's epoch (see the report: an orphan open
 			// epoch is left behind). Star-a is not involved.
-			r, err := settle.OpenRoller(f.ctx, f.settler(true), starB, f.constants(),
-				settle.RollerOptions{Writer: chain.WriterOptions{Backoff: clock.Backoff{Min: time.Second, Max: time.Millisecond}}})
+			r, err := roll.Open(f.ctx, f.settler(true), starB, f.constants(),
+				roll.Options{Writer: chain.WriterOptions{Backoff: clock.Backoff{Min: time.Second, Max: time.Millisecond}}})
 			if err == nil {
 				_ = r.Close(f.ctx)
 			}
@@ -1906,9 +1907,9 @@ func misuseCases() []badCase {
 
 // roller opens a roller on star-a, which settles the fixture's epoch (cut
 // 5) and mints epoch 2, and acknowledges two more flights through it.
-func (f *fixture) roller() *settle.Roller {
+func (f *fixture) roller() *roll.Roller {
 	f.t.Helper()
-	r, err := settle.OpenRoller(f.ctx, f.settler(true), starA, f.constants(), settle.RollerOptions{Clock: f.clk})
+	r, err := roll.Open(f.ctx, f.settler(true), starA, f.constants(), roll.Options{Clock: f.clk})
 	require.NoError(f.t, err)
 	f.t.Cleanup(func() { _ = r.Close(context.Background()) })
 	require.Equal(f.t, f.ep()+1, r.Epoch().Epoch)
@@ -1965,17 +1966,17 @@ func rollerCases() []badCase {
 				_, err := r.Submit(f.ctx, oversize())
 				return err
 			}},
-		{cat: "roller", name: "Append-after-Close", want: is(settle.ErrRollerClosed),
+		{cat: "roller", name: "Append-after-Close", want: is(roll.ErrRollerClosed),
 			run: func(f *fixture) error {
 				r := f.roller()
 				require.NoError(f.t, r.Close(f.ctx))
 				_, err := r.Append(f.ctx, []byte("late"))
 				return err
 			}},
-		cfg("roller", "OpenRoller/window-0-on-a-new-star", "window", func(f *fixture) error {
+		cfg("roller", "roll.Open/window-0-on-a-new-star", "window", func(f *fixture) error {
 			c := f.constants()
 			c.Window = 0
-			r, err := settle.OpenRoller(f.ctx, f.settler(true), starB, c, settle.RollerOptions{Clock: f.clk})
+			r, err := roll.Open(f.ctx, f.settler(true), starB, c, roll.Options{Clock: f.clk})
 			if err == nil {
 				_ = r.Close(f.ctx)
 			}

@@ -5,8 +5,8 @@
 // # Sites, enumerated from the code
 //
 // Enumerate type-checks the non-test files of the production packages
-// (Packages: epoch, chain, fence, settle, lease) and lists every call site
-// of a mutating storage request: objstore.Bucket's Create and Delete,
+// (Packages: epoch, chain, fence, settle, roll, lease) and lists every
+// call site of a mutating storage request: objstore.Bucket's Create and Delete,
 // metastore.Store's Txn and NewSession, metastore.Session's Close, a
 // mutating method of a type of the module that implements one of those
 // interfaces (a wrapper), and a call of an exported shorthand of package

@@ -19,12 +19,13 @@ const Module = "github.com/cutline/cutline"
 
 // Packages are the production packages whose mutating steps are crashed:
 // mint, cursor and record moves (epoch), write (chain), fence and publish
-// (fence), settle, trim and roll (settle), and a star's registry, gate,
-// Open, Finish, Close, snapshots and producer tokens (lease). Package
-// authority is left out: its metastore writes (the controller's
+// (fence), settle and trim (settle), a writer's rolls across epochs
+// (roll), and a star's registry, gate, Open, Finish, Close, snapshots and
+// producer tokens (lease). Package authority is left out: its metastore
+// writes (the controller's
 // election and grant records) decide who holds a domain of streams, not
 // what a chain holds.
-var Packages = []string{"epoch", "chain", "fence", "settle", "lease"}
+var Packages = []string{"epoch", "chain", "fence", "settle", "roll", "lease"}
 
 // shorthandPackages hold the storage interfaces and their shorthand functions.
 var shorthandPackages = []string{"objstore", "metastore"}

@@ -20,6 +20,7 @@ import (
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -322,7 +323,7 @@ func scenarioTrim(t *testing.T, sw *crashpoint.Switch) {
 	require.Equal(t, []string{"t4", "t5", "x6"}, ids)
 }
 
-// scenarioRoll: an incarnation of a star opens a settle.Roller, appends,
+// scenarioRoll: an incarnation of a star opens a roll.Roller, appends,
 // rolls to new constants (a planned roll: the release slot's poison, the
 // cut's publication, settlement) and appends again, meeting a slot
 // poisoned in advance (a halt roll: the fence walk, republication).
@@ -338,7 +339,7 @@ func scenarioRoll(t *testing.T, sw *crashpoint.Switch) {
 		require.NoError(t, env.Raw[z].Create(ctx, keys.Slot(starA, 2, 1), wire.EncodePoison(starA, 2, 1, "test")))
 	}
 	c1, c2 := env.Constants(2, 8), env.Constants(2, 4)
-	opts := settle.RollerOptions{RollOnHalt: true,
+	opts := roll.Options{RollOnHalt: true,
 		Backoff: clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond},
 		Writer:  chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 8 * time.Millisecond}}}
 	ids := idsOf("r", 6)
@@ -346,7 +347,7 @@ func scenarioRoll(t *testing.T, sw *crashpoint.Switch) {
 
 	p := newProcess(t, env, "incarnation-1", sw)
 	pctx := sw.Bind(ctx)
-	r, err := settle.OpenRoller(pctx, p.Settler, starA, c1, opts)
+	r, err := roll.Open(pctx, p.Settler, starA, c1, opts)
 	if err != nil {
 		crashed(t, sw, err, "open roller")
 	} else {
@@ -373,7 +374,7 @@ func scenarioRoll(t *testing.T, sw *crashpoint.Switch) {
 	}
 
 	q := env.Party("incarnation-2")
-	r2, err := settle.OpenRoller(ctx, q.Settler, starA, c1, opts)
+	r2, err := roll.Open(ctx, q.Settler, starA, c1, opts)
 	require.NoError(t, err)
 	retry(t, ctx, cutlinetest.StartRoller(q, r2, cutlinetest.HostOptions{Name: "incarnation-2", History: &hist, AbsorbEvery: 2}), left)
 	_, err = env.Party("checker").Settler.SettleAll(ctx, starA)

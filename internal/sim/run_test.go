@@ -28,7 +28,7 @@ import (
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
 	"github.com/cutline/cutline/objstore/memblob"
-	"github.com/cutline/cutline/settle"
+	"github.com/cutline/cutline/roll"
 )
 
 // The kinds of event the coverage count tracks; each must be reached by
@@ -700,8 +700,8 @@ func (w *world) operator() {
 
 // rollerOptions are the stars' roller options: short retries, on the
 // bubble's clock.
-func rollerOptions() settle.RollerOptions {
-	return settle.RollerOptions{
+func rollerOptions() roll.Options {
+	return roll.Options{
 		Writer:  chain.WriterOptions{Backoff: clock.Backoff{Min: 2 * time.Millisecond, Max: 50 * time.Millisecond}},
 		Backoff: clock.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/memblob"
+	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -133,7 +134,7 @@ func (f *fixture) tryStart(name string, o nodeOpts) (*node, error) {
 		Star: name, Store: n.store, Root: f.root, Session: sess,
 		Minter: n.minter, Settler: settler, Index: n.refs, Constants: f.env.Constants(2, 16),
 	}, lease.Options{AbsorbEvery: o.absorbEvery, Backoff: clock.Backoff{Min: f.retries, Max: f.retries}, Flush: o.flush, Admit: o.admit, Clock: f.clk,
-		Roller: settle.RollerOptions{Clock: clock.Real()}})
+		Roller: roll.Options{Clock: clock.Real()}})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
@@ -18,7 +19,6 @@ import (
 	"github.com/cutline/cutline/internal/integration/etcdtest"
 	"github.com/cutline/cutline/internal/integration/stacktest"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/batch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/etcd"
 	"github.com/cutline/cutline/objstore"

@@ -27,7 +27,7 @@
 //     the successor's lists (epoch records, refs) while it settles and
 //     reads; every list restarts at the current revision and the takeover
 //     keeps every guarantee.
-//   - TestRollEtcdS3: a settle.Roller makes planned rolls (W and window
+//   - TestRollEtcdS3: a roll.Roller makes planned rolls (W and window
 //     changes) and rolls after halts caused by poison placed ahead of it; the
 //     producer sees only acknowledgements, and the chain holds every record
 //     once, in submission order, at the expected positions.

@@ -18,7 +18,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/metastore"
-	"github.com/cutline/cutline/settle"
+	"github.com/cutline/cutline/roll"
 )
 
 // stopBeforeTxn is a metastore.Store that runs stop right before it
@@ -75,7 +75,7 @@ func TestEtcdRestartDuringAppends(t *testing.T) {
 	rollFailed := make(chan struct{})
 	ro := rollerOpts(false)
 	ro.Logger = slog.New(&logSignal{match: "roll step failed", ch: rollFailed})
-	r, err := settle.OpenRoller(ctx, p.settler, starA, s.constants(2, 16), ro)
+	r, err := roll.Open(ctx, p.settler, starA, s.constants(2, 16), ro)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	// A's host covers each acknowledged record and advances the

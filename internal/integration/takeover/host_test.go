@@ -9,7 +9,7 @@ import (
 )
 
 // The hosts are cutlinetest's reference host (StartHost over a
-// chain.Writer, StartRoller over a settle.Roller): it places each record
+// chain.Writer, StartRoller over a roll.Roller): it places each record
 // at the stream's next offset, submits it pipelined, answers the producer
 // in slot order and, in an absorb loop, covers the acknowledged records in
 // the RefIndex and advances the epoch's checkpoint, recording what the

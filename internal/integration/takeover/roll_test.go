@@ -12,7 +12,7 @@ import (
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
-	"github.com/cutline/cutline/settle"
+	"github.com/cutline/cutline/roll"
 )
 
 // placePoison creates poison at star's slot ep/slot in the given zones, as a
@@ -26,8 +26,8 @@ func (p *party) placePoison(t *testing.T, star string, ep, slot uint64, zones ..
 }
 
 // rollerOpts are the options of the rollers of these tests: short retries.
-func rollerOpts(rollOnHalt bool) settle.RollerOptions {
-	return settle.RollerOptions{
+func rollerOpts(rollOnHalt bool) roll.Options {
+	return roll.Options{
 		RollOnHalt: rollOnHalt,
 		Backoff:    clock.Backoff{Min: 20 * time.Millisecond, Max: 20 * time.Millisecond},
 		Writer:     chain.WriterOptions{Backoff: clock.Backoff{Min: 5 * time.Millisecond, Max: 100 * time.Millisecond}},
@@ -36,7 +36,7 @@ func rollerOpts(rollOnHalt bool) settle.RollerOptions {
 
 // TestRollEtcdS3 rolls a star's chain in process on embedded etcd and three
 // versitygw zones. One producer appends 200 records through a
-// settle.Roller with RollOnHalt; poison placed ahead of the roller halts
+// roll.Roller with RollOnHalt; poison placed ahead of the roller halts
 // two of its epochs, and the producer asks for two planned rolls:
 //
 //	epoch 1  W=2 window 16   records   0–29   poison at slot 30 in zone-a, zone-b: halt, roll
@@ -57,11 +57,11 @@ func TestRollEtcdS3(t *testing.T) {
 	p.placePoison(t, starA, 1, 30, 0, 1)
 	p.placePoison(t, starA, 3, 20, 2)
 
-	r, err := settle.OpenRoller(ctx, p.settler, starA, c12, rollerOpts(true))
+	r, err := roll.Open(ctx, p.settler, starA, c12, rollerOpts(true))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	const n = 200
-	apps := make([]*settle.Future, n)
+	apps := make([]*roll.Future, n)
 	for i := range n {
 		switch i {
 		case 80:

@@ -1,4 +1,4 @@
-package settle
+package roll
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/memblob"
+	"github.com/cutline/cutline/settle"
 )
 
 // These tests pin down interleavings that are too narrow to hit by
@@ -26,10 +27,10 @@ import (
 // They play that Submit by hand, holding the submission token.
 
 func newInternalRoller(t *testing.T, wrap func(objstore.Bucket) objstore.Bucket) (*Roller, []*fault.Bucket) {
-	return newInternalRollerOpts(t, wrap, RollerOptions{})
+	return newInternalRollerOpts(t, wrap, Options{})
 }
 
-func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Bucket, opts RollerOptions) (*Roller, []*fault.Bucket) {
+func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Bucket, opts Options) (*Roller, []*fault.Bucket) {
 	t.Helper()
 	store := memstore.New(memstore.Options{})
 	m, err := epoch.NewMinter(store, epoch.Options{})
@@ -46,15 +47,15 @@ func newInternalRollerOpts(t *testing.T, wrap func(objstore.Bucket) objstore.Buc
 	zones := chain.MustZones(bs...)
 	f, err := fence.New(m, zones, fence.Options{})
 	require.NoError(t, err)
-	refs, err := NewRefIndex(store, "", func(p []byte) ([]Span, error) {
+	refs, err := settle.NewRefIndex(store, "", func(p []byte) ([]settle.Span, error) {
 		var off uint64
 		_, err := fmt.Sscanf(string(p), "s|%d", &off)
-		return []Span{{Stream: "s", Offset: off, Count: 1, End: uint64(len(p))}}, err
+		return []settle.Span{{Stream: "s", Offset: off, Count: 1, End: uint64(len(p))}}, err
 	})
 	require.NoError(t, err)
-	s, err := New(m, zones, refs, Options{Fencer: f})
+	s, err := settle.New(m, zones, refs, settle.Options{Fencer: f})
 	require.NoError(t, err)
-	r, err := OpenRoller(context.Background(), s, "star", epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 4, Prefix: "c"}, opts)
+	r, err := Open(context.Background(), s, "star", epoch.Constants{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 4, Prefix: "c"}, opts)
 	require.NoError(t, err)
 	return r, fbs
 }
@@ -199,7 +200,7 @@ func TestRollerOnFakeClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		fake := clock.NewFake(time.Now())
-		r, zones := newInternalRollerOpts(t, nil, RollerOptions{Clock: fake, RollOnHalt: true})
+		r, zones := newInternalRollerOpts(t, nil, Options{Clock: fake, RollOnHalt: true})
 		ep := r.Epoch().Epoch
 		for _, z := range zones[:2] {
 			require.NoError(t, z.Inner().Create(ctx, fmt.Sprintf("c/star/%020d/%020d", ep, 6), wire.EncodePoison("star", ep, 6, "other")))

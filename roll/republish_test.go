@@ -1,4 +1,4 @@
-package settle_test
+package roll_test
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/settle"
+	"github.com/cutline/cutline/roll"
 )
 
 // stallFlights holds every flight create of epoch ep at slot from or past
@@ -78,20 +78,20 @@ func (h *hookLog) seen() []hookCall {
 type tailScenario struct {
 	e    *env
 	p    *party
-	r    *settle.Roller
-	apps []*settle.Future
+	r    *roll.Roller
+	apps []*roll.Future
 	ids  []string
 	pay  [][]byte
 }
 
-func openTail(t *testing.T, opts settle.RollerOptions, stream func(i int) (string, uint64)) *tailScenario {
+func openTail(t *testing.T, opts roll.Options, stream func(i int) (string, uint64)) *tailScenario {
 	t.Helper()
 	ctx := context.Background()
 	e := newEnv(t, 3)
 	p := e.party("host", partyOpts{wrap: func(i int, b objstore.Bucket) objstore.Bucket {
 		return &stallFlights{Bucket: b, ep: 1, from: 3}
 	}})
-	r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 8), opts)
+	r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 8), opts)
 	require.NoError(t, err)
 	sc := &tailScenario{e: e, p: p, r: r}
 	for i := range 6 {
@@ -119,7 +119,7 @@ func TestRollerRepublishSeesPooledPayloads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		h := &hookLog{}
-		sc := openTail(t, settle.RollerOptions{Republish: h.hook, RollOnHalt: true}, oneStream)
+		sc := openTail(t, roll.Options{Republish: h.hook, RollOnHalt: true}, oneStream)
 		require.Empty(t, h.seen(), "no roll, no call")
 		c := sc.e.constants(3, 8)
 		require.NoError(t, sc.r.Roll(ctx, c))
@@ -150,7 +150,7 @@ func TestRollerRepublishSeesPooledPayloads(t *testing.T) {
 		for _, z := range sc.e.raw[:2] {
 			require.NoError(t, z.Create(ctx, sc.e.key(starA, 3, 2), wire.EncodePoison(starA, 3, 2, "other")))
 		}
-		var apps []*settle.Future
+		var apps []*roll.Future
 		for i := 6; i < 12; i++ {
 			a, err := sc.r.Submit(ctx, record(stream, uint64(i), fmt.Sprintf("r%d", i)))
 			require.NoError(t, err)
@@ -196,7 +196,7 @@ func TestRollerRepublishDrops(t *testing.T) {
 		}}
 		// Record 4 is the only one of stream "other": dropping it leaves
 		// stream s tiled.
-		sc := openTail(t, settle.RollerOptions{Republish: h.hook}, func(i int) (string, uint64) {
+		sc := openTail(t, roll.Options{Republish: h.hook}, func(i int) (string, uint64) {
 			switch {
 			case i == 4:
 				return "other", 0
@@ -210,7 +210,7 @@ func TestRollerRepublishDrops(t *testing.T) {
 		for i, a := range sc.apps {
 			pos, err := a.Wait(ctx)
 			if i == 4 {
-				require.ErrorIs(t, err, settle.ErrDropped)
+				require.ErrorIs(t, err, roll.ErrDropped)
 				require.ErrorIs(t, err, expired)
 				require.Zero(t, pos)
 				continue
@@ -236,7 +236,7 @@ func TestRollerRepublishRetriesFailedHook(t *testing.T) {
 		ctx := context.Background()
 		busy := errors.New("host busy")
 		var sc *tailScenario
-		var late *settle.Future
+		var late *roll.Future
 		lateDone := make(chan struct{})
 		var empty []string
 		h := &hookLog{}
@@ -264,7 +264,7 @@ func TestRollerRepublishRetriesFailedHook(t *testing.T) {
 			}
 			return make([]error, len(payloads)), nil
 		}
-		sc = openTail(t, settle.RollerOptions{Republish: h.hook, Backoff: clock.Backoff{Min: time.Second, Max: time.Second}}, oneStream)
+		sc = openTail(t, roll.Options{Republish: h.hook, Backoff: clock.Backoff{Min: time.Second, Max: time.Second}}, oneStream)
 		require.NoError(t, sc.r.Roll(ctx, sc.e.constants(2, 8)))
 		calls := h.seen()
 		require.Len(t, calls, 3, "two failures, one success")
@@ -305,7 +305,7 @@ func TestRollerRepublishWrongLength(t *testing.T) {
 			}
 			return make([]error, len(payloads)), nil
 		}}
-		sc := openTail(t, settle.RollerOptions{Republish: h.hook, Backoff: clock.Backoff{Min: time.Millisecond, Max: time.Millisecond},
+		sc := openTail(t, roll.Options{Republish: h.hook, Backoff: clock.Backoff{Min: time.Millisecond, Max: time.Millisecond},
 			Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))}, oneStream)
 		require.NoError(t, sc.r.Roll(ctx, sc.e.constants(2, 8)))
 		require.Len(t, h.seen(), 2)
@@ -333,7 +333,7 @@ func TestRollerRepublishCloseWhileFailing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		h := &hookLog{answer: func(int, *epoch.Record, [][]byte) ([]error, error) { return nil, errors.New("never") }}
-		sc := openTail(t, settle.RollerOptions{Republish: h.hook}, oneStream)
+		sc := openTail(t, roll.Options{Republish: h.hook}, oneStream)
 		rolled := make(chan error, 1)
 		go func() { rolled <- sc.r.Roll(ctx, sc.e.constants(2, 8)) }()
 		time.Sleep(time.Minute)
@@ -344,7 +344,7 @@ func TestRollerRepublishCloseWhileFailing(t *testing.T) {
 		require.Error(t, <-rolled)
 		for i, a := range sc.apps[3:] {
 			_, err := a.Wait(ctx)
-			require.ErrorIs(t, err, settle.ErrRollerClosed, "append %d", i+3)
+			require.ErrorIs(t, err, roll.ErrRollerClosed, "append %d", i+3)
 		}
 		rec, err := sc.p.minter.Get(ctx, starA, 2)
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package settle_test
+package roll_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
 	"github.com/cutline/cutline/objstore/memblob"
-	"github.com/cutline/cutline/settle"
+	"github.com/cutline/cutline/roll"
 )
 
 // roundCounter counts sequential round trips to object storage: each
@@ -135,7 +135,7 @@ func TestRollerPlannedRollRounds(t *testing.T) {
 			})
 			p := e.Party("star-a")
 			c := e.Constants(w, 64)
-			r, err := settle.OpenRoller(ctx, p.Settler, "star-a", c, settle.RollerOptions{})
+			r, err := roll.Open(ctx, p.Settler, "star-a", c, roll.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -259,7 +259,7 @@ func rollerStragglerRun(t *testing.T, seed uint64) {
 	p := e.Party(star)
 	hist := &cutlinetest.History{}
 	c := e.Constants(w, window)
-	r, err := settle.OpenRoller(ctx, p.Settler, star, c, settle.RollerOptions{})
+	r, err := roll.Open(ctx, p.Settler, star, c, roll.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/batch"
 )
 
 func fakeClock() *clock.Fake { return clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cutline/cutline/lease/batch"
+	"github.com/cutline/cutline/batch"
 )
 
 // BenchmarkProducer: 100-byte records through a Producer into a star on
 // in-memory zones and metastore (K=3, W=2, window 16), reported in
 // records/s, with the records per flight.
 //
-//	go test -run '^$' -bench Producer ./lease/batch/
+//	go test -run '^$' -bench Producer ./batch/
 func BenchmarkProducer(b *testing.B) {
 	for _, tc := range []struct {
 		name    string

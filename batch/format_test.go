@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/config"
-	"github.com/cutline/cutline/lease/batch"
 	"github.com/cutline/cutline/settle"
 )
 

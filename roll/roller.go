@@ -1,4 +1,4 @@
-package settle
+package roll
 
 import (
 	"context"
@@ -14,60 +14,8 @@ import (
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/settle"
 )
-
-// Errors of the Roller.
-var (
-	// ErrRollerClosed: Append after Close, or an append the roller could
-	// not finish before Close gave up.
-	ErrRollerClosed = errors.New("settle: roller closed")
-	// ErrDropped: RollerOptions.Republish refused to republish a pooled
-	// append. It was never acknowledged anywhere (it lay at or past the
-	// old epoch's cut) and is not placed in the new one.
-	ErrDropped = errors.New("settle: append dropped instead of republished")
-)
-
-// RollerOptions configures a Roller. The zero value works.
-type RollerOptions struct {
-	// Writer configures each epoch's chain.Writer.
-	Writer chain.WriterOptions
-	// RollOnHalt: when the writer halts because its epoch was fenced, roll
-	// in process (mint, fence, republish) instead of failing the appends
-	// at or past the cut with the writer's *chain.FencedError. Set it when
-	// the host still owns the chain's streams (nobody took them over): a
-	// fence it did not ask for then only costs a delayed acknowledgement.
-	RollOnHalt bool
-	// Backoff times the attempts of a roll step that failed (a fence that
-	// is undecided, an unreachable metastore). Zero fields mean a fixed
-	// 100ms (a zero Max becomes at least Min); each is at most
-	// clock.MaxBackoff.
-	Backoff clock.Backoff
-	// Clock drives retries. Nil means the wall clock.
-	Clock clock.Clock
-	// Logger receives rolls at info level. Nil discards.
-	Logger *slog.Logger
-	// Republish, when set, is called in every roll (planned, or after a halt)
-	// once the old epoch is fenced and settled and before anything is placed
-	// in the new epoch next. payloads are the pooled appends about to be
-	// republished into next, in order. It returns one error per payload: nil
-	// republishes that append, an error fails it (its Future's Wait returns an
-	// error wrapping ErrDropped and the returned error; the append is certainly
-	// not acknowledged anywhere: it lay at or past the old cut). A non-nil
-	// second result fails the step, which is retried with Backoff until it
-	// succeeds or the roller ends; next is not written before it succeeds.
-	//
-	// The hook must not modify payloads. It runs on the roller's own
-	// goroutine: appends submitted meanwhile wait for the roll.
-	Republish func(ctx context.Context, next *epoch.Record, payloads [][]byte) ([]error, error)
-	// Admit, when set, is asked by Submit, right before it places payload
-	// in the current writer, whether the payload may still be appended; an
-	// error fails the Submit with it and places nothing. With Republish it
-	// lets a host withdraw a payload's right to the chain at a roll: what
-	// was pooled passes Republish, what is submitted after the roll passes
-	// Admit. It runs with the roller's submission token held: it must be
-	// quick and must not call the roller.
-	Admit func(payload []byte) error
-}
 
 // Roller is a star's writer across epochs. It appends through a
 // chain.Writer and, on Roll (a configuration change) or when the writer
@@ -78,10 +26,12 @@ type RollerOptions struct {
 // acknowledgement, not an error; no payload is acknowledged twice or at two
 // positions, and no position is skipped.
 type Roller struct {
-	settler *Settler
-	fencer  *fence.Fencer
+	settler *settle.Settler
+	minter  *epoch.Minter // the settler's
+	zones   chain.Zones   // the settler's
+	fencer  *fence.Fencer // the settler's
 	star    string
-	opts    RollerOptions
+	opts    Options
 	clock   clock.Clock
 	log     *slog.Logger
 
@@ -113,43 +63,16 @@ type rollRequest struct {
 	res chan error
 }
 
-// Future is the pending outcome of one Roller append.
-type Future struct {
-	payload []byte
-	wf      *chain.Future // nil while not placed in any epoch
-	ep      uint64        // the epoch wf belongs to
-	done    chan struct{}
-	pos     chain.Position
-	err     error
-}
-
-// Done is closed when the append is acknowledged or has failed.
-func (a *Future) Done() <-chan struct{} { return a.done }
-
-// Wait blocks until the append is decided or ctx ends (which only stops
-// the wait).
-func (a *Future) Wait(ctx context.Context) (chain.Position, error) {
-	select {
-	case <-a.done:
-		return a.pos, a.err
-	case <-ctx.Done():
-		return chain.Position{}, ctx.Err()
-	}
-}
-
-func (a *Future) resolve(pos chain.Position, err error) {
-	a.pos, a.err = pos, err
-	close(a.done)
-}
-
-// OpenRoller starts star's writing: it settles every unsettled epoch of the
+// Open starts star's writing: it settles every unsettled epoch of the
 // star (a previous incarnation's, crashed or not), mints a new epoch with
-// constants c, and starts appending there. The Settler must have a Fencer.
-func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants, opts RollerOptions) (*Roller, error) {
+// constants c, and starts appending there. The Settler must have a Fencer:
+// the Roller fences its own epochs with it, mints and reads them with its
+// Minter and writes them in its Zones.
+func Open(ctx context.Context, s *settle.Settler, star string, c epoch.Constants, opts Options) (*Roller, error) {
 	if s == nil {
 		return nil, &config.Error{Field: "settler", Value: nil, Reason: "required"}
 	}
-	if s.opts.Fencer == nil {
+	if s.Fencer() == nil {
 		return nil, &config.Error{Field: "Settler.Fencer", Value: nil, Reason: "a Roller fences its own epochs"}
 	}
 	if err := opts.Backoff.Validate("Backoff"); err != nil {
@@ -166,13 +89,13 @@ func OpenRoller(ctx context.Context, s *Settler, star string, c epoch.Constants,
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := s.zones.Resolve(c.Buckets); err != nil {
+	if _, err := s.Zones().Resolve(c.Buckets); err != nil {
 		return nil, fmt.Errorf("roller %s: %w", star, err)
 	}
 	if err := opts.Writer.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Roller{settler: s, fencer: s.opts.Fencer, star: star, opts: opts, clock: clock.Or(opts.Clock),
+	r := &Roller{settler: s, minter: s.Minter(), zones: s.Zones(), fencer: s.Fencer(), star: star, opts: opts, clock: clock.Or(opts.Clock),
 		log: opts.Logger, kick: make(chan struct{}, 1), sub: make(chan struct{}, 1), changed: make(chan struct{}), requests: make(chan rollRequest), done: make(chan struct{})}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -194,14 +117,14 @@ func (r *Roller) mint(ctx context.Context, c epoch.Constants) (*chain.Writer, er
 	// Resolve the zones before minting: an epoch minted over buckets that
 	// no zone serves could never be fenced or settled, and would block
 	// every later start of the star.
-	if _, err := r.settler.zones.Resolve(c.Buckets); err != nil {
+	if _, err := r.zones.Resolve(c.Buckets); err != nil {
 		return nil, fmt.Errorf("roller %s: %w", r.star, err)
 	}
-	rec, err := r.settler.minter.Mint(ctx, r.star, c)
+	rec, err := r.minter.Mint(ctx, r.star, c)
 	if err != nil {
 		return nil, fmt.Errorf("roller %s: mint: %w", r.star, err)
 	}
-	return chain.NewWriter(rec, r.settler.zones, r.opts.Writer)
+	return chain.NewWriter(rec, r.zones, r.opts.Writer)
 }
 
 // Epoch returns the record of the epoch currently written.
@@ -334,13 +257,13 @@ func (r *Roller) Checkpoint(ctx context.Context, pos chain.Position) error {
 		_, err := w.Checkpoint(ctx, pos.Slot)
 		return err
 	}
-	rec, err := r.settler.minter.Get(ctx, r.star, pos.Epoch)
+	rec, err := r.minter.Get(ctx, r.star, pos.Epoch)
 	if err != nil {
 		return err
 	}
 	c := rec.Cursors
 	c.Checkpoint = pos.Slot
-	_, err = r.settler.minter.Advance(ctx, r.star, pos.Epoch, c)
+	_, err = r.minter.Advance(ctx, r.star, pos.Epoch, c)
 	return err
 }
 
@@ -361,7 +284,7 @@ func (r *Roller) Roll(ctx context.Context, c epoch.Constants) error {
 	}
 	// Refuse unknown zones here: the roll aborts the current writer before
 	// it mints, so a roll that failed there would leave no writer.
-	if _, err := r.settler.zones.Resolve(c.Buckets); err != nil {
+	if _, err := r.zones.Resolve(c.Buckets); err != nil {
 		return err
 	}
 	req := rollRequest{c: c, res: make(chan error, 1)}
@@ -548,7 +471,7 @@ func (r *Roller) roll(c epoch.Constants, planned bool) error {
 	}
 }
 
-// republish asks RollerOptions.Republish which of the pooled appends go
+// republish asks Options.Republish which of the pooled appends go
 // into next, retrying the step until the hook answers one error per
 // payload or the roller ends. It fails the dropped appends with ErrDropped
 // and returns the others in order, with how many it dropped. When the
@@ -610,19 +533,20 @@ func clean(w *chain.Writer, closeErr error) (uint64, bool) {
 // clean), the old epoch is fenced at that release point
 // (fence.Fencer.FenceAt, one round trip of poison creates instead of a
 // walk), and when that decided the cut, settlement skips the garbage sweep
-// (Report.NoGarbageSweep): the writer created nothing at or past it.
+// (settle.Settler.SettleFencedAt, settle.Report.NoGarbageSweep): the
+// writer created nothing at or past it.
 func (r *Roller) turnover(ctx context.Context, old uint64, c epoch.Constants, release *uint64) (*chain.Writer, uint64, error) {
 	var nw *chain.Writer
 	if err := r.retry(ctx, "mint", func() (err error) { nw, err = r.mint(ctx, c); return err }, finalStep); err != nil {
 		return nil, 0, err
 	}
 	var cut uint64
-	sweep := true
+	var at *fence.Report // the FenceAt report, for a fence at release
 	fenceStep := func() (err error) { cut, err = r.fencer.Fence(ctx, r.star, old); return err }
 	if release != nil {
 		fenceStep = func() error {
 			rep, err := r.fencer.FenceAt(ctx, r.star, old, *release)
-			cut, sweep = rep.Cut, !rep.AtRelease
+			cut, at = rep.Cut, &rep
 			return err
 		}
 	}
@@ -630,7 +554,11 @@ func (r *Roller) turnover(ctx context.Context, old uint64, c epoch.Constants, re
 		nw.Abort()
 		return nil, 0, err
 	}
-	if err := r.retry(ctx, "settle", func() error { _, err := r.settler.settle(ctx, r.star, old, sweep); return err }, finalStep); err != nil {
+	settleStep := func() error { _, err := r.settler.Settle(ctx, r.star, old); return err }
+	if at != nil {
+		settleStep = func() error { _, err := r.settler.SettleFencedAt(ctx, *at); return err }
+	}
+	if err := r.retry(ctx, "settle", settleStep, finalStep); err != nil {
 		nw.Abort()
 		return nil, 0, err
 	}

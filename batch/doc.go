@@ -1,6 +1,10 @@
 // Package batch gathers many small records, of one or many streams, into
 // the flights of a lease.Star, by size and by linger time, and
-// acknowledges each record when its flight is acknowledged.
+// acknowledges each record when its flight is acknowledged. It is the
+// first step of the write path, above the star: a record goes from
+// Producer.Add to lease.Star.Submit, roll.Roller.Submit and
+// chain.Writer.Submit, and its Ack adds to the flight's lease.Future the
+// one thing only this layer knows, the record's offset in its stream.
 //
 // One flight per record costs one create-only PUT per zone per record;
 // a Producer pays that once per flight instead. Its knobs are those of a

@@ -6,17 +6,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/lease/batch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/memblob"
-	"github.com/cutline/cutline/settle"
+	"github.com/cutline/cutline/roll"
 )
 
 // world is one star on in-memory backends, its parts built over a
@@ -71,7 +71,7 @@ func (w *world) start(name string) (*lease.Star, metastore.Session) {
 	star, err := lease.Start(w.ctx, lease.Config{
 		Star: name, Store: w.store, Session: sess,
 		Minter: parts.Minter, Settler: parts.Settler, Index: parts.Refs, Constants: w.env.Constants(2, 16),
-	}, lease.Options{Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Roller: settle.RollerOptions{Clock: clock.Real()}})
+	}, lease.Options{Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Roller: roll.Options{Clock: clock.Real()}})
 	if err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}

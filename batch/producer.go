@@ -135,7 +135,10 @@ func failed(err error) *outcome {
 	return o
 }
 
-// Ack is the pending acknowledgement of one record.
+// Ack is the pending acknowledgement of one record: what this layer adds
+// is the record's own offset in its stream (Offset, known at once), among
+// the records that share its flight. Its position is the lease.Future's
+// of that flight.
 type Ack struct {
 	stream string
 	offset uint64

@@ -1,4 +1,4 @@
-package settle_test
+package roll_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
+	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -29,14 +30,14 @@ var fenceFast = fence.Options{Backoff: clock.Backoff{Min: time.Millisecond, Max:
 // outcomes in submission order.
 type producer struct {
 	name string
-	apps []*settle.Future
+	apps []*roll.Future
 	ids  []string
 }
 
-func (pr *producer) run(t testing.TB, ctx context.Context, r *settle.Roller, n int, off *offsets, each func(i int)) {
+func (pr *producer) run(t testing.TB, ctx context.Context, r *roll.Roller, n int, off *offsets, each func(i int)) {
 	for i := range n {
 		id := fmt.Sprintf("%s%d", pr.name, i)
-		a, err := off.submit(func(o uint64) (*settle.Future, error) { return r.Submit(ctx, record(stream, o, id)) })
+		a, err := off.submit(func(o uint64) (*roll.Future, error) { return r.Submit(ctx, record(stream, o, id)) })
 		if err != nil {
 			t.Errorf("submit %s: %v", id, err)
 			return
@@ -80,7 +81,7 @@ type offsets struct {
 func newOffsets() *offsets { return &offsets{token: make(chan struct{}, 1)} }
 
 // submit calls sub with the next offset, which is used when sub succeeds.
-func (o *offsets) submit(sub func(offset uint64) (*settle.Future, error)) (*settle.Future, error) {
+func (o *offsets) submit(sub func(offset uint64) (*roll.Future, error)) (*roll.Future, error) {
 	o.token <- struct{}{}
 	defer func() { <-o.token }()
 	a, err := sub(o.next)
@@ -137,7 +138,7 @@ func plannedRolls(t *testing.T, e *env) {
 		{Class: "express", Buckets: []string{"b", "c", "d"}, W: 2, Window: 16, Prefix: e.keys.Prefix},
 		{Class: "express", Buckets: []string{"d"}, W: 1, Window: 4, Prefix: e.keys.Prefix},
 	}
-	r, err := settle.OpenRoller(ctx, p.settler, starA, c[0], settle.RollerOptions{})
+	r, err := roll.Open(ctx, p.settler, starA, c[0], roll.Options{})
 	require.NoError(t, err)
 	off := newOffsets()
 	pr := &producer{name: "r"}
@@ -164,9 +165,9 @@ func plannedRolls(t *testing.T, e *env) {
 	require.Equal(t, map[string]uint64{"standard": 4, "express": 6}, ch.Heads)
 
 	err = r.Roll(ctx, c[0])
-	require.ErrorIs(t, err, settle.ErrRollerClosed)
+	require.ErrorIs(t, err, roll.ErrRollerClosed)
 	_, err = r.Submit(ctx, []byte("late"))
-	require.ErrorIs(t, err, settle.ErrRollerClosed)
+	require.ErrorIs(t, err, roll.ErrRollerClosed)
 	require.NoError(t, r.Close(ctx), "Close is idempotent")
 }
 
@@ -201,7 +202,7 @@ func rollOnHalt(t *testing.T, e *env) {
 		settle: settle.Options{Backoff: clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}},
 		fence:  fenceFast,
 	})
-	r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 8), settle.RollerOptions{
+	r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 8), roll.Options{
 		RollOnHalt: true,
 		Backoff:    clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond},
 		Writer:     chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond}},
@@ -264,9 +265,9 @@ func TestRollerWithoutRollOnHalt(t *testing.T) {
 		e.putPoison(0, starA, 1, 10)
 		e.putPoison(2, starA, 1, 10)
 		p := e.party("host", partyOpts{})
-		r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
+		r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{})
 		require.NoError(t, err)
-		var apps []*settle.Future
+		var apps []*roll.Future
 		for i := range 14 {
 			a, err := r.Submit(ctx, record(stream, uint64(i), fmt.Sprint(i)))
 			if err != nil {
@@ -305,7 +306,7 @@ func TestRollerConcurrentSubmitsAndRolls(t *testing.T) {
 		e := newEnv(t, 3)
 		p := e.party("host", partyOpts{})
 		c := e.constants(2, 4)
-		r, err := settle.OpenRoller(ctx, p.settler, starA, c, settle.RollerOptions{RollOnHalt: true})
+		r, err := roll.Open(ctx, p.settler, starA, c, roll.Options{RollOnHalt: true})
 		require.NoError(t, err)
 		prs := make([]*producer, 4)
 		var wg sync.WaitGroup
@@ -340,7 +341,7 @@ func TestRollerCloseGivesUp(t *testing.T) {
 		ctx := context.Background()
 		e := newEnv(t, 3)
 		p := e.party("host", partyOpts{})
-		r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
+		r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{})
 		require.NoError(t, err)
 		pos, err := r.Append(ctx, record(stream, 0, "a"))
 		require.NoError(t, err)
@@ -353,12 +354,12 @@ func TestRollerCloseGivesUp(t *testing.T) {
 		defer cancel()
 		require.ErrorIs(t, r.Close(cctx), context.DeadlineExceeded)
 		_, err = a.Wait(ctx)
-		require.ErrorIs(t, err, settle.ErrRollerClosed)
+		require.ErrorIs(t, err, roll.ErrRollerClosed)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		for _, z := range e.zones {
 			z.SetDown(false)
 		}
-		r2, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
+		r2, err := roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{})
 		require.NoError(t, err)
 		require.Equal(t, uint64(2), r2.Epoch().Epoch)
 		require.NoError(t, r2.Close(ctx))
@@ -370,15 +371,15 @@ func TestRollerValidation(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 3)
 	p := e.party("host", partyOpts{noFencer: true})
-	_, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
+	_, err := roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid, "a roller fences its own epochs")
 	p = e.party("host", partyOpts{})
-	_, err = settle.OpenRoller(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"a"}, W: 2, Window: 1, Prefix: e.keys.Prefix}, settle.RollerOptions{})
+	_, err = roll.Open(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"a"}, W: 2, Window: 1, Prefix: e.keys.Prefix}, roll.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid)
-	_, err = settle.OpenRoller(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"zz"}, W: 1, Window: 1, Prefix: e.keys.Prefix}, settle.RollerOptions{})
+	_, err = roll.Open(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"zz"}, W: 1, Window: 1, Prefix: e.keys.Prefix}, roll.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid, "an unknown zone")
 	// Nothing was minted for it: the star opens normally afterwards.
-	r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 4), settle.RollerOptions{})
+	r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), r.Epoch().Epoch)
 	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "a"}, W: 1, Window: 1}), config.ErrInvalid)
@@ -406,12 +407,12 @@ func TestRollerDoesNotRollPastBlocked(t *testing.T) {
 			require.NoError(t, e.raw[z].Create(ctx, e.key(starA, 1, 3), []byte("not a slot object")))
 		}
 		p := e.party("host", partyOpts{})
-		r, err := settle.OpenRoller(ctx, p.settler, starA, e.constants(2, 8), settle.RollerOptions{RollOnHalt: true})
+		r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 8), roll.Options{RollOnHalt: true})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = r.Close(ctx) })
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		var apps []*settle.Future
+		var apps []*roll.Future
 		for i := range 6 {
 			a, err := r.Submit(ctx, record(stream, uint64(i), fmt.Sprint(i)))
 			if i >= 3 && err != nil {
@@ -437,4 +438,39 @@ func TestRollerDoesNotRollPastBlocked(t *testing.T) {
 		require.Equal(t, uint64(1), r.Epoch().Epoch)
 		require.NoError(t, r.Close(ctx))
 	})
+}
+
+// TestOpenRefusesBeforeActing: bad constants or writer options are
+// refused before Open fences, settles or mints anything, so a live
+// writer of the star is not halted by a call that was never going to run.
+func TestOpenRefusesBeforeActing(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 3)
+	p := e.party("host", partyOpts{})
+	rec, err := p.minter.Mint(ctx, starA, e.constants(2, 4))
+	require.NoError(t, err)
+	w := p.writer(rec, chain.WriterOptions{})
+	_, err = w.Append(ctx, record(stream, 0, "x"))
+	require.NoError(t, err)
+
+	_, err = roll.Open(ctx, nil, starA, e.constants(2, 4), roll.Options{})
+	require.ErrorIs(t, err, config.ErrInvalid)
+	bad := e.constants(2, 4)
+	bad.Window = 0
+	_, err = roll.Open(ctx, p.settler, starA, bad, roll.Options{})
+	require.ErrorIs(t, err, config.ErrInvalid)
+	_, err = roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{Writer: chain.WriterOptions{Backoff: clock.Backoff{Min: -1}}})
+	require.ErrorIs(t, err, config.ErrInvalid)
+	_, err = roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{Backoff: clock.Backoff{Min: -1}})
+	require.ErrorIs(t, err, config.ErrInvalid)
+
+	got, err := p.minter.Get(ctx, starA, rec.Epoch)
+	require.NoError(t, err)
+	require.Equal(t, epoch.StateOpen, got.State, "nothing was fenced")
+	ch, err := p.minter.Chain(ctx, starA)
+	require.NoError(t, err)
+	require.Equal(t, rec.Epoch+1, ch.Next, "nothing was minted")
+	_, err = w.Append(ctx, record(stream, 1, "y"))
+	require.NoError(t, err, "the live writer goes on")
+	require.NoError(t, w.Close(ctx))
 }
