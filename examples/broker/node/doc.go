@@ -32,8 +32,8 @@
 //  7. lifecycle.go: retention, compaction into segments, trim and
 //     collection, run by the holder.
 //  8. server.go: the HTTP API (produce, consume, list, token, health,
-//     metrics) and its errors; listener.go: the bounds of its
-//     connections; metrics.go: its Prometheus metrics.
+//     metrics) and its errors; metrics.go: its Prometheus metrics. The
+//     bounds of its connections are package examples/internal/connlimit.
 //  9. controller.go: the authority controller: the election, the
 //     grants, the handoff requests of the operators.
 //  10. process.go and flags.go: one process (Run): its flags and their

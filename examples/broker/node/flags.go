@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/examples/internal/connlimit"
 	"github.com/cutline/cutline/lease/authority"
 )
 
@@ -55,7 +56,7 @@ type Settings struct {
 	maxRecord                    int64
 	// The API's bounds: its connections, the bytes of a read's answer,
 	// the reads served at once, and the streams a holder leads.
-	conns        connLimits
+	conns        connlimit.Limits
 	maxReadBytes int64
 	maxReads     int
 	maxStreams   int

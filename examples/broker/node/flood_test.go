@@ -2,12 +2,10 @@ package node
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/examples/internal/connlimit"
 )
 
 // startServing starts a broker process on the embedded default with
@@ -190,7 +188,7 @@ func TestDescriptorBudget(t *testing.T) {
 	}
 	cfg, set := parse()
 	require.NoError(t, cfg.fitDescriptors(1000, set))
-	require.Equal(t, connLimits{Total: 500, PerAddr: defaultMaxConnsPerAddr}, cfg.conns)
+	require.Equal(t, connlimit.Limits{Total: 500, PerAddr: defaultMaxConnsPerAddr}, cfg.conns)
 
 	cfg, set = parse("-metrics-listen", "127.0.0.1:0")
 	require.NoError(t, cfg.fitDescriptors(1000, set))
@@ -209,7 +207,7 @@ func TestDescriptorBudget(t *testing.T) {
 
 	cfg, set = parse("-max-conns", "100", "-max-conns-per-addr", "10")
 	require.NoError(t, cfg.fitDescriptors(1000, set))
-	require.Equal(t, connLimits{Total: 100, PerAddr: 10}, cfg.conns)
+	require.Equal(t, connlimit.Limits{Total: 100, PerAddr: 10}, cfg.conns)
 	require.Error(t, cfg.fitDescriptors(1, map[string]bool{}), "no room at all")
 }
 
@@ -299,23 +297,4 @@ func holdOpen(ctx context.Context, addr net.Addr, from string) {
 		stop()
 		_ = c.Close()
 	}
-}
-
-// A flood of failed handshakes does not flood the log: an HTTP server's
-// own errors pass 10 a second, and the next second says how many were
-// dropped.
-func TestServerLogRate(t *testing.T) {
-	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var buf bytes.Buffer
-	l := stdlog.New(&serverLog{log: slog.New(slog.NewTextHandler(&buf, nil)), clk: fake}, "", 0)
-	for i := range 100 {
-		l.Printf("http: TLS handshake error from 127.0.0.%d:1234: EOF", i)
-	}
-	require.Equal(t, serverLogLines, strings.Count(buf.String(), "TLS handshake error"))
-	fake.Advance(time.Second)
-	l.Printf("http: TLS handshake error from 127.0.0.1:1234: EOF")
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	require.Len(t, lines, serverLogLines+2)
-	require.Contains(t, lines[serverLogLines], "dropped=90")
-	require.Contains(t, lines[serverLogLines+1], "TLS handshake error from 127.0.0.1:1234")
 }

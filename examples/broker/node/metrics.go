@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/cutline/cutline/examples/internal/connlimit"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/objstore"
@@ -48,8 +49,8 @@ type metrics struct {
 }
 
 // connCounter counts the API listener's connections.
-func (m *metrics) connCounter() connCounter {
-	return connCounter{open: m.conns.Add, closed: func(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }}
+func (m *metrics) connCounter() connlimit.Counter {
+	return connlimit.Counter{Open: m.conns.Add, Closed: func(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }}
 }
 
 // newMetrics registers the node's metrics. inflight reports the slots in

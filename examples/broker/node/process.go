@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/examples/internal/connlimit"
 	"github.com/cutline/cutline/lease/authority"
 	"github.com/cutline/cutline/lease/authority/authhttp"
 )
@@ -191,8 +192,8 @@ func (p *process) serve() <-chan error {
 	p.addrs = map[string]net.Addr{}
 	// listen reports whether it bound: what is logged as listening
 	// listens.
-	listen := func(name, addr string, lim connLimits, cnt connCounter, srv *http.Server) bool {
-		ln, err := listenLimited(addr, lim, cnt, srv)
+	listen := func(name, addr string, lim connlimit.Limits, cnt connlimit.Counter, srv *http.Server) bool {
+		ln, err := connlimit.Listen(addr, lim, cnt, srv)
 		if err != nil {
 			errc <- &listenError{Name: name, Addr: addr, Err: err}
 			return false
@@ -213,24 +214,24 @@ func (p *process) serve() <-chan error {
 		return true
 	}
 	if p.api != nil {
-		if listen("api", p.cfg.listen, p.cfg.conns, p.node.Metrics.connCounter(), newHTTPServer(p.api, p.sec.APITLS(), apiTimeouts, p.log)) {
+		if listen("api", p.cfg.listen, p.cfg.conns, p.node.Metrics.connCounter(), connlimit.NewServer(p.api, p.sec.APITLS(), apiTimeouts, p.log)) {
 			p.log.Info("API listening", "addr", p.addrs["api"], "tls", p.sec.APITLS() != nil, "auth", p.sec.Token != nil,
 				"max_conns", p.cfg.conns.Total, "max_conns_per_addr", p.cfg.conns.PerAddr)
 			p.logCommands(p.addrs["api"])
 		}
 	}
 	if p.node != nil && p.cfg.metricsListen != "" {
-		if listen("metrics", p.cfg.metricsListen, metricsConnLimits, connCounter{}, newHTTPServer(metricsOnly(p.node), nil, apiTimeouts, p.log)) {
+		if listen("metrics", p.cfg.metricsListen, metricsConnLimits, connlimit.Counter{}, connlimit.NewServer(metricsOnly(p.node), nil, apiTimeouts, p.log)) {
 			p.log.Info("metrics listening", "addr", p.addrs["metrics"])
 		}
 	}
 	if p.ctl != nil && p.ctl.srv != nil {
 		// The controller's streams clear the request timeouts for
 		// themselves; its nodes keep their connections.
-		to := serverTimeouts{ReadHeader: apiTimeouts.ReadHeader, Idle: time.Minute, Request: time.Minute}
-		srv := newHTTPServer(p.ctl.srv, authhttp.ServerTLS(p.sec.ca, p.sec.Cert), to, p.log)
+		to := connlimit.Timeouts{ReadHeader: apiTimeouts.ReadHeader, Idle: time.Minute, Request: time.Minute}
+		srv := connlimit.NewServer(p.ctl.srv, authhttp.ServerTLS(p.sec.ca, p.sec.Cert), to, p.log)
 		srv.RegisterOnShutdown(p.ctl.srv.Close)
-		if listen("controller", p.cfg.controllerListen, p.cfg.conns, connCounter{}, srv) {
+		if listen("controller", p.cfg.controllerListen, p.cfg.conns, connlimit.Counter{}, srv) {
 			p.log.Info("controller listening", "addr", p.addrs["controller"])
 		}
 	}
@@ -275,3 +276,16 @@ func (p *process) shutdown(ctx context.Context) error {
 	p.be.Close()
 	return errors.Join(errs...)
 }
+
+// Defaults of the API's connection bounds, and the bounds of the metrics
+// listener (a few scrapers).
+const (
+	defaultMaxConns        = 1024
+	defaultMaxConnsPerAddr = 64
+)
+
+var metricsConnLimits = connlimit.Limits{Total: 16, PerAddr: 4}
+
+// The API's timeouts: short, so that an idle connection does not hold a
+// descriptor for long; a produce waits at most produceTimeout.
+var apiTimeouts = connlimit.Timeouts{ReadHeader: 5 * time.Second, Idle: 5 * time.Second, Request: time.Minute}

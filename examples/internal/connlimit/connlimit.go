@@ -1,4 +1,8 @@
-package node
+// Package connlimit keeps an HTTP server's connections within bounds: in
+// all and from one client address, evicting silent connections first,
+// with timeouts and an error log of bounded rate. A flood of connections
+// then costs a process a known number of file descriptors.
+package connlimit
 
 import (
 	"container/list"
@@ -15,7 +19,7 @@ import (
 	"github.com/cutline/cutline/clock"
 )
 
-// connLimits bound the connections one listener keeps open: in all, and
+// Limits bound the connections one listener keeps open: in all, and
 // from one client address. A connection past the bound of its address is
 // closed as soon as it is accepted. Past the bound in all, the oldest
 // connection that has not sent a byte of a request yet is closed to make
@@ -23,66 +27,53 @@ import (
 // there is none, the new one. So a flood of connections, authenticated or
 // not, costs the process at most Total file descriptors and leaves the
 // rest to its zones and its metastore.
-type connLimits struct {
+type Limits struct {
 	Total   int
 	PerAddr int
 }
 
-// Defaults of the API's connection bounds, and the bounds of the metrics
-// listener (a few scrapers).
-const (
-	defaultMaxConns        = 1024
-	defaultMaxConnsPerAddr = 64
-)
-
-var metricsConnLimits = connLimits{Total: 16, PerAddr: 4}
-
-// serverTimeouts time an HTTP server's connections: a client gets
+// Timeouts time an HTTP server's connections: a client gets
 // ReadHeader to send a request's headers (a connection that sends none is
 // closed after it), and a keep-alive connection is closed after Idle
 // without a request. Request bounds a request's body and its answer.
-type serverTimeouts struct {
+type Timeouts struct {
 	ReadHeader, Idle, Request time.Duration
 }
 
-// The API's timeouts: short, so that an idle connection does not hold a
-// descriptor for long; a produce waits at most produceTimeout.
-var apiTimeouts = serverTimeouts{ReadHeader: 5 * time.Second, Idle: 5 * time.Second, Request: time.Minute}
-
-// connCounter counts a listener's connections: those open, and those
+// Counter counts a listener's connections: those open, and those
 // closed to keep the bounds, by reason ("total", "per_address": refused
 // on accept; "evicted": closed silent to make room). Either may be nil.
-type connCounter struct {
-	open   func(delta float64)
-	closed func(reason string)
+type Counter struct {
+	Open   func(delta float64)
+	Closed func(reason string)
 }
 
-// limitListener is a net.Listener whose Accept keeps its connections
-// within its connLimits. Its connections release their place on Close.
+// listener is a net.Listener whose Accept keeps its connections
+// within its Limits. Its connections release their place on Close.
 // The HTTP server that serves it reports their states to ConnState.
-type limitListener struct {
+type listener struct {
 	net.Listener
-	lim connLimits
-	cnt connCounter
+	lim Limits
+	cnt Counter
 
 	mu     sync.Mutex
 	total  int
 	byAddr map[string]int
-	silent *list.List // of *limitedConn that have sent nothing yet, oldest first
+	silent *list.List // of *conn that have sent nothing yet, oldest first
 }
 
-func newLimitListener(ln net.Listener, lim connLimits, cnt connCounter) *limitListener {
-	return &limitListener{Listener: ln, lim: lim, cnt: cnt, byAddr: map[string]int{}, silent: list.New()}
+func newListener(ln net.Listener, lim Limits, cnt Counter) *listener {
+	return &listener{Listener: ln, lim: lim, cnt: cnt, byAddr: map[string]int{}, silent: list.New()}
 }
 
 // Accept returns the next connection within the bounds.
-func (l *limitListener) Accept() (net.Conn, error) {
+func (l *listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		lc := &limitedConn{Conn: c, l: l, addr: clientAddr(c)}
+		lc := &conn{Conn: c, l: l, addr: clientAddr(c)}
 		reason, evict := l.take(lc)
 		if evict != nil {
 			_ = evict.Close()
@@ -93,22 +84,22 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			l.count(reason)
 			continue
 		}
-		if l.cnt.open != nil {
-			l.cnt.open(1)
+		if l.cnt.Open != nil {
+			l.cnt.Open(1)
 		}
 		return lc, nil
 	}
 }
 
-func (l *limitListener) count(reason string) {
-	if l.cnt.closed != nil {
-		l.cnt.closed(reason)
+func (l *listener) count(reason string) {
+	if l.cnt.Closed != nil {
+		l.cnt.Closed(reason)
 	}
 }
 
 // take takes a place for c, making room by evicting the oldest silent
 // connection when the listener is full, or says why there is none.
-func (l *limitListener) take(c *limitedConn) (reason string, evict *limitedConn) {
+func (l *listener) take(c *conn) (reason string, evict *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byAddr[c.addr] >= l.lim.PerAddr {
@@ -120,7 +111,7 @@ func (l *limitListener) take(c *limitedConn) (reason string, evict *limitedConn)
 			return "total", nil
 		}
 		// Its place is given to c now; its Close gives back nothing.
-		evict = l.silent.Remove(front).(*limitedConn)
+		evict = l.silent.Remove(front).(*conn)
 		evict.silent, evict.released = nil, true
 		l.freeLocked(evict.addr)
 	}
@@ -131,18 +122,18 @@ func (l *limitListener) take(c *limitedConn) (reason string, evict *limitedConn)
 }
 
 // freeLocked gives back the place of a connection from addr.
-func (l *limitListener) freeLocked(addr string) {
+func (l *listener) freeLocked(addr string) {
 	l.total--
 	if l.byAddr[addr]--; l.byAddr[addr] == 0 {
 		delete(l.byAddr, addr)
 	}
-	if l.cnt.open != nil {
-		l.cnt.open(-1)
+	if l.cnt.Open != nil {
+		l.cnt.Open(-1)
 	}
 }
 
 // release gives back c's place, once.
-func (l *limitListener) release(c *limitedConn) {
+func (l *listener) release(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.released {
@@ -158,14 +149,14 @@ func (l *limitListener) release(c *limitedConn) {
 
 // ConnState is the http.Server's ConnState: a connection that has begun a
 // request is no longer silent.
-func (l *limitListener) ConnState(c net.Conn, st http.ConnState) {
+func (l *listener) ConnState(c net.Conn, st http.ConnState) {
 	if st != http.StateActive {
 		return
 	}
 	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
 		c = nc.NetConn() // a TLS connection over it
 	}
-	lc, ok := c.(*limitedConn)
+	lc, ok := c.(*conn)
 	if !ok {
 		return
 	}
@@ -190,38 +181,38 @@ func clientAddr(c net.Conn) string {
 	return host
 }
 
-// limitedConn gives its place back once, on its first Close. silent and
+// conn gives its place back once, on its first Close. silent and
 // released are guarded by its listener's mu.
-type limitedConn struct {
+type conn struct {
 	net.Conn
-	l        *limitListener
+	l        *listener
 	addr     string
 	silent   *list.Element // in l.silent while it has sent nothing
 	released bool
 }
 
-func (c *limitedConn) Close() error {
+func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.l.release(c)
 	return err
 }
 
-// newHTTPServer is an HTTP server of h with the timeouts to, over TLS when
+// NewServer is an HTTP server of h with the timeouts to, over TLS when
 // tc is not nil; its own errors (a refused handshake, say) go to log as
-// warnings, serverLogLines a second at most.
-func newHTTPServer(h http.Handler, tc *tls.Config, to serverTimeouts, log *slog.Logger) *http.Server {
+// warnings, LogLines a second at most.
+func NewServer(h http.Handler, tc *tls.Config, to Timeouts, log *slog.Logger) *http.Server {
 	return &http.Server{Handler: h, TLSConfig: tc, ReadHeaderTimeout: to.ReadHeader, IdleTimeout: to.Idle,
 		ReadTimeout: to.Request, WriteTimeout: to.Request, ErrorLog: stdlog.New(&serverLog{log: log, clk: clock.Real()}, "", 0)}
 }
 
-// serverLogLines is how many of its own errors an HTTP server logs in a
+// LogLines is how many of its own errors an HTTP server logs in a
 // second.
-const serverLogLines = 10
+const LogLines = 10
 
 // serverLog is an HTTP server's error log. The server writes a line for
 // every connection whose TLS handshake fails, so a flood of connections
 // would flood the log (and the disk under it) too: it passes
-// serverLogLines lines a second, and says how many it dropped.
+// LogLines lines a second, and says how many it dropped.
 type serverLog struct {
 	log *slog.Logger
 	clk clock.Clock
@@ -240,7 +231,7 @@ func (s *serverLog) Write(p []byte) (int, error) {
 		dropped, s.dropped = s.dropped, 0
 		s.second, s.lines = now, 0
 	}
-	pass := s.lines < serverLogLines
+	pass := s.lines < LogLines
 	if pass {
 		s.lines++
 	} else {
@@ -248,7 +239,7 @@ func (s *serverLog) Write(p []byte) (int, error) {
 	}
 	s.mu.Unlock()
 	if dropped > 0 {
-		s.log.Warn("http server: errors not logged, past the rate", "dropped", dropped, "per_second", serverLogLines)
+		s.log.Warn("http server: errors not logged, past the rate", "dropped", dropped, "per_second", LogLines)
 	}
 	if pass {
 		s.log.Warn(strings.TrimSuffix(string(p), "\n"))
@@ -256,13 +247,13 @@ func (s *serverLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// listenLimited listens on addr for srv, within lim.
-func listenLimited(addr string, lim connLimits, cnt connCounter, srv *http.Server) (net.Listener, error) {
+// Listen listens on addr for srv, within lim.
+func Listen(addr string, lim Limits, cnt Counter, srv *http.Server) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	l := newLimitListener(ln, lim, cnt)
+	l := newListener(ln, lim, cnt)
 	srv.ConnState = l.ConnState
 	return l, nil
 }
