@@ -41,19 +41,19 @@ fi
 # bin DIR prints the path of DIR's test binary.
 bin() { echo "$work/$(echo "$1" | tr / _).test"; }
 
-# Build every package's test binary once. A directory with a go.mod of
-# its own is built in its module.
+# Build every package's test binary once, in the module of the nearest
+# go.mod above it.
 declare -A built=()
 for v in "${variants[@]}"; do
   for p in ${caught_by[$v]}; do
     dir=${p%%=*}
     [ -n "${built[$dir]:-}" ] && continue
     built[$dir]=1
-    if [ -f "$dir/go.mod" ]; then
-      (cd "$dir" && go test -c -tags cutline_planted -o "$(bin "$dir")" .)
-    else
-      go test -c -tags cutline_planted -o "$(bin "$dir")" "./$dir"
-    fi
+    mod=$dir
+    while [ ! -f "$mod/go.mod" ]; do mod=$(dirname "$mod"); done
+    pkg=.
+    [ "$mod" != "$dir" ] && pkg=./${dir#"$mod"/}
+    (cd "$mod" && go test -c -tags cutline_planted -o "$(bin "$dir")" "$pkg")
   done
 done
 

@@ -136,9 +136,9 @@ var names = map[Bug]string{
 // caughtBy names, for each variant, the packages whose own tests fail
 // when it is planted for a whole run (CUTLINE_PLANTED), each run with
 // -failfast ending in a FAIL within a minute: scripts/planted.sh requires
-// it. A package is a directory under the module root, in a module of its
-// own when it has a go.mod; "dir=Pattern" runs only the tests Pattern
-// matches there (the broker's other tests are long).
+// it. A package is a directory under the module root, built in the
+// module of the nearest go.mod above it; "dir=Pattern" runs only the
+// tests Pattern matches there (the broker's other tests are long).
 var caughtBy = map[Bug][]string{
 	CutPlainPut:        {"fence"},
 	BarrierOneWindow:   {"fence"},
@@ -157,8 +157,8 @@ var caughtBy = map[Bug][]string{
 	CutPastDead:        {"fence", "lease", "cutlinetest"},
 	MarkBeforeFlush:    {"lease"},
 	MarkAnyTenure:      {"lease"},
-	TokenTruncated:     {"lease", "examples/broker=TestProducerTokenForms"},
-	TokenExtended:      {"lease", "examples/broker=TestProducerTokenForms"},
+	TokenTruncated:     {"lease", "examples/broker/node=TestProducerTokenForms"},
+	TokenExtended:      {"lease", "examples/broker/node=TestProducerTokenForms"},
 }
 
 // CaughtBy returns the packages whose own tests catch b (see caughtBy).

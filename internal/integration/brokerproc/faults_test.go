@@ -520,7 +520,7 @@ func (ck *checker) history(ctx context.Context, c *cluster) (*cutlinetest.Histor
 	return hist, slots
 }
 
-// The broker's record format (examples/broker, format.go), which the
+// The broker's record format (examples/broker/node, format.go), which the
 // test writes on its own to know the exact bytes of every acknowledged
 // flight: the magic "cbr1", the stream (uvarint length, bytes), the
 // offset (8 bytes big endian), the producer (uvarint length, bytes), the

@@ -1,0 +1,600 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/authority/authhttp"
+	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/lease"
+	"github.com/cutline/cutline/metastore"
+	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/settle"
+)
+
+// NodeConfig is what a broker node is built from.
+type NodeConfig struct {
+	// Name is the node's identity: its name to the controller, and the
+	// star it writes as.
+	Name string
+	// Domain is the authority domain of the whole broker cluster; Root
+	// the metastore root of everything the node keeps ("" or ending in
+	// '/').
+	Domain, Root string
+	// Store is the shared metastore. The node writes through an
+	// authority.Guarded view of it that follows its grant.
+	Store metastore.Store
+	// Buckets are the zones, in zone order.
+	Buckets []objstore.Bucket
+	// Constants are those of the node's epochs; Buckets is filled in.
+	Constants epoch.Constants
+	// Dial opens the node's control channel to the controller.
+	Dial dialFunc
+	// SessionTTL is the TTL of the metastore session of each star.
+	SessionTTL time.Duration
+	// HeartbeatEvery and DecisionDelay time the node's agent and runtime.
+	HeartbeatEvery, DecisionDelay time.Duration
+	// OpenWait bounds how long a produce waits while its stream's open is
+	// deferred (a predecessor that may still be alive).
+	OpenWait time.Duration
+	// Poll is how often the node compares its star with its grant.
+	Poll time.Duration
+	// Pinger, when set, runs the node's direct health links (the agent's
+	// AgentOptions.Pinger), and the node declares the vote: its reports
+	// count in the controller's fast fence. Nil: no links and no vote.
+	Pinger func(ctx context.Context, peer string, token authority.Token) error
+	// Producers bounds each stream's producer table: at most
+	// Producers.Max producers (the least recently active expire first),
+	// each with the acknowledgements of its sequences within
+	// Producers.Window of its highest. Snapshots time the saves of the
+	// table (lease.Star.SaveSnapshot), which a new holder loads and
+	// replays the stream's tail on.
+	Producers ProducerLimits
+	Snapshots SnapshotTiming
+	// MaxStreams bounds the streams a holder leads at once: a produce to
+	// one more is refused (errStreamQuota). 0 means defaultMaxStreams.
+	MaxStreams int
+	// Lifecycle times the holder's passes of retention, compaction, trim
+	// and collection (lifecycle.go).
+	Lifecycle LifecycleConfig
+	Clock     clock.Clock
+	Logger    *slog.Logger
+}
+
+// Settings that are not configurable: OpenWait's interval, how many
+// records a new holder reads at once to rebuild its producers (and how
+// many it reads before applying them, in order), the wait
+// before a star that failed to start is started again, and the bounds of
+// the backoff between dials of the control channel.
+const (
+	openRetry            = 100 * time.Millisecond
+	readAhead            = 16
+	replayChunk          = 256
+	restartAfter         = time.Second
+	redialMin, redialMax = 50 * time.Millisecond, 2 * time.Second
+)
+
+// Errors of a node that the server answers with 503.
+var (
+	errStarting     = errors.New("broker: this node holds the grant; its star is starting")
+	errShuttingDown = errors.New("broker: this node is shutting down")
+)
+
+// Node is one broker: an authority.Agent that follows the grant of the
+// cluster's domain, and, while it holds the grant, a lease.Star that
+// leads the streams produced to it. It is the agent's authority.Host.
+type Node struct {
+	Config  NodeConfig
+	log     *slog.Logger
+	clk     clock.Clock
+	Metrics *metrics
+	caps    authority.Capabilities
+	consts  epoch.Constants
+
+	guard   *authority.Guarded
+	minter  *epoch.Minter
+	fencer  *fence.Fencer
+	refs    *settle.RefIndex
+	settler *settle.Settler
+	// chunks reads the streams, from segments and flights alike;
+	// compactor rewrites flights into segments (lifecycle.go).
+	chunks    *settle.StreamReader
+	compactor *settle.Compactor
+	// health answers the peers' pings (authhttp.RouteHealth).
+	health http.Handler
+
+	// agent is the agent of the current control channel; a new channel
+	// gets a new agent (and runtime), which replaces it.
+	agent atomic.Pointer[authority.Agent]
+
+	agentStop, pollStop, lifecycleStop context.CancelFunc
+	agentDone, pollDone, lifecycleDone chan struct{}
+	// LifecyclePasses counts the lifecycle passes run.
+	LifecyclePasses atomic.Uint64
+
+	mu        sync.Mutex
+	hold      *Holding // the star of the grant held; nil when none runs
+	progress  chain.Position
+	recovered map[string]chain.Position // frontiers reached by Recover
+	granted   authority.Token           // the grant last seen held, for the metrics
+	retryAt   time.Time                 // no star starts before, after one failed to
+	closing   bool
+	links     map[string]linkState   // the last ping of each peer
+	rebuilds  map[string]RebuildInfo // how each stream's producers were last rebuilt
+
+	// replayReads counts the records read back to rebuild producers.
+	replayReads atomic.Uint64
+}
+
+// linkState is the outcome of the last ping of a health link.
+type linkState struct {
+	token authority.Token
+	ok    bool
+}
+
+// NewNode builds a node's parts over a Guarded view of the store; start
+// runs it.
+func NewNode(cfg NodeConfig) (*Node, error) {
+	if err := cfg.Producers.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxStreams < 0 {
+		return nil, Refuse("max-streams", cfg.MaxStreams, "0 (the default, %d) or more", defaultMaxStreams)
+	}
+	if err := cfg.Lifecycle.validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{Config: cfg, log: cfg.Logger.With("node", cfg.Name), clk: clock.Or(cfg.Clock), recovered: map[string]chain.Position{},
+		links: map[string]linkState{}, rebuilds: map[string]RebuildInfo{},
+		// A vote is a report on the direct health links: a node that runs
+		// none has nothing to vote with, and the holder would count it
+		// unreachable.
+		caps: authority.Capabilities{Vote: cfg.Pinger != nil, Storage: true, Promotable: true}}
+	if _, err := authority.NewRuntime(n.runtimeConfig(), n.clk.Now()); err != nil {
+		return nil, err
+	}
+	n.Metrics = newMetrics(n.inflight, n.undecidedAge, n.linksUp, n.absorbBacklog)
+	var err error
+	if n.health, err = authhttp.NewHealthHandler(authhttp.HealthOptions{Node: cfg.Name, Token: n.HealthToken, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	if n.guard, err = authority.NewGuarded(cfg.Store, cfg.Root, cfg.Domain); err != nil {
+		return nil, err
+	}
+	buckets := n.Metrics.counting(cfg.Buckets)
+	zones, err := chain.NewZones(buckets...)
+	if err != nil {
+		return nil, err
+	}
+	n.consts = cfg.Constants
+	n.consts.Buckets = chain.Names(buckets...)
+	if err := n.consts.Validate(); err != nil {
+		return nil, err
+	}
+	if n.minter, err = epoch.NewMinter(n.guard, epoch.Options{Root: cfg.Root, Identity: cfg.Name, Clock: n.clk, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	if n.fencer, err = fence.New(n.minter, zones, fence.Options{Identity: cfg.Name, Clock: n.clk, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	if n.refs, err = settle.NewRefIndex(n.guard, cfg.Root, Locate); err != nil {
+		return nil, err
+	}
+	n.refs.WithClock(cfg.Lifecycle.clock(n.clk)) // page times, for -retention-age
+	if n.settler, err = settle.New(n.minter, zones, n.refs, settle.Options{Fencer: n.fencer, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	if n.chunks, err = settle.NewStreamReader(n.minter, zones, n.refs, settle.StreamReaderOptions{Logger: n.log}); err != nil {
+		return nil, err
+	}
+	// The compactor's identity, in its segments' keys, is the node's.
+	if n.compactor, err = settle.NewCompactor(n.minter, zones, n.refs, settle.CompactorOptions{Identity: cfg.Name, Logger: n.log}); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) runtimeConfig() authority.RuntimeConfig {
+	return authority.RuntimeConfig{Node: n.Config.Name, Domain: n.Config.Domain, Caps: n.caps, DecisionDelay: n.Config.DecisionDelay}
+}
+
+// Start runs the node's control channel and the loop that keeps its star
+// in step with its grant.
+func (n *Node) Start() {
+	var actx, pctx context.Context
+	actx, n.agentStop = context.WithCancel(context.Background())
+	pctx, n.pollStop = context.WithCancel(context.Background())
+	n.agentDone, n.pollDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(n.agentDone)
+		n.connect(actx)
+	}()
+	go func() {
+		defer close(n.pollDone)
+		for {
+			n.reconcile(pctx)
+			if clock.Sleep(pctx, n.clk, n.Config.Poll) != nil {
+				return
+			}
+		}
+	}()
+	if lc := n.Config.Lifecycle.or(); lc.Interval > 0 {
+		n.StartLifecycle(lc)
+	}
+}
+
+// connect keeps the control channel up: it dials, runs an agent over the
+// channel until it closes, and dials again. Each channel gets a fresh
+// runtime that resumes the grant held (authority.Resume) while identity,
+// token and deadline still validate. When ctx ends it says goodbye: the
+// controller ends the node's grant at once.
+func (n *Node) connect(ctx context.Context) {
+	var g authority.Grant
+	redial := clock.Backoff{Min: redialMin, Max: redialMax}
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && redial.Sleep(ctx, n.clk, attempt-1, clock.Seed(uint64(attempt))) != nil {
+			return
+		}
+		rt, err := authority.Resume(n.runtimeConfig(), g, n.clk.Now())
+		if err != nil {
+			rt, _ = authority.NewRuntime(n.runtimeConfig(), n.clk.Now()) // validated by newNode
+		}
+		conn, err := n.Config.Dial(ctx, n.Config.Name, n.caps, rt.Grant().Token)
+		switch {
+		case ctx.Err() != nil:
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		case errors.Is(err, authority.ErrNoDriver):
+			if attempt%30 == 0 {
+				n.log.Info("authority: this process's controller is not elected yet; dialing again")
+			}
+			continue
+		case err != nil:
+			n.log.Warn("authority: dial failed; dialing again", "err", err)
+			continue
+		}
+		// The agent logs every renewal at info: the node logs the
+		// changes of its grant itself, and takes the agent's warnings.
+		agentLog := slog.New(warnOnly{n.log.Handler()})
+		opts := authority.AgentOptions{HeartbeatEvery: n.Config.HeartbeatEvery, Clock: n.clk, Logger: agentLog, Guard: n.guard}
+		if n.Config.Pinger != nil {
+			opts.Pinger = n.ping
+		}
+		a, err := authority.NewAgent(rt, conn, n, opts)
+		if err != nil {
+			n.log.Error("authority: agent", "err", err)
+			_ = conn.Close()
+			return
+		}
+		n.agent.Store(a)
+		attempt = 0
+		err = a.Run(ctx)
+		g = a.Grant()
+		if ctx.Err() != nil {
+			if err := conn.Close(); err != nil {
+				n.log.Warn("authority: goodbye", "err", err)
+			}
+			return
+		}
+		n.log.Warn("authority: control channel closed; dialing again", "err", err)
+		_ = conn.Close()
+	}
+}
+
+// warnOnly passes on warnings and errors only.
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
+func (h warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{h.Handler.WithGroup(g)} }
+
+// HealthToken is the token the node's health links are bound to now: the
+// grant of the current holder, as the topology the controller last
+// described to the node says (0 before any, and while none is held).
+func (n *Node) HealthToken() authority.Token {
+	a := n.agent.Load()
+	if a == nil {
+		return 0
+	}
+	_, token := a.HealthPeers()
+	return token
+}
+
+// ping is the agent's Pinger: the configured one, counted and logged
+// when a link goes up or down.
+func (n *Node) ping(ctx context.Context, peer string, token authority.Token) error {
+	err := n.Config.Pinger(ctx, peer, token)
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	n.Metrics.pings.WithLabelValues(result).Inc()
+	now := linkState{token: token, ok: err == nil}
+	n.mu.Lock()
+	was, known := n.links[peer]
+	n.links[peer] = now
+	n.mu.Unlock()
+	switch {
+	case now.ok && (!was.ok || was.token != token):
+		n.log.Info("health link up", "peer", peer, "token", token)
+	case !now.ok && (was.ok || !known):
+		n.log.Warn("health link down", "peer", peer, "token", token, "err", err)
+	}
+	return err
+}
+
+// linksUp is the metric of the health links up: the peers of the current
+// topology whose last ping under its token completed.
+func (n *Node) linksUp() float64 {
+	a := n.agent.Load()
+	if a == nil {
+		return 0
+	}
+	peers, token := a.HealthPeers()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	up := 0
+	for _, p := range peers {
+		if l := n.links[p]; l.ok && l.token == token {
+			up++
+		}
+	}
+	return float64(up)
+}
+
+// admit is the star's Options.Admit: the current agent's.
+func (n *Node) admit() error {
+	a := n.agent.Load()
+	if a == nil {
+		return &authority.NotAdmittedError{Node: n.Config.Name, Reason: "not connected to the controller yet"}
+	}
+	return a.Admit()
+}
+
+// reconcile keeps one star running exactly while the node holds a grant:
+// it aborts the star of a grant that ended (the star writes nothing
+// more; its successor settles what it left), and starts a star on a
+// fresh session under a new grant.
+func (n *Node) reconcile(ctx context.Context) {
+	a := n.agent.Load()
+	if a == nil {
+		return
+	}
+	g := a.Grant()
+	held := g.Token != 0 && g.Holder == n.Config.Name
+	n.mu.Lock()
+	switch {
+	case held && g.Token != n.granted:
+		n.Metrics.grantChanges.WithLabelValues("gained").Inc()
+		n.log.Info("grant gained", "token", g.Token, "deadline", g.Deadline)
+		n.granted = g.Token
+	case !held && n.granted != 0:
+		n.Metrics.grantChanges.WithLabelValues("lost").Inc()
+		n.log.Warn("grant lost", "token", n.granted)
+		n.granted = 0
+	}
+	h, closing, retryAt := n.hold, n.closing, n.retryAt
+	n.mu.Unlock()
+	if h != nil && (!held || h.token != g.Token || h.lost()) {
+		n.drop(h, "its grant ended or its session was lost")
+		h = nil
+	}
+	if h != nil || !held || closing || n.clk.Now().Before(retryAt) || a.Admit() != nil {
+		return
+	}
+	h, err := n.startHolding(ctx, g.Token)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			// ErrStarRunning, say: the session of a crashed run of this
+			// node has not expired yet.
+			n.log.Warn("star did not start; trying again", "in", restartAfter, "err", err)
+		}
+		n.retryAt = n.clk.Now().Add(restartAfter)
+		return
+	}
+	n.hold = h
+}
+
+// drop aborts a holding's star, as a crash would: no departure and no
+// mark. Its session is closed, so that the streams' leases go at once.
+func (n *Node) drop(h *Holding, why string) {
+	n.mu.Lock()
+	if n.hold == h {
+		n.hold = nil
+	}
+	n.mu.Unlock()
+	if h.abort() {
+		n.log.Warn("star aborted", "token", h.token, "why", why)
+	}
+}
+
+// Current returns the holding of the star running now (nil when none).
+func (n *Node) Current() *Holding {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.hold
+}
+
+// holder returns the holding that may take a produce now.
+func (n *Node) holder() (*Holding, error) {
+	if err := n.admit(); err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.closing:
+		return nil, errShuttingDown
+	case n.hold == nil:
+		return nil, errStarting
+	}
+	return n.hold, nil
+}
+
+// Shutdown is the node's SIGTERM: it closes its star (every held stream
+// leaves through Finish and gets its clean-release mark) while its grant
+// still guards the writes, then says goodbye to the controller.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.pollStop()
+	<-n.pollDone
+	n.StopLifecycle()
+	n.mu.Lock()
+	n.closing = true
+	h := n.hold
+	n.hold = nil
+	n.mu.Unlock()
+	var err error
+	if h != nil {
+		err = h.close(ctx)
+	}
+	n.agentStop()
+	<-n.agentDone
+	return err
+}
+
+// startHolding starts the node's star under the grant with token: a new
+// session, and lease.Start, which settles what an earlier star of the
+// node left and mints the epoch it appends in.
+func (n *Node) startHolding(ctx context.Context, token authority.Token) (*Holding, error) {
+	sess, err := n.Config.Store.NewSession(ctx, n.Config.SessionTTL)
+	if err != nil {
+		return nil, fmt.Errorf("new session: %w", err)
+	}
+	// The release flush of every departure saves the stream's producer
+	// snapshot; it runs only once an open returned, after the holding
+	// is stored here.
+	var flush atomic.Pointer[Holding]
+	star, err := lease.Start(ctx, lease.Config{
+		Star: n.Config.Name, Store: n.guard, Root: n.Config.Root, Session: sess,
+		Minter: n.minter, Settler: n.settler, Index: n.refs, Constants: n.consts,
+	}, lease.Options{Admit: n.admit, Clock: n.clk, Logger: n.log, MaxSnapshot: lease.MaxSnapshotLimit,
+		Flush: func(ctx context.Context, stream string) error { return flush.Load().flush(ctx, stream) }})
+	if err != nil {
+		_ = sess.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	h := &Holding{n: n, token: token, sess: sess, Star: star, streams: map[string]*streamState{}, opening: map[string]chan struct{}{}}
+	flush.Store(h)
+	h.startSnapshots()
+	return h, nil
+}
+
+// The authority.Host of the node's agent.
+var _ authority.Host = (*Node)(nil)
+
+// Progress is where the node's chain is acknowledged up to: the position
+// past its last acknowledged slot.
+func (n *Node) Progress() chain.Position {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.progress
+}
+
+// acknowledged records an acknowledgement.
+func (n *Node) acknowledged(pos chain.Position, took time.Duration) {
+	n.Metrics.appendSeconds.Observe(took.Seconds())
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p := (chain.Position{Epoch: pos.Epoch, Slot: pos.Slot + 1}); n.progress.Less(p) {
+		n.progress = p
+	}
+}
+
+// Recover recovers the last holder's chain: a star of this node still
+// running is aborted first (it admits nothing any more), then every epoch
+// of the last holder is fenced and settled through the Guarded store,
+// which the agent points at the recovery placement.
+func (n *Node) Recover(ctx context.Context, order authority.RecoverMsg) (chain.Position, error) {
+	h := n.Current()
+	if h != nil {
+		n.drop(h, "recovery")
+	}
+	star := order.Required.Star
+	reps, err := n.settler.SettleAll(ctx, star)
+	for _, r := range reps {
+		n.Metrics.settle("recovery", r)
+	}
+	if err != nil {
+		return chain.Position{}, err
+	}
+	pos, err := authority.RecoverChain(ctx, n.minter, n.settler, star)
+	if err != nil {
+		return chain.Position{}, err
+	}
+	n.mu.Lock()
+	n.recovered[star] = pos
+	n.mu.Unlock()
+	n.log.Info("recovered", "star", star, "frontier", pos, "required", order.Required.Pos)
+	return pos, nil
+}
+
+// Release drains every stream the node holds for a planned handoff: each
+// one leaves through Finish and gets its clean-release mark, which the
+// target's open consumes.
+func (n *Node) Release(ctx context.Context) (chain.Position, error) {
+	h := n.Current()
+	if h != nil {
+		if err := h.Star.Drain(ctx); err != nil {
+			return chain.Position{}, err
+		}
+		h.acks.Wait()
+		h.forgetAll()
+		n.log.Info("released for a handoff", "token", h.token)
+	}
+	return n.Progress(), nil
+}
+
+// Frontier is how far Recover got on star's chain; the node's storage
+// serves whenever the process runs.
+func (n *Node) Frontier(star string) (chain.Position, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.recovered[star], true
+}
+
+// inflight is the metric of the slots in flight of the current writer.
+func (n *Node) inflight() float64 {
+	h := n.Current()
+	if h == nil {
+		return 0
+	}
+	st := h.Star.Stats()
+	return float64(st.Submitted - st.Released)
+}
+
+// absorbBacklog is the metric of the acknowledged flights the current
+// star has not covered in the index yet (lease.Star.AbsorbStats).
+func (n *Node) absorbBacklog() float64 {
+	h := n.Current()
+	if h == nil {
+		return 0
+	}
+	return float64(h.Star.AbsorbStats().Pending)
+}
+
+// undecidedAge is the metric of the oldest undecided slot.
+func (n *Node) undecidedAge() float64 {
+	var age time.Duration
+	now := n.clk.Now()
+	for _, u := range n.fencer.Undecided() {
+		age = max(age, now.Sub(u.Since))
+	}
+	return age.Seconds()
+}
