@@ -48,13 +48,8 @@ func Run(t *testing.T, b Backend) {
 		name string
 		run  func(*testing.T, Backend)
 	}{
-		{"FirstGrantAndRenewal", firstGrantAndRenewal},
 		{"TokenMonotonicAcrossControllers", tokenMonotonicAcrossControllers},
 		{"RacingCampaigns", racingCampaigns},
-		{"ReconnectReservation", reconnectReservation},
-		{"DeadlineEndsGrantAtOnce", deadlineEndsGrantAtOnce},
-		{"Offers", offers},
-		{"RecoveryReadOnlyUntilGrant", recoveryReadOnlyUntilGrant},
 		{"PlannedHandoff", plannedHandoff},
 		{"HandoffCrashBeforeTransition", handoffCrashBeforeTransition},
 		{"ProcessTakeover", processTakeover},
@@ -62,17 +57,15 @@ func Run(t *testing.T, b Backend) {
 		{"StaleTokenOnEveryWritePath", staleTokenOnEveryWritePath},
 		{"RecoveryWithTheLibrary", recoveryWithTheLibrary},
 		{"FastFenceArithmetic", fastFenceArithmetic},
-		{"FastFenceGuards", fastFenceGuards},
-		{"SelfFence", selfFence},
 		{"PartitionedHolder", partitionedHolder},
 		{"CrashedHolderConfirmedLate", crashedHolderConfirmedLate},
 		{"FormerHolderReconnects", formerHolderReconnects},
 		{"FencedHolderTopologyChange", fencedHolderTopologyChange},
-		{"CoveringCandidateSelected", coveringCandidateSelected},
 		{"RecoveryTimeout", recoveryTimeout},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, b) })
 	}
+	t.Run("Script", func(t *testing.T) { runScripts(t, b) })
 }
 
 // watchStates records every state written for the domain from now on;
