@@ -44,7 +44,7 @@ func runScripts(t *testing.T, b Backend) {
 }
 
 // command runs one command of a script and returns what moved (see
-// testdata/grant.txt for the commands).
+// testdata/01-grant.txt for the commands).
 func (c *cluster) command(t *testing.T, cmd *script.Cmd) string {
 	c.t = t
 	var out []string

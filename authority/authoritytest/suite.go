@@ -13,6 +13,12 @@
 // a topology change, the selection of a candidate that can recover the
 // requirement, and a candidate that does not recover in time.
 //
+// Scenarios that read as a sequence of steps are scripts in testdata
+// (the grant and its renewal and deadline, the reconnect reservation,
+// offers, recovery, the covering candidate, the fast fence's guards, the
+// self-fence), embedded and run as subtests of Script; the first script
+// describes the commands, and package authority's guide the format.
+//
 //	func TestScenarios(t *testing.T) {
 //		authoritytest.Run(t, authoritytest.Backend{
 //			NewStore: func(t *testing.T) metastore.Store { return memstore.New(memstore.Options{}) },
