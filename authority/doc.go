@@ -91,18 +91,19 @@
 //
 // # Rules and where they are enforced
 //
-//	rule                                                code                                      test (authoritytest unless named)
+//	rule                                                code                                      test (authoritytest unless named; NN-name
+//	                                                                                                is a script in authoritytest/testdata)
 //	only the controller issues grants and tokens        Controller, Election.Save                 TokenMonotonicAcrossControllers
 //	each token is newer than every earlier one          Controller (token+1), Election.Save CAS    TokenMonotonicAcrossControllers, RacingCampaigns
 //	one controller at a time; a deposed one writes      Campaign, Election.Save (compares the      RacingCampaigns, TokenMonotonicAcrossControllers
 //	  nothing                                             election key and the state)
-//	admit only while the local grant matches and its    Runtime.Admit, Agent.Admit                FirstGrantAndRenewal, DeadlineEndsGrantAtOnce
+//	admit only while the local grant matches and its    Runtime.Admit, Agent.Admit                01-grant
 //	  deadline is valid
 //	a former holder's token cannot reopen admission:    Runtime.Step (see, end), TopologyMsg      FormerHolderReconnects (every order of the
 //	  any message showing a newer token (topology,        (Ended), Runtime.Admit                    reconnect's answers, each one lost),
 //	  grant, heartbeat answer, revocation) ends the                                                 authhttp TestFormerHolderReconnectsOverTheWire,
 //	  older grant at once, for good, whatever their                                                 TokenMonotonicAcrossControllers,
-//	  order or loss                                                                                 ReconnectReservation
+//	  order or loss                                                                                 02/03-reconnect-*
 //	... nor advance cursors, coverage, publication      Guard (the token record's revision in     StaleTokenOnEveryWritePath
 //	  (the progress fence)                                every transaction)
 //	tokens are compared whole: a truncated or extended  Controller, Runtime, Guard, authhttp      TestControllerTokenTruncatedOrExtended,
@@ -114,26 +115,26 @@
 //	a controller starts only from a state some          NewController (StateError, ErrBadState),  TestNewControllerRefusesCorruptState,
 //	  controller wrote; a token never issued is           Controller.connect                        TestConnectClaimingATokenNeverIssued, TestStepNil
 //	  refused, not ignored
-//	no roles: capabilities declared independently;      Capabilities, Controller.connect          CapabilitiesAndMisaddressed, Offers
+//	no roles: capabilities declared independently;      Capabilities, Controller.connect          CapabilitiesAndMisaddressed, 04-offers
 //	  a zero-capability session is invisible
-//	an unexpected close reserves the token for the      Controller.disconnect, Connect with the   ReconnectReservation, ProcessTakeover
+//	an unexpected close reserves the token for the      Controller.disconnect, Connect with the   02/03-reconnect-*, ProcessTakeover
 //	  same node to resume                                 held token, ControllerConfig.Reconnect
-//	a holder timeout ends the grant at once; a later    Controller.tick, Controller.heartbeat     DeadlineEndsGrantAtOnce
+//	a holder timeout ends the grant at once; a later    Controller.tick, Controller.heartbeat     01-grant
 //	  heartbeat cannot revive it
-//	no next token before the former holder's deadline   Controller (fenceUntil), NewController     RecoveryReadOnlyUntilGrant, TokenMonotonicAcrossControllers
+//	no next token before the former holder's deadline   Controller (fenceUntil), NewController     05-recovery, TokenMonotonicAcrossControllers
 //	  has passed                                          (assumes a fresh deadline at election)
-//	the controller publishes the minimum required       State.Required, RequiredMsg               Offers, RecoveryReadOnlyUntilGrant
-//	a runtime offers only for the matching token,       Runtime.Step (Tick, DecisionDelay),       Offers, CoveringCandidateSelected,
+//	the controller publishes the minimum required       State.Required, RequiredMsg               04-offers, 05-recovery
+//	a runtime offers only for the matching token,       Runtime.Step (Tick, DecisionDelay),       04-offers, 06-covering-candidate,
 //	  after the decision delay, when usable and what      RecoverableReport, RecoverableHost,       TestAgentOffersOnlyWhenItCanRecover
 //	  it can recover (from its image and the object       Offer.Recoverable
 //	  storage, not only what it has materialized)
 //	  covers the requirement
-//	the controller never selects an offer that does     Controller.offer                          Offers, CoveringCandidateSelected
+//	the controller never selects an offer that does     Controller.offer                          04-offers, 06-covering-candidate
 //	  not cover the requirement
-//	duplicate or racing offers cannot bypass the        Controller.offer (one durable candidate,  Offers
+//	duplicate or racing offers cannot bypass the        Controller.offer (one durable candidate,  04-offers
 //	  durable state                                       one proposal in flight)
-//	a covering candidate that has not materialized      RecoverMsg, RecoverChain, Guard with the  RecoveryReadOnlyUntilGrant, RecoveryWithTheLibrary,
-//	  the requirement is placed in recovery,              placement's revision                      CoveringCandidateSelected
+//	a covering candidate that has not materialized      RecoverMsg, RecoverChain, Guard with the  05-recovery, RecoveryWithTheLibrary,
+//	  the requirement is placed in recovery,              placement's revision                      06-covering-candidate
 //	  read-only until the next token is durable
 //	a candidate that does not recover within            Controller.recoveryTimedOut, askAgain,    RecoveryTimeout
 //	  RecoveryTimeout loses the selection (its guard      ControllerConfig.RecoveryTimeout
@@ -155,9 +156,9 @@
 //	direct health: one link per holder–peer pair,     PingResult, Runtime.HealthPeers, Agent        TestAgentPingsAndConcerns, authhttp TestHealthLinks
 //	  bound to both identities and the token; pings     (AgentOptions.Pinger), authhttp.Pinger and
 //	  every PingEvery, unhealthy after HealthWindow      NewHealthHandler (its token: Agent.HealthPeers)
-//	a voter reports a concern for the exact token and  Runtime.health, Concern, ConcernCleared        FastFenceGuards, TestAgentPingsAndConcerns
+//	a voter reports a concern for the exact token and  Runtime.health, Concern, ConcernCleared        07-fast-fence-guards, TestAgentPingsAndConcerns
 //	  topology it saw; cleared if health recovers
-//	a concern counts only from a voter whose link      Controller.concern (RoundTrip, Vote)          FastFenceGuards, FastFenceArithmetic
+//	a concern counts only from a voter whose link      Controller.concern (RoundTrip, Vote)          07-fast-fence-guards, FastFenceArithmetic
 //	  completed a round trip; a nonvoter's report is   Advisory, Controller.advisory
 //	  advisory (a heartbeat prompt, never an incident)
 //	the first concern opens an incident: the holder's  Controller.concern, HeartbeatNowMsg,          FastFenceArithmetic
@@ -166,14 +167,14 @@
 //	the grant ends only when 2(R+H) > C, counted from   Controller.counts                              FastFenceArithmetic (C, R, H edge cases, nonvoters,
 //	  current connections; otherwise the remaining                                                      zero-capability sessions)
 //	  window is returned
-//	a topology change discards the incident            Controller.topologyChanged                    FastFenceGuards
+//	a topology change discards the incident            Controller.topologyChanged                    07-fast-fence-guards
 //	once confirmed unhealthy, a later ping cannot       Controller.endGrant (the token is no longer   FastFenceArithmetic
 //	  revive the grant                                   current)
-//	the holder challenges when the unreachable voters   Runtime.health, Challenge                     SelfFence, PartitionedHolder
+//	the holder challenges when the unreachable voters   Runtime.health, Challenge                     08-self-fence, PartitionedHolder
 //	  and itself are a strict majority; no
 //	  confirmation within SelfFenceWait closes its
 //	  admission; the grant stays allocated
-//	a confirmation for the same token and topology      Runtime.Step (GrantMsg with the decision's    SelfFence, FencedHolderTopologyChange
+//	a confirmation for the same token and topology      Runtime.Step (GrantMsg with the decision's    08-self-fence, FencedHolderTopologyChange
 //	  restores writes; a topology or authority change   topology), TopologyMsg, Runtime.health
 //	  starts a new decision from the fence: the fenced
 //	  holder challenges under the new topology (again
@@ -186,6 +187,33 @@
 //	a crashed holder (its channel closed, the            Controller.lateConcern, TopologyMsg naming    CrashedHolderConfirmedLate
 //	  reservation ran out) confirmed unhealthy by a      the last holder
 //	  majority after the fact: the same shortening
+//
+// # Scenario scripts
+//
+// Scenarios that read as a sequence of steps are scripts in
+// authoritytest/testdata, embedded in the suite so that they run on every
+// backend. A script is a list of commands, each a line with a name and
+// arguments (a node name alone, key=value, key=(a,b)), followed by
+// "----" and the output it must print, up to a blank line:
+//
+//	heartbeat node-a progress=1/5
+//	----
+//	node-a → ctl: heartbeat token=1 progress=1/5
+//	ctl → node-a: grant token=1 topology=1.1 holder=node-a deadline=+29s
+//
+// The output is what moved: the states the controller persisted, its
+// messages (ctl → node), the nodes' events (node → ctl), what a node's
+// Ready asked of its host, and each refusal with its reason; times are
+// relative to the start of the fake clock, so every run and every
+// backend prints the same. The first script (01-grant.txt) lists the
+// commands. To add a scenario, write its commands, each followed by an
+// empty "----" block, run
+//
+//	go test ./authority -run TestScenariosMem/Script -rewrite
+//
+// and read the outputs written: they are the scenario's assertions. A
+// change in the controller or the runtime that alters what any script
+// prints fails the suite with a diff naming the script's file:line.
 //
 // Failover on the fake clock (PartitionedHolder): the holder's links go
 // down; 5 s later (HealthWindow) the voters report; 250 ms later

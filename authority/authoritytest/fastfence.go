@@ -15,7 +15,8 @@ import (
 // every other connected node: a link is up unless down says otherwise,
 // and a partitioned node reaches nobody.
 func (c *cluster) pingRound(holder string, token authority.Token, down func(a, b string) bool) {
-	for name, nd := range c.nodes {
+	for _, name := range c.names() {
+		nd := c.nodes[name]
 		if name == holder || !nd.connected || nd.caps.Zero() {
 			continue
 		}
@@ -122,82 +123,6 @@ func (c *cluster) topology() uint64 {
 		}
 	}
 	return v
-}
-
-// Guards of the fast fence: a concern without a completed round trip, or
-// for a stale topology or token, counts for nothing; a topology change
-// discards the incident; a cleared concern no longer counts.
-func fastFenceGuards(t *testing.T, b Backend) {
-	c := newCluster(t, b)
-	c.join("holder", promotable)
-	c.join("voter-0", voter)
-	c.join("voter-1", voter)
-	g := c.grantTo("holder")
-	tp := c.topology()
-	require.ErrorIs(t, c.event(authority.Concern{Node: "voter-0", Token: g.Token, Topology: tp}), authority.ErrRefused, "no round trip before")
-	require.ErrorIs(t, c.event(authority.Concern{Node: "voter-0", Token: g.Token, Topology: tp - 1, RoundTrip: true}), authority.ErrRefused, "stale topology")
-	require.ErrorIs(t, c.event(authority.Concern{Node: "voter-0", Token: g.Token + 1, Topology: tp, RoundTrip: true}), authority.ErrRefused, "another token")
-	require.ErrorIs(t, c.event(authority.Concern{Node: "holder", Token: g.Token, Topology: tp, RoundTrip: true}), authority.ErrRefused, "the holder itself")
-
-	// One report opens an incident; a topology change discards it: the
-	// same report under the old topology no longer counts.
-	require.NoError(t, c.event(authority.Concern{Node: "voter-0", Token: g.Token, Topology: tp, RoundTrip: true}))
-	c.join("voter-2", voter)             // C goes from 3 to 4
-	c.nodes["holder"].partitioned = true // from here on it answers no challenge
-	c.advance(authority.ChallengeWait)
-	require.ErrorIs(t, c.event(authority.Concern{Node: "voter-0", Token: g.Token, Topology: tp, RoundTrip: true}), authority.ErrRefused)
-	require.Equal(t, authority.Granted, c.state().Phase)
-	tp = c.topology()
-	// Under the new topology: voter-0 reports, then clears; voter-1
-	// reports: R=1, H=1, C=4: 4 > 4 is false.
-	require.NoError(t, c.event(authority.Concern{Node: "voter-0", Token: g.Token, Topology: tp, RoundTrip: true}))
-	require.NoError(t, c.event(authority.ConcernCleared{Node: "voter-0", Token: g.Token}))
-	c.advance(authority.ChallengeWait)
-	require.NoError(t, c.event(authority.Concern{Node: "voter-1", Token: g.Token, Topology: tp, RoundTrip: true}))
-	require.Equal(t, authority.Granted, c.state().Phase, "a cleared concern does not count")
-	// voter-2 joins in: R=2, H=1: 6 > 4.
-	require.NoError(t, c.event(authority.Concern{Node: "voter-2", Token: g.Token, Topology: tp, RoundTrip: true}))
-	require.Equal(t, authority.Vacant, c.state().Phase)
-}
-
-// The holder's self-fence: when the voters it cannot reach, with itself,
-// are a strict majority, it challenges the controller; without a
-// confirmation within SelfFenceWait it stops admitting, keeping its
-// grant; a confirmation for the same token and topology restores writes.
-func selfFence(t *testing.T, b Backend) {
-	c := newCluster(t, b)
-	h := c.join("holder", promotable)
-	c.join("voter-0", voter)
-	c.join("voter-1", voter)
-	g := c.grantTo("holder")
-	down := func(a, b string) bool { return true }
-	for range 6 {
-		c.pingRound("holder", g.Token, nil)
-		require.NoError(t, c.heartbeat("holder", chain.Position{}))
-		c.advance(authority.PingEvery)
-	}
-	require.NoError(t, h.Admit(c.now))
-	// The links to both voters go down, and the controller's channel too
-	// (its challenge gets no answer); the voters cannot reach the
-	// controller either, so only the self-fence acts.
-	c.nodes["holder"].partitioned = true
-	c.nodes["voter-0"].partitioned = true
-	c.nodes["voter-1"].partitioned = true
-	lastOK := c.now.Add(-authority.PingEvery)
-	fencedAt := c.runPartition("holder", g.Token, down, h, 10*time.Second)
-	require.False(t, fencedAt.IsZero(), "the holder never fenced itself")
-	suspect := lastOK.Add(authority.HealthWindow)
-	require.False(t, fencedAt.Before(suspect.Add(authority.SelfFenceWait)), "fenced at %v before the challenge's %v ran out", fencedAt.Sub(suspect), authority.SelfFenceWait)
-	require.LessOrEqual(t, fencedAt.Sub(suspect), authority.SelfFenceWait+100*time.Millisecond, "self-fenced within 300 ms of the suspicion (at 50 ms ticks)")
-	require.ErrorIs(t, h.Admit(c.now), authority.ErrNotAdmitted)
-	require.True(t, h.Fenced())
-	require.True(t, c.now.Before(h.Grant().Deadline), "its lease deadline had not passed: only the self-fence stops it")
-	// The controller is reachable again: its confirmation (a renewal for
-	// the same token and topology) restores writes, no new token.
-	c.nodes["holder"].partitioned = false
-	require.NoError(t, c.event(authority.Challenge{Node: "holder", Token: g.Token, Topology: c.topology()}))
-	require.NoError(t, h.Admit(c.now))
-	require.Equal(t, g.Token, h.Grant().Token)
 }
 
 // A partitioned holder keeps its lease deadline but loses the majority:

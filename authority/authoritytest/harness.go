@@ -2,6 +2,8 @@ package authoritytest
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,6 +35,8 @@ type cluster struct {
 	// Recovery orders and release requests the runtimes' hosts received.
 	recover map[string]*authority.RecoverMsg
 	release map[string]bool
+	// trace, when set, is told everything that moves (see script.go).
+	trace *tracer
 }
 
 type node struct {
@@ -47,6 +51,8 @@ type node struct {
 	// the test to deliver, in any order, or not at all.
 	hold  bool
 	inbox []authority.Msg
+	// shown: the admission state last traced.
+	shown string
 }
 
 func newCluster(t *testing.T, b Backend) *cluster {
@@ -107,6 +113,7 @@ func (c *cluster) disconnect(name string, unexpected bool) {
 // returns the controller's answer to ev.
 func (c *cluster) event(ev authority.Event) error {
 	err := c.ctl.Step(ev)
+	c.trace.event(ev, fate(err))
 	c.run()
 	return err
 }
@@ -122,6 +129,7 @@ func (c *cluster) advance(d time.Duration) {
 
 // run persists what the controller proposes, delivers its messages to
 // connected runtimes, and feeds their events back, until nothing moves.
+// Nodes are visited in name order: a run is the same every time.
 func (c *cluster) run() {
 	c.t.Helper()
 	for range 1000 {
@@ -131,27 +139,37 @@ func (c *cluster) run() {
 			st, err := c.el.Save(c.ctx, c.ctl.State(), *rd.Persist)
 			require.NoError(c.t, err, "persist %s", rd.Persist)
 			c.ctl.Persisted(st)
+			c.trace.persist(st)
 			moved = true
 		}
+		var sent []delivery
 		for _, m := range rd.Msgs {
 			moved = true
-			nd := c.nodes[m.Recipient()]
-			if nd == nil || !nd.connected || nd.partitioned {
-				continue
-			}
-			if nd.hold {
+			d := delivery{m: m}
+			switch nd := c.nodes[m.Recipient()]; {
+			case nd == nil || !nd.connected || nd.partitioned:
+				d.fate = "lost"
+			case nd.hold:
 				nd.inbox = append(nd.inbox, m)
-				continue
+				d.fate = "held"
+			default:
+				d.err = nd.rt.Step(m)
 			}
-			_ = nd.rt.Step(m)
+			sent = append(sent, d)
 		}
-		for name, nd := range c.nodes {
+		c.trace.msgs(sent)
+		for _, name := range c.names() {
+			nd := c.nodes[name]
 			if !nd.connected {
 				continue
 			}
 			rr := nd.rt.Ready()
 			nd.rt.Advance(rr)
+			c.trace.ready(name, nd, rr)
 			if nd.partitioned || nd.mute {
+				for _, ev := range rr.Events {
+					c.trace.event(ev, "lost")
+				}
 				continue // lost on the way
 			}
 			if rr.Recover != nil {
@@ -162,7 +180,7 @@ func (c *cluster) run() {
 			}
 			for _, ev := range rr.Events {
 				moved = true
-				_ = c.ctl.Step(ev)
+				c.trace.event(ev, fate(c.ctl.Step(ev)))
 			}
 		}
 		if !moved {
@@ -170,6 +188,11 @@ func (c *cluster) run() {
 		}
 	}
 	c.t.Fatalf("the cluster did not settle")
+}
+
+// names lists the nodes in name order.
+func (c *cluster) names() []string {
+	return slices.Sorted(maps.Keys(c.nodes))
 }
 
 // heartbeat sends the holder's heartbeat.
@@ -181,7 +204,10 @@ func (c *cluster) heartbeat(name string, progress chain.Position) error {
 		return authority.ErrNotAdmitted
 	}
 	rt.Advance(authority.RuntimeReady{Heartbeat: rd.Heartbeat})
-	return c.event(*rd.Heartbeat)
+	err := c.ctl.Step(*rd.Heartbeat)
+	c.trace.event(*rd.Heartbeat, fate(err))
+	c.run()
+	return err
 }
 
 func (c *cluster) state() authority.State {

@@ -35,45 +35,6 @@ func vacantAt(t *testing.T, b Backend, names ...string) (*cluster, map[string]*a
 	return c, rts
 }
 
-// Only a candidate that can recover the requirement is selected. node-b
-// reaches only part of node-a's chain and does not offer; were its offer
-// sent anyway, it would be refused. node-c has materialized nothing but
-// can recover past the requirement: it is selected, placed in recovery,
-// read-only until the next token is durable, and gets it.
-func coveringCandidateSelected(t *testing.T, b Backend) {
-	c, rts := vacantAt(t, b, "node-b", "node-c")
-	nb, nc := rts["node-b"], rts["node-c"]
-	nb.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{Epoch: 1, Slot: 3}, Usable: true})
-	nb.Step(authority.RecoverableReport{Star: "node-a", Pos: chain.Position{Epoch: 1, Slot: 3}})
-	nc.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{}, Usable: true})
-	nc.Step(authority.RecoverableReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 9}})
-	st := c.state()
-	short := authority.Offer{Node: "node-b", Token: st.Token, Star: "node-a", Frontier: chain.Position{Epoch: 1, Slot: 3}, Recoverable: chain.Position{Epoch: 1, Slot: 3}, Usable: true}
-	err := c.event(short)
-	require.ErrorIs(t, err, authority.ErrRefused, "an offer short of the requirement")
-	require.Contains(t, err.Error(), "short of the requirement")
-	require.Equal(t, authority.Vacant, c.state().Phase)
-
-	c.advance(time.Second) // past the decision delay
-	st = c.state()
-	require.Equal(t, authority.Recovering, st.Phase)
-	require.Equal(t, "node-c", st.Candidate, "the covering candidate is selected")
-	require.NotNil(t, c.recover["node-c"], "it has not materialized the requirement: placed in recovery")
-	require.Nil(t, c.recover["node-b"])
-	require.ErrorIs(t, nc.Admit(c.now), authority.ErrNotAdmitted, "read-only in recovery")
-	c.advance(10 * time.Second)
-	require.ErrorIs(t, nc.Admit(c.now), authority.ErrNotAdmitted, "read-only until it recovers and the next token is durable")
-
-	nc.Step(authority.FrontierReport{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 9}, Usable: true})
-	c.run()
-	st = c.state()
-	require.Equal(t, authority.Granted, st.Phase)
-	require.Equal(t, "node-c", st.Holder)
-	require.Equal(t, authority.Token(2), st.Token)
-	require.NoError(t, nc.Admit(c.now))
-	require.ErrorIs(t, nb.Admit(c.now), authority.ErrNotAdmitted)
-}
-
 // A selected candidate that does not recover within RecoveryTimeout loses
 // the selection: the grant is vacant again, its recovery guard is stale,
 // its offers are refused for as long again, and another covering

@@ -13,6 +13,12 @@
 // a topology change, the selection of a candidate that can recover the
 // requirement, and a candidate that does not recover in time.
 //
+// Scenarios that read as a sequence of steps are scripts in testdata
+// (the grant and its renewal and deadline, the reconnect reservation,
+// offers, recovery, the covering candidate, the fast fence's guards, the
+// self-fence), embedded and run as subtests of Script; the first script
+// describes the commands, and package authority's guide the format.
+//
 //	func TestScenarios(t *testing.T) {
 //		authoritytest.Run(t, authoritytest.Backend{
 //			NewStore: func(t *testing.T) metastore.Store { return memstore.New(memstore.Options{}) },
@@ -48,13 +54,8 @@ func Run(t *testing.T, b Backend) {
 		name string
 		run  func(*testing.T, Backend)
 	}{
-		{"FirstGrantAndRenewal", firstGrantAndRenewal},
 		{"TokenMonotonicAcrossControllers", tokenMonotonicAcrossControllers},
 		{"RacingCampaigns", racingCampaigns},
-		{"ReconnectReservation", reconnectReservation},
-		{"DeadlineEndsGrantAtOnce", deadlineEndsGrantAtOnce},
-		{"Offers", offers},
-		{"RecoveryReadOnlyUntilGrant", recoveryReadOnlyUntilGrant},
 		{"PlannedHandoff", plannedHandoff},
 		{"HandoffCrashBeforeTransition", handoffCrashBeforeTransition},
 		{"ProcessTakeover", processTakeover},
@@ -62,17 +63,15 @@ func Run(t *testing.T, b Backend) {
 		{"StaleTokenOnEveryWritePath", staleTokenOnEveryWritePath},
 		{"RecoveryWithTheLibrary", recoveryWithTheLibrary},
 		{"FastFenceArithmetic", fastFenceArithmetic},
-		{"FastFenceGuards", fastFenceGuards},
-		{"SelfFence", selfFence},
 		{"PartitionedHolder", partitionedHolder},
 		{"CrashedHolderConfirmedLate", crashedHolderConfirmedLate},
 		{"FormerHolderReconnects", formerHolderReconnects},
 		{"FencedHolderTopologyChange", fencedHolderTopologyChange},
-		{"CoveringCandidateSelected", coveringCandidateSelected},
 		{"RecoveryTimeout", recoveryTimeout},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, b) })
 	}
+	t.Run("Script", func(t *testing.T) { runScripts(t, b) })
 }
 
 // watchStates records every state written for the domain from now on;
