@@ -9,22 +9,24 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // Errors of the Roller.
 var (
 	// ErrRollerClosed: Append after Close, or an append the roller could
 	// not finish before Close gave up.
-	ErrRollerClosed = errors.New("settle: roller closed")
+	ErrRollerClosed = errkind.New(cutline.ErrClosed, "settle: roller closed")
 	// ErrDropped: RollerOptions.Republish refused to republish a pooled
 	// append. It was never acknowledged anywhere (it lay at or past the
 	// old epoch's cut) and is not placed in the new one.
-	ErrDropped = errors.New("settle: append dropped instead of republished")
+	ErrDropped = errkind.New(cutline.ErrStale, "settle: append dropped instead of republished")
 )
 
 // RollerOptions configures a Roller. The zero value works.

@@ -3,6 +3,9 @@ package batch
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // Sentinel errors of the package. Every error returned matches one of
@@ -17,15 +20,15 @@ var (
 	// failed record may or may not be durable. The error is a
 	// *RecordError for a record, a *StreamError for an Add refused on a
 	// failed stream; either reaches the cause.
-	ErrFailed = errors.New("batch: record not acknowledged")
+	ErrFailed = errkind.New(cutline.ErrUnavailable, "batch: record not acknowledged")
 	// ErrClosed: the producer is closed (or closing); Add takes nothing.
 	ErrClosed = errors.New("batch: producer closed")
 	// ErrTooLarge: a record or bundle does not fit a flight. The error is
 	// a *SizeError.
-	ErrTooLarge = errors.New("batch: too large")
+	ErrTooLarge = errkind.New(cutline.ErrInvalid, "batch: too large")
 	// ErrInput: Encode was given streams that make no bundle. The error
 	// is an *InputError.
-	ErrInput = errors.New("batch: invalid bundle input")
+	ErrInput = errkind.New(cutline.ErrInvalid, "batch: invalid bundle input")
 )
 
 // RecordError is the failure of one record: its stream and offset, and

@@ -14,7 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -31,7 +33,7 @@ var (
 	// path holds something this backend did not create and will not
 	// interpret: a symbolic link, a device, a socket. The backend never
 	// follows symbolic links.
-	ErrNotRegular = errors.New("fs: not a regular file or directory")
+	ErrNotRegular = errkind.New(cutline.ErrUnavailable, "fs: not a regular file or directory")
 )
 
 // Options tunes a Bucket. The zero value works.

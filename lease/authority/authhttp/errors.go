@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // Errors of the package. A refused event is not among them: the client
@@ -13,11 +16,11 @@ var (
 	// ErrForbidden: the server refused the caller's identity or what it
 	// asked (an event naming another node, a handoff from a node, an
 	// operator speaking as a node). The error is a *StatusError.
-	ErrForbidden = errors.New("authhttp: forbidden")
+	ErrForbidden = errkind.New(cutline.ErrDenied, "authhttp: forbidden")
 	// ErrBadRequest: the server could not read the request (malformed
 	// JSON, an unknown kind or parameter, a body too large, an unknown
 	// route). The error is a *StatusError.
-	ErrBadRequest = errors.New("authhttp: bad request")
+	ErrBadRequest = errkind.New(cutline.ErrInvalid, "authhttp: bad request")
 	// ErrUnavailable: the controller could not be reached or could not
 	// decide (its driver failed, it has no driver yet, it is shutting
 	// down). The error is a *StatusError or a *RequestError.
@@ -26,7 +29,7 @@ var (
 	ErrClosed = errors.New("authhttp: connection closed")
 	// ErrIdentity: a certificate does not name an acceptable identity.
 	// The error is a *IdentityError.
-	ErrIdentity = errors.New("authhttp: no acceptable identity")
+	ErrIdentity = errkind.New(cutline.ErrDenied, "authhttp: no acceptable identity")
 )
 
 // StatusError is a request the server answered with an error status. It
