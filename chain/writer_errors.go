@@ -14,13 +14,11 @@ var (
 	// poison): the epoch has been or is being fenced. Nothing at or past the
 	// dead slot will ever be acknowledged. The error is a *FencedError.
 	ErrFenced = errkind.New(cutline.ErrStale, "chain: epoch fenced")
-	// ErrBlocked: the writer halted because every bucket answered for a
+	// ErrNoQuorum: the writer halted because every bucket answered for a
 	// slot and the answers reach neither W copies nor B poisons (objects
 	// that are neither a valid flight nor poison take part). The writer
-	// never guesses. The error is a *BlockedError naming the objects.
-	ErrBlocked = errkind.New(cutline.ErrCorrupt, "chain: slot cannot be decided")
-	// ErrClosed: Submit was called after Close or Abort.
-	ErrClosed = errors.New("chain: writer closed")
+	// never guesses. The error is a *NoQuorumError naming the objects.
+	ErrNoQuorum = errkind.New(cutline.ErrCorrupt, "chain: slot cannot be decided")
 	// ErrAborted: Abort stopped the writer before the slot was decided and
 	// acknowledged. The slot may or may not end up in the chain; a fence of
 	// the epoch decides. The error is a *AbortedError.
@@ -50,8 +48,14 @@ var (
 	// past a published cut, past the committed prefix of an open epoch, or
 	// in an epoch that has no record.
 	ErrNotCommitted = errkind.New(cutline.ErrNotFound, "chain: position not committed")
-	// ErrTrimmed: the position's flight was deleted by a trim.
-	ErrTrimmed = errors.New("chain: position trimmed")
+)
+
+// Errors that say no more than their kind.
+var (
+	// errClosed: Submit was called after Close or Abort.
+	errClosed = errkind.New(cutline.ErrClosed, "chain: writer closed")
+	// errTrimmed: the position's flight was deleted by a trim.
+	errTrimmed = errkind.New(cutline.ErrTrimmed, "chain: position trimmed")
 )
 
 // FencedError reports the dead slot at which a writer halted.
@@ -70,8 +74,8 @@ func (e *FencedError) Error() string {
 // Unwrap makes errors.Is(err, ErrFenced) hold.
 func (e *FencedError) Unwrap() error { return ErrFenced }
 
-// BlockedError reports a slot whose K answers reach neither quorum.
-type BlockedError struct {
+// NoQuorumError reports a slot whose K answers reach neither quorum.
+type NoQuorumError struct {
 	Star    string
 	Epoch   uint64
 	Slot    uint64
@@ -82,15 +86,15 @@ type BlockedError struct {
 	Objects []error
 }
 
-func (e *BlockedError) Error() string {
+func (e *NoQuorumError) Error() string {
 	return fmt.Sprintf("chain %s/%d: slot %d cannot be decided (%d copies, %d poisons): %v",
 		e.Star, e.Epoch, e.Slot, e.Copies, e.Poisons, errors.Join(e.Objects...))
 }
 
-// Unwrap makes errors.Is match ErrBlocked and the objects' errors
+// Unwrap makes errors.Is match ErrNoQuorum and the objects' errors
 // (ErrCorrupt, ErrMisplaced, ErrUnknownFormat, ErrConflictingFlight).
-func (e *BlockedError) Unwrap() []error {
-	return append([]error{ErrBlocked}, e.Objects...)
+func (e *NoQuorumError) Unwrap() []error {
+	return append([]error{ErrNoQuorum}, e.Objects...)
 }
 
 // ConflictError reports a slot that holds two different well-formed

@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/cutline/cutline"
@@ -51,9 +50,10 @@ var (
 	// ErrSessionLost: the star's session ended; it holds nothing any more
 	// and must be started again with a new session.
 	ErrSessionLost = errkind.New(cutline.ErrStale, "lease: session lost")
-	// ErrClosed: the star was closed.
-	ErrClosed = errors.New("lease: star closed")
 )
+
+// errClosed: the star was closed. It matches cutline.ErrClosed.
+var errClosed = errkind.New(cutline.ErrClosed, "lease: star closed")
 
 // Why an open was deferred.
 type DeferReason string

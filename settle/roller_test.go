@@ -417,7 +417,7 @@ func TestRollerDoesNotRollPastBlocked(t *testing.T) {
 			if i >= 3 && err != nil {
 				// The writer may have met slot 3 already: a halted
 				// writer refuses a Submit at once.
-				require.ErrorIs(t, err, chain.ErrBlocked, "append %d", i)
+				require.ErrorIs(t, err, chain.ErrNoQuorum, "append %d", i)
 				continue
 			}
 			require.NoError(t, err, "append %d", i)
@@ -430,10 +430,10 @@ func TestRollerDoesNotRollPastBlocked(t *testing.T) {
 				require.NoError(t, err, "append %d", i)
 				continue
 			}
-			require.ErrorIs(t, err, chain.ErrBlocked, "append %d", i)
+			require.ErrorIs(t, err, chain.ErrNoQuorum, "append %d", i)
 		}
 		_, err = r.Submit(ctx, []byte("s|9|late"))
-		require.ErrorIs(t, err, chain.ErrBlocked)
+		require.ErrorIs(t, err, chain.ErrNoQuorum)
 		require.Equal(t, uint64(1), r.Epoch().Epoch)
 		require.NoError(t, r.Close(ctx))
 	})

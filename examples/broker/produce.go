@@ -63,7 +63,7 @@ func (n *node) samePayload(ctx context.Context, h *holding, p produceReq, off ui
 		return err
 	}
 	rec, _, err := n.readRecord(ctx, p.stream, off)
-	if errors.Is(err, settle.ErrTrimmed) {
+	if errors.Is(err, settle.ErrBelowRetention) {
 		return nil
 	}
 	if err != nil {

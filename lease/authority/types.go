@@ -135,10 +135,12 @@ var (
 	// ErrNotAdmitted: the runtime's local authority does not admit writes
 	// now. The error is a *NotAdmittedError saying why.
 	ErrNotAdmitted = errkind.New(cutline.ErrStale, "authority: writes not admitted")
-	// ErrStaleToken: a write guarded by a token that is no longer the
-	// domain's current one (or its recovery transition) was refused; it
-	// applied nothing.
-	ErrStaleToken = errkind.New(cutline.ErrStale, "authority: stale token")
+	// ErrStaleGrant: a write guarded by a grant whose token is no longer
+	// the domain's current one (or its recovery transition) was refused;
+	// it applied nothing. (A producer's stale fencing token is
+	// lease.ErrStaleToken, another thing.) The error is a
+	// *StaleGrantError.
+	ErrStaleGrant = errkind.New(cutline.ErrStale, "authority: stale grant")
 	// ErrDeposed: a controller's election is gone; its writes fail.
 	ErrDeposed = errkind.New(cutline.ErrStale, "authority: controller deposed")
 	// ErrRefused: the controller refused an event (an impostor, a stale

@@ -1,7 +1,6 @@
 package batch
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/cutline/cutline"
@@ -21,8 +20,6 @@ var (
 	// *RecordError for a record, a *StreamError for an Add refused on a
 	// failed stream; either reaches the cause.
 	ErrFailed = errkind.New(cutline.ErrUnavailable, "batch: record not acknowledged")
-	// ErrClosed: the producer is closed (or closing); Add takes nothing.
-	ErrClosed = errors.New("batch: producer closed")
 	// ErrTooLarge: a record or bundle does not fit a flight. The error is
 	// a *SizeError.
 	ErrTooLarge = errkind.New(cutline.ErrInvalid, "batch: too large")
@@ -30,6 +27,10 @@ var (
 	// is an *InputError.
 	ErrInput = errkind.New(cutline.ErrInvalid, "batch: invalid bundle input")
 )
+
+// errClosed: the producer is closed (or closing); Add takes nothing. It
+// matches cutline.ErrClosed.
+var errClosed = errkind.New(cutline.ErrClosed, "batch: producer closed")
 
 // RecordError is the failure of one record: its stream and offset, and
 // the cause (the flight's error, or the earlier record's).

@@ -32,15 +32,9 @@ const MaxRetries = 100
 const maxListPage = 5000
 
 // MaxObjectSize is the largest object, in bytes, that Create writes and
-// Get and GetRange read: a chain's largest flight (64 MiB of payload and a
-// header) with room to spare. A body announced or found to be larger is
-// refused with ErrTooLarge rather than buffered without bound.
-const MaxObjectSize = 64<<20 + 1<<20
-
-// ErrTooLarge is returned, as an objstore.ErrRejected, for an object
-// larger than MaxObjectSize: by Create before anything is sent, by Get and
-// GetRange before the body is read past the limit.
-var ErrTooLarge = fmt.Errorf("azblob: object larger than MaxObjectSize (%d bytes)", MaxObjectSize)
+// Get and GetRange read (objstore.MaxObjectSize). A larger one is refused
+// with objstore.ErrObjectTooLarge, as an objstore.ErrRejected.
+const MaxObjectSize = objstore.MaxObjectSize
 
 // Options are the optional settings of a Bucket. The zero value works.
 type Options struct {
@@ -206,7 +200,7 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 // readBody reads an object body of size bytes (nil or negative: unknown),
 // at most MaxObjectSize (objstore.ReadBody).
 func (b *Bucket) readBody(ctx context.Context, op, key string, body io.ReadCloser, size *int64) ([]byte, error) {
-	data, err := objstore.ReadBody(ctx, body, size, MaxObjectSize, ErrTooLarge)
+	data, err := objstore.ReadBody(ctx, body, size, MaxObjectSize, objstore.ErrObjectTooLarge)
 	if err != nil {
 		return nil, b.opError(op, key, err)
 	}

@@ -36,7 +36,7 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 	}
 	if len(data) > MaxObjectSize {
 		return b.opError(op, key, objstore.Classify(objstore.ErrRejected,
-			fmt.Errorf("%w: %d bytes", ErrTooLarge, len(data))))
+			fmt.Errorf("%w: %d bytes", objstore.ErrObjectTooLarge, len(data))))
 	}
 	sum := md5.Sum(data)
 	opts := &blockblob.UploadOptions{

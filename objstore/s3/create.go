@@ -37,7 +37,7 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 	if len(data) > MaxObjectSize {
 		// Get could not read it back.
 		return b.opError(op, key, objstore.Classify(objstore.ErrRejected,
-			fmt.Errorf("%w: %d bytes", ErrTooLarge, len(data))))
+			fmt.Errorf("%w: %d bytes", objstore.ErrObjectTooLarge, len(data))))
 	}
 	sent := 0 // HTTP attempts made by this call, across SDK retries
 	for retry := 0; ; retry++ {

@@ -80,9 +80,9 @@ func TestReadBodyRefusesOversizeAndBrokenBodies(t *testing.T) {
 		unavailable bool
 	}{
 		{name: "declared larger than the limit", declared: MaxObjectSize + 1, body: &fakeBody{n: MaxObjectSize + 1},
-			want: []error{objstore.ErrRejected, ErrTooLarge}, maxRead: 0},
+			want: []error{objstore.ErrRejected, objstore.ErrObjectTooLarge}, maxRead: 0},
 		{name: "undeclared larger than the limit", declared: -1, body: &fakeBody{n: 2 * MaxObjectSize},
-			want: []error{objstore.ErrRejected, ErrTooLarge}, maxRead: MaxObjectSize + 32<<10},
+			want: []error{objstore.ErrRejected, objstore.ErrObjectTooLarge}, maxRead: MaxObjectSize + 32<<10},
 		{name: "longer than declared", declared: 10, body: &fakeBody{n: 2 * MaxObjectSize},
 			want: []error{objstore.ErrUnavailable}, maxRead: 32 << 10},
 		{name: "shorter than declared", declared: 100, body: &fakeBody{n: 10},
