@@ -139,6 +139,7 @@ var libraryErrors = map[string]error{
 	"objstore.ErrNoSuchBucket":               objstore.ErrNoSuchBucket,
 	"objstore.ErrRejected":                   objstore.ErrRejected,
 	"objstore.ErrObjectTooLarge":             objstore.ErrObjectTooLarge,
+	"objstore.ErrUnsatisfiableRange":         objstore.ErrUnsatisfiableRange,
 	"objstore.ErrAliased":                    objstore.ErrAliased,
 	"objstore.OpError":                       &objstore.OpError{Err: objstore.ErrExists},
 	"objstore.KeyError":                      &objstore.KeyError{},
