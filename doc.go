@@ -1,7 +1,8 @@
 // Package cutline is the map of the library: the layers a record passes
 // through, what a takeover does to them, how data leaves the chain, and
-// every key the packages keep in the metastore. It holds no code; each
-// package's documentation is the reference for its part.
+// every key the packages keep in the metastore, and the kinds every error
+// matches. Besides the kinds it holds no code; each package's
+// documentation is the reference for its part.
 //
 // # The path of a record
 //
@@ -79,6 +80,29 @@
 //   - settle.RefIndex.Retain (RetainPolicy) moves a stream's retention
 //     point and deletes its ref pages below it; Compactor.Collect deletes
 //     the segments no page names any more.
+//
+// # Errors
+//
+// Every error a package returns matches, with errors.Is, one of the
+// kinds defined here (errors.go) as well as the package's own sentinel
+// or typed error: the kind says what the caller should do, the package's
+// error what happened and where.
+//
+//	ErrInvalid      the call, input or configuration was refused: fix it, do not retry
+//	ErrDenied       credentials, identity or permission refused: fix them
+//	ErrNotFound     what the call names does not exist: a definite answer
+//	ErrConflict     another party holds or changed what the call needs: re-read, decide
+//	ErrStale        a right the caller no longer holds (fenced, tenure lost, stale token)
+//	ErrUnavailable  no answer, or the outcome not known yet: retry or settle it
+//	ErrClosed       the object called was closed by its owner: make a new one
+//	ErrTrimmed      the data was trimmed, retained away or compacted: read from its start
+//	ErrCorrupt      stored data does not verify or breaks a guarantee: an operator looks
+//
+// An error that wraps a cause matches the cause's kind as well. Where a
+// package's error said no more than its kind (closed, unavailable), the
+// package returns the kind itself, its message naming the package. This
+// package imports nothing of the library, so that every package can
+// import it.
 //
 // # Metastore keys
 //

@@ -236,7 +236,7 @@ func TestPlannedHandoffThroughFinish(t *testing.T) {
 	next, err := a.refs.Next(w.ctx, "orders")
 	require.NoError(t, err)
 	err = a.refs.CoverSpan(w.ctx, "node-a", chain.Position{Epoch: 1, Slot: 9}, settle.Span{Stream: "orders", Offset: next, Count: 1})
-	require.True(t, errors.Is(err, authority.ErrStaleToken), "a former holder's coverage write: %v", err)
+	require.True(t, errors.Is(err, authority.ErrStaleGrant), "a former holder's coverage write: %v", err)
 
 	require.NoError(t, b.star.Close(w.ctx))
 	w.env.Verify(w.hist)

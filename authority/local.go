@@ -2,12 +2,13 @@ package authority
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // LocalBuffer is how many messages a node's connection over a Local
@@ -19,9 +20,9 @@ var (
 	// ErrConnClosed: the connection is closed: by Close, by an overflow of
 	// its queue, by a newer Dial of the same node, or because the Local's
 	// driver was replaced.
-	ErrConnClosed = errors.New("authority: connection closed")
+	ErrConnClosed = errkind.New(cutline.ErrClosed, "authority: connection closed")
 	// ErrNoDriver: the Local transport has no driver attached (SetDriver).
-	ErrNoDriver = errors.New("authority: no driver attached to the local transport")
+	ErrNoDriver = errkind.New(cutline.ErrUnavailable, "authority: no driver attached to the local transport")
 )
 
 // Local is the in-process transport: a controller's Driver and the

@@ -253,7 +253,7 @@ func (e *Election) Save(ctx context.Context, cur, next State) (State, error) {
 // (or recovery placement) the writer holds: the progress fence. Cursor
 // advances, coverage writes, marks and publications made through it apply
 // only while that grant is current; after a new token or a recovery
-// placement they fail with ErrStaleToken (never with
+// placement they fail with ErrStaleGrant (never with
 // metastore.ErrConflict, which writers retry) and apply nothing. Reads
 // pass through.
 func Guard(store metastore.Store, root, domain string, rev int64) (metastore.Store, error) {
@@ -272,7 +272,7 @@ func Guard(store metastore.Store, root, domain string, rev int64) (metastore.Sto
 // node's authority: the Agent sets it to each grant's (or recovery
 // placement's) revision and clears it when the node holds nothing, so a
 // host builds its minter, index and star once over it. While cleared,
-// every write fails with ErrStaleToken.
+// every write fails with ErrStaleGrant.
 type Guarded struct {
 	metastore.Store
 	key string
@@ -297,38 +297,38 @@ func (g *Guarded) Set(rev int64) { g.rev.Store(max(rev, 0)) }
 // Revision returns the revision writes are guarded with.
 func (g *Guarded) Revision() int64 { return g.rev.Load() }
 
-// StaleTokenError is a write refused by Guard.
-type StaleTokenError struct {
+// StaleGrantError is a write refused by Guard.
+type StaleGrantError struct {
 	Key      string
 	Guard    int64
 	Revision int64
 }
 
-func (e *StaleTokenError) Error() string {
+func (e *StaleGrantError) Error() string {
 	if e.Guard == 0 {
 		return "authority: write refused: this node holds no grant"
 	}
 	return fmt.Sprintf("authority: write refused: the token record %q moved from revision %d to %d", e.Key, e.Guard, e.Revision)
 }
 
-func (e *StaleTokenError) Unwrap() error { return ErrStaleToken }
+func (e *StaleGrantError) Unwrap() error { return ErrStaleGrant }
 
 // Txn implements metastore.Store, with the guard's compare added.
 func (g *Guarded) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 	guard := g.rev.Load()
 	if guard == 0 {
-		return 0, &StaleTokenError{Key: g.key}
+		return 0, &StaleGrantError{Key: g.key}
 	}
 	t.If = append(append([]metastore.Compare(nil), t.If...), metastore.Compare{Key: g.key, Revision: guard})
 	rev, err := g.Store.Txn(ctx, t)
 	var ce *metastore.ConflictError
 	if errors.As(err, &ce) && ce.Key == g.key {
-		return 0, &StaleTokenError{Key: g.key, Guard: guard, Revision: ce.Revision}
+		return 0, &StaleGrantError{Key: g.key, Guard: guard, Revision: ce.Revision}
 	}
 	if errors.As(err, &ce) {
 		// Another compare failed; the guard may have too. Say which.
 		if kv, gerr := g.Store.Get(ctx, g.key); gerr == nil && kv.Revision != guard {
-			return 0, &StaleTokenError{Key: g.key, Guard: guard, Revision: kv.Revision}
+			return 0, &StaleGrantError{Key: g.key, Guard: guard, Revision: kv.Revision}
 		}
 	}
 	return rev, err

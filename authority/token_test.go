@@ -247,7 +247,7 @@ func TestGuardRevisionTruncatedOrExtended(t *testing.T) {
 		g, err := authority.Guard(store, "", "orders", bad)
 		require.NoError(t, err)
 		_, err = g.Txn(ctx, write)
-		require.ErrorIs(t, err, authority.ErrStaleToken, "guard %d, token record at %d", bad, rev)
+		require.ErrorIs(t, err, authority.ErrStaleGrant, "guard %d, token record at %d", bad, rev)
 	}
 	g, err := authority.Guard(store, "", "orders", rev)
 	require.NoError(t, err)

@@ -1,13 +1,14 @@
 package authority
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -133,21 +134,23 @@ func (s State) String() string {
 var (
 	// ErrNotAdmitted: the runtime's local authority does not admit writes
 	// now. The error is a *NotAdmittedError saying why.
-	ErrNotAdmitted = errors.New("authority: writes not admitted")
-	// ErrStaleToken: a write guarded by a token that is no longer the
-	// domain's current one (or its recovery transition) was refused; it
-	// applied nothing.
-	ErrStaleToken = errors.New("authority: stale token")
+	ErrNotAdmitted = errkind.New(cutline.ErrStale, "authority: writes not admitted")
+	// ErrStaleGrant: a write guarded by a grant whose token is no longer
+	// the domain's current one (or its recovery transition) was refused;
+	// it applied nothing. (A producer's stale fencing token is
+	// lease.ErrStaleToken, another thing.) The error is a
+	// *StaleGrantError.
+	ErrStaleGrant = errkind.New(cutline.ErrStale, "authority: stale grant")
 	// ErrDeposed: a controller's election is gone; its writes fail.
-	ErrDeposed = errors.New("authority: controller deposed")
+	ErrDeposed = errkind.New(cutline.ErrStale, "authority: controller deposed")
 	// ErrRefused: the controller refused an event (an impostor, a stale
 	// token, a token never issued, an offer out of turn). The error is a
 	// *RefusedError.
-	ErrRefused = errors.New("authority: refused")
+	ErrRefused = errkind.New(cutline.ErrStale, "authority: refused")
 	// ErrBadState: a durable State no controller writes (a phase it does
 	// not know, Granted without a holder, ...): a controller does not
 	// start from it. The error is a *StateError.
-	ErrBadState = errors.New("authority: inconsistent state")
+	ErrBadState = errkind.New(cutline.ErrCorrupt, "authority: inconsistent state")
 )
 
 // StateError says what is inconsistent in a durable State.

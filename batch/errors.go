@@ -1,8 +1,10 @@
 package batch
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // Sentinel errors of the package. Every error returned matches one of
@@ -17,16 +19,18 @@ var (
 	// failed record may or may not be durable. The error is a
 	// *RecordError for a record, a *StreamError for an Add refused on a
 	// failed stream; either reaches the cause.
-	ErrFailed = errors.New("batch: record not acknowledged")
-	// ErrClosed: the producer is closed (or closing); Add takes nothing.
-	ErrClosed = errors.New("batch: producer closed")
+	ErrFailed = errkind.New(cutline.ErrUnavailable, "batch: record not acknowledged")
 	// ErrTooLarge: a record or bundle does not fit a flight. The error is
 	// a *SizeError.
-	ErrTooLarge = errors.New("batch: too large")
+	ErrTooLarge = errkind.New(cutline.ErrInvalid, "batch: too large")
 	// ErrInput: Encode was given streams that make no bundle. The error
 	// is an *InputError.
-	ErrInput = errors.New("batch: invalid bundle input")
+	ErrInput = errkind.New(cutline.ErrInvalid, "batch: invalid bundle input")
 )
+
+// errClosed: the producer is closed (or closing); Add takes nothing. It
+// matches cutline.ErrClosed.
+var errClosed = errkind.New(cutline.ErrClosed, "batch: producer closed")
 
 // RecordError is the failure of one record: its stream and offset, and
 // the cause (the flight's error, or the earlier record's).

@@ -2,12 +2,13 @@ package batch
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"iter"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -44,7 +45,7 @@ const (
 // wrong magic, an unknown version, a length that runs past its bytes, a
 // count that does not match, a bad stream name, a stream twice). The
 // error is a *FormatError.
-var ErrFormat = errors.New("batch: not a valid bundle")
+var ErrFormat = errkind.New(cutline.ErrCorrupt, "batch: not a valid bundle")
 
 // FormatError names where a bundle failed to decode and why.
 type FormatError struct {

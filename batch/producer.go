@@ -406,7 +406,7 @@ func (p *Producer) Add(ctx context.Context, stream string, record []byte) (*Ack,
 	for {
 		if p.closing {
 			p.mu.Unlock()
-			return nil, ErrClosed
+			return nil, errClosed
 		}
 		if st := p.streams[stream]; st != nil && st.err != nil {
 			p.mu.Unlock()
@@ -553,7 +553,7 @@ func (p *Producer) send() {
 func (p *Producer) submit(b *batch) flight {
 	for len(b.secs) > 0 {
 		if err := p.ctx.Err(); err != nil {
-			return flight{b: b, err: fmt.Errorf("%w before the flight was sent: %w", ErrClosed, err)}
+			return flight{b: b, err: fmt.Errorf("%w before the flight was sent: %w", errClosed, err)}
 		}
 		payload := b.encode()
 		pend, err := p.target.Submit(p.ctx, payload)
@@ -596,7 +596,7 @@ func (p *Producer) acknowledge() {
 		if fl.p != nil {
 			pos, err = fl.p.Wait(p.ctx)
 			if err != nil && p.ctx.Err() != nil {
-				err = fmt.Errorf("%w before the flight was decided (its outcome is unknown): %w", ErrClosed, err)
+				err = fmt.Errorf("%w before the flight was decided (its outcome is unknown): %w", errClosed, err)
 			}
 		}
 		p.mu.Lock()
@@ -704,13 +704,13 @@ func (p *Producer) Stats() Stats {
 
 // Close refuses further Adds, sends what gathers and waits until every
 // record is decided. If ctx ends first, the records still pending fail
-// with ErrClosed (their outcome unknown) and Close returns ctx's error.
+// with cutline.ErrClosed (their outcome unknown) and Close returns ctx's error.
 // Close leaves the target open: the star is the host's.
 func (p *Producer) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
-		return ErrClosed
+		return errClosed
 	}
 	p.closing = true
 	close(p.closed)

@@ -87,7 +87,7 @@
 //
 // If every bucket has answered for a slot and the answers reach neither W
 // copies nor B poisons (foreign objects take part), the writer halts the
-// same way with a *BlockedError (ErrBlocked) that names the objects
+// same way with a *NoQuorumError (ErrNoQuorum) that names the objects
 // (*wire.ObjectError: bucket, key, reason). It never guesses; an operator must
 // look at those objects.
 //
@@ -152,11 +152,11 @@
 //
 // # Errors
 //
-// ErrFenced (*FencedError), ErrBlocked (*BlockedError),
+// ErrFenced (*FencedError), ErrNoQuorum (*NoQuorumError),
 // ErrConflictingFlight (*ConflictError), ErrAborted (*AbortedError),
-// ErrClosed, ErrPayloadTooLarge (*PayloadError) and ErrPending come from the
+// cutline.ErrClosed, ErrPayloadTooLarge (*PayloadError) and ErrPending come from the
 // Writer, with epoch.ErrNotMinted and epoch.ErrClaimed from NewWriter; ErrDataUnavailable, ErrNotCommitted and
-// ErrTrimmed from the Reader; wire.ErrCorrupt, wire.ErrUnknownFormat,
+// cutline.ErrTrimmed from the Reader; wire.ErrCorrupt, wire.ErrUnknownFormat,
 // wire.ErrMisplaced and ErrConflictingFlight are the reasons of a
 // *wire.ObjectError. Invalid options
 // are a *config.Error naming the field; a record that is not open is

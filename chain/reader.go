@@ -216,7 +216,7 @@ func (r *Reader) ordered(ctx context.Context, from, end, limit uint64,
 // them in flight from the first, where Flights starts at one and doubles.
 // It reads no record: rec is the caller's, and must be fenced, with to at
 // most its cut and from at least its trimmed cursor; otherwise the first
-// item is an error (ErrNotCommitted, ErrTrimmed). A slot that no bucket
+// item is an error (ErrNotCommitted, cutline.ErrTrimmed). A slot that no bucket
 // serves is a *DataUnavailableError, which ends the iteration.
 func (r *Reader) Range(ctx context.Context, rec *epoch.Record, from, to uint64) iter.Seq2[Flight, error] {
 	return r.RangeHaving(ctx, rec, from, to, nil)
@@ -237,7 +237,7 @@ func (r *Reader) RangeHaving(ctx context.Context, rec *epoch.Record, from, to ui
 			yield(Flight{}, fmt.Errorf("chain read %s/%d: %w: slot %d is past the cut %d", rec.Star, rec.Epoch, ErrNotCommitted, to-1, rec.Cut))
 			return
 		case from < rec.Cursors.Trimmed && from < to:
-			yield(Flight{}, fmt.Errorf("chain read %s/%d: %w: slot %d is below %d", rec.Star, rec.Epoch, ErrTrimmed, from, rec.Cursors.Trimmed))
+			yield(Flight{}, fmt.Errorf("chain read %s/%d: %w: slot %d is below %d", rec.Star, rec.Epoch, errTrimmed, from, rec.Cursors.Trimmed))
 			return
 		}
 		buckets, err := r.zones.Resolve(rec.Constants.Buckets)
@@ -265,7 +265,7 @@ func (r *Reader) RangeHaving(ctx context.Context, rec *epoch.Record, from, to ui
 
 // Read returns the payload of the flight at pos. A position at or past a
 // published cut, past an open epoch's committed prefix, or in an epoch that
-// has no record is ErrNotCommitted; below the trimmed cursor ErrTrimmed. In
+// has no record is ErrNotCommitted; below the trimmed cursor cutline.ErrTrimmed. In
 // an open epoch Read verifies that pos is committed and that so is every
 // slot below it from max(checkpoint, pos − window + 1): at most a window of
 // slots, read whole from up to K buckets each, ReaderOptions.ReadAhead at
@@ -281,7 +281,7 @@ func (r *Reader) Read(ctx context.Context, star string, pos Position) ([]byte, e
 		return nil, err
 	}
 	if pos.Slot < rec.Cursors.Trimmed {
-		return nil, fmt.Errorf("chain read %s/%v: %w below %d", star, pos, ErrTrimmed, rec.Cursors.Trimmed)
+		return nil, fmt.Errorf("chain read %s/%v: %w below %d", star, pos, errTrimmed, rec.Cursors.Trimmed)
 	}
 	buckets, err := r.zones.Resolve(rec.Constants.Buckets)
 	if err != nil {

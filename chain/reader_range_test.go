@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
@@ -101,7 +102,7 @@ func TestReaderRange(t *testing.T) {
 		}{
 			{"past the cut", rec, 0, 41, chain.ErrNotCommitted},
 			{"an open epoch", e.mint(2, 8), 0, 1, chain.ErrNotCommitted},
-			{"below the trimmed cursor", trimmedCopy(rec, 3), 2, 10, chain.ErrTrimmed},
+			{"below the trimmed cursor", trimmedCopy(rec, 3), 2, 10, cutline.ErrTrimmed},
 		} {
 			n := 0
 			for _, err := range r.Range(ctx, bad.rec, bad.from, bad.to) {

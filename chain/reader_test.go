@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/config"
@@ -287,7 +288,7 @@ func TestReaderTrimmed(t *testing.T) {
 	require.NoError(t, err)
 	requireFlights(t, got, flight(rec.Epoch, 3, 3), flight(rec.Epoch, 4, 4), flight(rec.Epoch, 5, 5))
 	_, err = r.Read(bounded(t), star, chain.Position{Epoch: rec.Epoch, Slot: 1})
-	require.ErrorIs(t, err, chain.ErrTrimmed)
+	require.ErrorIs(t, err, cutline.ErrTrimmed)
 }
 
 func TestRead(t *testing.T) {

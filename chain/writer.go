@@ -306,12 +306,12 @@ func (w *Writer) Record() *epoch.Record { return w.rec }
 func (w *Writer) Released() uint64 { return w.pipe.released.Load() }
 
 // Halted is closed when the writer halts: a slot turned out dead (ErrFenced)
-// or blocked (ErrBlocked). See Err.
+// or blocked (ErrNoQuorum). See Err.
 func (w *Writer) Halted() <-chan struct{} { return w.life.haltedCh }
 
 // Err returns nil until the writer halts, then the halt error: a
 // *FencedError naming the lowest dead slot known (errors.Is ErrFenced), or
-// a *BlockedError. While slots below the halt point are still being
+// a *NoQuorumError. While slots below the halt point are still being
 // decided, a lower dead slot can still be found and the error moves down to
 // it; once Close returns nil, Err is final.
 func (w *Writer) Err() error {
@@ -360,7 +360,7 @@ func (w *Writer) Append(ctx context.Context, payload []byte) (Position, error) {
 // writer until the future is done.
 //
 // Submit fails at once with the halt error (errors.Is ErrFenced) once the
-// writer has halted, with ErrClosed after Close or Abort, and with a
+// writer has halted, with cutline.ErrClosed after Close or Abort, and with a
 // *PayloadError for a payload over MaxPayload; nothing is assigned then.
 func (w *Writer) Submit(ctx context.Context, payload []byte) (*Future, error) {
 	if len(payload) > MaxPayload {
@@ -443,7 +443,7 @@ func (w *Writer) refusalLocked() error {
 	case w.life.halted:
 		return w.life.haltErr
 	case w.life.closed:
-		return ErrClosed
+		return errClosed
 	}
 	return nil
 }
@@ -539,7 +539,7 @@ func (w *Writer) onConflict(f *Future, object error) {
 }
 
 func (w *Writer) onBlocked(f *Future) {
-	err := &BlockedError{
+	err := &NoQuorumError{
 		Star: w.star, Epoch: w.epoch, Slot: f.slot,
 		Copies: int(f.copies.Load()), Poisons: int(f.poisons.Load()),
 		Objects: f.foreignErrs(),

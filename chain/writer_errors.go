@@ -3,6 +3,9 @@ package chain
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // Errors of the Writer and the Reader.
@@ -10,23 +13,21 @@ var (
 	// ErrFenced: the writer halted because a slot is dead (B buckets hold
 	// poison): the epoch has been or is being fenced. Nothing at or past the
 	// dead slot will ever be acknowledged. The error is a *FencedError.
-	ErrFenced = errors.New("chain: epoch fenced")
-	// ErrBlocked: the writer halted because every bucket answered for a
+	ErrFenced = errkind.New(cutline.ErrStale, "chain: epoch fenced")
+	// ErrNoQuorum: the writer halted because every bucket answered for a
 	// slot and the answers reach neither W copies nor B poisons (objects
 	// that are neither a valid flight nor poison take part). The writer
-	// never guesses. The error is a *BlockedError naming the objects.
-	ErrBlocked = errors.New("chain: slot cannot be decided")
-	// ErrClosed: Submit was called after Close or Abort.
-	ErrClosed = errors.New("chain: writer closed")
+	// never guesses. The error is a *NoQuorumError naming the objects.
+	ErrNoQuorum = errkind.New(cutline.ErrCorrupt, "chain: slot cannot be decided")
 	// ErrAborted: Abort stopped the writer before the slot was decided and
 	// acknowledged. The slot may or may not end up in the chain; a fence of
 	// the epoch decides. The error is a *AbortedError.
-	ErrAborted = errors.New("chain: writer aborted")
+	ErrAborted = errkind.New(cutline.ErrUnavailable, "chain: writer aborted")
 	// ErrPayloadTooLarge: a payload exceeds MaxPayload. Nothing was
 	// assigned. The error is a *PayloadError.
-	ErrPayloadTooLarge = errors.New("chain: payload too large")
+	ErrPayloadTooLarge = errkind.New(cutline.ErrInvalid, "chain: payload too large")
 	// ErrPending: Future.Result was called before the future was done.
-	ErrPending = errors.New("chain: append not yet decided")
+	ErrPending = errkind.New(cutline.ErrUnavailable, "chain: append not yet decided")
 	// ErrConflictingFlight: a bucket holds a well-formed flight for the
 	// slot whose bytes differ from the writer's (or from another bucket's).
 	// One writer per epoch makes this impossible unless two writers share
@@ -38,17 +39,23 @@ var (
 	// flight before W identical copies answered. Below a published cut it
 	// serves any one copy that verifies (see Reading in the package doc).
 	// It is also the Err of the *ObjectError naming the object.
-	ErrConflictingFlight = errors.New("chain: conflicting flight")
+	ErrConflictingFlight = errkind.New(cutline.ErrConflict, "chain: conflicting flight")
 
 	// ErrDataUnavailable: a committed slot could not be read from any
 	// bucket. The error is a *DataUnavailableError.
-	ErrDataUnavailable = errors.New("chain: flight unavailable")
+	ErrDataUnavailable = errkind.New(cutline.ErrUnavailable, "chain: flight unavailable")
 	// ErrNotCommitted: the position is not part of the chain (yet): at or
 	// past a published cut, past the committed prefix of an open epoch, or
 	// in an epoch that has no record.
-	ErrNotCommitted = errors.New("chain: position not committed")
-	// ErrTrimmed: the position's flight was deleted by a trim.
-	ErrTrimmed = errors.New("chain: position trimmed")
+	ErrNotCommitted = errkind.New(cutline.ErrNotFound, "chain: position not committed")
+)
+
+// Errors that say no more than their kind.
+var (
+	// errClosed: Submit was called after Close or Abort.
+	errClosed = errkind.New(cutline.ErrClosed, "chain: writer closed")
+	// errTrimmed: the position's flight was deleted by a trim.
+	errTrimmed = errkind.New(cutline.ErrTrimmed, "chain: position trimmed")
 )
 
 // FencedError reports the dead slot at which a writer halted.
@@ -67,8 +74,8 @@ func (e *FencedError) Error() string {
 // Unwrap makes errors.Is(err, ErrFenced) hold.
 func (e *FencedError) Unwrap() error { return ErrFenced }
 
-// BlockedError reports a slot whose K answers reach neither quorum.
-type BlockedError struct {
+// NoQuorumError reports a slot whose K answers reach neither quorum.
+type NoQuorumError struct {
 	Star    string
 	Epoch   uint64
 	Slot    uint64
@@ -79,15 +86,15 @@ type BlockedError struct {
 	Objects []error
 }
 
-func (e *BlockedError) Error() string {
+func (e *NoQuorumError) Error() string {
 	return fmt.Sprintf("chain %s/%d: slot %d cannot be decided (%d copies, %d poisons): %v",
 		e.Star, e.Epoch, e.Slot, e.Copies, e.Poisons, errors.Join(e.Objects...))
 }
 
-// Unwrap makes errors.Is match ErrBlocked and the objects' errors
+// Unwrap makes errors.Is match ErrNoQuorum and the objects' errors
 // (ErrCorrupt, ErrMisplaced, ErrUnknownFormat, ErrConflictingFlight).
-func (e *BlockedError) Unwrap() []error {
-	return append([]error{ErrBlocked}, e.Objects...)
+func (e *NoQuorumError) Unwrap() []error {
+	return append([]error{ErrNoQuorum}, e.Objects...)
 }
 
 // ConflictError reports a slot that holds two different well-formed

@@ -109,7 +109,7 @@ func (f *Future) Done() <-chan struct{} {
 }
 
 // Result returns the outcome once Done is closed: the acknowledged position,
-// or the error (*FencedError, *BlockedError or *AbortedError). Before
+// or the error (*FencedError, *NoQuorumError or *AbortedError). Before
 // that it returns ErrPending.
 func (f *Future) Result() (Position, error) {
 	if f.isDone.Load() {

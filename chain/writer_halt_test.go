@@ -136,13 +136,13 @@ func TestForeignObjects(t *testing.T) {
 		waitHalted(t, w)
 		require.NoError(t, w.Close(bounded(t)))
 		requireAcked(t, rec, fs[:slot])
-		var ue *chain.BlockedError
+		var ue *chain.NoQuorumError
 		require.ErrorAs(t, w.Err(), &ue)
 		require.Equal(t, uint64(slot), ue.Slot)
 		require.Equal(t, 0, ue.Copies)
 		require.Equal(t, 1, ue.Poisons)
 		require.Len(t, ue.Objects, 2)
-		require.ErrorIs(t, w.Err(), chain.ErrBlocked)
+		require.ErrorIs(t, w.Err(), chain.ErrNoQuorum)
 		require.ErrorIs(t, w.Err(), wire.ErrCorrupt)
 		require.ErrorIs(t, w.Err(), wire.ErrMisplaced)
 		require.NotErrorIs(t, w.Err(), chain.ErrFenced)
@@ -152,10 +152,10 @@ func TestForeignObjects(t *testing.T) {
 		require.Equal(t, e.key(rec, slot), oe.Key)
 		for _, f := range fs[slot:] {
 			_, err := f.Wait(bounded(t))
-			require.ErrorIs(t, err, chain.ErrBlocked)
+			require.ErrorIs(t, err, chain.ErrNoQuorum)
 		}
 		_, err := w.Submit(bounded(t), payload(7))
-		require.ErrorIs(t, err, chain.ErrBlocked)
+		require.ErrorIs(t, err, chain.ErrNoQuorum)
 	})
 	t.Run("a different flight for the slot is a conflict", func(t *testing.T) {
 		e := newEnv(t, 1)
@@ -375,7 +375,7 @@ func TestStaleMintedRecordIsFenced(t *testing.T) {
 	w := e.writer(rec, chain.WriterOptions{})
 	_, err := w.Append(ctx, payload(0))
 	require.ErrorIs(t, err, chain.ErrFenced)
-	require.NotErrorIs(t, err, chain.ErrBlocked)
+	require.NotErrorIs(t, err, chain.ErrNoQuorum)
 	require.NotErrorIs(t, err, chain.ErrConflictingFlight)
 	var fe *chain.FencedError
 	require.ErrorAs(t, err, &fe)

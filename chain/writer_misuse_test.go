@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
@@ -35,7 +36,7 @@ func TestAbort(t *testing.T) {
 		require.Equal(t, payload(int(f.Slot())), f.Payload())
 	}
 	_, err := w.Submit(bounded(t), payload(5))
-	require.ErrorIs(t, err, chain.ErrClosed)
+	require.ErrorIs(t, err, cutline.ErrClosed)
 	w.Abort() // idempotent
 	require.NoError(t, w.Close(bounded(t)))
 	require.NoError(t, w.Err())
@@ -55,7 +56,7 @@ func TestCloseWaitsForDecisions(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, w.Close(ctx), context.Canceled)
 	_, err := w.Submit(bounded(t), payload(4))
-	require.ErrorIs(t, err, chain.ErrClosed)
+	require.ErrorIs(t, err, cutline.ErrClosed)
 	for _, f := range fs {
 		select {
 		case <-f.Done():

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
@@ -135,7 +136,7 @@ func TestAppendCommitsAndReads(t *testing.T) {
 		require.Equal(t, payload(i), f.Payload)
 	}
 	_, err = w.Submit(bounded(t), []byte("late"))
-	require.ErrorIs(t, err, chain.ErrClosed)
+	require.ErrorIs(t, err, cutline.ErrClosed)
 }
 
 // Acknowledgements are delivered strictly in slot order even when buckets

@@ -7,13 +7,15 @@
 package config
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // ErrInvalid: a name, constant or option was refused. The error is a
 // *Error naming the field.
-var ErrInvalid = errors.New("invalid configuration")
+var ErrInvalid = errkind.New(cutline.ErrInvalid, "invalid configuration")
 
 // Error names the field that was refused, its value and why. Value never
 // holds a credential; nil or "" means there is no value to show.

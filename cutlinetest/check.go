@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
@@ -33,6 +34,10 @@ type Violation struct {
 }
 
 func (v Violation) Error() string { return fmt.Sprintf("guarantee %d: %s", v.Guarantee, v.Msg) }
+
+// Is makes errors.Is match cutline.ErrCorrupt: a broken guarantee, or a
+// run that could not be checked, is never a transient failure.
+func (v Violation) Is(target error) bool { return target == cutline.ErrCorrupt }
 
 // Violations are every violation a Check found, by guarantee.
 type Violations []Violation

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
@@ -17,7 +19,7 @@ import (
 // on. As the Err of a Failed event the outcome is unknown to the producer
 // (a dead process acknowledges nothing); as the Err of a Refused one the
 // record was never placed.
-var ErrStopped = errors.New("cutlinetest: host stopped")
+var ErrStopped = errkind.New(cutline.ErrClosed, "cutlinetest: host stopped")
 
 // HostOptions configures a Host. The zero value works.
 type HostOptions struct {

@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/metastore"
 )
@@ -21,28 +23,28 @@ var (
 	// ErrNoRecord: the epoch has no record: it was never minted, or its
 	// number was burned by a crash between the counter and the record.
 	// Such an epoch is empty; nothing was ever written to it.
-	ErrNoRecord = errors.New("epoch: no such epoch record")
+	ErrNoRecord = errkind.New(cutline.ErrNotFound, "epoch: no such epoch record")
 	// ErrCutMismatch: a cut different from the published one was offered.
 	// Every fencer derives the same cut, so this is a programming error
 	// (or corruption) and is never retried. The error is a *CutMismatchError.
-	ErrCutMismatch = errors.New("epoch: cut differs from the published cut")
+	ErrCutMismatch = errkind.New(cutline.ErrCorrupt, "epoch: cut differs from the published cut")
 	// ErrState: the record is not in a state that allows the transition.
 	// The error is a *StateError.
-	ErrState = errors.New("epoch: wrong state for transition")
+	ErrState = errkind.New(cutline.ErrConflict, "epoch: wrong state for transition")
 	// ErrCursorRegression: a cursor update would move a cursor backwards.
 	// The error is a *CursorError.
-	ErrCursorRegression = errors.New("epoch: cursor regression")
+	ErrCursorRegression = errkind.New(cutline.ErrConflict, "epoch: cursor regression")
 	// ErrCursorAhead: a cursor update would move a cursor past the
 	// position that bounds it: trimmed or rewritten past the checkpoint,
 	// the checkpoint past the cut, or an open epoch's checkpoint past what
 	// its writer acknowledged. The error is a *CursorError.
-	ErrCursorAhead = errors.New("epoch: cursor ahead of its bound")
+	ErrCursorAhead = errkind.New(cutline.ErrInvalid, "epoch: cursor ahead of its bound")
 	// ErrNotMinted: Claim was called on a record that Mint did not return
 	// in this process (one read back with Get or Epochs, or decoded). Only
 	// the mint that created an epoch may write it; nothing resumes one.
-	ErrNotMinted = errors.New("epoch: record was not returned by Mint")
+	ErrNotMinted = errkind.New(cutline.ErrInvalid, "epoch: record was not returned by Mint")
 	// ErrClaimed: the minted record was already claimed by a writer.
-	ErrClaimed = errors.New("epoch: minted record already claimed")
+	ErrClaimed = errkind.New(cutline.ErrConflict, "epoch: minted record already claimed")
 )
 
 // CutMismatchError reports a disagreeing cut.

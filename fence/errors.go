@@ -1,10 +1,12 @@
 package fence
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 var (
@@ -12,12 +14,12 @@ var (
 	// deciding vote on a slot (for example a flight in one bucket, poison in
 	// another, the third zone down). The fencer never guesses; retry when the
 	// zone is back. The error is a *UndecidedError.
-	ErrUndecided = errors.New("fence: slot undecided")
+	ErrUndecided = errkind.New(cutline.ErrUnavailable, "fence: slot undecided")
 	// ErrBlocked: a slot cannot be decided without an object that is neither
 	// a valid flight nor poison for it (corrupt, misplaced, or of an unknown
 	// format). The fencer never overwrites, copies or counts such an object;
 	// an operator must look at it. The error is a *BlockedError.
-	ErrBlocked = errors.New("fence: slot blocked by a foreign object")
+	ErrBlocked = errkind.New(cutline.ErrCorrupt, "fence: slot blocked by a foreign object")
 )
 
 // UndecidedError names the slot that could not be decided and the buckets

@@ -1,8 +1,10 @@
 package lease
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // Sentinel errors of the package. Every error returned matches one of
@@ -13,44 +15,45 @@ var (
 	// stream's lease is held, its predecessor is alive without a
 	// clean-release mark, or its departure is in limbo. Retry the open.
 	// The error is a *DeferredError.
-	ErrDeferred = errors.New("lease: open deferred")
+	ErrDeferred = errkind.New(cutline.ErrConflict, "lease: open deferred")
 	// ErrHeld: this star already holds the stream.
-	ErrHeld = errors.New("lease: stream already held by this star")
+	ErrHeld = errkind.New(cutline.ErrConflict, "lease: stream already held by this star")
 	// ErrNotHeld: the star does not hold the stream (never opened, or
 	// finished). The error is a *StreamError.
-	ErrNotHeld = errors.New("lease: stream not held")
+	ErrNotHeld = errkind.New(cutline.ErrNotFound, "lease: stream not held")
 	// ErrDeparting: the stream's Finish has begun; no append is taken.
-	ErrDeparting = errors.New("lease: stream is departing")
+	ErrDeparting = errkind.New(cutline.ErrClosed, "lease: stream is departing")
 	// ErrTenureLost: another star took the stream over (after settling
 	// this star's epoch) or the lease vanished with the session: this
 	// star can no longer append to the stream.
-	ErrTenureLost = errors.New("lease: tenure lost")
+	ErrTenureLost = errkind.New(cutline.ErrStale, "lease: tenure lost")
 	// ErrSuperseded: a Finish found the tenure already replaced by a
 	// successor that settled it; nothing was marked, nothing was lost.
-	ErrSuperseded = errors.New("lease: tenure superseded")
+	ErrSuperseded = errkind.New(cutline.ErrStale, "lease: tenure superseded")
 	// ErrLimbo: Finish could not land (the metastore did not answer, or
 	// the outcome of an append is not known yet) before its context
 	// ended. The star keeps the lease and retries, Options.Backoff apart;
 	// opens by others bounce with ErrDeferred until
 	// it lands. The error is a *LimboError.
-	ErrLimbo = errors.New("lease: departure in limbo")
+	ErrLimbo = errkind.New(cutline.ErrUnavailable, "lease: departure in limbo")
 	// ErrOffset: a payload's span does not continue its stream where the
 	// tenure is (a host bug: offsets must tile each stream). The error is
 	// a *OffsetError.
-	ErrOffset = errors.New("lease: span does not continue its stream")
+	ErrOffset = errkind.New(cutline.ErrInvalid, "lease: span does not continue its stream")
 	// ErrStaleToken: a producer presented a fencing token that is not the
 	// stream's installed one (or none on a Fenced stream). The error is a
 	// *TokenError.
-	ErrStaleToken = errors.New("lease: stale fencing token")
+	ErrStaleToken = errkind.New(cutline.ErrStale, "lease: stale fencing token")
 	// ErrStarRunning: another instance of the star is registered under a
 	// live session. Start again once its session has ended.
-	ErrStarRunning = errors.New("lease: star already running")
+	ErrStarRunning = errkind.New(cutline.ErrConflict, "lease: star already running")
 	// ErrSessionLost: the star's session ended; it holds nothing any more
 	// and must be started again with a new session.
-	ErrSessionLost = errors.New("lease: session lost")
-	// ErrClosed: the star was closed.
-	ErrClosed = errors.New("lease: star closed")
+	ErrSessionLost = errkind.New(cutline.ErrStale, "lease: session lost")
 )
+
+// errClosed: the star was closed. It matches cutline.ErrClosed.
+var errClosed = errkind.New(cutline.ErrClosed, "lease: star closed")
 
 // Why an open was deferred.
 type DeferReason string

@@ -133,7 +133,7 @@ func (s *Star) depart(t *tenure) {
 		select {
 		case <-ch:
 		case <-s.ctx.Done():
-			end(ErrClosed)
+			end(errClosed)
 			return
 		}
 	}
@@ -145,7 +145,7 @@ func (s *Star) depart(t *tenure) {
 			return
 		}
 		if s.ctx.Err() != nil {
-			end(&LimboError{Stream: stream, Err: ErrClosed})
+			end(&LimboError{Stream: stream, Err: errClosed})
 			return
 		}
 		s.mu.Lock()
@@ -154,7 +154,7 @@ func (s *Star) depart(t *tenure) {
 		delay := s.opts.Backoff.Delay(attempt, seed)
 		s.log.Warn("departure in limbo: the lease is kept, retrying", "stream", stream, "reason", t.reason, "in", delay, "err", err)
 		if clock.Sleep(s.ctx, s.clock, delay) != nil {
-			end(&LimboError{Stream: stream, Err: ErrClosed})
+			end(&LimboError{Stream: stream, Err: errClosed})
 			return
 		}
 	}

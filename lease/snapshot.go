@@ -7,8 +7,10 @@ import (
 	"hash/crc32"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -28,16 +30,16 @@ const (
 // Errors of snapshots. Each comes as a *SnapshotError.
 var (
 	// ErrSnapshotTooBig: the host bytes exceed Options.MaxSnapshot.
-	ErrSnapshotTooBig = errors.New("lease: snapshot too big")
+	ErrSnapshotTooBig = errkind.New(cutline.ErrInvalid, "lease: snapshot too big")
 	// ErrSnapshotBackwards: the stream's stored snapshot is at a higher
 	// offset than the one saved; snapshots never move backwards.
-	ErrSnapshotBackwards = errors.New("lease: snapshot would move backwards")
+	ErrSnapshotBackwards = errkind.New(cutline.ErrConflict, "lease: snapshot would move backwards")
 	// ErrSnapshotUncovered: the offset saved lies past the stream's
 	// coverage in the Index: a snapshot may only claim durable records.
-	ErrSnapshotUncovered = errors.New("lease: snapshot claims records not covered")
+	ErrSnapshotUncovered = errkind.New(cutline.ErrInvalid, "lease: snapshot claims records not covered")
 	// ErrBadSnapshot: the stored snapshot does not decode, fails its
 	// checksum, or claims records past the stream's coverage.
-	ErrBadSnapshot = errors.New("lease: corrupt snapshot")
+	ErrBadSnapshot = errkind.New(cutline.ErrCorrupt, "lease: corrupt snapshot")
 )
 
 // SnapshotError is a refused save or a snapshot that does not load.

@@ -410,7 +410,7 @@ func (s *Star) Submit(ctx context.Context, payload []byte) (*Future, error) {
 func (s *Star) usableLocked() error {
 	switch {
 	case s.closed:
-		return ErrClosed
+		return errClosed
 	case s.lost:
 		return ErrSessionLost
 	}
@@ -681,7 +681,7 @@ func (s *Star) waitQueue(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.ctx.Done():
-			return ErrClosed
+			return errClosed
 		}
 	}
 }
@@ -827,7 +827,7 @@ func (s *Star) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ErrClosed
+		return errClosed
 	}
 	var ids []string
 	for id := range s.held {
@@ -900,7 +900,7 @@ func (s *Star) failQueue() {
 		case <-f.inner.Done():
 			f.pos, f.err = f.inner.Wait(context.Background())
 		default:
-			f.err = ErrClosed
+			f.err = errClosed
 		}
 		close(f.done)
 	}

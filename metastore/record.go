@@ -3,15 +3,17 @@ package metastore
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // ErrBadRecord: a stored value could not be decoded as the record it should
 // be (corrupt, another kind, or a newer major format). The error is a
 // *RecordError.
-var ErrBadRecord = errors.New("metastore: bad record")
+var ErrBadRecord = errkind.New(cutline.ErrCorrupt, "metastore: bad record")
 
 // Header is embedded first in every versioned record: Kind names the record
 // type ("epoch", "chain", …) and Format its major format version. Readers

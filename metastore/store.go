@@ -2,30 +2,32 @@ package metastore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"time"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // Sentinel errors, classified inside each backend.
 var (
 	// ErrNotFound: the key does not exist.
-	ErrNotFound = errors.New("metastore: not found")
+	ErrNotFound = errkind.New(cutline.ErrNotFound, "metastore: not found")
 	// ErrConflict: a compare failed (a CAS was lost). Nothing was written.
 	// The error is a *ConflictError carrying the key's current revision.
-	ErrConflict = errors.New("metastore: conflict")
+	ErrConflict = errkind.New(cutline.ErrConflict, "metastore: conflict")
 	// ErrUnavailable: the store did not answer (timeout, lost leader,
 	// connection reset), or, for List, could not finish a snapshot (see
 	// Store.List). The outcome is unknown: a write that returns it may or
 	// may not have applied. Retrying later may succeed.
-	ErrUnavailable = errors.New("metastore: unavailable")
+	ErrUnavailable = errkind.New(cutline.ErrUnavailable, "metastore: unavailable")
 	// ErrSessionExpired: the session's TTL ran out (or it was closed); keys
 	// bound to it are gone and it cannot bind new ones.
-	ErrSessionExpired = errors.New("metastore: session expired")
+	ErrSessionExpired = errkind.New(cutline.ErrStale, "metastore: session expired")
 	// ErrInvalidKey: the key is empty or malformed (or a Txn is malformed,
 	// see Store.Txn); nothing was sent.
-	ErrInvalidKey = errors.New("metastore: invalid key")
+	ErrInvalidKey = errkind.New(cutline.ErrInvalid, "metastore: invalid key")
 )
 
 // KV is one key's value and revisions. Revisions are positive and grow with
@@ -141,7 +143,7 @@ type Store interface {
 
 // ErrCompacted: a watch asked for history the store has discarded. Only
 // Watch returns it; List never does (see Store.List).
-var ErrCompacted = errors.New("metastore: revision compacted")
+var ErrCompacted = errkind.New(cutline.ErrTrimmed, "metastore: revision compacted")
 
 // Session is a liveness lease. Keys written with Op.Session set vanish when
 // the session ends.

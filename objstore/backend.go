@@ -6,12 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // This file is for backend implementers: the pieces every Bucket over a
 // remote store needs to classify its failures the same way. Errors built
 // here are not wrapped in *OpError; the backend adds that wrapper with its
 // operation, bucket name and key.
+
+// MaxObjectSize is the largest object, in bytes, that a remote backend
+// (s3, gcs, azblob) creates or reads: a chain's largest flight (64 MiB of
+// payload and a header of at most 97 bytes) with room to spare. Reads
+// allocate the object's size once; a body announced or found to be larger
+// is refused with ErrObjectTooLarge rather than buffered without bound.
+const MaxObjectSize = 64<<20 + 1<<20
+
+// ErrObjectTooLarge: an object larger than MaxObjectSize, refused by a
+// remote backend as an ErrRejected: by Create before anything is sent, by
+// Get and GetRange before the body is read past the limit.
+var ErrObjectTooLarge = errkind.New(cutline.ErrInvalid, "objstore: object larger than MaxObjectSize")
 
 // Classify wraps cause so that errors.Is matches sentinel while errors.As
 // still reaches cause (an SDK's API or HTTP error, say). The message is the

@@ -2,32 +2,34 @@ package objstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // Sentinel errors. Every backend classifies its failures into these inside
 // the backend, so callers test them with errors.Is and never compare strings.
 var (
 	// ErrNotFound: no object exists at the key. This is a definite answer.
-	ErrNotFound = errors.New("objstore: not found")
+	ErrNotFound = errkind.New(cutline.ErrNotFound, "objstore: not found")
 	// ErrExists: Create lost because an object already exists at the key.
 	// This is a definite answer: the existing object was not modified.
-	ErrExists = errors.New("objstore: already exists")
+	ErrExists = errkind.New(cutline.ErrConflict, "objstore: already exists")
 	// ErrUnavailable: the bucket could not be reached or did not answer
 	// (timeout, 5xx, connection reset). The outcome is unknown: a Create that
 	// returns it may or may not have landed; a Get that returns it says
 	// nothing about whether the object exists. It must never be read as
 	// "absent".
-	ErrUnavailable = errors.New("objstore: unavailable")
+	ErrUnavailable = errkind.New(cutline.ErrUnavailable, "objstore: unavailable")
 	// ErrInvalidKey: the key is malformed; nothing was sent to storage. The
 	// error is a *KeyError.
-	ErrInvalidKey = errors.New("objstore: invalid key")
+	ErrInvalidKey = errkind.New(cutline.ErrInvalid, "objstore: invalid key")
 	// ErrNotCreateOnly: Verify found that a bucket does not enforce
 	// create-only writes. Such a bucket would break every fencing guarantee.
-	ErrNotCreateOnly = errors.New("objstore: bucket does not enforce create-only writes")
+	ErrNotCreateOnly = errkind.New(cutline.ErrInvalid, "objstore: bucket does not enforce create-only writes")
 	// ErrInvalidRange: GetRange was called with offset < 0 or length ≤ 0.
-	ErrInvalidRange = errors.New("objstore: invalid range")
+	ErrInvalidRange = errkind.New(cutline.ErrInvalid, "objstore: invalid range")
 
 	// The store's refusals. Each is a definite answer about the request,
 	// never ErrNotFound or ErrExists, and says nothing about the object at
@@ -38,15 +40,15 @@ var (
 	// (401/403, expired or invalid tokens, bad signatures). A configuration
 	// error for an operator, not an "unknown" outcome; never reported as
 	// ErrNotFound.
-	ErrAccessDenied = errors.New("objstore: access denied")
+	ErrAccessDenied = errkind.New(cutline.ErrDenied, "objstore: access denied")
 	// ErrNoSuchBucket: the bucket itself does not exist. A configuration
 	// error for an operator, not an "unknown" outcome; never reported as
 	// ErrNotFound, so that a mistyped bucket name cannot look like an empty
 	// slot.
-	ErrNoSuchBucket = errors.New("objstore: no such bucket")
+	ErrNoSuchBucket = errkind.New(cutline.ErrInvalid, "objstore: no such bucket")
 	// ErrRejected: the store refused the request as malformed or
 	// unsupported (a 4xx other than the ones above).
-	ErrRejected = errors.New("objstore: request rejected")
+	ErrRejected = errkind.New(cutline.ErrInvalid, "objstore: request rejected")
 )
 
 // Bucket is one zone's object store: the only storage primitive cutline

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // ErrAliased: VerifyZones found two Bucket handles that reach one
 // physical store, or two that share a name. The error is a *AliasError.
-var ErrAliased = errors.New("objstore: buckets are not distinct stores")
+var ErrAliased = errkind.New(cutline.ErrInvalid, "objstore: buckets are not distinct stores")
 
 // AliasError names the two buckets VerifyZones refused. It matches
 // ErrAliased.

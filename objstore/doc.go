@@ -129,7 +129,16 @@
 // # Writing a backend
 //
 // A backend classifies every failure inside itself, with these helpers so
-// that all backends answer alike:
+// that all backends answer alike. A backend over a remote store keeps a
+// Remote, which does around each request what every such backend does:
+// CheckCreate, CheckRange, CheckList and Check before anything is sent
+// (the key, the range, the size against MaxObjectSize, refused with
+// ErrObjectTooLarge), Call and Fail to classify a failure with the
+// backend's own table of codes (ClassifyStatus serving for a bare HTTP
+// status), DeleteFailed and RangeFailed for the answers Delete and
+// GetRange settle themselves (a missing object, ErrUnsatisfiableRange),
+// and ReadBody; the s3, gcs and azblob backends supply only their codes.
+// Underneath are:
 //
 //   - Precheck before sending anything: the context's error or a
 //     *KeyError.

@@ -142,7 +142,7 @@ func rollCrashRun(t *testing.T, at int, lost bool) bool {
 		pos, err := s.app.Wait(ctx) // decided already: Close decides every append
 		if err != nil {
 			require.True(t, fired, "%s: append %s failed without a crash: %v", repro, s.id, err)
-			require.ErrorIs(t, err, roll.ErrRollerClosed, repro)
+			require.ErrorIs(t, err, roll.ErrClosedForTest, repro)
 			unacked = append(unacked, s.id)
 			continue
 		}

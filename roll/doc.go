@@ -96,13 +96,13 @@
 // # Closing
 //
 // Close waits until every pending append is decided. If its context ends
-// first, the appends still pending fail with ErrRollerClosed (they may or
+// first, the appends still pending fail with an error matching cutline.ErrClosed (they may or
 // may not be in the chain: the next settlement decides); an append whose
 // slot was acknowledged before the writer stopped is reported acknowledged.
 //
 // # Errors
 //
-// A Roller returns ErrRollerClosed after Close (or for an append Close
+// A Roller returns an error matching cutline.ErrClosed after Close (or for an append Close
 // gave up on), ErrDropped for an append the Republish hook dropped, and
 // the writer's, fencer's and settler's errors otherwise. Invalid options
 // and constants are a *config.Error naming the field, refused before

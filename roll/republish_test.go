@@ -344,7 +344,7 @@ func TestRollerRepublishCloseWhileFailing(t *testing.T) {
 		require.Error(t, <-rolled)
 		for i, a := range sc.apps[3:] {
 			_, err := a.Wait(ctx)
-			require.ErrorIs(t, err, roll.ErrRollerClosed, "append %d", i+3)
+			require.ErrorIs(t, err, roll.ErrClosedForTest, "append %d", i+3)
 		}
 		rec, err := sc.p.minter.Get(ctx, starA, 2)
 		require.NoError(t, err)

@@ -153,7 +153,7 @@ func (r *Roller) Submit(ctx context.Context, payload []byte) (*Future, error) {
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
-			return nil, ErrRollerClosed
+			return nil, errClosed
 		}
 		if ch := r.rolling; ch != nil {
 			r.mu.Unlock()
@@ -201,7 +201,7 @@ func (r *Roller) Submit(ctx context.Context, payload []byte) (*Future, error) {
 		case replaced:
 			continue // a roll replaced the writer under us: try the new one
 		case closed:
-			return nil, ErrRollerClosed // Close stopped the writer under us
+			return nil, errClosed // Close stopped the writer under us
 		case errors.Is(err, chain.ErrFenced) && r.opts.RollOnHalt:
 			r.poke() // the dispatcher rolls; wait for it
 			if err := r.waitRolling(ctx, w); err != nil {
@@ -291,7 +291,7 @@ func (r *Roller) Roll(ctx context.Context, c epoch.Constants) error {
 	select {
 	case r.requests <- req:
 	case <-r.done:
-		return ErrRollerClosed
+		return errClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -337,7 +337,7 @@ func (r *Roller) dispatch() {
 			if err != nil && r.ctx.Err() != nil {
 				// Closing: the writer was aborted under the head (select
 				// may pick this case over the done context). Close
-				// decides what is left, with ErrRollerClosed.
+				// decides what is left, with errClosed.
 				return
 			}
 			if err == nil || !r.opts.RollOnHalt || !errors.Is(err, chain.ErrFenced) {
@@ -594,7 +594,7 @@ func finalStep(err error) bool {
 
 // Close stops accepting appends, waits until every pending append is
 // decided, and closes the writer. If ctx ends first, the writer is aborted
-// and the appends still pending fail with ErrRollerClosed (they may or may
+// and the appends still pending fail with an error matching cutline.ErrClosed (they may or may
 // not be in the chain: a fence decides).
 func (r *Roller) Close(ctx context.Context) error {
 	r.mu.Lock()
@@ -625,7 +625,7 @@ func (r *Roller) Close(ctx context.Context) error {
 	}
 	// Stop the dispatcher before the writer: aborting the writer first
 	// would let the dispatcher fail the pending appends with the writer's
-	// ErrAborted instead of ErrRollerClosed.
+	// ErrAborted instead of errClosed.
 	r.cancel()
 	<-r.done
 	r.mu.Lock()
@@ -654,9 +654,9 @@ func (r *Roller) Close(ctx context.Context) error {
 			}
 		}
 		if err != nil {
-			a.resolve(chain.Position{}, fmt.Errorf("%w: %w", ErrRollerClosed, err))
+			a.resolve(chain.Position{}, fmt.Errorf("%w: %w", errClosed, err))
 		} else {
-			a.resolve(chain.Position{}, ErrRollerClosed)
+			a.resolve(chain.Position{}, errClosed)
 		}
 	}
 	return err

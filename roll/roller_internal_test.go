@@ -171,7 +171,7 @@ func TestSubmitWaitingForTokenHonoursContext(t *testing.T) {
 		cctx, ccancel := context.WithTimeout(ctx, 10*time.Millisecond)
 		defer ccancel()
 		require.ErrorIs(t, r.Close(cctx), context.DeadlineExceeded)
-		require.ErrorIs(t, <-blocked, ErrRollerClosed)
+		require.ErrorIs(t, <-blocked, errClosed)
 	})
 }
 

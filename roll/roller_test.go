@@ -165,9 +165,9 @@ func plannedRolls(t *testing.T, e *env) {
 	require.Equal(t, map[string]uint64{"standard": 4, "express": 6}, ch.Heads)
 
 	err = r.Roll(ctx, c[0])
-	require.ErrorIs(t, err, roll.ErrRollerClosed)
+	require.ErrorIs(t, err, roll.ErrClosedForTest)
 	_, err = r.Submit(ctx, []byte("late"))
-	require.ErrorIs(t, err, roll.ErrRollerClosed)
+	require.ErrorIs(t, err, roll.ErrClosedForTest)
 	require.NoError(t, r.Close(ctx), "Close is idempotent")
 }
 
@@ -354,7 +354,7 @@ func TestRollerCloseGivesUp(t *testing.T) {
 		defer cancel()
 		require.ErrorIs(t, r.Close(cctx), context.DeadlineExceeded)
 		_, err = a.Wait(ctx)
-		require.ErrorIs(t, err, roll.ErrRollerClosed)
+		require.ErrorIs(t, err, roll.ErrClosedForTest)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		for _, z := range e.zones {
 			z.SetDown(false)
@@ -418,7 +418,7 @@ func TestRollerDoesNotRollPastBlocked(t *testing.T) {
 			if i >= 3 && err != nil {
 				// The writer may have met slot 3 already: a halted
 				// writer refuses a Submit at once.
-				require.ErrorIs(t, err, chain.ErrBlocked, "append %d", i)
+				require.ErrorIs(t, err, chain.ErrNoQuorum, "append %d", i)
 				continue
 			}
 			require.NoError(t, err, "append %d", i)
@@ -431,10 +431,10 @@ func TestRollerDoesNotRollPastBlocked(t *testing.T) {
 				require.NoError(t, err, "append %d", i)
 				continue
 			}
-			require.ErrorIs(t, err, chain.ErrBlocked, "append %d", i)
+			require.ErrorIs(t, err, chain.ErrNoQuorum, "append %d", i)
 		}
 		_, err = r.Submit(ctx, []byte("s|9|late"))
-		require.ErrorIs(t, err, chain.ErrBlocked)
+		require.ErrorIs(t, err, chain.ErrNoQuorum)
 		require.Equal(t, uint64(1), r.Epoch().Epoch)
 		require.NoError(t, r.Close(ctx))
 	})

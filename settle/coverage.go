@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -37,14 +39,14 @@ var (
 	// claiming one offset means an acknowledged record would be served
 	// twice or not at all; it is never overwritten. The error is a
 	// *DoubleCoverError.
-	ErrDoubleCover = errors.New("settle: offset covered by another position")
+	ErrDoubleCover = errkind.New(cutline.ErrConflict, "settle: offset covered by another position")
 	// ErrGap: a span would leave offsets [next, offset) of its stream
 	// uncovered, next being the first offset no ref covers. Spans of a
 	// stream tile it, in order. The error is a *GapError.
-	ErrGap = errors.New("settle: a span would leave offsets uncovered")
+	ErrGap = errkind.New(cutline.ErrInvalid, "settle: a span would leave offsets uncovered")
 	// ErrLocate: the Locator could not read a flight's payload, or the
 	// spans it read are not valid (see CheckSpans).
-	ErrLocate = errors.New("settle: cannot locate flight payload")
+	ErrLocate = errkind.New(cutline.ErrUnavailable, "settle: cannot locate flight payload")
 )
 
 // DoubleCoverError names the offset and the two positions claiming it.

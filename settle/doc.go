@@ -141,7 +141,7 @@
 //
 // Retain moves a stream's retention point up and deletes the pages wholly
 // below it (its last page stays: it says where the stream goes on); a
-// read below the point is a *TrimmedError (ErrTrimmed) naming where the
+// read below the point is a *TrimmedError (ErrBelowRetention) naming where the
 // stream now starts. Flights bundle many streams, so their objects go
 // only once no retained ref needs them: Needed names the lowest slot of
 // an epoch still referenced, and Trim deletes below it. RetainPolicy picks
@@ -170,7 +170,7 @@
 // errors.Is epoch.ErrCursorAhead): only covered slots go, and the cut
 // slot's poison always stands. The cursor moves first, so readers stop
 // asking for those slots (chain.Reader skips them; reading one is
-// chain.ErrTrimmed) before any object goes. Objects are found by listing,
+// cutline.ErrTrimmed) before any object goes. Objects are found by listing,
 // so leftovers of an interrupted trim, or of a bucket that was unreachable
 // (TrimReport.Left), are deleted by the next Trim of the epoch. In a
 // settled epoch Trim also deletes the flights a stale writer managed to
@@ -326,7 +326,7 @@
 // RefIndex returns ErrDoubleCover (*DoubleCoverError), ErrGap
 // (*GapError), ErrLocate for a payload the Locator cannot read or spans
 // CheckSpans refuses, config.ErrInvalid for an invalid stream or star
-// name, ErrTrimmed (*TrimmedError) below a stream's retention point,
+// name, ErrBelowRetention (*TrimmedError) below a stream's retention point,
 // ErrIndexFormat (*FormatError) for a stream in the old format, and a
 // *metastore.RecordError for a page or retention point that does not
 // decode or disagrees with its key. Invalid options are a *config.Error

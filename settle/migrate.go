@@ -9,14 +9,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
 )
 
 // ErrIndexFormat: a stream is indexed in a format this version does not
 // serve (format 1, one key per span). Migrate converts it. The error is a
 // *FormatError.
-var ErrIndexFormat = errors.New("settle: the stream is indexed in another format")
+var ErrIndexFormat = errkind.New(cutline.ErrCorrupt, "settle: the stream is indexed in another format")
 
 // FormatError names a stream indexed in another format, and the way out.
 type FormatError struct {

@@ -64,7 +64,7 @@ func TestRetainPolicy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, settle.RetainReport{Stream: stream, Start: 175, By: settle.ByBytes}, rep)
 	_, err = x.Find(ctx, stream, 174)
-	require.ErrorIs(t, err, settle.ErrTrimmed)
+	require.ErrorIs(t, err, settle.ErrBelowRetention)
 
 	// A looser policy never moves the point down.
 	rep, err = x.RetainPolicy(ctx, stream, settle.Policy{MaxRecords: 100})

@@ -592,7 +592,7 @@ func (x *RefIndex) Next(ctx context.Context, stream string) (uint64, error) {
 // Find returns the ref that holds offset of stream: two reads at any
 // stream length (the retention point, and the page whose first offset is
 // the floor of offset). An offset below the retention point is a
-// *TrimmedError (ErrTrimmed) naming where the stream now starts; one no
+// *TrimmedError (ErrBelowRetention) naming where the stream now starts; one no
 // ref covers (at or past Next) matches metastore.ErrNotFound.
 func (x *RefIndex) Find(ctx context.Context, stream string, offset uint64) (Ref, error) {
 	if err := epoch.ValidateName("stream", stream); err != nil {

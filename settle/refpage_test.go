@@ -165,7 +165,7 @@ func TestRefIndexRetain(t *testing.T) {
 	_, err = x.Find(ctx, stream, 129)
 	var te *settle.TrimmedError
 	require.ErrorAs(t, err, &te)
-	require.ErrorIs(t, err, settle.ErrTrimmed)
+	require.ErrorIs(t, err, settle.ErrBelowRetention)
 	require.Equal(t, uint64(130), te.Start)
 	r, err := x.Find(ctx, stream, 130)
 	require.NoError(t, err)

@@ -5,14 +5,16 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
 )
 
-// ErrTrimmed: an offset lies below its stream's retention point; its
+// ErrBelowRetention: an offset lies below its stream's retention point; its
 // records are gone. The error is a *TrimmedError.
-var ErrTrimmed = errors.New("settle: offset below the stream's retention point")
+var ErrBelowRetention = errkind.New(cutline.ErrTrimmed, "settle: offset below the stream's retention point")
 
 // TrimmedError names an offset below its stream's retention point, and
 // where the stream now starts.
@@ -26,7 +28,7 @@ func (e *TrimmedError) Error() string {
 	return fmt.Sprintf("settle: stream %s offset %d is below its retention point: the stream now starts at %d", e.Stream, e.Offset, e.Start)
 }
 
-func (e *TrimmedError) Unwrap() error { return ErrTrimmed }
+func (e *TrimmedError) Unwrap() error { return ErrBelowRetention }
 
 const startKind, startFormat = "refstart", 1
 

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -130,7 +132,7 @@ const (
 
 // ErrSegment: a segment copy is missing, corrupt, misplaced or short, or
 // too few copies of a new segment verified. The error is a *SegmentError.
-var ErrSegment = errors.New("settle: segment does not verify")
+var ErrSegment = errkind.New(cutline.ErrCorrupt, "settle: segment does not verify")
 
 // SegmentError names a segment and what is wrong with it.
 type SegmentError struct {

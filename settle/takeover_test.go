@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/cutlinetest"
@@ -206,7 +207,7 @@ func takeover(t *testing.T, e *env, zombie bool) {
 		case zombie:
 			require.ErrorIs(t, f.err, chain.ErrFenced, "%s", f.id)
 		case f.id == "p56":
-			require.ErrorIs(t, f.err, chain.ErrClosed)
+			require.ErrorIs(t, f.err, cutline.ErrClosed)
 		default:
 			require.ErrorIs(t, f.err, chain.ErrAborted, "%s", f.id)
 		}
@@ -334,7 +335,7 @@ func randomTakeover(t *testing.T, seed uint64) {
 	require.NoError(t, err)
 	require.Equal(t, cut, next)
 	for _, f := range failed {
-		require.True(t, errors.Is(f.err, chain.ErrAborted) || errors.Is(f.err, chain.ErrClosed), "%s: %v", f.id, f.err)
+		require.True(t, errors.Is(f.err, chain.ErrAborted) || errors.Is(f.err, cutline.ErrClosed), "%s: %v", f.id, f.err)
 	}
 	require.Equal(t, ids, checkStream(t, b, stream))
 	t.Logf("seed %d: acked %d, cut %d, failed %d, garbage deleted %d", seed, len(acked), cut, len(failed), reps[0].GarbageDeleted)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
@@ -33,7 +34,7 @@ func TestTrim(t *testing.T) {
 	_, err = e.raw[1].Get(ctx, e.keys.Epoch(starA, l.ep)+"notes")
 	require.NoError(t, err, "a key that is not a slot is never trimmed")
 
-	// The reader skips the trimmed slots; a read below is ErrTrimmed.
+	// The reader skips the trimmed slots; a read below is ErrBelowRetention.
 	var got []uint64
 	for f, err := range p.reader().Flights(ctx, starA, chain.Position{}) {
 		require.NoError(t, err)
@@ -41,7 +42,7 @@ func TestTrim(t *testing.T) {
 	}
 	require.Equal(t, []uint64{6, 7, 8, 9, 10}, got)
 	_, err = p.reader().Read(ctx, starA, chain.Position{Epoch: l.ep, Slot: 5})
-	require.ErrorIs(t, err, chain.ErrTrimmed)
+	require.ErrorIs(t, err, cutline.ErrTrimmed)
 	p.e.on(t).VerifyEpoch(starA, l.ep, nil)
 
 	// Past the checkpoint (the cut of a settled epoch): refused, nothing

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/authority/authhttp"
 	"github.com/cutline/cutline/chain"
@@ -182,12 +183,12 @@ func TestTransportSecurity(t *testing.T) {
 			c := e.clientWith(tc.cfg)
 			reached := e.reached.Load()
 			err := authhttp.Post(e.ctx, e.ts.URL, hb, c.hc)
-			require.ErrorIs(t, err, authhttp.ErrUnavailable)
+			require.ErrorIs(t, err, cutline.ErrUnavailable)
 			var re *authhttp.RequestError
 			require.ErrorAs(t, err, &re)
 			require.Contains(t, err.Error(), "remote error: tls:", "the server refused the handshake")
 			_, err = authhttp.Dial(e.ctx, e.ts.URL, "node-a", promotable, 0, c.hc)
-			require.ErrorIs(t, err, authhttp.ErrUnavailable)
+			require.ErrorIs(t, err, cutline.ErrUnavailable)
 			require.Contains(t, err.Error(), "remote error: tls:")
 			require.Equal(t, reached, e.reached.Load(), "no request reached the handler")
 		})
@@ -195,7 +196,7 @@ func TestTransportSecurity(t *testing.T) {
 	// The client does not trust a server outside its CA either.
 	c := e.clientWith(authhttp.ClientTLS(other.Pool, e.ca.Client("node-a", "cutline://node/node-a")))
 	err := authhttp.Post(e.ctx, e.ts.URL, hb, c.hc)
-	require.ErrorIs(t, err, authhttp.ErrUnavailable)
+	require.ErrorIs(t, err, cutline.ErrUnavailable)
 	var verr *tls.CertificateVerificationError
 	require.ErrorAs(t, err, &verr)
 
@@ -291,7 +292,7 @@ func TestGoodbye(t *testing.T) {
 	st := e.d.State()
 	require.Equal(t, authority.Vacant, st.Phase, "a goodbye ends the grant without a reservation")
 	recvMsg(t, b.Msgs(), kind(authority.MsgRequired, 1))
-	require.ErrorIs(t, a.Send(e.ctx, authority.Heartbeat{Node: "node-a", Token: 1}), authhttp.ErrClosed)
+	require.ErrorIs(t, a.Send(e.ctx, authority.Heartbeat{Node: "node-a", Token: 1}), cutline.ErrClosed)
 	require.NoError(t, a.Close(), "Close is idempotent")
 }
 
@@ -319,7 +320,7 @@ func TestAnswers(t *testing.T) {
 	// The controller's election is lost: its driver fails.
 	e.store.Expire(e.sess)
 	err = a.Send(e.ctx, authority.Offer{Node: "node-a", Token: 0, Usable: true})
-	require.ErrorIs(t, err, authhttp.ErrUnavailable)
+	require.ErrorIs(t, err, cutline.ErrUnavailable)
 	var se *authhttp.StatusError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, http.StatusServiceUnavailable, se.Code)
@@ -383,8 +384,8 @@ func TestServerWithoutDriver(t *testing.T) {
 	e.srv.Close()
 	recvClosed(t, a.Msgs())
 	_, err := authhttp.Dial(e.ctx, e.ts.URL, "node-b", promotable, 0, e.client("node-b").hc)
-	require.ErrorIs(t, err, authhttp.ErrUnavailable)
-	require.ErrorIs(t, authhttp.Post(e.ctx, e.ts.URL, authority.Heartbeat{Node: "node-b"}, e.client("node-b").hc), authhttp.ErrUnavailable)
+	require.ErrorIs(t, err, cutline.ErrUnavailable)
+	require.ErrorIs(t, authhttp.Post(e.ctx, e.ts.URL, authority.Heartbeat{Node: "node-b"}, e.client("node-b").hc), cutline.ErrUnavailable)
 
 	srv, err := authhttp.NewServer(authhttp.ServerOptions{})
 	require.NoError(t, err)

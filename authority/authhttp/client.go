@@ -289,7 +289,7 @@ func (c *conn) Send(ctx context.Context, ev authority.Event) error {
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		return ErrClosed
+		return errClosed
 	}
 	if e, ok := ev.(authority.Connect); ok {
 		if e.Node == c.node && e.Caps == c.caps && e.Token == c.token {

@@ -1,9 +1,11 @@
 package authhttp
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // Errors of the package. A refused event is not among them: the client
@@ -13,24 +15,30 @@ var (
 	// ErrForbidden: the server refused the caller's identity or what it
 	// asked (an event naming another node, a handoff from a node, an
 	// operator speaking as a node). The error is a *StatusError.
-	ErrForbidden = errors.New("authhttp: forbidden")
+	ErrForbidden = errkind.New(cutline.ErrDenied, "authhttp: forbidden")
 	// ErrBadRequest: the server could not read the request (malformed
 	// JSON, an unknown kind or parameter, a body too large, an unknown
 	// route). The error is a *StatusError.
-	ErrBadRequest = errors.New("authhttp: bad request")
-	// ErrUnavailable: the controller could not be reached or could not
-	// decide (its driver failed, it has no driver yet, it is shutting
-	// down). The error is a *StatusError or a *RequestError.
-	ErrUnavailable = errors.New("authhttp: controller unavailable")
-	// ErrClosed: the connection was closed by Close.
-	ErrClosed = errors.New("authhttp: connection closed")
+	ErrBadRequest = errkind.New(cutline.ErrInvalid, "authhttp: bad request")
 	// ErrIdentity: a certificate does not name an acceptable identity.
 	// The error is a *IdentityError.
-	ErrIdentity = errors.New("authhttp: no acceptable identity")
+	ErrIdentity = errkind.New(cutline.ErrDenied, "authhttp: no acceptable identity")
+)
+
+// Errors that say no more than their kind.
+var (
+	// errUnavailable: the controller could not be reached or could not
+	// decide (its driver failed, it has no driver yet, it is shutting
+	// down). The error is a *StatusError or a *RequestError; it matches
+	// cutline.ErrUnavailable.
+	errUnavailable = errkind.New(cutline.ErrUnavailable, "authhttp: controller unavailable")
+	// errClosed: the connection was closed by Close; it matches
+	// cutline.ErrClosed.
+	errClosed = errkind.New(cutline.ErrClosed, "authhttp: connection closed")
 )
 
 // StatusError is a request the server answered with an error status. It
-// matches ErrForbidden (401, 403), ErrUnavailable (5xx) or ErrBadRequest
+// matches ErrForbidden (401, 403), cutline.ErrUnavailable (5xx) or ErrBadRequest
 // (any other status).
 type StatusError struct {
 	// Route is the request's path, such as "/v1/event".
@@ -52,14 +60,14 @@ func (e *StatusError) Unwrap() error {
 	case e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden:
 		return ErrForbidden
 	case e.Code >= 500:
-		return ErrUnavailable
+		return errUnavailable
 	}
 	return ErrBadRequest
 }
 
 // RequestError is a request that got no answer: the connection, the TLS
 // handshake (a certificate the server refused, or one the client did not
-// trust) or the context failed. It matches ErrUnavailable and reaches its
+// trust) or the context failed. It matches cutline.ErrUnavailable and reaches its
 // cause (a *tls.AlertError, a *url.Error, context.Canceled) through Err.
 type RequestError struct {
 	// Route is the request's path.
@@ -73,8 +81,8 @@ func (e *RequestError) Error() string {
 	return fmt.Sprintf("authhttp: %s: %v", e.Route, e.Err)
 }
 
-// Unwrap makes errors.Is match ErrUnavailable and the cause.
-func (e *RequestError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
+// Unwrap makes errors.Is match cutline.ErrUnavailable and the cause.
+func (e *RequestError) Unwrap() []error { return []error{errUnavailable, e.Err} }
 
 // IdentityError says why a certificate names no acceptable identity.
 type IdentityError struct {

@@ -122,7 +122,7 @@ func (s *stream) write(enc *json.Encoder, m authority.Msg) error {
 	}()
 	select {
 	case <-s.done:
-		return ErrClosed
+		return errClosed
 	default:
 	}
 	if err := enc.Encode(toWireMsg(m)); err != nil {

@@ -76,7 +76,7 @@ func staleTokenOnEveryWritePath(t *testing.T, b Backend) {
 		},
 	} {
 		err := write()
-		require.ErrorIs(t, err, authority.ErrStaleToken, name)
+		require.ErrorIs(t, err, authority.ErrStaleGrant, name)
 		require.NotErrorIs(t, err, metastore.ErrConflict, "%s: a stale token is not a conflict to retry", name)
 	}
 	require.Equal(t, before, revisions(t, c.store), "the stale writes applied nothing")
@@ -93,7 +93,7 @@ func staleTokenOnEveryWritePath(t *testing.T, b Backend) {
 	c.connect("node-a")
 	require.ErrorIs(t, a.Admit(ga.Deadline.Add(-time.Second)), authority.ErrNotAdmitted, "revoked on reconnect, whatever its clock says")
 	_, err = minterR.Advance(c.ctx, "node-a", rec.Epoch, epoch.Cursors{Checkpoint: 1})
-	require.ErrorIs(t, err, authority.ErrStaleToken, "the recovery transition ended with the grant")
+	require.ErrorIs(t, err, authority.ErrStaleGrant, "the recovery transition ended with the grant")
 	storeB, err := authority.Guard(c.store, "", domain, gb.Revision)
 	require.NoError(t, err)
 	refsB, err := settle.NewRefIndex(storeB, "", cutlinetest.Locate)

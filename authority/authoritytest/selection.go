@@ -71,7 +71,7 @@ func recoveryTimeout(t *testing.T, b Backend) {
 		guard, err := authority.Guard(c.store, "", domain, order.Grant.Revision)
 		require.NoError(t, err)
 		_, err = guard.Txn(c.ctx, putTxn("authority-test/probe"))
-		require.ErrorIs(t, err, authority.ErrStaleToken, "the withdrawn candidate's recovery writes are refused")
+		require.ErrorIs(t, err, authority.ErrStaleGrant, "the withdrawn candidate's recovery writes are refused")
 		require.ErrorIs(t, c.event(authority.Offer{Node: "node-c", Token: st.Token, Star: "node-a", Recoverable: chain.Position{Epoch: 2, Slot: 7}, Usable: true}),
 			authority.ErrRefused, "its offers are refused for a while")
 

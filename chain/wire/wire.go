@@ -2,9 +2,11 @@ package wire
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 )
 
 // Wire format of a slot object (flight or poison), format version 1.
@@ -67,13 +69,13 @@ func (k Kind) String() string {
 var (
 	// ErrCorrupt: the bytes are not a well-formed object of a known
 	// format: bad magic, truncated, checksum mismatch.
-	ErrCorrupt = errors.New("wire: corrupt object")
+	ErrCorrupt = errkind.New(cutline.ErrCorrupt, "wire: corrupt object")
 	// ErrUnknownFormat: the object carries a format version this code does
 	// not know (written by a newer release). It is never overwritten.
-	ErrUnknownFormat = errors.New("wire: unknown object format")
+	ErrUnknownFormat = errkind.New(cutline.ErrCorrupt, "wire: unknown object format")
 	// ErrMisplaced: a well-formed object claims other coordinates than the
 	// key it was found at.
-	ErrMisplaced = errors.New("wire: misplaced object")
+	ErrMisplaced = errkind.New(cutline.ErrCorrupt, "wire: misplaced object")
 )
 
 // ObjectError says which object failed to decode and why.

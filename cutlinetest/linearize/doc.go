@@ -23,7 +23,7 @@
 //     or past a dead slot, or dropped by a roll): a no-op.
 //   - Read from offset f: the log's values from f to its end, in offset
 //     order; legal only where they equal the log's. Or a trimmed answer
-//     (settle.ErrTrimmed) naming the retention point: legal only where f
+//     (settle.ErrBelowRetention) naming the retention point: legal only where f
 //     lies below the retention point in effect and the answer names it.
 //     A read from 0 of a log never retained is the whole log.
 //   - Admit from f: a read from f passed the check of f against the

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/cutlinetest"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/settle"
 )
@@ -15,7 +17,7 @@ import (
 // disagreeing (a ref that does not continue its stream, a flight that does
 // not hold the record its ref claims). It is no transient failure: a test
 // fails on it.
-var ErrInconsistent = errors.New("linearize: the stream is inconsistent")
+var ErrInconsistent = errkind.New(cutline.ErrCorrupt, "linearize: the stream is inconsistent")
 
 // readTries is how many times ReadStream reads one flight before it
 // gives up.

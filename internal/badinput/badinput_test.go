@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
@@ -1234,7 +1235,7 @@ func placeAt5(f *fixture, objs map[int][]byte) {
 func blocked(foreign int) func(*testing.T, *fixture, error) {
 	return func(t *testing.T, f *fixture, err error) {
 		t.Helper()
-		var ue *chain.BlockedError
+		var ue *chain.NoQuorumError
 		require.ErrorAs(t, err, &ue)
 		require.Equal(t, uint64(acks), ue.Slot)
 		require.Len(t, ue.Objects, foreign)
@@ -1244,9 +1245,9 @@ func blocked(foreign int) func(*testing.T, *fixture, error) {
 			require.Equal(t, f.key(acks), oe.Key)
 			require.NotEmpty(t, oe.Bucket)
 		}
-		require.ErrorIs(t, f.w.Err(), chain.ErrBlocked, "the writer halted")
+		require.ErrorIs(t, f.w.Err(), chain.ErrNoQuorum, "the writer halted")
 		_, err = f.w.Submit(f.ctx, []byte("after the halt"))
-		require.ErrorIs(t, err, chain.ErrBlocked, "and refuses every later append")
+		require.ErrorIs(t, err, chain.ErrNoQuorum, "and refuses every later append")
 		require.Equal(t, uint64(acks), f.w.Released())
 	}
 }
@@ -1327,13 +1328,13 @@ func writerObjectCases() []badCase {
 		{cat: "writer-objects", name: "poison-in-one-zone-tolerated", as: untouched(poisonOne, nil),
 			run: func(f *fixture) error { placeAt5(f, poisonOne(f)); return f.appendNext() }},
 		// Junk in two zones: one copy at most, never W; never B poisons.
-		writerCase("corrupt-in-two-zones", corruptTwo, is(chain.ErrBlocked, wire.ErrCorrupt), untouched(corruptTwo, blocked(2)), nil),
-		writerCase("truncated-in-two-zones", truncTwo, is(chain.ErrBlocked, wire.ErrCorrupt), untouched(truncTwo, blocked(2)), nil),
-		writerCase("truncated-header-and-empty-object", headerTwo, is(chain.ErrBlocked, wire.ErrCorrupt), untouched(headerTwo, blocked(2)), nil),
-		writerCase("own-flight-with-corrupt-body-in-two-zones", bodyTwo, is(chain.ErrBlocked, wire.ErrCorrupt), untouched(bodyTwo, blocked(2)), nil),
-		writerCase("misplaced-in-two-zones", misplacedTwo, is(chain.ErrBlocked, wire.ErrMisplaced), untouched(misplacedTwo, blocked(2)), nil),
-		writerCase("newer-format-in-two-zones", formatTwo, is(chain.ErrBlocked, wire.ErrUnknownFormat), untouched(formatTwo, blocked(2)), nil),
-		writerCase("misplaced-poison-in-two-zones", misplacedPoison, is(chain.ErrBlocked, wire.ErrMisplaced), untouched(misplacedPoison, blocked(2)), nil),
+		writerCase("corrupt-in-two-zones", corruptTwo, is(chain.ErrNoQuorum, wire.ErrCorrupt), untouched(corruptTwo, blocked(2)), nil),
+		writerCase("truncated-in-two-zones", truncTwo, is(chain.ErrNoQuorum, wire.ErrCorrupt), untouched(truncTwo, blocked(2)), nil),
+		writerCase("truncated-header-and-empty-object", headerTwo, is(chain.ErrNoQuorum, wire.ErrCorrupt), untouched(headerTwo, blocked(2)), nil),
+		writerCase("own-flight-with-corrupt-body-in-two-zones", bodyTwo, is(chain.ErrNoQuorum, wire.ErrCorrupt), untouched(bodyTwo, blocked(2)), nil),
+		writerCase("misplaced-in-two-zones", misplacedTwo, is(chain.ErrNoQuorum, wire.ErrMisplaced), untouched(misplacedTwo, blocked(2)), nil),
+		writerCase("newer-format-in-two-zones", formatTwo, is(chain.ErrNoQuorum, wire.ErrUnknownFormat), untouched(formatTwo, blocked(2)), nil),
+		writerCase("misplaced-poison-in-two-zones", misplacedPoison, is(chain.ErrNoQuorum, wire.ErrMisplaced), untouched(misplacedPoison, blocked(2)), nil),
 		// Another well-formed flight: two writers on one epoch. The writer
 		// halts and a reader never serves the slot.
 		writerCase("conflicting-flights-in-two-zones", conflictTwo, is(chain.ErrConflictingFlight), untouched(conflictTwo, conflict), chain.ErrConflictingFlight),
@@ -1723,24 +1724,24 @@ func misuseCases() []badCase {
 			},
 			run: func(f *fixture) error { f.fenceA(); return f.appendNext() }},
 		// After Close or Abort.
-		{cat: "misuse", name: "Submit-after-Close", pure: true, want: is(chain.ErrClosed),
+		{cat: "misuse", name: "Submit-after-Close", pure: true, want: is(cutline.ErrClosed),
 			run: func(f *fixture) error {
 				require.NoError(f.t, f.w.Close(f.ctx))
 				_, err := f.w.Submit(f.ctx, []byte("late"))
 				return err
 			}},
-		{cat: "misuse", name: "Append-after-Close", pure: true, want: is(chain.ErrClosed),
+		{cat: "misuse", name: "Append-after-Close", pure: true, want: is(cutline.ErrClosed),
 			run: func(f *fixture) error {
 				require.NoError(f.t, f.w.Close(f.ctx))
 				return f.appendNext()
 			}},
-		{cat: "misuse", name: "Submit-after-Abort", pure: true, want: is(chain.ErrClosed),
+		{cat: "misuse", name: "Submit-after-Abort", pure: true, want: is(cutline.ErrClosed),
 			run: func(f *fixture) error {
 				f.w.Abort()
 				_, err := f.w.Submit(f.ctx, []byte("late"))
 				return err
 			}},
-		{cat: "misuse", name: "Append-after-Close-and-Abort", pure: true, want: is(chain.ErrClosed),
+		{cat: "misuse", name: "Append-after-Close-and-Abort", pure: true, want: is(cutline.ErrClosed),
 			run: func(f *fixture) error {
 				require.NoError(f.t, f.w.Close(f.ctx))
 				f.w.Abort()
@@ -1852,7 +1853,7 @@ func misuseCases() []badCase {
 				_, err := f.settler(false).Trim(f.ctx, starA, 77, 0)
 				return err
 			}},
-		{cat: "misuse", name: "Read-below-trimmed", want: is(chain.ErrTrimmed),
+		{cat: "misuse", name: "Read-below-trimmed", want: is(cutline.ErrTrimmed),
 			run: func(f *fixture) error {
 				_, err := f.w.Checkpoint(f.ctx, 2)
 				require.NoError(f.t, err)
@@ -1966,7 +1967,7 @@ func rollerCases() []badCase {
 				_, err := r.Submit(f.ctx, oversize())
 				return err
 			}},
-		{cat: "roller", name: "Append-after-Close", want: is(roll.ErrRollerClosed),
+		{cat: "roller", name: "Append-after-Close", want: is(cutline.ErrClosed),
 			run: func(f *fixture) error {
 				r := f.roller()
 				require.NoError(f.t, r.Close(f.ctx))

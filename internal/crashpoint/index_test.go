@@ -44,7 +44,7 @@ func requireIndex(t *testing.T, ctx context.Context, env *cutlinetest.Env, start
 		for off := range uint64(150) {
 			r, err := refs.Find(ctx, s, off)
 			if off < start {
-				require.ErrorIs(t, err, settle.ErrTrimmed, "%s/%d", s, off)
+				require.ErrorIs(t, err, settle.ErrBelowRetention, "%s/%d", s, off)
 				continue
 			}
 			require.NoError(t, err, "%s/%d", s, off)

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -19,7 +21,7 @@ import (
 // names some other gRPC server. Retrying does not help, so it does not
 // match metastore.ErrUnavailable; the request was not applied. Fix the
 // client's endpoints.
-var ErrNotEtcd = errors.New("etcd: the endpoint is not an etcd server")
+var ErrNotEtcd = errkind.New(cutline.ErrInvalid, "etcd: the endpoint is not an etcd server")
 
 // fail classifies err, the failure of a call made with cctx, a context
 // that s.call derived from the caller's ctx. When the call ran out of time

@@ -3,9 +3,7 @@ package azblob
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -32,15 +30,9 @@ const MaxRetries = 100
 const maxListPage = 5000
 
 // MaxObjectSize is the largest object, in bytes, that Create writes and
-// Get and GetRange read: a chain's largest flight (64 MiB of payload and a
-// header) with room to spare. A body announced or found to be larger is
-// refused with ErrTooLarge rather than buffered without bound.
-const MaxObjectSize = 64<<20 + 1<<20
-
-// ErrTooLarge is returned, as an objstore.ErrRejected, for an object
-// larger than MaxObjectSize: by Create before anything is sent, by Get and
-// GetRange before the body is read past the limit.
-var ErrTooLarge = fmt.Errorf("azblob: object larger than MaxObjectSize (%d bytes)", MaxObjectSize)
+// Get and GetRange read (objstore.MaxObjectSize). A larger one is refused
+// with objstore.ErrObjectTooLarge, as an objstore.ErrRejected.
+const MaxObjectSize = objstore.MaxObjectSize
 
 // Options are the optional settings of a Bucket. The zero value works.
 type Options struct {
@@ -71,6 +63,7 @@ type Bucket struct {
 	log        *slog.Logger
 	clk        clock.Clock
 	maxRetries int
+	remote     objstore.Remote
 }
 
 var _ objstore.Bucket = (*Bucket)(nil)
@@ -113,6 +106,7 @@ func New(client *sdk.Client, containerName string, opts Options) (*Bucket, error
 	if b.maxRetries == 0 {
 		b.maxRetries = DefaultRetries
 	}
+	b.remote = objstore.Remote{Name: b.name, Classify: classify}
 	return b, nil
 }
 
@@ -137,28 +131,17 @@ func (b *Bucket) Name() string { return b.name }
 // ContainerName returns the Azure container name.
 func (b *Bucket) ContainerName() string { return b.cname }
 
-func (b *Bucket) opError(op, key string, err error) error {
-	return &objstore.OpError{Op: op, Bucket: b.name, Key: key, Err: err}
-}
-
-func (b *Bucket) check(ctx context.Context, op, key string) error {
-	if err := objstore.Precheck(ctx, key); err != nil {
-		return b.opError(op, key, err)
-	}
-	return nil
-}
-
 // Get implements objstore.Bucket.
 func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	const op = "get"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.Check(ctx, op, key); err != nil {
 		return nil, err
 	}
 	resp, err := b.container.NewBlobClient(key).DownloadStream(ctx, nil)
 	if err != nil {
-		return nil, b.opError(op, key, classifyCall(ctx, err))
+		return nil, b.remote.Fail(ctx, op, key, err)
 	}
-	return b.readBody(ctx, op, key, resp.Body, resp.ContentLength)
+	return b.remote.ReadBody(ctx, op, key, resp.Body, resp.ContentLength)
 }
 
 // GetRange implements objstore.Bucket. A range that runs past
@@ -167,66 +150,36 @@ func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 // at or past the end, or any range of an empty blob) is an empty result.
 func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	const op = "getrange"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.CheckRange(ctx, key, offset, length); err != nil {
 		return nil, err
 	}
-	if offset < 0 || length <= 0 {
-		return nil, b.opError(op, key, fmt.Errorf("%w: offset %d length %d", objstore.ErrInvalidRange, offset, length))
-	}
 	rng := blob.HTTPRange{Offset: offset, Count: length} // Count 0: to the end
-	if length > MaxObjectSize || offset > MaxObjectSize-length {
+	if objstore.OpenEndedRange(offset, length) {
 		rng.Count = 0
 	}
 	resp, err := b.container.NewBlobClient(key).DownloadStream(ctx, &blob.DownloadStreamOptions{Range: rng})
 	if err != nil {
-		cerr := classifyCall(ctx, err)
-		if errors.Is(cerr, errRange) {
-			return []byte{}, nil
-		}
-		return nil, b.opError(op, key, cerr)
+		return b.remote.RangeFailed(ctx, key, err)
 	}
-	data, err := b.readBody(ctx, op, key, resp.Body, resp.ContentLength)
+	data, err := b.remote.ReadBody(ctx, op, key, resp.Body, resp.ContentLength)
 	if err != nil {
 		return nil, err
 	}
-	if (resp.ContentRange == nil || *resp.ContentRange == "") && offset > 0 {
-		// The whole object came back: no Range was sent (offset 0, to the
-		// end) or the store ignored it.
-		if offset >= int64(len(data)) {
-			return []byte{}, nil
-		}
-		data = data[offset:]
-	}
-	if int64(len(data)) > length {
-		data = data[:length]
-	}
-	return data, nil
-}
-
-// readBody reads an object body of size bytes (nil or negative: unknown),
-// at most MaxObjectSize (objstore.ReadBody).
-func (b *Bucket) readBody(ctx context.Context, op, key string, body io.ReadCloser, size *int64) ([]byte, error) {
-	data, err := objstore.ReadBody(ctx, body, size, MaxObjectSize, ErrTooLarge)
-	if err != nil {
-		return nil, b.opError(op, key, err)
-	}
-	return data, nil
+	// Without a Content-Range the whole object came back: no Range was
+	// sent (offset 0, to the end) or the store ignored it.
+	return objstore.RangeOf(data, offset, length, resp.ContentRange == nil || *resp.ContentRange == ""), nil
 }
 
 // Delete implements objstore.Bucket, with the blob's snapshots. Deleting a
 // missing blob succeeds; a missing container does not.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
 	const op = "delete"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.Check(ctx, op, key); err != nil {
 		return err
 	}
 	_, err := b.container.NewBlobClient(key).Delete(ctx, &blob.DeleteOptions{DeleteSnapshots: to.Ptr(blob.DeleteSnapshotsOptionTypeInclude)})
 	if err != nil {
-		cerr := classifyCall(ctx, err)
-		if errors.Is(cerr, objstore.ErrNotFound) {
-			return nil
-		}
-		return b.opError(op, key, cerr)
+		return b.remote.DeleteFailed(ctx, key, err)
 	}
 	return nil
 }
@@ -236,11 +189,8 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 // skipped. A page holds at most 5000 objects whatever limit asks.
 func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
 	const op = "list"
-	if err := ctx.Err(); err != nil {
-		return nil, b.opError(op, prefix, err)
-	}
-	if err := objstore.ValidatePrefix(prefix); err != nil {
-		return nil, b.opError(op, prefix, err)
+	if err := b.remote.CheckList(ctx, prefix); err != nil {
+		return nil, err
 	}
 	if limit <= 0 || limit > maxListPage {
 		limit = maxListPage
@@ -257,7 +207,7 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int)
 	for pager.More() && len(page) < limit {
 		resp, err := pager.NextPage(ctx)
 		if err != nil {
-			return nil, b.opError(op, prefix, classifyCall(ctx, err))
+			return nil, b.remote.Fail(ctx, op, prefix, err)
 		}
 		for _, item := range resp.Segment.BlobItems {
 			k := deref(item.Name)

@@ -40,8 +40,8 @@ func TestAzureClassify(t *testing.T) {
 		{"412 ConditionNotMet", respErr(412, "ConditionNotMet"), objstore.ErrExists},
 		{"412 bare", respErr(412, ""), objstore.ErrExists},
 		{"wrapped BlobAlreadyExists", fmt.Errorf("upload: %w", respErr(409, "BlobAlreadyExists")), objstore.ErrExists},
-		{"416 InvalidRange", respErr(416, "InvalidRange"), errRange},
-		{"416 bare", respErr(416, ""), errRange},
+		{"416 InvalidRange", respErr(416, "InvalidRange"), objstore.ErrUnsatisfiableRange},
+		{"416 bare", respErr(416, ""), objstore.ErrUnsatisfiableRange},
 		{"403 AuthenticationFailed", respErr(403, "AuthenticationFailed"), objstore.ErrAccessDenied},
 		{"403 AuthorizationPermissionMismatch", respErr(403, "AuthorizationPermissionMismatch"), objstore.ErrAccessDenied},
 		{"401 bare", respErr(401, ""), objstore.ErrAccessDenied},
@@ -60,8 +60,8 @@ func TestAzureClassify(t *testing.T) {
 		{"deadline not ours", context.DeadlineExceeded, objstore.ErrUnavailable},
 		{"unknown", errors.New("odd"), objstore.ErrUnavailable},
 	}
-	backend := classifytest.Backend{Classify: classify, Call: classifyCall, Narrowed: []classifytest.Narrowed{
-		{Class: errRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
+	backend := classifytest.Backend{Classify: classify, Call: objstore.Remote{Classify: classify}.Call, Narrowed: []classifytest.Narrowed{
+		{Class: objstore.ErrUnsatisfiableRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { classifytest.Check(t, backend, tc.err, tc.want) })
@@ -69,7 +69,7 @@ func TestAzureClassify(t *testing.T) {
 }
 
 func TestAzureClassifyCallPrefersTheContext(t *testing.T) {
-	classifytest.CallPrefersTheContext(t, classifyCall,
+	classifytest.CallPrefersTheContext(t, objstore.Remote{Classify: classify}.Call,
 		&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled},
 		context.DeadlineExceeded)
 }

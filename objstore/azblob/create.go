@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
-	"fmt"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -31,12 +30,8 @@ import (
 //     ErrUnavailable.
 func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 	const op = "create"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.CheckCreate(ctx, key, data); err != nil {
 		return err
-	}
-	if len(data) > MaxObjectSize {
-		return b.opError(op, key, objstore.Classify(objstore.ErrRejected,
-			fmt.Errorf("%w: %d bytes", ErrTooLarge, len(data))))
 	}
 	sum := md5.Sum(data)
 	opts := &blockblob.UploadOptions{
@@ -53,5 +48,5 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 		return err
 	}
 	return objstore.Resender{Bucket: b, Kind: "azblob", Retries: b.maxRetries, Backoff: b.backoff, Clock: b.clk, Logger: b.log}.
-		Create(ctx, key, data, send, classifyCall)
+		Create(ctx, key, data, send, b.remote.Call)
 }

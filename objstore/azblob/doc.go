@@ -71,7 +71,7 @@
 // range of an empty blob) is an empty result. Objects are read into one
 // slice of exactly their Content-Length, up to MaxObjectSize; Create
 // refuses a larger object before sending it, Get and GetRange a body
-// announced or found larger, with ErrTooLarge (matching
+// announced or found larger, with objstore.ErrObjectTooLarge (matching
 // objstore.ErrRejected).
 //
 // List uses List Blobs with Prefix and StartFrom. StartFrom is inclusive,

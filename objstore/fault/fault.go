@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -66,7 +68,7 @@ var (
 	// tell them from errors of the inner bucket.
 	ErrInjected = errors.New("fault: injected")
 	// ErrDown matches the errors of a bucket switched off with SetDown.
-	ErrDown = errors.New("fault: bucket down")
+	ErrDown = errkind.New(cutline.ErrUnavailable, "fault: bucket down")
 )
 
 // Rule injects a fault into the calls it matches. The zero Rule matches

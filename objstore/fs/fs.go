@@ -14,7 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -23,16 +25,15 @@ import (
 // objstore.ErrInvalidKey, and List never shows it.
 const TempDir = ".cutline-tmp"
 
-var (
-	// ErrClosed is returned (as an objstore.ErrUnavailable) by every method
-	// of a Bucket after Close.
-	ErrClosed = errors.New("fs: bucket closed")
-	// ErrNotRegular is returned (as an objstore.ErrUnavailable) when a key's
-	// path holds something this backend did not create and will not
-	// interpret: a symbolic link, a device, a socket. The backend never
-	// follows symbolic links.
-	ErrNotRegular = errors.New("fs: not a regular file or directory")
-)
+// ErrNotRegular is returned (as an objstore.ErrUnavailable) when a key's
+// path holds something this backend did not create and will not
+// interpret: a symbolic link, a device, a socket. The backend never
+// follows symbolic links.
+var ErrNotRegular = errkind.New(cutline.ErrUnavailable, "fs: not a regular file or directory")
+
+// errClosed is returned (as an objstore.ErrUnavailable) by every method of
+// a Bucket after Close; it matches cutline.ErrClosed as well.
+var errClosed = errkind.New(cutline.ErrClosed, "fs: bucket closed")
 
 // Options tunes a Bucket. The zero value works.
 type Options struct {
@@ -228,7 +229,7 @@ func (b *Bucket) Name() string { return b.name }
 func (b *Bucket) Root() string { return b.root }
 
 // Close releases the bucket's directory descriptors. Operations after Close
-// fail with ErrClosed. Close is idempotent.
+// fail with cutline.ErrClosed. Close is idempotent.
 func (b *Bucket) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -252,7 +253,7 @@ func (b *Bucket) enter(ctx context.Context, op, key string) ([]string, error) {
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
-		return nil, b.opErr(op, key, objstore.Unavailable(ErrClosed))
+		return nil, b.opErr(op, key, objstore.Unavailable(errClosed))
 	}
 	return segs, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fs"
@@ -235,10 +236,10 @@ func TestReopenAndName(t *testing.T) {
 	require.NoError(t, b.Close(), "Close is idempotent")
 
 	_, err = b.Get(ctx, "k")
-	require.ErrorIs(t, err, fs.ErrClosed)
+	require.ErrorIs(t, err, cutline.ErrClosed)
 	require.ErrorIs(t, err, objstore.ErrUnavailable)
 	_, err = b.List(ctx, "", "", 1)
-	require.ErrorIs(t, err, fs.ErrClosed)
+	require.ErrorIs(t, err, cutline.ErrClosed)
 
 	b2, err := fs.New(dir, fs.Options{Name: "other"})
 	require.NoError(t, err)

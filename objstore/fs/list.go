@@ -34,7 +34,7 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int)
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
-		return fail(objstore.Unavailable(ErrClosed))
+		return fail(objstore.Unavailable(errClosed))
 	}
 
 	// "a/b/c" lists directory a/b for names starting with c; "a/b/" lists

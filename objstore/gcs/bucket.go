@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"strings"
@@ -54,6 +53,7 @@ type Bucket struct {
 	log        *slog.Logger
 	clk        clock.Clock
 	maxRetries int
+	remote     objstore.Remote
 }
 
 var _ objstore.Bucket = (*Bucket)(nil)
@@ -96,6 +96,7 @@ func New(client *storage.Client, bucket string, opts Options) (*Bucket, error) {
 	if b.maxRetries == 0 {
 		b.maxRetries = DefaultRetries
 	}
+	b.remote = objstore.Remote{Name: b.name, Classify: classify}
 	return b, nil
 }
 
@@ -105,30 +106,15 @@ func (b *Bucket) Name() string { return b.name }
 // BucketName returns the GCS bucket name.
 func (b *Bucket) BucketName() string { return b.bucket }
 
-func (b *Bucket) opError(op, key string, err error) error {
-	return &objstore.OpError{Op: op, Bucket: b.name, Key: key, Err: err}
-}
-
-func (b *Bucket) check(ctx context.Context, op, key string) error {
-	if err := objstore.Precheck(ctx, key); err != nil {
-		return b.opError(op, key, err)
-	}
-	return nil
-}
-
-func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
-	return b.opError(op, key, classifyCall(ctx, err))
-}
-
 // Get implements objstore.Bucket.
 func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	const op = "get"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.Check(ctx, op, key); err != nil {
 		return nil, err
 	}
 	r, err := b.bkt.Object(key).NewReader(ctx)
 	if err != nil {
-		return nil, b.fail(ctx, op, key, err)
+		return nil, b.remote.Fail(ctx, op, key, err)
 	}
 	return b.read(ctx, op, key, r, -1)
 }
@@ -137,11 +123,8 @@ func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 // is an empty result.
 func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	const op = "getrange"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.CheckRange(ctx, key, offset, length); err != nil {
 		return nil, err
-	}
-	if offset < 0 || length <= 0 {
-		return nil, b.opError(op, key, fmt.Errorf("%w: offset %d length %d", objstore.ErrInvalidRange, offset, length))
 	}
 	n := length
 	if length > math.MaxInt64-offset {
@@ -149,69 +132,34 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 	}
 	r, err := b.bkt.Object(key).NewRangeReader(ctx, offset, n)
 	if err != nil {
-		cerr := classifyCall(ctx, err)
-		if errors.Is(cerr, errRange) {
-			return []byte{}, nil
-		}
-		return nil, b.opError(op, key, cerr)
+		return b.remote.RangeFailed(ctx, key, err)
 	}
 	return b.read(ctx, op, key, r, length)
 }
 
-// maxObject bounds what read buffers: the largest flight (64 MiB of
-// payload and a header) with room to spare. A longer body is refused, as
-// objstore.ErrRejected, rather than buffered without bound.
-const maxObject = 64<<20 + 1<<20
-
-// read drains r. A failure while reading is ErrUnavailable (or the
-// context's error): the object may well exist. When the object's size is
-// known the buffer is allocated once at that size, so a read costs what
-// it returns (a growing buffer would double past it).
-func (b *Bucket) read(ctx context.Context, op, key string, r *storage.Reader, limit int64) ([]byte, error) {
-	defer r.Close()
-	fail := func(err error) ([]byte, error) {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, b.opError(op, key, objstore.ContextEnded(ctxErr, err))
-		}
-		return nil, b.opError(op, key, objstore.Unavailable(fmt.Errorf("reading body: %w", err)))
+// read drains r, at most objstore.MaxObjectSize bytes (Remote.ReadBody:
+// a failure while reading is ErrUnavailable or the context's error, the
+// object may well exist), and returns at most length of them when length
+// is positive. When the body's size is known the buffer is allocated once
+// at that size, so a read costs what it returns.
+func (b *Bucket) read(ctx context.Context, op, key string, r *storage.Reader, length int64) ([]byte, error) {
+	size := r.Remain()
+	data, err := b.remote.ReadBody(ctx, op, key, r, &size)
+	if err != nil || length <= 0 {
+		return data, err
 	}
-	want := r.Attrs.Size - r.Attrs.StartOffset
-	if limit > 0 && (want < 0 || want > limit) {
-		want = limit
-	}
-	if want > maxObject {
-		return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected, fmt.Errorf("object of %d bytes exceeds %d", want, maxObject)))
-	}
-	if want <= 0 {
-		data, err := io.ReadAll(io.LimitReader(r, maxObject+1))
-		if err != nil {
-			return fail(err)
-		}
-		if len(data) > maxObject {
-			return nil, b.opError(op, key, objstore.Classify(objstore.ErrRejected, fmt.Errorf("body exceeds %d bytes", maxObject)))
-		}
-		return data, nil
-	}
-	buf := make([]byte, want)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return fail(err)
-	}
-	return buf, nil
+	return objstore.RangeOf(data, 0, length, false), nil
 }
 
 // Delete implements objstore.Bucket. Deleting a missing object succeeds; a
 // missing bucket does not.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
 	const op = "delete"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.Check(ctx, op, key); err != nil {
 		return err
 	}
 	if err := b.bkt.Object(key).Delete(ctx); err != nil {
-		cerr := classifyCall(ctx, err)
-		if errors.Is(cerr, objstore.ErrNotFound) {
-			return nil
-		}
-		return b.opError(op, key, cerr)
+		return b.remote.DeleteFailed(ctx, key, err)
 	}
 	return nil
 }
@@ -221,11 +169,8 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 // holds at most 1000 objects whatever limit asks.
 func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
 	const op = "list"
-	if err := ctx.Err(); err != nil {
-		return nil, b.opError(op, prefix, err)
-	}
-	if err := objstore.ValidatePrefix(prefix); err != nil {
-		return nil, b.opError(op, prefix, err)
+	if err := b.remote.CheckList(ctx, prefix); err != nil {
+		return nil, err
 	}
 	if limit <= 0 || limit > maxListPage {
 		limit = maxListPage
@@ -235,7 +180,7 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int)
 		q.StartOffset = startAfter
 	}
 	if err := q.SetAttrSelection([]string{"Name", "Size"}); err != nil {
-		return nil, b.opError(op, prefix, err)
+		return nil, b.remote.Err(op, prefix, err)
 	}
 	it := b.bkt.Objects(ctx, q)
 	// One more than limit: the first may be startAfter itself.
@@ -247,7 +192,7 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int)
 			break
 		}
 		if err != nil {
-			return nil, b.fail(ctx, op, prefix, err)
+			return nil, b.remote.Fail(ctx, op, prefix, err)
 		}
 		if attrs.Name <= startAfter || !strings.HasPrefix(attrs.Name, prefix) || attrs.Prefix != "" {
 			continue

@@ -44,7 +44,7 @@ func TestGCSClassify(t *testing.T) {
 		{"412 conditionNotMet", httpErr(412, "conditionNotMet"), objstore.ErrExists},
 		{"412 wrapped by the writer", fmt.Errorf("writer: %w", httpErr(412, "conditionNotMet")), objstore.ErrExists},
 		{"404 bare", httpErr(404, "notFound"), objstore.ErrNotFound},
-		{"416", httpErr(416, "requestedRangeNotSatisfiable"), errRange},
+		{"416", httpErr(416, "requestedRangeNotSatisfiable"), objstore.ErrUnsatisfiableRange},
 		{"401", httpErr(401, "required"), objstore.ErrAccessDenied},
 		{"403", httpErr(403, "forbidden"), objstore.ErrAccessDenied},
 		{"403 as apierror", func() error { ae, _ := apierror.FromError(httpErr(403, "forbidden")); return ae }(), objstore.ErrAccessDenied},
@@ -58,7 +58,7 @@ func TestGCSClassify(t *testing.T) {
 		{"grpc FailedPrecondition", grpcErr(codes.FailedPrecondition), objstore.ErrExists},
 		{"grpc PermissionDenied", grpcErr(codes.PermissionDenied), objstore.ErrAccessDenied},
 		{"grpc Unauthenticated", grpcErr(codes.Unauthenticated), objstore.ErrAccessDenied},
-		{"grpc OutOfRange", grpcErr(codes.OutOfRange), errRange},
+		{"grpc OutOfRange", grpcErr(codes.OutOfRange), objstore.ErrUnsatisfiableRange},
 		{"grpc Unavailable", grpcErr(codes.Unavailable), objstore.ErrUnavailable},
 		{"grpc DeadlineExceeded", grpcErr(codes.DeadlineExceeded), objstore.ErrUnavailable},
 		{"grpc ResourceExhausted", grpcErr(codes.ResourceExhausted), objstore.ErrUnavailable},
@@ -71,8 +71,8 @@ func TestGCSClassify(t *testing.T) {
 		{"deadline not ours", context.DeadlineExceeded, objstore.ErrUnavailable},
 		{"unknown", errors.New("odd"), objstore.ErrUnavailable},
 	}
-	backend := classifytest.Backend{Classify: classify, Call: classifyCall, Narrowed: []classifytest.Narrowed{
-		{Class: errRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
+	backend := classifytest.Backend{Classify: classify, Call: objstore.Remote{Classify: classify}.Call, Narrowed: []classifytest.Narrowed{
+		{Class: objstore.ErrUnsatisfiableRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { classifytest.Check(t, backend, tc.err, tc.want) })
@@ -80,7 +80,7 @@ func TestGCSClassify(t *testing.T) {
 }
 
 func TestGCSClassifyCallPrefersTheContext(t *testing.T) {
-	classifytest.CallPrefersTheContext(t, classifyCall,
+	classifytest.CallPrefersTheContext(t, objstore.Remote{Classify: classify}.Call,
 		&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled},
 		context.DeadlineExceeded)
 }

@@ -26,7 +26,7 @@ var crc32c = crc32.MakeTable(crc32.Castagnoli)
 //     ErrUnavailable.
 func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 	const op = "create"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.CheckCreate(ctx, key, data); err != nil {
 		return err
 	}
 	obj := b.bkt.Object(key).
@@ -34,7 +34,7 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 		Retryer(storage.WithPolicy(storage.RetryNever))
 	sum := crc32.Checksum(data, crc32c)
 	return b.resender().Create(ctx, key, data,
-		func(ctx context.Context) error { return upload(ctx, obj, data, sum) }, classifyCall)
+		func(ctx context.Context) error { return upload(ctx, obj, data, sum) }, b.remote.Call)
 }
 
 // resender re-sends an upload whose outcome was unknown (see Create).

@@ -1,10 +1,7 @@
 package gcs
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"net/http"
 
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2/apierror"
@@ -15,14 +12,10 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// errRange: 416 (or OUT_OF_RANGE), the offset is at or past the end.
-// GetRange answers it with an empty result; elsewhere the request was
-// rejected.
-var errRange = fmt.Errorf("%w: range not satisfiable", objstore.ErrRejected)
-
 // classify maps an error from the storage client onto the sentinel it
 // means: the client's sentinels first, then the HTTP status (JSON and XML
-// APIs), then the gRPC code (gRPC client). What it cannot place is
+// APIs, objstore.ClassifyStatus), then the gRPC code (gRPC client);
+// objstore.Remote.Call applies it. What it cannot place is
 // ErrUnavailable: an unrecognised failure means "unknown", never "absent".
 func classify(err error) error {
 	if err == nil {
@@ -35,29 +28,10 @@ func classify(err error) error {
 		return objstore.ErrNotFound
 	}
 	if code := httpCode(err); code > 0 {
-		return classifyHTTP(code)
+		return objstore.ClassifyStatus(code)
 	}
 	if st, ok := grpcStatus(err); ok {
 		return classifyGRPC(st.Code())
-	}
-	return objstore.ErrUnavailable
-}
-
-func classifyHTTP(code int) error {
-	switch {
-	case code == http.StatusNotFound:
-		return objstore.ErrNotFound
-	case code == http.StatusPreconditionFailed:
-		return objstore.ErrExists
-	case code == http.StatusRequestedRangeNotSatisfiable:
-		return errRange
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return objstore.ErrAccessDenied
-	case code == http.StatusRequestTimeout || code == http.StatusConflict ||
-		code == http.StatusTooManyRequests || code >= 500:
-		return objstore.ErrUnavailable
-	case code >= 400:
-		return objstore.ErrRejected
 	}
 	return objstore.ErrUnavailable
 }
@@ -69,7 +43,7 @@ func classifyGRPC(c codes.Code) error {
 	case codes.FailedPrecondition, codes.AlreadyExists:
 		return objstore.ErrExists
 	case codes.OutOfRange:
-		return errRange
+		return objstore.ErrUnsatisfiableRange
 	case codes.PermissionDenied, codes.Unauthenticated:
 		return objstore.ErrAccessDenied
 	case codes.InvalidArgument, codes.Unimplemented:
@@ -106,15 +80,4 @@ func grpcStatus(err error) (*status.Status, bool) {
 		return se.GRPCStatus(), true
 	}
 	return nil, false
-}
-
-// classifyCall classifies err from a call made under ctx into the error a
-// Bucket method returns (before the *objstore.OpError wrapper): when the
-// caller's context has ended, that is the answer. errors.As still reaches
-// the client's googleapi.Error or gRPC status.
-func classifyCall(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return objstore.ContextEnded(ctxErr, err)
-	}
-	return objstore.Classify(classify(err), err)
 }

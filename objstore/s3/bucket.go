@@ -2,9 +2,7 @@ package s3
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -32,16 +30,9 @@ const directoryBucketSuffix = "--x-s3"
 const MaxRetries = 100
 
 // MaxObjectSize is the largest object, in bytes, that Create writes and
-// Get and GetRange read: a chain's largest flight (64 MiB of payload and a
-// header of at most 97 bytes) with room to spare. Reads allocate the
-// object's size once; a body announced or found to be larger is refused
-// with ErrTooLarge rather than buffered without bound.
-const MaxObjectSize = 64<<20 + 1<<20
-
-// ErrTooLarge is returned, as an objstore.ErrRejected, for an object
-// larger than MaxObjectSize: by Create before anything is sent, by Get and
-// GetRange before the body is read past the limit.
-var ErrTooLarge = fmt.Errorf("s3: object larger than MaxObjectSize (%d bytes)", MaxObjectSize)
+// Get and GetRange read (objstore.MaxObjectSize). A larger one is refused
+// with objstore.ErrObjectTooLarge, as an objstore.ErrRejected.
+const MaxObjectSize = objstore.MaxObjectSize
 
 // Options are the optional settings of a Bucket. The zero value works.
 type Options struct {
@@ -77,6 +68,7 @@ type Bucket struct {
 	clk         clock.Clock
 	maxConflict int
 	directory   bool
+	remote      objstore.Remote
 }
 
 var _ objstore.Bucket = (*Bucket)(nil)
@@ -119,6 +111,7 @@ func New(client *awss3.Client, bucket string, opts Options) (*Bucket, error) {
 	if b.maxConflict == 0 {
 		b.maxConflict = DefaultRetries
 	}
+	b.remote = objstore.Remote{Name: b.name, Classify: classify}
 	return b, nil
 }
 
@@ -128,44 +121,17 @@ func (b *Bucket) Name() string { return b.name }
 // BucketName returns the S3 bucket name.
 func (b *Bucket) BucketName() string { return b.bucket }
 
-func (b *Bucket) opError(op, key string, err error) error {
-	return &objstore.OpError{Op: op, Bucket: b.name, Key: key, Err: err}
-}
-
-// check validates the context and the key before any request is sent.
-func (b *Bucket) check(ctx context.Context, op, key string) error {
-	if err := objstore.Precheck(ctx, key); err != nil {
-		return b.opError(op, key, err)
-	}
-	return nil
-}
-
-// fail classifies an SDK error and wraps it for the caller.
-func (b *Bucket) fail(ctx context.Context, op, key string, err error) error {
-	return b.opError(op, key, classifyCall(ctx, err))
-}
-
-// readBody reads an object body of size bytes (nil or negative: unknown),
-// at most MaxObjectSize (objstore.ReadBody).
-func (b *Bucket) readBody(ctx context.Context, op, key string, body io.ReadCloser, size *int64) ([]byte, error) {
-	data, err := objstore.ReadBody(ctx, body, size, MaxObjectSize, ErrTooLarge)
-	if err != nil {
-		return nil, b.opError(op, key, err)
-	}
-	return data, nil
-}
-
 // Get implements objstore.Bucket.
 func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	const op = "get"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.Check(ctx, op, key); err != nil {
 		return nil, err
 	}
 	out, err := b.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.bucket, Key: &key})
 	if err != nil {
-		return nil, b.fail(ctx, op, key, err)
+		return nil, b.remote.Fail(ctx, op, key, err)
 	}
-	return b.readBody(ctx, op, key, out.Body, out.ContentLength)
+	return b.remote.ReadBody(ctx, op, key, out.Body, out.ContentLength)
 }
 
 // GetRange implements objstore.Bucket. It sends "Range: bytes=off-end",
@@ -176,41 +142,26 @@ func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 // empty result.
 func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	const op = "getrange"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.CheckRange(ctx, key, offset, length); err != nil {
 		return nil, err
-	}
-	if offset < 0 || length <= 0 {
-		return nil, b.opError(op, key, fmt.Errorf("%w: offset %d length %d", objstore.ErrInvalidRange, offset, length))
 	}
 	rng := rangeHeader(offset, length)
 	out, err := b.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &b.bucket, Key: &key, Range: &rng})
 	if err != nil {
-		cerr := classifyCall(ctx, err)
-		if errors.Is(cerr, errRange) {
-			return []byte{}, nil
-		}
-		return nil, b.opError(op, key, cerr)
+		return b.remote.RangeFailed(ctx, key, err)
 	}
-	data, err := b.readBody(ctx, op, key, out.Body, out.ContentLength)
+	data, err := b.remote.ReadBody(ctx, op, key, out.Body, out.ContentLength)
 	if err != nil {
 		return nil, err
 	}
-	if out.ContentRange == nil || *out.ContentRange == "" {
-		// The store ignored the Range header and sent the whole object.
-		if offset >= int64(len(data)) {
-			return []byte{}, nil
-		}
-		data = data[offset:]
-	}
-	if int64(len(data)) > length {
-		data = data[:length]
-	}
-	return data, nil
+	// Without a Content-Range the store ignored the Range header and sent
+	// the whole object.
+	return objstore.RangeOf(data, offset, length, out.ContentRange == nil || *out.ContentRange == ""), nil
 }
 
 // rangeHeader is GetRange's Range header.
 func rangeHeader(offset, length int64) string {
-	if length > MaxObjectSize || offset > MaxObjectSize-length {
+	if objstore.OpenEndedRange(offset, length) {
 		return fmt.Sprintf("bytes=%d-", offset)
 	}
 	return fmt.Sprintf("bytes=%d-%d", offset, offset+length-1)
@@ -220,16 +171,12 @@ func rangeHeader(offset, length int64) string {
 // missing bucket does not.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
 	const op = "delete"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.Check(ctx, op, key); err != nil {
 		return err
 	}
 	_, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &b.bucket, Key: &key})
 	if err != nil {
-		cerr := classifyCall(ctx, err)
-		if errors.Is(cerr, objstore.ErrNotFound) {
-			return nil
-		}
-		return b.opError(op, key, cerr)
+		return b.remote.DeleteFailed(ctx, key, err)
 	}
 	return nil
 }
@@ -238,11 +185,8 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 // MaxKeys). A page holds at most 1000 objects whatever limit asks.
 func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
 	const op = "list"
-	if err := ctx.Err(); err != nil {
-		return nil, b.opError(op, prefix, err)
-	}
-	if err := objstore.ValidatePrefix(prefix); err != nil {
-		return nil, b.opError(op, prefix, err)
+	if err := b.remote.CheckList(ctx, prefix); err != nil {
+		return nil, err
 	}
 	if limit <= 0 || limit > maxListKeys {
 		limit = maxListKeys
@@ -260,7 +204,7 @@ func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int)
 	for {
 		out, err := b.client.ListObjectsV2(ctx, in)
 		if err != nil {
-			return nil, b.fail(ctx, op, prefix, err)
+			return nil, b.remote.Fail(ctx, op, prefix, err)
 		}
 		page := collect(out, prefix, startAfter)
 		// An empty but truncated page is not the end: S3 may return one.
@@ -292,7 +236,7 @@ func (b *Bucket) listDirectory(ctx context.Context, prefix, startAfter string, l
 	for {
 		out, err := b.client.ListObjectsV2(ctx, in)
 		if err != nil {
-			return nil, b.fail(ctx, op, prefix, err)
+			return nil, b.remote.Fail(ctx, op, prefix, err)
 		}
 		all = append(all, collect(out, prefix, startAfter)...)
 		if !aws.ToBool(out.IsTruncated) || aws.ToString(out.NextContinuationToken) == "" {

@@ -62,8 +62,8 @@ func TestS3Classify(t *testing.T) {
 		{"ConditionalRequestConflict", sdkError(409, apiErr("ConditionalRequestConflict")), errConflict},
 		{"other 409 OperationAborted", sdkError(409, apiErr("OperationAborted")), objstore.ErrUnavailable},
 		{"bare 409", sdkError(409, apiErr("")), objstore.ErrUnavailable},
-		{"InvalidRange", sdkError(416, apiErr("InvalidRange")), errRange},
-		{"bare 416", sdkError(416, apiErr("")), errRange},
+		{"InvalidRange", sdkError(416, apiErr("InvalidRange")), objstore.ErrUnsatisfiableRange},
+		{"bare 416", sdkError(416, apiErr("")), objstore.ErrUnsatisfiableRange},
 		{"AccessDenied", sdkError(403, apiErr("AccessDenied")), objstore.ErrAccessDenied},
 		{"AccessDenied on a 404 status still denied", sdkError(404, apiErr("AccessDenied")), objstore.ErrAccessDenied},
 		{"InvalidAccessKeyId", sdkError(403, apiErr("InvalidAccessKeyId")), objstore.ErrAccessDenied},
@@ -96,9 +96,9 @@ func TestS3Classify(t *testing.T) {
 		{"200 with a decode error", sdkError(200, &smithy.DeserializationError{Err: errors.New("bad xml")}), objstore.ErrUnavailable},
 		{"unknown", errors.New("something odd"), objstore.ErrUnavailable},
 	}
-	backend := classifytest.Backend{Classify: classify, Call: classifyCall, Narrowed: []classifytest.Narrowed{
+	backend := classifytest.Backend{Classify: classify, Call: objstore.Remote{Classify: classify}.Call, Narrowed: []classifytest.Narrowed{
 		{Class: errConflict, Seen: objstore.ErrUnavailable, Why: "a conflict outside Create is unknown"},
-		{Class: errRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
+		{Class: objstore.ErrUnsatisfiableRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { classifytest.Check(t, backend, tc.err, tc.want) })
@@ -106,7 +106,7 @@ func TestS3Classify(t *testing.T) {
 }
 
 func TestS3ClassifyCallPrefersTheContext(t *testing.T) {
-	classifytest.CallPrefersTheContext(t, classifyCall,
+	classifytest.CallPrefersTheContext(t, objstore.Remote{Classify: classify}.Call,
 		transportError(&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled}),
 		transportError(context.DeadlineExceeded))
 }

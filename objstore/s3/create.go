@@ -31,13 +31,8 @@ import (
 //     bytes → ErrExists, unreadable → ErrUnavailable.
 func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 	const op = "create"
-	if err := b.check(ctx, op, key); err != nil {
+	if err := b.remote.CheckCreate(ctx, key, data); err != nil {
 		return err
-	}
-	if len(data) > MaxObjectSize {
-		// Get could not read it back.
-		return b.opError(op, key, objstore.Classify(objstore.ErrRejected,
-			fmt.Errorf("%w: %d bytes", ErrTooLarge, len(data))))
 	}
 	sent := 0 // HTTP attempts made by this call, across SDK retries
 	for retry := 0; ; retry++ {
@@ -51,16 +46,16 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 		if err == nil {
 			return nil
 		}
-		cerr := classifyCall(ctx, err)
+		cerr := b.remote.Call(ctx, err)
 		switch {
 		case errors.Is(cerr, objstore.ErrExists):
 			if sent <= 1 {
-				return b.opError(op, key, cerr)
+				return b.remote.Err(op, key, cerr)
 			}
 			b.log.WarnContext(ctx, "s3 create: precondition failed after a re-sent request; reading the key back",
 				"bucket", b.name, "key", key, "attempts", sent)
 			if err := objstore.ReadBack(ctx, b, key, data, err); err != nil {
-				return b.opError(op, key, err)
+				return b.remote.Err(op, key, err)
 			}
 			return nil
 		case errors.Is(cerr, errConflict):
@@ -72,31 +67,31 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 				case rerr == nil:
 					return nil
 				case errors.Is(rerr, objstore.ErrExists):
-					return b.opError(op, key, rerr)
+					return b.remote.Err(op, key, rerr)
 				case ctx.Err() != nil:
-					return b.opError(op, key, objstore.ContextEnded(ctx.Err(), err))
+					return b.remote.Err(op, key, objstore.ContextEnded(ctx.Err(), err))
 				}
 			}
 			if retry >= b.maxConflict {
-				return b.opError(op, key, objstore.Unavailable(
+				return b.remote.Err(op, key, objstore.Unavailable(
 					fmt.Errorf("conflicting writes after %d retries: %w", retry, err)))
 			}
 			d := b.backoff.Delay(retry, rand.Uint64())
 			b.log.DebugContext(ctx, "s3 create: conflicting write, retrying",
 				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d)
 			if serr := clock.Sleep(ctx, b.clk, d); serr != nil {
-				return b.opError(op, key, objstore.ContextEnded(serr, err))
+				return b.remote.Err(op, key, objstore.ContextEnded(serr, err))
 			}
 		case errors.Is(cerr, objstore.ErrNotFound):
 			// A create cannot miss the object; a 404 here is the bucket.
-			return b.opError(op, key, objstore.Classify(objstore.ErrNoSuchBucket, err))
+			return b.remote.Err(op, key, objstore.Classify(objstore.ErrNoSuchBucket, err))
 		case errors.Is(cerr, objstore.ErrUnavailable):
 			if serr := objstore.SettleUnknown(ctx, b, key, data, err, cerr); serr != nil {
-				return b.opError(op, key, serr)
+				return b.remote.Err(op, key, serr)
 			}
 			return nil
 		default:
-			return b.opError(op, key, cerr)
+			return b.remote.Err(op, key, cerr)
 		}
 	}
 }

@@ -135,7 +135,7 @@
 // exactly their Content-Length, up to MaxObjectSize (65 MiB: a chain's
 // largest flight is 64 MiB of payload and a header of at most 97 bytes).
 // Create refuses a larger object before sending it, and Get and GetRange
-// refuse a body announced or found larger, with ErrTooLarge (matching
+// refuse a body announced or found larger, with objstore.ErrObjectTooLarge (matching
 // objstore.ErrRejected), so that no response can make a reader buffer
 // without bound. A body longer or shorter than its Content-Length is
 // objstore.ErrUnavailable.

@@ -57,7 +57,7 @@ func TestReadBodyAllocatesTheObjectSize(t *testing.T) {
 		body := &fakeBody{n: size}
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		data, err := b.readBody(t.Context(), "get", "k", body, &size)
+		data, err := b.remote.ReadBody(t.Context(), "get", "k", body, &size)
 		runtime.ReadMemStats(&after)
 		require.NoError(t, err)
 		require.Len(t, data, int(size))
@@ -80,9 +80,9 @@ func TestReadBodyRefusesOversizeAndBrokenBodies(t *testing.T) {
 		unavailable bool
 	}{
 		{name: "declared larger than the limit", declared: MaxObjectSize + 1, body: &fakeBody{n: MaxObjectSize + 1},
-			want: []error{objstore.ErrRejected, ErrTooLarge}, maxRead: 0},
+			want: []error{objstore.ErrRejected, objstore.ErrObjectTooLarge}, maxRead: 0},
 		{name: "undeclared larger than the limit", declared: -1, body: &fakeBody{n: 2 * MaxObjectSize},
-			want: []error{objstore.ErrRejected, ErrTooLarge}, maxRead: MaxObjectSize + 32<<10},
+			want: []error{objstore.ErrRejected, objstore.ErrObjectTooLarge}, maxRead: MaxObjectSize + 32<<10},
 		{name: "longer than declared", declared: 10, body: &fakeBody{n: 2 * MaxObjectSize},
 			want: []error{objstore.ErrUnavailable}, maxRead: 32 << 10},
 		{name: "shorter than declared", declared: 100, body: &fakeBody{n: 10},
@@ -99,7 +99,7 @@ func TestReadBodyRefusesOversizeAndBrokenBodies(t *testing.T) {
 			if tc.declared >= 0 {
 				size = &tc.declared
 			}
-			data, err := b.readBody(t.Context(), "get", "k", tc.body, size)
+			data, err := b.remote.ReadBody(t.Context(), "get", "k", tc.body, size)
 			require.True(t, data == nil, "no data with an error")
 			for _, w := range tc.want {
 				require.ErrorIs(t, err, w)
@@ -117,7 +117,7 @@ func TestReadBodyRefusesOversizeAndBrokenBodies(t *testing.T) {
 func TestReadBodyUndeclaredLength(t *testing.T) {
 	b := testBucket(t)
 	for _, n := range []int64{0, 1, 100 << 10, MaxObjectSize} {
-		data, err := b.readBody(t.Context(), "get", "k", &fakeBody{n: n}, nil)
+		data, err := b.remote.ReadBody(t.Context(), "get", "k", &fakeBody{n: n}, nil)
 		require.NoError(t, err)
 		require.NotNil(t, data)
 		require.Len(t, data, int(n))
@@ -129,7 +129,7 @@ func TestReadBodyCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	size := int64(100)
-	_, err := b.readBody(ctx, "get", "k", &fakeBody{n: 10, end: errors.New("request canceled")}, &size)
+	_, err := b.remote.ReadBody(ctx, "get", "k", &fakeBody{n: 10, end: errors.New("request canceled")}, &size)
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, objstore.ErrUnavailable)
 }
@@ -142,7 +142,7 @@ func BenchmarkReadBodyLargestFlight(b *testing.B) {
 	b.SetBytes(size)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := bk.readBody(b.Context(), "get", "k", &fakeBody{n: size}, &size); err != nil {
+		if _, err := bk.remote.ReadBody(b.Context(), "get", "k", &fakeBody{n: size}, &size); err != nil {
 			b.Fatal(err)
 		}
 	}

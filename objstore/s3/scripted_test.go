@@ -630,7 +630,7 @@ func TestS3ScriptedCreateRefusesOversize(t *testing.T) {
 	f := newScriptedS3(t)
 	b := f.bucket(s3.Options{})
 	err := b.Create(t.Context(), "k", make([]byte, s3.MaxObjectSize+1))
-	require.ErrorIs(t, err, s3.ErrTooLarge)
+	require.ErrorIs(t, err, objstore.ErrObjectTooLarge)
 	require.ErrorIs(t, err, objstore.ErrRejected)
 	require.NotErrorIs(t, err, objstore.ErrExists)
 	require.Empty(t, f.callLog(), "nothing was sent")

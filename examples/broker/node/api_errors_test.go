@@ -93,7 +93,7 @@ func TestAPIErrorsAreJSON(t *testing.T) {
 // Every 503 says when to retry, whichever refusal it answers.
 func TestAPIServiceUnavailableRetryAfter(t *testing.T) {
 	p, _ := insecureAPI(t)
-	for _, err := range []error{authority.ErrNotAdmitted, authority.ErrStaleToken, lease.ErrDeferred,
+	for _, err := range []error{authority.ErrNotAdmitted, authority.ErrStaleGrant, lease.ErrDeferred,
 		lease.ErrNotHeld, metastore.ErrUnavailable, errStarting, errUnknownOutcome} {
 		t.Run(err.Error(), func(t *testing.T) {
 			w := httptest.NewRecorder()

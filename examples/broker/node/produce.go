@@ -64,7 +64,7 @@ func (n *Node) samePayload(ctx context.Context, h *Holding, p produceReq, off ui
 		return err
 	}
 	rec, _, err := n.readRecord(ctx, p.stream, off)
-	if errors.Is(err, settle.ErrTrimmed) {
+	if errors.Is(err, settle.ErrBelowRetention) {
 		return nil
 	}
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/authority/authhttp"
 	"github.com/cutline/cutline/config"
@@ -467,7 +468,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	switch {
-	case errors.Is(err, authority.ErrNotAdmitted), errors.Is(err, authority.ErrStaleToken):
+	case errors.Is(err, authority.ErrNotAdmitted), errors.Is(err, authority.ErrStaleGrant):
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "this node does not hold the authority grant", Holder: s.n.holderName(r.Context())})
 	case errors.Is(err, lease.ErrStaleToken), errors.Is(err, errSequenceTooOld), errors.Is(err, errPayloadConflict):
@@ -477,7 +478,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, config.ErrInvalid):
 		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error()})
 	case errors.Is(err, lease.ErrDeferred), errors.Is(err, errStarting), errors.Is(err, errShuttingDown), errors.Is(err, errUnknownOutcome),
-		errors.Is(err, lease.ErrClosed), errors.Is(err, lease.ErrSessionLost), errors.Is(err, lease.ErrTenureLost),
+		errors.Is(err, cutline.ErrClosed), errors.Is(err, lease.ErrSessionLost), errors.Is(err, lease.ErrTenureLost),
 		errors.Is(err, lease.ErrDeparting), errors.Is(err, lease.ErrNotHeld), errors.Is(err, lease.ErrLimbo),
 		errors.Is(err, metastore.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "1")

@@ -85,7 +85,7 @@ func TestRefIndexOnEtcd(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), rep.Start)
 	_, err = y.Find(ctx, "s0321", 1)
-	require.ErrorIs(t, err, settle.ErrTrimmed)
+	require.ErrorIs(t, err, settle.ErrBelowRetention)
 }
 
 // A star on etcd opens 500 fresh streams in bulk; another takes them all

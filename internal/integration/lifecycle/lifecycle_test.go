@@ -120,7 +120,7 @@ func testRetention(t *testing.T, w *world) {
 			err := r.firstErr(ctx, s, below)
 			var te *settle.TrimmedError
 			require.ErrorAs(t, err, &te, "%s at %d, below %d", s, below, start)
-			require.ErrorIs(t, err, settle.ErrTrimmed)
+			require.ErrorIs(t, err, settle.ErrBelowRetention)
 			require.Equal(t, settle.TrimmedError{Stream: s, Offset: below, Start: start}, *te)
 		}
 	}
