@@ -264,6 +264,50 @@
 // compactor a pass), or a maintenance process the host runs beside it,
 // which keeps the rewrite's reads and writes off the writer's path.
 //
+// # Maintenance
+//
+// Retention, compaction, trim and collection are each a call on one
+// stream or one epoch; a Maintainer runs them over everything under a
+// Minter's root, a bounded pass at a time, as a host's maintenance
+// process does (or the holder of the host's right to write). One Pass:
+//
+//  1. with a Policy (MaintainerOptions.Policy), applies the retention of
+//     the next MaxStreams streams the host names (MaintainerConfig.Streams)
+//     with RetainPolicy, so that compaction never rewrites what retention
+//     is about to drop;
+//  2. with SettleBefore, settles the epochs earlier writers left open
+//     whose records were created below the revision it returns (the
+//     revision the host's right to write began at), oldest first: a
+//     pass that outlives that right never fences the next writer's
+//     epoch;
+//  3. takes the next MaxEpochs epochs with work in turn: compacts those
+//     with slots below the checkpoint not yet rewritten (Compactor.Compact)
+//     and trims them below the rewritten cursor (Settler.TrimRewritten),
+//     and, with TrimUnneeded, below what no retained ref needs
+//     (Settler.TrimUnneeded); an epoch whose trim left objects is trimmed
+//     again by the next pass;
+//  4. collects the garbage segments (Compactor.Collect) of the next
+//     MaxCollects epochs that have segments;
+//  5. measures the backlog: the slots below a checkpoint neither
+//     rewritten nor trimmed, and how long the oldest has been found
+//     waiting at its epoch's rewritten cursor.
+//
+// Each pass goes on after where the last stopped, and gives up after
+// Budget (ErrPassBudget); every step is idempotent and moves its cursor
+// as it goes, so the next pass goes on from there. A step that fails is a
+// *StageError in MaintenanceReport.Errors, and the pass goes on with the
+// next. The report carries the counts a host's metrics need (records
+// expired by limit, epochs settled, segments written, bytes compacted,
+// objects deleted, the backlog and its age, failures by stage); the
+// Maintainer keeps no metrics and logs nothing. Run runs a pass every
+// Interval on the Maintainer's clock; Held stops a pass, and skips one,
+// once the host may no longer maintain.
+//
+// Any process may run passes, and two may race: segments never share a
+// key, pages and cursors move by compare-and-set, and a crash anywhere
+// leaves only garbage that Collect deletes. Running them in one process
+// (a host's holder) spares the compactors' lost races.
+//
 // # Reading a stream
 //
 // RefIndex.FindExtent and RefIndex.Extents say where a ref's bytes are:
@@ -318,6 +362,10 @@
 // unreachable bucket kept through Options.Retries retries (Options.Backoff
 // apart) is not an error (Report.GarbageLeft): nothing reads past the
 // cut.
+//
+// A Maintainer's Pass joins the *StageErrors of the steps that failed,
+// one of them ErrPassBudget when it ran out of time, and returns the
+// cause of its context when that ended.
 //
 // A Compactor returns a *SegmentError (ErrSegment) for a segment short of
 // W verified copies, and a StreamReader one for a segment no bucket

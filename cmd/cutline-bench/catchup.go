@@ -11,7 +11,6 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/benchfix"
-	"github.com/cutline/cutline/internal/integration/etcdtest"
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore/etcd"
@@ -199,7 +198,7 @@ func (r *catchupRun) ranges(ctx context.Context, stream string) ([]segmentRange,
 func figCatchup(s *scope, cfg config) ([]Row, error) {
 	ctx := s.Context()
 	d := cfg.catchup()
-	cli := etcdtest.StartCluster(s, 1).Client(s)
+	cli := etcdClient(s)
 	base, err := etcd.New(cli, etcd.Options{Root: "/catchup/"})
 	if err != nil {
 		return nil, err

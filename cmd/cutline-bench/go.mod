@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cutline/cutline v0.0.0
-	github.com/cutline/cutline/internal/integration v0.0.0
+	github.com/cutline/cutline/internal/etcdlocal v0.0.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.1
@@ -84,6 +84,5 @@ require (
 
 replace (
 	github.com/cutline/cutline => ../..
-	github.com/cutline/cutline/cutlinetest/linearize => ../../cutlinetest/linearize
-	github.com/cutline/cutline/internal/integration => ../../internal/integration
+	github.com/cutline/cutline/internal/etcdlocal => ../../internal/etcdlocal
 )

@@ -18,7 +18,6 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/benchfix"
-	"github.com/cutline/cutline/internal/integration/etcdtest"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/etcd"
@@ -137,10 +136,9 @@ type starHost struct {
 // and a Star that leads idleStreams streams, on a session of ttl.
 func openStar(s *scope, ttl time.Duration) (*starHost, error) {
 	ctx := s.Context()
-	cluster := etcdtest.StartCluster(s, 1)
 	rc := &rpcCounter{}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   cluster.Endpoints(),
+		Endpoints:   []string{startEtcd(s)},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(rc.unary), grpc.WithChainStreamInterceptor(rc.stream)},

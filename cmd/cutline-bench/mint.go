@@ -7,7 +7,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cutline/cutline/epoch"
-	"github.com/cutline/cutline/internal/integration/etcdtest"
 	"github.com/cutline/cutline/metastore/etcd"
 )
 
@@ -16,7 +15,7 @@ import (
 // a mint cannot do without. The two alternate.
 func figMint(s *scope, cfg config) ([]Row, error) {
 	ctx := s.Context()
-	cli := etcdtest.StartCluster(s, 1).Client(s)
+	cli := etcdClient(s)
 	st, err := etcd.New(cli, etcd.Options{Root: "/bench/"})
 	if err != nil {
 		return nil, err

@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// scope lends the test-server helpers (internal/testservers,
-// etcdtest) the part of testing.TB they use, outside a test: cleanups run
+// scope lends the test-server helpers (internal/testservers) and the
+// embedded etcd (startEtcd) the part of testing.TB they use, outside a test: cleanups run
 // when the figure that opened the scope ends, temporary directories are
 // removed, and Fatal or Skip ends the figure (a panic that runFigure
 // recovers), not the program. Methods it does not define are those of a nil

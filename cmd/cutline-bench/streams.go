@@ -22,7 +22,6 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/benchfix"
-	"github.com/cutline/cutline/internal/integration/etcdtest"
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
@@ -399,7 +398,7 @@ func streamsRun(ctx context.Context, cli *clientv3.Client, n int, cfg config) (s
 // every stream of a killed star; each beside the first count.
 func figStreams(s *scope, cfg config) ([]Row, error) {
 	ctx := s.Context()
-	cli := etcdtest.StartCluster(s, 1).Client(s)
+	cli := etcdClient(s)
 	var res []streamsResult
 	for _, n := range cfg.streamCounts {
 		r, err := streamsRun(ctx, cli, n, cfg)

@@ -56,7 +56,7 @@ func (c *cmd) store(ctx context.Context) (metastore.Store, error) {
 		}
 		endpoints = append(endpoints, e)
 	}
-	cli, err := c.etcdClient(endpoints)
+	cli, err := c.etcdClient(ctx, endpoints)
 	if err != nil {
 		return nil, err
 	}

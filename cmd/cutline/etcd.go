@@ -2,17 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
-	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+
+	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/metastore"
+	etcdstore "github.com/cutline/cutline/metastore/etcd"
 )
 
 // etcdAuth is how the tool reaches etcd: over TLS with a CA of its own
@@ -31,68 +30,36 @@ func (a *etcdAuth) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.password, "etcd-password", a.password, "password of -etcd-user (prefer CUTLINE_ETCD_PASSWORD; never printed)")
 }
 
-// tls reports whether the flags ask for TLS connections to etcd.
-func (a etcdAuth) tls() bool { return a.ca != "" || a.cert != "" }
-
-// clientConfig is the etcd client's configuration for endpoints, or a
-// usage error for flags that do not go together.
-func (a etcdAuth) clientConfig(endpoints []string, timeout time.Duration) (clientv3.Config, error) {
-	// The first connection is waited for, within -timeout: the tool gives
-	// up when the operator said, not when the client's default says.
-	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: min(5*time.Second, timeout), Logger: zap.NewNop(),
-		Username: a.user, Password: a.password}
-	switch {
-	case (a.cert == "") != (a.key == ""):
-		return cfg, usagef("-etcd-cert and -etcd-key go together")
-	case (a.user == "") != (a.password == ""):
-		return cfg, usagef("-etcd-user and -etcd-password go together")
-	}
-	if !a.tls() {
-		return cfg, nil
-	}
-	for _, e := range endpoints {
-		// The etcd client talks plain text to an http:// endpoint
-		// whatever TLS it is given.
-		if strings.HasPrefix(e, "http://") {
-			return cfg, usagef("bad -etcd endpoint %s with -etcd-ca or -etcd-cert: it is plain text; give https:// or host:port", e)
-		}
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if a.ca != "" {
-		raw, err := os.ReadFile(a.ca)
-		if err != nil {
-			return cfg, usagef("bad -etcd-ca: %v", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(raw) {
-			return cfg, usagef("bad -etcd-ca %s: no PEM certificate in it", a.ca)
-		}
-	}
-	if a.cert != "" {
-		cert, err := tls.LoadX509KeyPair(a.cert, a.key)
-		if err != nil {
-			return cfg, usagef("bad -etcd-cert/-etcd-key: %v", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	cfg.TLS = tc
-	return cfg, nil
+// dialConfig is how the flags reach etcd at endpoints. The first
+// connection is waited for within timeout (-timeout): the tool gives up
+// when the operator said, not when the client's default says.
+func (a etcdAuth) dialConfig(endpoints []string, timeout time.Duration) etcdstore.DialConfig {
+	return etcdstore.DialConfig{Endpoints: endpoints, CAFile: a.ca, CertFile: a.cert, KeyFile: a.key,
+		Username: a.user, Password: a.password, DialTimeout: min(etcdstore.DefaultDialTimeout, timeout)}
 }
 
+// etcdFlags names the flag of each field of etcd.DialConfig.
+var etcdFlags = map[string]string{"CAFile": "-etcd-ca", "CertFile": "-etcd-cert", "KeyFile": "-etcd-key",
+	"Username": "-etcd-user", "Password": "-etcd-password", "DialTimeout": "-timeout"}
+
 // etcdClient returns a client of etcd at endpoints, as the etcd flags
-// say. etcd refuses a bad password or an untrusted certificate at the
-// client's first request at the latest.
-func (c *cmd) etcdClient(endpoints []string) (*clientv3.Client, error) {
-	cfg, err := c.g.etcdAuth.clientConfig(endpoints, c.g.timeout)
-	if err != nil {
-		return nil, err
-	}
-	cli, err := clientv3.New(cfg)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("etcd at %s: %w", strings.Join(endpoints, ","), unavailable(err))
-	}
-	if err != nil {
+// say. etcd refuses a bad password at once, and an untrusted certificate
+// at the client's first request at the latest.
+func (c *cmd) etcdClient(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+	cli, err := etcdstore.Dial(ctx, c.g.etcdAuth.dialConfig(endpoints, c.g.timeout))
+	var ce *config.Error
+	switch {
+	case err == nil:
+		return cli, nil
+	case errors.As(err, &ce):
+		flag, ok := etcdFlags[ce.Field]
+		if !ok {
+			flag = "-etcd" // Endpoints, Endpoints[i]
+		}
+		return nil, usagef("bad %s: %v", flag, err)
+	case errors.Is(err, metastore.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return nil, unavailable(err)
+	default:
 		return nil, usagef("bad -etcd %q: %v", strings.Join(endpoints, ","), err)
 	}
-	return cli, nil
 }

@@ -63,9 +63,7 @@ func startTLSEtcd(t *testing.T) (string, etcdAuth) {
 		t.Fatal("etcd not ready after 30s")
 	}
 	auth := etcdAuth{ca: ca.CAFile(), cert: certFile, key: keyFile}
-	cc, err := auth.clientConfig([]string{client.String()}, 5*time.Second)
-	require.NoError(t, err)
-	cli, err := clientv3.New(cc)
+	cli, err := etcdstore.Dial(t.Context(), auth.dialConfig([]string{client.String()}, 5*time.Second))
 	require.NoError(t, err)
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -114,7 +112,7 @@ func TestEtcdOverTLS(t *testing.T) {
 	store := func(a etcdAuth, endpoint string) (metastore.Store, error) {
 		c := &cmd{g: defaultGlobals()}
 		c.g.etcdAuth = a
-		cli, err := c.etcdClient([]string{endpoint})
+		cli, err := c.etcdClient(t.Context(), []string{endpoint})
 		if err != nil {
 			return nil, err
 		}

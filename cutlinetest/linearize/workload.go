@@ -173,13 +173,14 @@ type Options struct {
 }
 
 // Maintenance configures the maintenance process of Options. Each round,
-// every Every, it compacts every epoch of every star that served the
-// stream (settle.Compactor, with SegmentBytes and PassSlots) and trims
-// the flights it rewrote; when Keep is set it moves the stream's
-// retention point to Keep records before the end of its coverage
-// (RefIndex.Retain, recorded in the history as a Retain) and trims the
-// flights no retained ref needs (RefIndex.Needed); then it collects the
-// segments no page names. A step that fails is left to the next round.
+// every Every, when Keep is set it moves the stream's retention point to
+// Keep records before the end of its coverage (RefIndex.Retain, recorded
+// in the history as a Retain); then a pass of a settle.Maintainer
+// compacts every epoch of every star that served the stream
+// (settle.Compactor, with SegmentBytes and PassSlots), trims the flights
+// it rewrote and, with Keep, those no retained ref needs (RefIndex.Needed),
+// and collects the segments no page names. A step that fails is left to
+// the next round.
 type Maintenance struct {
 	Every        time.Duration
 	Keep         uint64
@@ -601,8 +602,7 @@ func (r *run) readOnce(ctx context.Context, c int, p *Parts) error {
 // history ends; client c records its retains.
 func (r *run) maintain(ctx context.Context, c int, p *Parts) {
 	mo := r.o.Maintenance
-	comp, err := settle.NewCompactor(p.Minter, r.zones, p.Refs, settle.CompactorOptions{
-		Identity: p.Name, SegmentBytes: mo.SegmentBytes, PassSlots: mo.PassSlots, Logger: r.o.Logger})
+	m, err := r.maintainer(p)
 	if err != nil {
 		r.fail(fmt.Errorf("maintenance: %w", err))
 		return
@@ -616,69 +616,51 @@ func (r *run) maintain(ctx context.Context, c int, p *Parts) {
 			// A run too short for a retention still gets one: every
 			// history then holds one, whatever the machine's speed.
 			if r.maintained.Retains == 0 {
-				r.maintainOnce(ctx, c, p, comp)
+				r.maintainOnce(ctx, c, p, m)
 			}
 			return
 		case <-ctx.Done():
 			return
 		}
-		r.maintainOnce(ctx, c, p, comp)
+		r.maintainOnce(ctx, c, p, m)
 	}
 }
 
-// maintainOnce is one maintenance round (see Maintenance).
-func (r *run) maintainOnce(ctx context.Context, c int, p *Parts, comp *settle.Compactor) {
-	m := &r.maintained
-	m.Rounds++
-	failed := func(what string, err error) {
-		m.Failures++
-		m.Last = fmt.Sprintf("%s: %v", what, err)
+// maintainer is the settle.Maintainer of the maintenance process: every
+// epoch of the root each pass, nothing settled (the serving star's
+// takeovers settle), the flights no retained ref needs trimmed.
+func (r *run) maintainer(p *Parts) (*settle.Maintainer, error) {
+	mo := r.o.Maintenance
+	comp, err := settle.NewCompactor(p.Minter, r.zones, p.Refs, settle.CompactorOptions{
+		Identity: p.Name, SegmentBytes: mo.SegmentBytes, PassSlots: mo.PassSlots, Logger: r.o.Logger})
+	if err != nil {
+		return nil, err
 	}
-	type epochOf struct {
-		star string
-		ep   uint64
-	}
-	var epochs []epochOf
-	for i := range r.stars.Load() {
-		star := fmt.Sprintf("star-%d", i+1)
-		for rec, err := range p.Minter.Epochs(ctx, star) {
-			if err != nil {
-				failed("list epochs of "+star, err)
-				break
-			}
-			epochs = append(epochs, epochOf{star, rec.Epoch})
-		}
-	}
-	for _, e := range epochs {
-		rep, err := comp.Compact(ctx, e.star, e.ep)
-		m.Pages += rep.Pages
-		m.Segments += rep.Segments
-		if err != nil {
-			failed(fmt.Sprintf("compact %s/%d", e.star, e.ep), err)
-			continue
-		}
-		tr, err := p.Settler.TrimRewritten(ctx, e.star, e.ep)
-		m.Trimmed += tr.Deleted
-		if err != nil {
-			failed(fmt.Sprintf("trim %s/%d", e.star, e.ep), err)
-		}
-	}
+	return settle.NewMaintainer(settle.MaintainerConfig{Store: r.o.Store, Minter: p.Minter, Settler: p.Settler, Compactor: comp, Refs: p.Refs},
+		settle.MaintainerOptions{TrimUnneeded: mo.Keep > 0, MaxEpochs: settle.MaxMaintainBound, MaxCollects: settle.MaxMaintainBound})
+}
+
+// maintainOnce is one maintenance round (see Maintenance): the retention,
+// recorded in the history, then a pass of m.
+func (r *run) maintainOnce(ctx context.Context, c int, p *Parts, m *settle.Maintainer) {
+	mr := &r.maintained
+	mr.Rounds++
 	if keep := r.o.Maintenance.Keep; keep > 0 {
 		if next, err := p.Refs.Next(ctx, r.o.Stream); err != nil {
-			failed("next", err)
+			mr.Failures++
+			mr.Last = fmt.Sprintf("next: %v", err)
 		} else if next > keep {
 			r.retain(ctx, c, p, next-keep)
 		}
-		for _, e := range epochs {
-			r.trimUnneeded(ctx, p, e.star, e.ep)
-		}
 	}
-	for _, e := range epochs {
-		col, err := comp.Collect(ctx, e.star, e.ep)
-		m.Collected += col.Garbage
-		if err != nil {
-			failed(fmt.Sprintf("collect %s/%d", e.star, e.ep), err)
-		}
+	rep, _ := m.Pass(ctx)
+	mr.Pages += rep.Pages
+	mr.Segments += rep.Segments
+	mr.Trimmed += rep.FlightsDeleted
+	mr.Collected += rep.Garbage
+	mr.Failures += len(rep.Errors)
+	if n := len(rep.Errors); n > 0 {
+		mr.Last = rep.Errors[n-1].Error()
 	}
 }
 
@@ -697,17 +679,6 @@ func (r *run) retain(ctx context.Context, c int, p *Parts, point uint64) {
 		pr.Unknown(err) // the point may have moved before a page delete failed
 		r.maintained.Failures++
 		r.maintained.Last = fmt.Sprintf("retain at %d: %v", point, err)
-	}
-}
-
-// trimUnneeded trims star's epoch ep below the lowest slot a retained ref
-// still needs (Settler.TrimUnneeded).
-func (r *run) trimUnneeded(ctx context.Context, p *Parts, star string, ep uint64) {
-	tr, err := p.Settler.TrimUnneeded(ctx, p.Refs, star, ep)
-	r.maintained.Trimmed += tr.Deleted
-	if err != nil {
-		r.maintained.Failures++
-		r.maintained.Last = fmt.Sprintf("trim %s/%d: %v", star, ep, err)
 	}
 }
 

@@ -9,6 +9,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/cutline/cutline v0.0.0
 	github.com/cutline/cutline/cutlinetest/linearize v0.0.0
+	github.com/cutline/cutline/internal/etcdlocal v0.0.0
 	github.com/cutline/cutline/objstore/azblob v0.0.0
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/stretchr/testify v1.12.1
@@ -16,6 +17,7 @@ require (
 	go.etcd.io/etcd/server/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.1
+	golang.org/x/sync v0.25.0
 	google.golang.org/grpc v1.83.2
 )
 
@@ -89,7 +91,6 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20260813180055-c1d0aacb2297 // indirect
 	golang.org/x/net v0.61.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
@@ -107,3 +108,5 @@ replace github.com/cutline/cutline => ../..
 replace github.com/cutline/cutline/cutlinetest/linearize => ../../cutlinetest/linearize
 
 replace github.com/cutline/cutline/objstore/azblob => ../../objstore/azblob
+
+replace github.com/cutline/cutline/internal/etcdlocal => ../etcdlocal

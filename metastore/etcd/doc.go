@@ -7,6 +7,23 @@
 //	...
 //	st, err := etcd.New(cli, etcd.Options{Root: "/cutline/", Logger: logger})
 //
+// Dial builds the client most hosts need from a DialConfig: endpoints,
+// TLS from PEM files (a CA of its own, a client certificate and key) and
+// an etcd user and password:
+//
+//	cli, err := etcd.Dial(ctx, etcd.DialConfig{Endpoints: endpoints,
+//		CAFile: "ca.pem", CertFile: "client.pem", KeyFile: "client-key.pem",
+//		Username: "cutline", Password: password})
+//
+// It refuses pairs given half (CertFile without KeyFile, Username without
+// Password), an http:// endpoint with TLS (the client would talk plain
+// text to it) and files that hold no certificate with a *config.Error
+// naming the field; with a user it authenticates before it returns, so a
+// wrong password is its error (rpctypes.ErrAuthFailed), and a connection
+// that does not come up within DialTimeout matches
+// metastore.ErrUnavailable. The client logs nothing, and no error holds
+// the password. ClientConfig returns the clientv3.Config it dials with.
+//
 // # Mapping
 //
 // Keys live under Options.Root (default "/cutline/"), which is stripped from

@@ -1,6 +1,7 @@
 package etcdtest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cutline/cutline/internal/etcdlocal"
 	"github.com/cutline/cutline/internal/testlog"
 )
 
@@ -40,8 +42,8 @@ type Member struct {
 	initial string
 	logs    *testlog.Buffer
 
-	mu sync.Mutex
-	e  *embed.Etcd
+	mu  sync.Mutex
+	srv *etcdlocal.Server
 }
 
 // Start runs a single-member etcd and returns a client for it. Both are
@@ -104,58 +106,33 @@ func freeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-func (m *Member) config(fresh bool) (*embed.Config, error) {
-	cfg := embed.NewConfig()
-	cfg.Name = m.Name
-	cfg.Dir = m.dir
-	cu, err := url.Parse(m.ClientURL)
-	if err != nil {
-		return nil, err
-	}
-	pu, err := url.Parse(m.PeerURL)
-	if err != nil {
-		return nil, err
-	}
-	cfg.ListenClientUrls = []url.URL{*cu}
-	cfg.AdvertiseClientUrls = []url.URL{*cu}
-	cfg.ListenPeerUrls = []url.URL{*pu}
-	cfg.AdvertisePeerUrls = []url.URL{*pu}
-	cfg.InitialCluster = m.initial
-	cfg.InitialClusterToken = "cutline-etcdtest"
-	if fresh {
-		cfg.ClusterState = embed.ClusterStateFlagNew
-	} else {
-		cfg.ClusterState = embed.ClusterStateFlagExisting
-	}
-	cfg.UnsafeNoFsync = true // test data; a stopped member still restarts from its WAL
-	cfg.Logger = "zap"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
-		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
-		zapcore.AddSync(m.logs), zapcore.WarnLevel)))
-	return cfg, nil
-}
-
 func (m *Member) start(fresh bool) error {
-	cfg, err := m.config(fresh)
+	cu, err := url.Parse(m.ClientURL)
 	if err != nil {
 		return err
 	}
-	e, err := embed.StartEtcd(cfg)
+	pu, err := url.Parse(m.PeerURL)
 	if err != nil {
-		return fmt.Errorf("member %s: %w", m.Name, err)
+		return err
 	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return fmt.Errorf("member %s: %w", m.Name, err)
-	case <-time.After(ReadyTimeout):
-		e.Server.HardStop()
-		e.Close()
-		return fmt.Errorf("member %s not ready after %v; log:\n%s", m.Name, ReadyTimeout, m.logs.String())
+	srv, err := etcdlocal.Start(context.Background(), etcdlocal.Config{
+		Name:           m.Name,
+		Dir:            m.dir,
+		ClientAddr:     cu.Host,
+		PeerAddr:       pu.Host,
+		InitialCluster: m.initial,
+		ClusterToken:   "cutline-etcdtest",
+		Join:           !fresh,
+		NoFsync:        true, // test data; a stopped member still restarts from its WAL
+		Zap: zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
+			zapcore.AddSync(m.logs), zapcore.WarnLevel)),
+		ReadyTimeout: ReadyTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("member %s: %w; log:\n%s", m.Name, err, m.logs.String())
 	}
 	m.mu.Lock()
-	m.e = e
+	m.srv = srv
 	m.mu.Unlock()
 	return nil
 }
@@ -179,16 +156,17 @@ func (c *Cluster) stopAll() {
 // graceful stop of a leader performs.
 func (m *Member) close(crash bool) {
 	m.mu.Lock()
-	e := m.e
-	m.e = nil
+	srv := m.srv
+	m.srv = nil
 	m.mu.Unlock()
-	if e == nil {
+	if srv == nil {
 		return
 	}
 	if crash {
-		e.Server.HardStop()
+		srv.Crash()
+	} else {
+		srv.Stop()
 	}
-	e.Close()
 }
 
 // Stop stops the member abruptly, as a crash would (no leadership transfer).
@@ -199,7 +177,7 @@ func (m *Member) Stop() { m.close(true) }
 func (m *Member) Running() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.e != nil
+	return m.srv != nil
 }
 
 // Restart starts a stopped member again on the same ports and data.
@@ -217,7 +195,10 @@ func (m *Member) Restart(t testing.TB) {
 func (m *Member) Server() *embed.Etcd {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.e
+	if m.srv == nil {
+		return nil
+	}
+	return m.srv.Etcd()
 }
 
 // Members returns the members in start order.
