@@ -157,6 +157,8 @@ var libraryErrors = map[string]error{
 	"roll.ErrDropped":                  roll.ErrDropped,
 	"settle.SegmentError":              &settle.SegmentError{},
 	"settle.TrimmedError":              &settle.TrimmedError{},
+	"settle.ErrPassBudget":             settle.ErrPassBudget,
+	"settle.StageError":                &settle.StageError{Err: settle.ErrPassBudget},
 	"settle.DoubleCoverError":          &settle.DoubleCoverError{},
 	"settle.GapError":                  &settle.GapError{},
 	"settle.FormatError":               &settle.FormatError{},

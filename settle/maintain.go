@@ -10,16 +10,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
 )
 
 // ErrPassBudget ends a maintenance pass that ran out of time
 // (MaintainerOptions.Budget). The next pass goes on from where it
 // stopped.
-var ErrPassBudget = errors.New("settle: the maintenance pass ran out of time")
+var ErrPassBudget = errkind.New(cutline.ErrUnavailable, "settle: the maintenance pass ran out of time")
 
 // Stages of a maintenance pass, as StageError names them.
 const (
