@@ -444,10 +444,9 @@ func TestOpenRefusesBeforeActing(t *testing.T) {
 	ctx := context.Background()
 	e := settletest.NewMem(t, 3)
 	p := e.NewParty("host", settletest.PartyOptions{})
-	rec, err := p.Minter.Mint(ctx, starA, e.Constants(2, 4))
-	require.NoError(t, err)
+	rec := p.Mint(ctx, starA, e.Constants(2, 4))
 	w := p.Writer(rec, chain.WriterOptions{})
-	_, err = w.Append(ctx, record(stream, 0, "x"))
+	_, err := w.Append(ctx, record(stream, 0, "x"))
 	require.NoError(t, err)
 
 	_, err = roll.Open(ctx, nil, starA, e.Constants(2, 4), roll.Options{})

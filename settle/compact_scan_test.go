@@ -52,8 +52,7 @@ type slowWorld struct {
 func newSlowWorld(t *testing.T) *slowWorld {
 	e := settletest.NewMem(t, 3)
 	p := e.NewParty("host", settletest.PartyOptions{})
-	rec, err := p.Minter.Mint(context.Background(), starA, e.Constants(2, 8))
-	require.NoError(t, err)
+	rec := p.Mint(context.Background(), starA, e.Constants(2, 8))
 	cl, err := rec.Claim()
 	require.NoError(t, err)
 	return &slowWorld{t: t, e: e, p: p, rec: rec, claim: cl, next: map[string]uint64{}}

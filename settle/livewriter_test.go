@@ -29,8 +29,7 @@ func TestFenceEndsLiveWriter(t *testing.T) {
 			return latency.Wrap(b, latency.Options{Seed: uint64(i), Default: latency.Uniform(time.Millisecond, 3*time.Millisecond)})
 		}
 		a := e.NewParty(starA, settletest.PartyOptions{Wrap: slow})
-		rec, err := a.Minter.Mint(ctx, starA, e.Constants(2, 16))
-		require.NoError(t, err)
+		rec := a.Mint(ctx, starA, e.Constants(2, 16))
 		w := a.Writer(rec, chain.WriterOptions{})
 		var (
 			mu        sync.Mutex

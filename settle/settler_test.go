@@ -309,8 +309,7 @@ func TestSettleAllSettlesEveryUnsettledEpochOldestFirst(t *testing.T) {
 	c := e.Constants(2, 4)
 	var eps []uint64
 	for range 3 {
-		rec, err := p.Minter.Mint(ctx, starA, c)
-		require.NoError(t, err)
+		rec := p.Mint(ctx, starA, c)
 		eps = append(eps, rec.Epoch)
 		for s := range uint64(3) {
 			for z := range 2 {
@@ -367,17 +366,15 @@ func TestSettleReadsOnlyItsEpoch(t *testing.T) {
 	e := settletest.NewMem(t, 3)
 	p := e.NewParty("successor", settletest.PartyOptions{})
 	c := e.Constants(2, 4)
-	first, err := p.Minter.Mint(ctx, starA, c)
-	require.NoError(t, err)
+	first := p.Mint(ctx, starA, c)
 	for s := range uint64(3) {
 		for z := range 3 {
 			e.PutFlight(z, starA, first.Epoch, s, record(stream, s, fmt.Sprint(s)))
 		}
 	}
-	_, err = p.Fencer.Fence(ctx, starA, first.Epoch)
+	_, err := p.Fencer.Fence(ctx, starA, first.Epoch)
 	require.NoError(t, err)
-	second, err := p.Minter.Mint(ctx, starA, c)
-	require.NoError(t, err)
+	second := p.Mint(ctx, starA, c)
 	for z := range 3 {
 		require.NoError(t, e.Raw[z].Create(ctx, e.Key(starA, second.Epoch, 0), []byte("corrupt")))
 	}
@@ -422,8 +419,7 @@ func TestSettleSingleZone(t *testing.T) {
 	ctx := context.Background()
 	e := settletest.NewMem(t, 1)
 	a := e.NewParty(starA, settletest.PartyOptions{})
-	rec, err := a.Minter.Mint(ctx, starA, e.Constants(1, 4))
-	require.NoError(t, err)
+	rec := a.Mint(ctx, starA, e.Constants(1, 4))
 	w := a.Writer(rec, chain.WriterOptions{})
 	var acked []uint64
 	for i := range 5 {
@@ -453,8 +449,7 @@ func TestSettleCoversBundledSpans(t *testing.T) {
 	host := e.NewParty("host", settletest.PartyOptions{})
 	refs, err := settle.NewRefIndex(host.Store, "", locateRuns)
 	require.NoError(t, err)
-	rec, err := host.Minter.Mint(ctx, starA, e.Constants(2, 8))
-	require.NoError(t, err)
+	rec := host.Mint(ctx, starA, e.Constants(2, 8))
 	w := host.Writer(rec, chain.WriterOptions{})
 	// Flight i carries i%3+1 records of a, 2 of b, and one of c but
 	// every third flight; the streams come in a different order each

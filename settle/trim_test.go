@@ -114,14 +114,13 @@ func TestTrimOpenEpoch(t *testing.T) {
 	ctx := context.Background()
 	e := settletest.NewMem(t, 3)
 	p := e.NewParty("host", settletest.PartyOptions{})
-	rec, err := p.Minter.Mint(ctx, starA, e.Constants(2, 4))
-	require.NoError(t, err)
+	rec := p.Mint(ctx, starA, e.Constants(2, 4))
 	w := p.Writer(rec, chain.WriterOptions{})
 	for i := range uint64(6) {
 		_, err := w.Append(ctx, record(stream, i, "x"))
 		require.NoError(t, err)
 	}
-	_, err = p.Settler.Trim(ctx, starA, rec.Epoch, 3)
+	_, err := p.Settler.Trim(ctx, starA, rec.Epoch, 3)
 	require.ErrorIs(t, err, epoch.ErrCursorAhead, "the checkpoint is still 0: trimming past it is not a regression")
 	require.NotErrorIs(t, err, epoch.ErrCursorRegression)
 	_, err = w.Checkpoint(ctx, 4)

@@ -1,6 +1,7 @@
 package settletest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -109,4 +110,13 @@ func (p *Party) Writer(rec *epoch.Record, opts chain.WriterOptions) *chain.Write
 	require.NoError(p.Env.T, err)
 	p.Env.T.Cleanup(w.Abort)
 	return w
+}
+
+// Mint mints an epoch of star through the party's minter; an error fails
+// the Env's test.
+func (p *Party) Mint(ctx context.Context, star string, c epoch.Constants) *epoch.Record {
+	p.Env.T.Helper()
+	rec, err := p.Minter.Mint(ctx, star, c)
+	require.NoError(p.Env.T, err)
+	return rec
 }
