@@ -13,6 +13,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/roll"
 )
 
@@ -26,9 +27,9 @@ type rollScenario struct {
 	opts   roll.Options
 }
 
-func newRollScenario(e *env) rollScenario {
-	c1 := e.constants(2, 8)
-	c2 := e.constants(2, 4)
+func newRollScenario(e *settletest.Env) rollScenario {
+	c1 := e.Constants(2, 8)
+	c2 := e.Constants(2, 4)
 	return rollScenario{c1: c1, c2: c2, opts: roll.Options{
 		RollOnHalt: true,
 		Backoff:    clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond},
@@ -44,11 +45,11 @@ type submitted struct {
 	app *roll.Future
 }
 
-func (sc rollScenario) run(t testing.TB, ctx context.Context, p *party, k *killSwitch) []submitted {
+func (sc rollScenario) run(t testing.TB, ctx context.Context, p *settletest.Party, k *settletest.KillSwitch) []submitted {
 	t.Helper()
-	r, err := roll.Open(ctx, p.settler, starA, sc.c1, sc.opts)
+	r, err := roll.Open(ctx, p.Settler, starA, sc.c1, sc.opts)
 	if err != nil {
-		require.True(t, k.isDead(), "Open failed without a crash: %v", err)
+		require.True(t, k.Dead(), "Open failed without a crash: %v", err)
 		return nil
 	}
 	var out []submitted
@@ -56,7 +57,7 @@ func (sc rollScenario) run(t testing.TB, ctx context.Context, p *party, k *killS
 		id := fmt.Sprintf("r%d", i)
 		a, err := r.Submit(ctx, record(stream, uint64(i), id))
 		if err != nil {
-			require.True(t, k.isDead(), "Submit failed without a crash: %v", err)
+			require.True(t, k.Dead(), "Submit failed without a crash: %v", err)
 			return false
 		}
 		out = append(out, submitted{id, a})
@@ -65,7 +66,7 @@ func (sc rollScenario) run(t testing.TB, ctx context.Context, p *party, k *killS
 	ok := submit(0) && submit(1) && submit(2)
 	if ok {
 		if err := r.Roll(ctx, sc.c2); err != nil {
-			require.True(t, k.isDead(), "Roll failed without a crash: %v", err)
+			require.True(t, k.Dead(), "Roll failed without a crash: %v", err)
 			ok = false
 		}
 	}
@@ -79,16 +80,16 @@ func (sc rollScenario) run(t testing.TB, ctx context.Context, p *party, k *killS
 	}()
 	select {
 	case <-all:
-	case <-k.fired:
+	case <-k.Fired():
 	}
 	closeCtx := context.Background()
-	if k.isDead() {
+	if k.Dead() {
 		var cancel context.CancelFunc
 		closeCtx, cancel = context.WithCancel(closeCtx)
 		cancel()
 	}
 	err = r.Close(closeCtx)
-	if !k.isDead() {
+	if !k.Dead() {
 		require.NoError(t, err)
 	}
 	<-all // Close decides every append
@@ -125,14 +126,14 @@ func TestRollerCrashPoints(t *testing.T) {
 
 func rollCrashRun(t *testing.T, at int, lost bool) bool {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	e.putPoison(0, starA, 2, 1)
-	e.putPoison(1, starA, 2, 1)
+	e := settletest.NewMem(t, 3)
+	e.PutPoison(0, starA, 2, 1)
+	e.PutPoison(1, starA, 2, 1)
 	sc := newRollScenario(e)
-	k := newKillSwitch(at, lost)
-	first := e.party("incarnation-1", partyOpts{kill: k})
-	subs := sc.run(t, k.bind(ctx), first, k)
-	fired, what := k.report()
+	k := settletest.NewKillSwitch(at, lost)
+	first := e.NewParty("incarnation-1", settletest.PartyOptions{Kill: k})
+	subs := sc.run(t, k.Bind(ctx), first, k)
+	fired, what := k.Report()
 	repro := fmt.Sprintf("crash at request %d (%s), lost answer %v", at, what, lost)
 
 	acked := map[string]chain.Position{}
@@ -158,18 +159,18 @@ func rollCrashRun(t *testing.T, at int, lost bool) bool {
 
 	// Recovery: a new incarnation on the same storage. The producer retries
 	// what was not acknowledged, at offsets past the recovered stream.
-	second := e.party("incarnation-2", partyOpts{})
-	r, err := roll.Open(ctx, second.settler, starA, sc.c1, sc.opts)
+	second := e.NewParty("incarnation-2", settletest.PartyOptions{})
+	r, err := roll.Open(ctx, second.Settler, starA, sc.c1, sc.opts)
 	require.NoError(t, err, repro)
 	for ep := uint64(1); ep < r.Epoch().Epoch; ep++ {
-		rec, err := second.minter.Get(ctx, starA, ep)
+		rec, err := second.Minter.Get(ctx, starA, ep)
 		if errors.Is(err, epoch.ErrNoRecord) {
 			continue
 		}
 		require.NoError(t, err, repro)
 		require.Equal(t, epoch.StateSettled, rec.State, "%s: Open settles every earlier epoch", repro)
 	}
-	next, err := second.refs.Next(ctx, stream)
+	next, err := second.Refs.Next(ctx, stream)
 	require.NoError(t, err)
 	retried := map[string]chain.Position{}
 	for j, id := range unacked {
@@ -178,8 +179,8 @@ func rollCrashRun(t *testing.T, at int, lost bool) bool {
 		retried[id] = pos
 	}
 	require.NoError(t, r.Close(ctx), repro)
-	checker := e.party("checker", partyOpts{})
-	_, err = checker.settler.SettleAll(ctx, starA)
+	checker := e.NewParty("checker", settletest.PartyOptions{})
+	_, err = checker.Settler.SettleAll(ctx, starA)
 	require.NoError(t, err, repro)
 
 	// Every epoch: guarantees 1–4, with the slots acknowledged in it.
@@ -190,16 +191,16 @@ func rollCrashRun(t *testing.T, at int, lost bool) bool {
 	for _, pos := range retried {
 		perEpoch[pos.Epoch] = append(perEpoch[pos.Epoch], pos.Slot)
 	}
-	for rec, err := range checker.minter.Epochs(ctx, starA) {
+	for rec, err := range checker.Minter.Epochs(ctx, starA) {
 		require.NoError(t, err)
-		checker.e.on(t).VerifyEpoch(starA, rec.Epoch, perEpoch[rec.Epoch])
+		checker.Env.On(t).VerifyEpoch(starA, rec.Epoch, perEpoch[rec.Epoch])
 	}
 
 	// Guarantee 5: every acknowledged payload once, where it was
 	// acknowledged. A payload that was never acknowledged may have reached
 	// the chain before the crash and again by its retry (at-least-once for
 	// those); never twice from one incarnation.
-	ids, poss := chainIDs(t, checker, starA)
+	ids, poss := settletest.ChainIDs(t, checker, starA)
 	at1 := map[string]chain.Position{}
 	for i, id := range ids {
 		if pos, ok := acked[id]; ok {
@@ -218,7 +219,7 @@ func rollCrashRun(t *testing.T, at int, lost bool) bool {
 	for id := range retried {
 		require.Contains(t, ids, id)
 	}
-	indexed := checkStream(t, checker, stream)
+	indexed := settletest.CheckStream(t, checker, stream)
 	require.ElementsMatch(t, ids, indexed, "%s: the index covers the whole chain", repro)
 	return fired
 }

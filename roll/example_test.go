@@ -3,43 +3,38 @@ package roll_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/metastore/memstore"
-	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
 
-// orderLocator reads the example's payloads, "<stream> <offset> <body>":
-// one record per flight.
-func orderLocator(p []byte) ([]settle.Span, error) {
-	f := strings.SplitN(string(p), " ", 3)
-	if len(f) != 3 {
-		return nil, fmt.Errorf("not a record: %q", p)
-	}
-	off, err := strconv.ParseUint(f[1], 10, 64)
-	return []settle.Span{{Stream: f[0], Offset: off, Count: 1, End: uint64(len(p))}}, err
+// locateOrder reads the example's payloads, "orders <offset> <body>": one
+// record of stream orders per flight.
+func locateOrder(p []byte) ([]settle.Span, error) {
+	var off uint64
+	_, err := fmt.Sscanf(string(p), "orders %d", &off)
+	return []settle.Span{{Stream: "orders", Offset: off, Count: 1, End: uint64(len(p))}}, err
 }
 
 // A Roller changes the chain's configuration in process: appends before
 // the roll are acknowledged in the old epoch, later ones in the new.
 func Example() {
 	ctx := context.Background()
+	// The Roller works through the host's settler, which brings the
+	// minter, the zones, the index and the fencer.
 	store := memstore.New(memstore.Options{})
 	minter, _ := epoch.NewMinter(store, epoch.Options{})
-	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
-	zones := chain.MustZones(buckets...)
-	refs, _ := settle.NewRefIndex(store, "", orderLocator)
+	zones := chain.MustZones(memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c"))
 	fencer, _ := fence.New(minter, zones, fence.Options{Identity: "broker-1"})
+	refs, _ := settle.NewRefIndex(store, "", locateOrder)
 	settler, _ := settle.New(minter, zones, refs, settle.Options{Fencer: fencer})
 
-	c := epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 16}
+	c := epoch.Constants{Class: "standard", Buckets: []string{"zone-a", "zone-b", "zone-c"}, W: 2, Window: 16}
 	r, err := roll.Open(ctx, settler, "broker-1", c, roll.Options{RollOnHalt: true})
 	if err != nil {
 		panic(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/roll"
 )
@@ -76,8 +77,8 @@ func (h *hookLog) seen() []hookCall {
 // never land, appends six records and waits until the first three are
 // acknowledged: records 3–5 are the unratified tail a planned roll pools.
 type tailScenario struct {
-	e    *env
-	p    *party
+	e    *settletest.Env
+	p    *settletest.Party
 	r    *roll.Roller
 	apps []*roll.Future
 	ids  []string
@@ -87,11 +88,11 @@ type tailScenario struct {
 func openTail(t *testing.T, opts roll.Options, stream func(i int) (string, uint64)) *tailScenario {
 	t.Helper()
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{wrap: func(i int, b objstore.Bucket) objstore.Bucket {
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{Wrap: func(i int, b objstore.Bucket) objstore.Bucket {
 		return &stallFlights{Bucket: b, ep: 1, from: 3}
 	}})
-	r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 8), opts)
+	r, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 8), opts)
 	require.NoError(t, err)
 	sc := &tailScenario{e: e, p: p, r: r}
 	for i := range 6 {
@@ -121,7 +122,7 @@ func TestRollerRepublishSeesPooledPayloads(t *testing.T) {
 		h := &hookLog{}
 		sc := openTail(t, roll.Options{Republish: h.hook, RollOnHalt: true}, oneStream)
 		require.Empty(t, h.seen(), "no roll, no call")
-		c := sc.e.constants(3, 8)
+		c := sc.e.Constants(3, 8)
 		require.NoError(t, sc.r.Roll(ctx, c))
 		calls := h.seen()
 		require.Len(t, calls, 1)
@@ -140,15 +141,15 @@ func TestRollerRepublishSeesPooledPayloads(t *testing.T) {
 		}
 
 		// A planned roll with nothing pooled calls the hook too.
-		require.NoError(t, sc.r.Roll(ctx, sc.e.constants(2, 8)))
+		require.NoError(t, sc.r.Roll(ctx, sc.e.Constants(2, 8)))
 		calls = h.seen()
 		require.Len(t, calls, 2)
 		require.Equal(t, uint64(3), calls[1].next.Epoch)
 		require.Empty(t, calls[1].payloads)
 
 		// So does a roll after a halt: someone fences epoch 3 at slot 2.
-		for _, z := range sc.e.raw[:2] {
-			require.NoError(t, z.Create(ctx, sc.e.key(starA, 3, 2), wire.EncodePoison(starA, 3, 2, "other")))
+		for _, z := range sc.e.Raw[:2] {
+			require.NoError(t, z.Create(ctx, sc.e.Key(starA, 3, 2), wire.EncodePoison(starA, 3, 2, "other")))
 		}
 		var apps []*roll.Future
 		for i := 6; i < 12; i++ {
@@ -174,7 +175,7 @@ func TestRollerRepublishSeesPooledPayloads(t *testing.T) {
 		require.NotEmpty(t, calls[2].payloads, "r8 was placed at the dead slot 2")
 		require.Equal(t, inNew[:len(calls[2].payloads)], calls[2].payloads)
 		verifyChain(t, sc.p, acked)
-		require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11"}, checkStream(t, sc.p, stream))
+		require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11"}, settletest.CheckStream(t, sc.p, stream))
 	})
 }
 
@@ -205,7 +206,7 @@ func TestRollerRepublishDrops(t *testing.T) {
 			}
 			return stream, uint64(i)
 		})
-		require.NoError(t, sc.r.Roll(ctx, sc.e.constants(2, 8)))
+		require.NoError(t, sc.r.Roll(ctx, sc.e.Constants(2, 8)))
 		acked := map[string]chain.Position{}
 		for i, a := range sc.apps {
 			pos, err := a.Wait(ctx)
@@ -223,8 +224,8 @@ func TestRollerRepublishDrops(t *testing.T) {
 		require.NoError(t, sc.r.Close(ctx))
 		ids := verifyChain(t, sc.p, acked)
 		require.NotContains(t, ids, "r4")
-		require.Equal(t, []string{"r0", "r1", "r2", "r3", "r5"}, checkStream(t, sc.p, stream))
-		require.Empty(t, refsOf(t, sc.p.refs, "other"))
+		require.Equal(t, []string{"r0", "r1", "r2", "r3", "r5"}, settletest.CheckStream(t, sc.p, stream))
+		require.Empty(t, settletest.RefsOf(t, sc.p.Refs, "other"))
 	})
 }
 
@@ -265,7 +266,7 @@ func TestRollerRepublishRetriesFailedHook(t *testing.T) {
 			return make([]error, len(payloads)), nil
 		}
 		sc = openTail(t, roll.Options{Republish: h.hook, Backoff: clock.Backoff{Min: time.Second, Max: time.Second}}, oneStream)
-		require.NoError(t, sc.r.Roll(ctx, sc.e.constants(2, 8)))
+		require.NoError(t, sc.r.Roll(ctx, sc.e.Constants(2, 8)))
 		calls := h.seen()
 		require.Len(t, calls, 3, "two failures, one success")
 		for i := 1; i < 3; i++ {
@@ -307,7 +308,7 @@ func TestRollerRepublishWrongLength(t *testing.T) {
 		}}
 		sc := openTail(t, roll.Options{Republish: h.hook, Backoff: clock.Backoff{Min: time.Millisecond, Max: time.Millisecond},
 			Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))}, oneStream)
-		require.NoError(t, sc.r.Roll(ctx, sc.e.constants(2, 8)))
+		require.NoError(t, sc.r.Roll(ctx, sc.e.Constants(2, 8)))
 		require.Len(t, h.seen(), 2)
 		logMu.Lock()
 		out := logs.String()
@@ -335,7 +336,7 @@ func TestRollerRepublishCloseWhileFailing(t *testing.T) {
 		h := &hookLog{answer: func(int, *epoch.Record, [][]byte) ([]error, error) { return nil, errors.New("never") }}
 		sc := openTail(t, roll.Options{Republish: h.hook}, oneStream)
 		rolled := make(chan error, 1)
-		go func() { rolled <- sc.r.Roll(ctx, sc.e.constants(2, 8)) }()
+		go func() { rolled <- sc.r.Roll(ctx, sc.e.Constants(2, 8)) }()
 		time.Sleep(time.Minute)
 		require.NotEmpty(t, h.seen())
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -346,12 +347,12 @@ func TestRollerRepublishCloseWhileFailing(t *testing.T) {
 			_, err := a.Wait(ctx)
 			require.ErrorIs(t, err, roll.ErrClosedForTest, "append %d", i+3)
 		}
-		rec, err := sc.p.minter.Get(ctx, starA, 2)
+		rec, err := sc.p.Minter.Get(ctx, starA, 2)
 		require.NoError(t, err)
 		require.Equal(t, "E E E", sc.e.State(rec, 0))
-		_, err = sc.p.settler.SettleAll(ctx, starA)
+		_, err = sc.p.Settler.SettleAll(ctx, starA)
 		require.NoError(t, err)
-		require.Equal(t, []string{"r0", "r1", "r2"}, checkStream(t, sc.p, stream))
+		require.Equal(t, []string{"r0", "r1", "r2"}, settletest.CheckStream(t, sc.p, stream))
 	})
 }
 

@@ -15,16 +15,13 @@ import (
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
-	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
 	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
 )
-
-// fenceFast keeps a fencer's undecided backoff short (synctest time).
-var fenceFast = fence.Options{Backoff: clock.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond}}
 
 // producer submits records pipelined through a roller and collects the
 // outcomes in submission order.
@@ -94,22 +91,22 @@ func (o *offsets) submit(sub func(offset uint64) (*roll.Future, error)) (*roll.F
 // verifyChain checks a star's chain after the rolls: every epoch settled
 // with guarantees 1–4, every acknowledged record read exactly once at its
 // acknowledged position (guarantee 5), nothing else in the chain.
-func verifyChain(t testing.TB, p *party, acked map[string]chain.Position) []string {
+func verifyChain(t testing.TB, p *settletest.Party, acked map[string]chain.Position) []string {
 	t.Helper()
 	ctx := context.Background()
-	_, err := p.settler.SettleAll(ctx, starA)
+	_, err := p.Settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 	perEpoch := map[uint64][]uint64{}
 	for _, pos := range acked {
 		perEpoch[pos.Epoch] = append(perEpoch[pos.Epoch], pos.Slot)
 	}
-	for rec, err := range p.minter.Epochs(ctx, starA) {
+	for rec, err := range p.Minter.Epochs(ctx, starA) {
 		require.NoError(t, err)
 		require.Equal(t, epoch.StateSettled, rec.State)
-		p.e.on(t).VerifyEpoch(starA, rec.Epoch, perEpoch[rec.Epoch])
+		p.Env.On(t).VerifyEpoch(starA, rec.Epoch, perEpoch[rec.Epoch])
 	}
-	ids, poss := chainIDs(t, p, starA)
-	requireUnique(t, ids, "chain")
+	ids, poss := settletest.ChainIDs(t, p, starA)
+	settletest.RequireUnique(t, ids, "chain")
 	require.Len(t, ids, len(acked))
 	for i, id := range ids {
 		require.Equal(t, acked[id], poss[i], "%s", id)
@@ -120,25 +117,25 @@ func verifyChain(t testing.TB, p *party, acked map[string]chain.Position) []stri
 // Planned rolls change every constant in turn: W, the window, the bucket
 // set and the class, while a producer keeps appending.
 func TestRollerPlannedRolls(t *testing.T) {
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { plannedRolls(t, be.make(t, 4)) })
+	for _, be := range settletest.Backends {
+		t.Run(be.Name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { plannedRolls(t, be.New(t, 4)) })
 		})
 	}
 }
 
-func plannedRolls(t *testing.T, e *env) {
+func plannedRolls(t *testing.T, e *settletest.Env) {
 	ctx := context.Background()
-	p := e.party("host", partyOpts{})
+	p := e.NewParty("host", settletest.PartyOptions{})
 	c := []epoch.Constants{
-		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 8, Prefix: e.keys.Prefix},
-		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 3, Window: 8, Prefix: e.keys.Prefix},
-		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 3, Window: 3, Prefix: e.keys.Prefix},
-		{Class: "standard", Buckets: []string{"b", "c", "d"}, W: 2, Window: 3, Prefix: e.keys.Prefix},
-		{Class: "express", Buckets: []string{"b", "c", "d"}, W: 2, Window: 16, Prefix: e.keys.Prefix},
-		{Class: "express", Buckets: []string{"d"}, W: 1, Window: 4, Prefix: e.keys.Prefix},
+		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 2, Window: 8, Prefix: e.Keys.Prefix},
+		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 3, Window: 8, Prefix: e.Keys.Prefix},
+		{Class: "standard", Buckets: []string{"a", "b", "c"}, W: 3, Window: 3, Prefix: e.Keys.Prefix},
+		{Class: "standard", Buckets: []string{"b", "c", "d"}, W: 2, Window: 3, Prefix: e.Keys.Prefix},
+		{Class: "express", Buckets: []string{"b", "c", "d"}, W: 2, Window: 16, Prefix: e.Keys.Prefix},
+		{Class: "express", Buckets: []string{"d"}, W: 1, Window: 4, Prefix: e.Keys.Prefix},
 	}
-	r, err := roll.Open(ctx, p.settler, starA, c[0], roll.Options{})
+	r, err := roll.Open(ctx, p.Settler, starA, c[0], roll.Options{})
 	require.NoError(t, err)
 	off := newOffsets()
 	pr := &producer{name: "r"}
@@ -154,13 +151,13 @@ func plannedRolls(t *testing.T, e *env) {
 
 	ids := verifyChain(t, p, acked)
 	require.Equal(t, pr.ids, ids, "the chain holds the records in submission order")
-	require.Equal(t, pr.ids, checkStream(t, p, stream))
+	require.Equal(t, pr.ids, settletest.CheckStream(t, p, stream))
 	for i, want := range c {
-		rec, err := p.minter.Get(ctx, starA, uint64(i+1))
+		rec, err := p.Minter.Get(ctx, starA, uint64(i+1))
 		require.NoError(t, err)
 		require.Equal(t, want, rec.Constants)
 	}
-	ch, err := p.minter.Chain(ctx, starA)
+	ch, err := p.Minter.Chain(ctx, starA)
 	require.NoError(t, err)
 	require.Equal(t, map[string]uint64{"standard": 4, "express": 6}, ch.Heads)
 
@@ -176,33 +173,33 @@ func plannedRolls(t *testing.T, e *env) {
 // injected latency and transient faults. With RollOnHalt the producers
 // only see delayed acknowledgements.
 func TestRollerRollOnHaltUnderFaults(t *testing.T) {
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { rollOnHalt(t, be.make(t, 3)) })
+	for _, be := range settletest.Backends {
+		t.Run(be.Name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { rollOnHalt(t, be.New(t, 3)) })
 		})
 	}
 }
 
-func rollOnHalt(t *testing.T, e *env) {
+func rollOnHalt(t *testing.T, e *settletest.Env) {
 	ctx := context.Background()
-	for _, z := range e.zones {
+	for _, z := range e.Zones {
 		require.NoError(t, z.AddRule(fault.Rule{Probability: 0.04}))
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.LostAnswer, Probability: 0.04}))
 	}
 	// Epoch 1 is fenced at slot 15 by someone else before it starts;
 	// epochs 2 and 3 are fenced at slots 20 and 25 (or the first slot
 	// past them not yet written) while the producers append.
-	e.putPoison(0, starA, 1, 15)
-	e.putPoison(1, starA, 1, 15)
+	e.PutPoison(0, starA, 1, 15)
+	e.PutPoison(1, starA, 1, 15)
 	cuts := map[uint64]uint64{1: 15}
-	p := e.party("host", partyOpts{
-		wrap: func(i int, b objstore.Bucket) objstore.Bucket {
+	p := e.NewParty("host", settletest.PartyOptions{
+		Wrap: func(i int, b objstore.Bucket) objstore.Bucket {
 			return latency.Wrap(b, latency.Options{Seed: uint64(i), Default: latency.Uniform(time.Millisecond, 5*time.Millisecond)})
 		},
-		settle: settle.Options{Backoff: clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}},
-		fence:  fenceFast,
+		Settle: settle.Options{Backoff: clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}},
+		Fence:  settletest.FenceFast,
 	})
-	r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 8), roll.Options{
+	r, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 8), roll.Options{
 		RollOnHalt: true,
 		Backoff:    clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond},
 		Writer:     chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond}},
@@ -222,8 +219,8 @@ func rollOnHalt(t *testing.T, e *env) {
 			}
 			for ; ; slot += 10 {
 				created := 0
-				for _, z := range e.raw[:2] {
-					if z.Create(ctx, e.key(starA, ep, slot), wire.EncodePoison(starA, ep, slot, "other")) == nil {
+				for _, z := range e.Raw[:2] {
+					if z.Create(ctx, e.Key(starA, ep, slot), wire.EncodePoison(starA, ep, slot, "other")) == nil {
 						created++
 					}
 				}
@@ -243,16 +240,16 @@ func rollOnHalt(t *testing.T, e *env) {
 	}
 	require.NoError(t, r.Close(ctx))
 	require.Equal(t, uint64(4), r.Epoch().Epoch, "three halts, three rolls")
-	for _, z := range e.zones {
+	for _, z := range e.Zones {
 		z.ClearRules()
 	}
 	verifyChain(t, p, acked)
 	for ep, cut := range cuts {
-		rec, err := p.minter.Get(ctx, starA, ep)
+		rec, err := p.Minter.Get(ctx, starA, ep)
 		require.NoError(t, err)
 		require.Equal(t, cut, rec.Cut)
 	}
-	ids := checkStream(t, p, stream)
+	ids := settletest.CheckStream(t, p, stream)
 	require.Len(t, ids, 120)
 }
 
@@ -261,11 +258,11 @@ func rollOnHalt(t *testing.T, e *env) {
 func TestRollerWithoutRollOnHalt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		e := newEnv(t, 3)
-		e.putPoison(0, starA, 1, 10)
-		e.putPoison(2, starA, 1, 10)
-		p := e.party("host", partyOpts{})
-		r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{})
+		e := settletest.NewMem(t, 3)
+		e.PutPoison(0, starA, 1, 10)
+		e.PutPoison(2, starA, 1, 10)
+		p := e.NewParty("host", settletest.PartyOptions{})
+		r, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{})
 		require.NoError(t, err)
 		var apps []*roll.Future
 		for i := range 14 {
@@ -292,7 +289,7 @@ func TestRollerWithoutRollOnHalt(t *testing.T) {
 		require.ErrorIs(t, err, chain.ErrFenced)
 		require.Equal(t, uint64(1), r.Epoch().Epoch, "no roll")
 		require.NoError(t, r.Close(ctx))
-		reps, err := p.settler.SettleAll(ctx, starA)
+		reps, err := p.Settler.SettleAll(ctx, starA)
 		require.NoError(t, err)
 		require.Equal(t, uint64(10), reps[0].Cut)
 	})
@@ -303,10 +300,10 @@ func TestRollerWithoutRollOnHalt(t *testing.T) {
 func TestRollerConcurrentSubmitsAndRolls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		e := newEnv(t, 3)
-		p := e.party("host", partyOpts{})
-		c := e.constants(2, 4)
-		r, err := roll.Open(ctx, p.settler, starA, c, roll.Options{RollOnHalt: true})
+		e := settletest.NewMem(t, 3)
+		p := e.NewParty("host", settletest.PartyOptions{})
+		c := e.Constants(2, 4)
+		r, err := roll.Open(ctx, p.Settler, starA, c, roll.Options{RollOnHalt: true})
 		require.NoError(t, err)
 		prs := make([]*producer, 4)
 		var wg sync.WaitGroup
@@ -339,13 +336,13 @@ func TestRollerConcurrentSubmitsAndRolls(t *testing.T) {
 func TestRollerCloseGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		e := newEnv(t, 3)
-		p := e.party("host", partyOpts{})
-		r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{})
+		e := settletest.NewMem(t, 3)
+		p := e.NewParty("host", settletest.PartyOptions{})
+		r, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{})
 		require.NoError(t, err)
 		pos, err := r.Append(ctx, record(stream, 0, "a"))
 		require.NoError(t, err)
-		for _, z := range e.zones {
+		for _, z := range e.Zones {
 			z.SetDown(true)
 		}
 		a, err := r.Submit(ctx, record(stream, 1, "b"))
@@ -356,10 +353,10 @@ func TestRollerCloseGivesUp(t *testing.T) {
 		_, err = a.Wait(ctx)
 		require.ErrorIs(t, err, roll.ErrClosedForTest)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		for _, z := range e.zones {
+		for _, z := range e.Zones {
 			z.SetDown(false)
 		}
-		r2, err := roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{})
+		r2, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{})
 		require.NoError(t, err)
 		require.Equal(t, uint64(2), r2.Epoch().Epoch)
 		require.NoError(t, r2.Close(ctx))
@@ -369,17 +366,17 @@ func TestRollerCloseGivesUp(t *testing.T) {
 
 func TestRollerValidation(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{noFencer: true})
-	_, err := roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{NoFencer: true})
+	_, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid, "a roller fences its own epochs")
-	p = e.party("host", partyOpts{})
-	_, err = roll.Open(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"a"}, W: 2, Window: 1, Prefix: e.keys.Prefix}, roll.Options{})
+	p = e.NewParty("host", settletest.PartyOptions{})
+	_, err = roll.Open(ctx, p.Settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"a"}, W: 2, Window: 1, Prefix: e.Keys.Prefix}, roll.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid)
-	_, err = roll.Open(ctx, p.settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"zz"}, W: 1, Window: 1, Prefix: e.keys.Prefix}, roll.Options{})
+	_, err = roll.Open(ctx, p.Settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"zz"}, W: 1, Window: 1, Prefix: e.Keys.Prefix}, roll.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid, "an unknown zone")
 	// Nothing was minted for it: the star opens normally afterwards.
-	r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{})
+	r, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), r.Epoch().Epoch)
 	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "a"}, W: 1, Window: 1}), config.ErrInvalid)
@@ -388,9 +385,9 @@ func TestRollerValidation(t *testing.T) {
 	pos, err := r.Append(ctx, record(stream, 0, "x"))
 	require.NoError(t, err)
 	require.Equal(t, chain.Position{Epoch: 1, Slot: 0}, pos)
-	require.Equal(t, e.constants(2, 4), r.Epoch().Constants)
+	require.Equal(t, e.Constants(2, 4), r.Epoch().Constants)
 	require.NoError(t, r.Close(ctx))
-	ch, err := p.minter.Chain(ctx, starA)
+	ch, err := p.Minter.Chain(ctx, starA)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), ch.Next, "refused constants mint nothing")
 }
@@ -402,12 +399,12 @@ func TestRollerValidation(t *testing.T) {
 func TestRollerDoesNotRollPastBlocked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		e := newEnv(t, 3)
+		e := settletest.NewMem(t, 3)
 		for z := range 3 {
-			require.NoError(t, e.raw[z].Create(ctx, e.key(starA, 1, 3), []byte("not a slot object")))
+			require.NoError(t, e.Raw[z].Create(ctx, e.Key(starA, 1, 3), []byte("not a slot object")))
 		}
-		p := e.party("host", partyOpts{})
-		r, err := roll.Open(ctx, p.settler, starA, e.constants(2, 8), roll.Options{RollOnHalt: true})
+		p := e.NewParty("host", settletest.PartyOptions{})
+		r, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 8), roll.Options{RollOnHalt: true})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = r.Close(ctx) })
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -445,29 +442,28 @@ func TestRollerDoesNotRollPastBlocked(t *testing.T) {
 // writer of the star is not halted by a call that was never going to run.
 func TestOpenRefusesBeforeActing(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
-	rec, err := p.minter.Mint(ctx, starA, e.constants(2, 4))
-	require.NoError(t, err)
-	w := p.writer(rec, chain.WriterOptions{})
-	_, err = w.Append(ctx, record(stream, 0, "x"))
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
+	rec := p.Mint(ctx, starA, e.Constants(2, 4))
+	w := p.Writer(rec, chain.WriterOptions{})
+	_, err := w.Append(ctx, record(stream, 0, "x"))
 	require.NoError(t, err)
 
-	_, err = roll.Open(ctx, nil, starA, e.constants(2, 4), roll.Options{})
+	_, err = roll.Open(ctx, nil, starA, e.Constants(2, 4), roll.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid)
-	bad := e.constants(2, 4)
+	bad := e.Constants(2, 4)
 	bad.Window = 0
-	_, err = roll.Open(ctx, p.settler, starA, bad, roll.Options{})
+	_, err = roll.Open(ctx, p.Settler, starA, bad, roll.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid)
-	_, err = roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{Writer: chain.WriterOptions{Backoff: clock.Backoff{Min: -1}}})
+	_, err = roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{Writer: chain.WriterOptions{Backoff: clock.Backoff{Min: -1}}})
 	require.ErrorIs(t, err, config.ErrInvalid)
-	_, err = roll.Open(ctx, p.settler, starA, e.constants(2, 4), roll.Options{Backoff: clock.Backoff{Min: -1}})
+	_, err = roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{Backoff: clock.Backoff{Min: -1}})
 	require.ErrorIs(t, err, config.ErrInvalid)
 
-	got, err := p.minter.Get(ctx, starA, rec.Epoch)
+	got, err := p.Minter.Get(ctx, starA, rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, epoch.StateOpen, got.State, "nothing was fenced")
-	ch, err := p.minter.Chain(ctx, starA)
+	ch, err := p.Minter.Chain(ctx, starA)
 	require.NoError(t, err)
 	require.Equal(t, rec.Epoch+1, ch.Next, "nothing was minted")
 	_, err = w.Append(ctx, record(stream, 1, "y"))

@@ -14,6 +14,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
 )
@@ -38,8 +39,8 @@ const slowStream = "slow"
 // as its holder goes on.
 type slowWorld struct {
 	t     *testing.T
-	e     *env
-	p     *party
+	e     *settletest.Env
+	p     *settletest.Party
 	rec   *epoch.Record
 	claim *epoch.Claim
 	// at[slot] is the offset of each stream's record in that flight;
@@ -49,10 +50,9 @@ type slowWorld struct {
 }
 
 func newSlowWorld(t *testing.T) *slowWorld {
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
-	rec, err := p.minter.Mint(context.Background(), starA, e.constants(2, 8))
-	require.NoError(t, err)
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
+	rec := p.Mint(context.Background(), starA, e.Constants(2, 8))
 	cl, err := rec.Claim()
 	require.NoError(t, err)
 	return &slowWorld{t: t, e: e, p: p, rec: rec, claim: cl, next: map[string]uint64{}}
@@ -87,14 +87,14 @@ func (w *slowWorld) lay(to uint64, fast bool, slow func(s uint64) bool) {
 		}
 		w.at = append(w.at, recs)
 		p := w.payload(s)
-		for z := range w.e.raw {
-			w.e.putFlight(z, starA, w.rec.Epoch, s, p)
+		for z := range w.e.Raw {
+			w.e.PutFlight(z, starA, w.rec.Epoch, s, p)
 		}
-		spans, err := w.p.refs.Locate(p)
+		spans, err := w.p.Refs.Locate(p)
 		require.NoError(w.t, err)
 		fs = append(fs, settle.Placed{Position: chain.Position{Epoch: w.rec.Epoch, Slot: s}, Spans: spans})
 	}
-	require.NoError(w.t, w.p.refs.CoverFlights(context.Background(), starA, fs))
+	require.NoError(w.t, w.p.Refs.CoverFlights(context.Background(), starA, fs))
 }
 
 func (w *slowWorld) checkpoint(ck uint64) {
@@ -108,9 +108,9 @@ func (w *slowWorld) checkpoint(ck uint64) {
 func (w *slowWorld) readAll() {
 	w.t.Helper()
 	ctx := context.Background()
-	r := newStreamReader(w.t, w.e.party("reader", partyOpts{}))
+	r := newStreamReader(w.t, w.e.NewParty("reader", settletest.PartyOptions{}))
 	for _, st := range append(slices.Clone(fastStreams), slowStream) {
-		start, err := w.p.refs.Start(ctx, st)
+		start, err := w.p.Refs.Start(ctx, st)
 		require.NoError(w.t, err)
 		next := start
 		if start < w.next[st] {
@@ -135,9 +135,9 @@ func (w *slowWorld) readAll() {
 func (w *slowWorld) needed() uint64 {
 	w.t.Helper()
 	ctx := context.Background()
-	rec, err := w.p.minter.Get(ctx, starA, w.rec.Epoch)
+	rec, err := w.p.Minter.Get(ctx, starA, w.rec.Epoch)
 	require.NoError(w.t, err)
-	slot, ok, err := w.p.refs.Needed(ctx, starA, w.rec.Epoch)
+	slot, ok, err := w.p.Refs.Needed(ctx, starA, w.rec.Epoch)
 	require.NoError(w.t, err)
 	if !ok {
 		return rec.Cursors.Checkpoint
@@ -148,7 +148,7 @@ func (w *slowWorld) needed() uint64 {
 // compactor is a compactor of its own party, whose flight reads f counts.
 func (w *slowWorld) compactor(name string) (*settle.Compactor, *flightReads) {
 	f := &flightReads{w: w, n: map[uint64]int{}}
-	q := w.e.party(name, partyOpts{wrap: func(_ int, b objstore.Bucket) objstore.Bucket { return &flightCounter{Bucket: b, f: f} }})
+	q := w.e.NewParty(name, settletest.PartyOptions{Wrap: func(_ int, b objstore.Bucket) objstore.Bucket { return &flightCounter{Bucket: b, f: f} }})
 	return newCompactor(w.t, q, name, settle.CompactorOptions{PassSlots: scanPassSlots}), f
 }
 
@@ -208,7 +208,7 @@ type flightCounter struct {
 }
 
 func (b *flightCounter) count(key string) {
-	if s, ok := b.f.w.e.keys.ParseSlot(starA, b.f.w.rec.Epoch, key); ok {
+	if s, ok := b.f.w.e.Keys.ParseSlot(starA, b.f.w.rec.Epoch, key); ok {
 		b.f.mu.Lock()
 		b.f.n[s]++
 		b.f.mu.Unlock()
@@ -292,7 +292,7 @@ func slowScenario(t *testing.T, compactor func(w *slowWorld) (*settle.Compactor,
 	run()
 	require.Equal(t, uint64(256), reps[3].Rewritten)
 
-	tr, err := w.p.settler.TrimRewritten(context.Background(), starA, w.rec.Epoch)
+	tr, err := w.p.Settler.TrimRewritten(context.Background(), starA, w.rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, uint64(256), tr.Trimmed)
 	w.readAll()
@@ -406,7 +406,7 @@ func TestCompactStaleScan(t *testing.T) {
 
 	// Retention passes every offset of slowStream: its page, the stream's
 	// last, stays, and holds nothing back.
-	_, err := w.p.refs.Retain(ctx, slowStream, w.next[slowStream])
+	_, err := w.p.Refs.Retain(ctx, slowStream, w.next[slowStream])
 	require.NoError(t, err)
 	rep = w.compact(c1)
 	require.Equal(t, uint64(256), rep.Rewritten)
@@ -422,7 +422,7 @@ func TestCompactStaleScan(t *testing.T) {
 	reads, _ = f3.take()
 	require.Empty(t, reads)
 
-	tr, err := w.p.settler.TrimRewritten(ctx, starA, w.rec.Epoch)
+	tr, err := w.p.Settler.TrimRewritten(ctx, starA, w.rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, uint64(256), tr.Trimmed)
 	w.readAll()

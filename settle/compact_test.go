@@ -15,6 +15,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
 )
@@ -35,18 +36,18 @@ func bundle(s uint64) []byte {
 // layBundles mints an epoch of starA whose slots [0, n) hold bundles in
 // every zone and, when settled, fences and settles it (which covers every
 // flight and moves the checkpoint to n).
-func layBundles(t testing.TB, e *env, p *party, n uint64, settled bool) *epoch.Record {
+func layBundles(t testing.TB, e *settletest.Env, p *settletest.Party, n uint64, settled bool) *epoch.Record {
 	t.Helper()
 	ctx := context.Background()
-	rec, err := p.minter.Mint(ctx, starA, e.constants(2, 8))
+	rec, err := p.Minter.Mint(ctx, starA, e.Constants(2, 8))
 	require.NoError(t, err)
 	for s := range n {
-		for z := range e.raw {
-			e.putFlight(z, starA, rec.Epoch, s, bundle(s))
+		for z := range e.Raw {
+			e.PutFlight(z, starA, rec.Epoch, s, bundle(s))
 		}
 	}
 	if settled {
-		_, err := p.settler.Settle(ctx, starA, rec.Epoch)
+		_, err := p.Settler.Settle(ctx, starA, rec.Epoch)
 		require.NoError(t, err)
 	}
 	return rec
@@ -88,26 +89,26 @@ func readAll(t testing.TB, r *settle.StreamReader, n uint64) (fromSegments int) 
 	return fromSegments
 }
 
-func newCompactor(t testing.TB, p *party, id string, opts settle.CompactorOptions) *settle.Compactor {
+func newCompactor(t testing.TB, p *settletest.Party, id string, opts settle.CompactorOptions) *settle.Compactor {
 	t.Helper()
 	opts.Identity = id
-	c, err := settle.NewCompactor(p.minter, p.zones, p.refs, opts)
+	c, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, opts)
 	require.NoError(t, err)
 	return c
 }
 
-func newStreamReader(t testing.TB, p *party) *settle.StreamReader {
+func newStreamReader(t testing.TB, p *settletest.Party) *settle.StreamReader {
 	t.Helper()
-	r, err := settle.NewStreamReader(p.minter, p.zones, p.refs, settle.StreamReaderOptions{})
+	r, err := settle.NewStreamReader(p.Minter, p.Zones, p.Refs, settle.StreamReaderOptions{})
 	require.NoError(t, err)
 	return r
 }
 
 // pageSegments returns the segment every page of the index names ("" for
 // a page of flights), by page key.
-func pageSegments(t testing.TB, e *env) map[string]string {
+func pageSegments(t testing.TB, e *settletest.Env) map[string]string {
 	t.Helper()
-	kvs, _, err := e.store.List(context.Background(), "refpages/")
+	kvs, _, err := e.Store.List(context.Background(), "refpages/")
 	require.NoError(t, err)
 	out := map[string]string{}
 	for _, kv := range kvs {
@@ -127,10 +128,10 @@ func pageSegments(t testing.TB, e *env) map[string]string {
 }
 
 // segmentObjects lists the segment objects of starA in zone z.
-func segmentObjects(t testing.TB, e *env, z int) []string {
+func segmentObjects(t testing.TB, e *settletest.Env, z int) []string {
 	t.Helper()
 	var out []string
-	for o, err := range objstore.All(context.Background(), e.raw[z], e.keys.Prefix+"/"+starA+"/segments/") {
+	for o, err := range objstore.All(context.Background(), e.Raw[z], e.Keys.Prefix+"/"+starA+"/segments/") {
 		require.NoError(t, err)
 		out = append(out, o.Key)
 	}
@@ -139,7 +140,7 @@ func segmentObjects(t testing.TB, e *env, z int) []string {
 
 // requireNoGarbage checks that every segment object in every zone is named
 // by some page, and every named segment exists in at least W zones.
-func requireNoGarbage(t testing.TB, e *env, w int) {
+func requireNoGarbage(t testing.TB, e *settletest.Env, w int) {
 	t.Helper()
 	named := map[string]bool{}
 	for _, seg := range pageSegments(t, e) {
@@ -148,7 +149,7 @@ func requireNoGarbage(t testing.TB, e *env, w int) {
 		}
 	}
 	copies := map[string]int{}
-	for z := range e.raw {
+	for z := range e.Raw {
 		for _, k := range segmentObjects(t, e, z) {
 			require.True(t, named[k], "segment %s in zone %d is garbage", k, z)
 			copies[k]++
@@ -166,8 +167,8 @@ func requireNoGarbage(t testing.TB, e *env, w int) {
 // trim, from segments.
 func TestCompact(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 200, true)
 	r := newStreamReader(t, p)
 	require.Zero(t, readAll(t, r, 200), "before compaction every chunk comes from a flight")
@@ -189,13 +190,13 @@ func TestCompact(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, again.Pages+again.Segments+again.Creates, "a compacted epoch is a no-op")
 
-	tr, err := p.settler.TrimRewritten(ctx, starA, rec.Epoch)
+	tr, err := p.Settler.TrimRewritten(ctx, starA, rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, uint64(200), tr.Trimmed)
 	require.Equal(t, 3*200, tr.Deleted)
-	require.Equal(t, 3*200, readAll(t, newStreamReader(t, e.party("reader", partyOpts{})), 200))
+	require.Equal(t, 3*200, readAll(t, newStreamReader(t, e.NewParty("reader", settletest.PartyOptions{})), 200))
 
-	slot, ok, err := p.refs.Needed(ctx, starA, rec.Epoch)
+	slot, ok, err := p.Refs.Needed(ctx, starA, rec.Epoch)
 	require.NoError(t, err)
 	require.False(t, ok, "no ref needs a flight of the epoch (lowest %d)", slot)
 
@@ -205,7 +206,7 @@ func TestCompact(t *testing.T) {
 	require.Zero(t, col.Garbage)
 
 	// The old Refs still name the flights the runs were covered in.
-	refs := refsOf(t, p.refs, "s1")
+	refs := settletest.RefsOf(t, p.Refs, "s1")
 	require.Len(t, refs, 200)
 	require.Equal(t, uint64(17), refs[17].Slot)
 }
@@ -216,17 +217,17 @@ func TestCompact(t *testing.T) {
 // after the pages of segments.
 func TestCompactOpenEpoch(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 150, false)
 	cover := func(from, to uint64) {
 		var fs []settle.Placed
 		for s := from; s < to; s++ {
-			spans, err := p.refs.Locate(bundle(s))
+			spans, err := p.Refs.Locate(bundle(s))
 			require.NoError(t, err)
 			fs = append(fs, settle.Placed{Position: chain.Position{Epoch: rec.Epoch, Slot: s}, Spans: spans})
 		}
-		require.NoError(t, p.refs.CoverFlights(ctx, starA, fs))
+		require.NoError(t, p.Refs.CoverFlights(ctx, starA, fs))
 	}
 	cover(0, 140)
 	cl, err := rec.Claim()
@@ -245,7 +246,7 @@ func TestCompactOpenEpoch(t *testing.T) {
 	require.NoError(t, err)
 	r := newStreamReader(t, p)
 	require.Equal(t, 3*128, readAll(t, r, 150), "offsets [0, 128) of each stream read from segments")
-	tr, err := p.settler.TrimRewritten(ctx, starA, rec.Epoch)
+	tr, err := p.Settler.TrimRewritten(ctx, starA, rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, uint64(128), tr.Trimmed)
 	require.Equal(t, 3*128, readAll(t, r, 150))
@@ -257,20 +258,20 @@ func TestCompactOpenEpoch(t *testing.T) {
 // wrote is deleted at once or by Collect.
 func TestCompactRace(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 300, true)
 	var g errgroup.Group
 	reps := make([]settle.CompactReport, 2)
 	for i := range reps {
-		q := e.party(fmt.Sprintf("compactor-%d", i), partyOpts{})
+		q := e.NewParty(fmt.Sprintf("compactor-%d", i), settletest.PartyOptions{})
 		c := newCompactor(t, q, fmt.Sprintf("compactor-%d", i), settle.CompactorOptions{PassSlots: 50})
 		g.Go(func() (err error) {
 			reps[i], err = c.Compact(ctx, starA, rec.Epoch)
 			return err
 		})
 	}
-	reader := newStreamReader(t, e.party("reader", partyOpts{}))
+	reader := newStreamReader(t, e.NewParty("reader", settletest.PartyOptions{}))
 	var reads sync.WaitGroup
 	reads.Go(func() { readAll(t, reader, 300) })
 	require.NoError(t, g.Wait())
@@ -292,12 +293,12 @@ func TestCompactRace(t *testing.T) {
 // recover a later pass compacts and Collect deletes the bad segment.
 func TestCompactUnverifiedSegment(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 64, true)
 	var broken sync.Mutex
 	bad := true
-	q := e.party("compactor", partyOpts{wrap: func(i int, b objstore.Bucket) objstore.Bucket {
+	q := e.NewParty("compactor", settletest.PartyOptions{Wrap: func(i int, b objstore.Bucket) objstore.Bucket {
 		if i == 0 {
 			return b
 		}
@@ -311,7 +312,7 @@ func TestCompactUnverifiedSegment(t *testing.T) {
 	for k, seg := range pageSegments(t, e) {
 		require.Empty(t, seg, "page %s names no unverified segment", k)
 	}
-	got, err := p.minter.Get(ctx, starA, rec.Epoch)
+	got, err := p.Minter.Get(ctx, starA, rec.Epoch)
 	require.NoError(t, err)
 	require.Zero(t, got.Cursors.Rewritten)
 
@@ -345,7 +346,7 @@ func (b *flakyBucket) Create(ctx context.Context, key string, data []byte) error
 		return b.Bucket.Create(ctx, key, data)
 	}
 	if b.down {
-		return &objstore.OpError{Op: "create", Bucket: b.Name(), Key: key, Err: objstore.Unavailable(errCrashed)}
+		return &objstore.OpError{Op: "create", Bucket: b.Name(), Key: key, Err: objstore.Unavailable(settletest.ErrCrashed)}
 	}
 	bad := bytes.Clone(data)
 	bad[len(bad)-1] ^= 0xff
@@ -354,18 +355,18 @@ func (b *flakyBucket) Create(ctx context.Context, key string, data []byte) error
 
 // TestCompactorOptions: bad options are refused, naming the field.
 func TestCompactorOptions(t *testing.T) {
-	e := newEnv(t, 1)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 1)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	for _, o := range []settle.CompactorOptions{
 		{},
 		{Identity: "a/b"},
 		{Identity: "c", SegmentBytes: -1},
 		{Identity: "c", PassSlots: settle.MaxPassSlots + 1},
 	} {
-		_, err := settle.NewCompactor(p.minter, p.zones, p.refs, o)
+		_, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, o)
 		require.Error(t, err, "%+v", o)
 	}
-	_, err := settle.NewStreamReader(p.minter, p.zones, p.refs, settle.StreamReaderOptions{ReadAhead: -1})
+	_, err := settle.NewStreamReader(p.Minter, p.Zones, p.Refs, settle.StreamReaderOptions{ReadAhead: -1})
 	require.Error(t, err)
 }
 
@@ -375,12 +376,12 @@ func TestCompactorOptions(t *testing.T) {
 // and every offset reads back with its bytes.
 func TestCompactRacesHolder(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 300, false)
 	cl, err := rec.Claim()
 	require.NoError(t, err)
-	q := e.party("compactor", partyOpts{})
+	q := e.NewParty("compactor", settletest.PartyOptions{})
 	c := newCompactor(t, q, "compactor-1", settle.CompactorOptions{PassSlots: 32})
 	done := make(chan struct{})
 	var g errgroup.Group
@@ -389,13 +390,13 @@ func TestCompactRacesHolder(t *testing.T) {
 		for from := uint64(0); from < 300; from += 10 {
 			var fs []settle.Placed
 			for s := from; s < from+10; s++ {
-				spans, err := p.refs.Locate(bundle(s))
+				spans, err := p.Refs.Locate(bundle(s))
 				if err != nil {
 					return err
 				}
 				fs = append(fs, settle.Placed{Position: chain.Position{Epoch: rec.Epoch, Slot: s}, Spans: spans})
 			}
-			if err := p.refs.CoverFlights(ctx, starA, fs); err != nil {
+			if err := p.Refs.CoverFlights(ctx, starA, fs); err != nil {
 				return err
 			}
 			if _, err := cl.Advance(ctx, from+10); err != nil {
@@ -420,7 +421,7 @@ func TestCompactRacesHolder(t *testing.T) {
 	rep, err := c.Compact(ctx, starA, rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, uint64(256), rep.Rewritten, "each stream's head page [256, 300) stays with the holder")
-	require.Equal(t, 3*256, readAll(t, newStreamReader(t, e.party("reader", partyOpts{})), 300))
+	require.Equal(t, 3*256, readAll(t, newStreamReader(t, e.NewParty("reader", settletest.PartyOptions{})), 300))
 	_, err = c.Collect(ctx, starA, rec.Epoch)
 	require.NoError(t, err)
 	requireNoGarbage(t, e, 2)

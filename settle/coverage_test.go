@@ -14,6 +14,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/settle"
@@ -89,15 +90,15 @@ func TestRefIndexCoverIsIdempotent(t *testing.T) {
 func TestRefIndexCoverAfterLostAnswer(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
-	k := newKillSwitch(1, true)
-	x, err := settle.NewRefIndex(&crashStore{Store: store, k: k}, "", locate)
+	k := settletest.NewKillSwitch(1, true)
+	x, err := settle.NewRefIndex(k.Store(store), "", locate)
 	require.NoError(t, err)
 	f := flight(1, 0, record(stream, 0, "r"))
 	require.ErrorIs(t, x.Cover(ctx, starA, f), metastore.ErrUnavailable)
 	y, err := settle.NewRefIndex(store, "", locate)
 	require.NoError(t, err)
 	require.NoError(t, y.Cover(ctx, starA, f))
-	require.Len(t, refsOf(t, y, stream), 1)
+	require.Len(t, settletest.RefsOf(t, y, stream), 1)
 	n, err := y.Next(ctx, stream)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), n)
@@ -127,7 +128,7 @@ func TestRefIndexCoverBundle(t *testing.T) {
 			{Stream: "c", Offset: 1, Count: 7, Star: starA, Epoch: 1, Slot: 2, Start: 12, End: 18}},
 	}
 	for s, refs := range want {
-		require.Equal(t, refs, refsOf(t, x, s), "stream %s", s)
+		require.Equal(t, refs, settletest.RefsOf(t, x, s), "stream %s", s)
 		last := refs[len(refs)-1]
 		n, err := x.Next(ctx, s)
 		require.NoError(t, err)
@@ -147,11 +148,11 @@ func TestRefIndexCoverBundlePartly(t *testing.T) {
 	rev := store.Revision()
 	require.ErrorIs(t, x.Cover(ctx, starA, f), settle.ErrGap)
 	require.Equal(t, rev, store.Revision(), "a refused cover writes nothing")
-	require.Empty(t, refsOf(t, x, "a"))
-	require.Empty(t, refsOf(t, x, "b"))
+	require.Empty(t, settletest.RefsOf(t, x, "a"))
+	require.Empty(t, settletest.RefsOf(t, x, "b"))
 	require.NoError(t, x.Cover(ctx, starA, flight(1, 0, runs("b 0 1"))))
 	require.NoError(t, x.Cover(ctx, starA, f))
-	require.Len(t, refsOf(t, x, "b"), 2)
+	require.Len(t, settletest.RefsOf(t, x, "b"), 2)
 }
 
 func TestRefIndexDoubleCover(t *testing.T) {
@@ -214,7 +215,7 @@ func TestRefIndexOverlapRefused(t *testing.T) {
 		require.NotErrorIs(t, err, settle.ErrGap)
 	}
 	require.Equal(t, rev, store.Revision(), "nothing is written")
-	require.Len(t, refsOf(t, x, stream), 1)
+	require.Len(t, settletest.RefsOf(t, x, stream), 1)
 }
 
 // A span past the stream's head would leave a hole: refused with the
@@ -274,7 +275,7 @@ func TestRefIndexCoverSpanRace(t *testing.T) {
 	require.NoError(t, errs[0])
 	require.NoError(t, errs[1])
 	require.Equal(t, rev+1, store.Revision(), "one transaction landed")
-	refs := refsOf(t, x, stream)
+	refs := settletest.RefsOf(t, x, stream)
 	require.Equal(t, []settle.Ref{{Stream: stream, Offset: 0, Count: 3, Star: starA, Epoch: 1, Slot: 4, Start: 2, End: 9}}, refs)
 	n, err := x.Next(ctx, stream)
 	require.NoError(t, err)
@@ -303,7 +304,7 @@ func TestRefIndexCoverSpanRaceDifferentPositions(t *testing.T) {
 		lost = errs[1]
 	}
 	require.ErrorIs(t, lost, settle.ErrDoubleCover)
-	require.Len(t, refsOf(t, x, stream), 1)
+	require.Len(t, settletest.RefsOf(t, x, stream), 1)
 }
 
 func TestRefIndexRefsNextOrder(t *testing.T) {
@@ -318,7 +319,7 @@ func TestRefIndexRefsNextOrder(t *testing.T) {
 	}
 	require.NoError(t, x.Cover(ctx, starA, flight(1, 9, runs("s2 0 3"))))
 	var offs []uint64
-	for _, r := range refsOf(t, x, stream) {
+	for _, r := range settletest.RefsOf(t, x, stream) {
 		offs = append(offs, r.Offset)
 	}
 	require.Equal(t, []uint64{0, 2, 10, 100}, offs, "refs come in offset order")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -27,13 +28,13 @@ type settleEnd struct {
 	standing map[uint64]string
 }
 
-func observeSettleEnd(t testing.TB, p *party, ep uint64) settleEnd {
+func observeSettleEnd(t testing.TB, p *settletest.Party, ep uint64) settleEnd {
 	t.Helper()
-	rec, err := p.minter.Get(context.Background(), starA, ep)
+	rec, err := p.Minter.Get(context.Background(), starA, ep)
 	require.NoError(t, err)
-	end := settleEnd{state: rec.State, cut: rec.Cut, checkpoint: rec.Cursors.Checkpoint, refs: refsOf(t, p.refs, stream)}
+	end := settleEnd{state: rec.State, cut: rec.Cut, checkpoint: rec.Cursors.Checkpoint, refs: settletest.RefsOf(t, p.Refs, stream)}
 	end.standing = map[uint64]string{}
-	for s, row := range p.e.on(t).States(rec) {
+	for s, row := range p.Env.On(t).States(rec) {
 		if row = strings.ReplaceAll(row, string(cutlinetest.Flight), string(cutlinetest.Empty)); strings.Trim(row, "E ") != "" {
 			end.standing[s] = row
 		}
@@ -43,13 +44,13 @@ func observeSettleEnd(t testing.TB, p *party, ep uint64) settleEnd {
 
 // The host covered [0, 4) and moved its checkpoint there before its writer
 // died.
-func layCoveredDeadEpoch(t testing.TB, e *env) deadLayout {
+func layCoveredDeadEpoch(t testing.TB, e *settletest.Env) deadLayout {
 	t.Helper()
 	ctx := context.Background()
-	host := e.party("host", partyOpts{})
+	host := e.NewParty("host", settletest.PartyOptions{})
 	l := layDeadEpoch(t, e, host)
 	for s := range uint64(4) {
-		require.NoError(t, host.refs.Cover(ctx, starA, flight(l.ep, s, record(stream, s, fmt.Sprintf("r%d", s)))))
+		require.NoError(t, host.Refs.Cover(ctx, starA, flight(l.ep, s, record(stream, s, fmt.Sprintf("r%d", s)))))
 	}
 	_, err := l.claim.Advance(ctx, 4)
 	require.NoError(t, err)
@@ -65,10 +66,10 @@ func layCoveredDeadEpoch(t testing.TB, e *env) deadLayout {
 func TestSettleCrashPoints(t *testing.T) {
 	var want settleEnd
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, 3)
+		e := settletest.NewMem(t, 3)
 		l := layCoveredDeadEpoch(t, e)
-		p := e.party("settler", partyOpts{})
-		_, err := p.settler.Settle(context.Background(), starA, l.ep)
+		p := e.NewParty("settler", settletest.PartyOptions{})
+		_, err := p.Settler.Settle(context.Background(), starA, l.ep)
 		require.NoError(t, err)
 		want = observeSettleEnd(t, p, l.ep)
 	})
@@ -82,26 +83,26 @@ func TestSettleCrashPoints(t *testing.T) {
 			var what string
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
-				e := newEnv(t, 3)
+				e := settletest.NewMem(t, 3)
 				l := layCoveredDeadEpoch(t, e)
-				k := newKillSwitch(at, lost)
-				crashing := e.party("settler-1", partyOpts{kill: k})
-				_, err := crashing.settler.Settle(k.bind(ctx), starA, l.ep)
-				fired, what = k.report()
+				k := settletest.NewKillSwitch(at, lost)
+				crashing := e.NewParty("settler-1", settletest.PartyOptions{Kill: k})
+				_, err := crashing.Settler.Settle(k.Bind(ctx), starA, l.ep)
+				fired, what = k.Report()
 				if !fired {
 					require.NoError(t, err)
 				}
 				repro := fmt.Sprintf("crash at request %d (%s), lost answer %v: settle returned %v", at, what, lost, err)
 
 				// Recovery: another instance runs Settle again.
-				successor := e.party("settler-2", partyOpts{})
-				rep, err := successor.settler.Settle(ctx, starA, l.ep)
+				successor := e.NewParty("settler-2", settletest.PartyOptions{})
+				rep, err := successor.Settler.Settle(ctx, starA, l.ep)
 				require.NoError(t, err, repro)
 				require.Equal(t, want.cut, rep.Cut, repro)
 				got := observeSettleEnd(t, successor, l.ep)
 				require.Equal(t, want, got, repro)
-				successor.e.on(t).VerifyEpoch(starA, l.ep, l.acked)
-				require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10"}, checkStream(t, successor, stream), repro)
+				successor.Env.On(t).VerifyEpoch(starA, l.ep, l.acked)
+				require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10"}, settletest.CheckStream(t, successor, stream), repro)
 			})
 			if !fired {
 				break

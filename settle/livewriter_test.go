@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/chain"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/latency"
 )
@@ -23,14 +24,13 @@ import (
 func TestFenceEndsLiveWriter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		e := newEnv(t, 3)
+		e := settletest.NewMem(t, 3)
 		slow := func(i int, b objstore.Bucket) objstore.Bucket {
 			return latency.Wrap(b, latency.Options{Seed: uint64(i), Default: latency.Uniform(time.Millisecond, 3*time.Millisecond)})
 		}
-		a := e.party(starA, partyOpts{wrap: slow})
-		rec, err := a.minter.Mint(ctx, starA, e.constants(2, 16))
-		require.NoError(t, err)
-		w := a.writer(rec, chain.WriterOptions{})
+		a := e.NewParty(starA, settletest.PartyOptions{Wrap: slow})
+		rec := a.Mint(ctx, starA, e.Constants(2, 16))
+		w := a.Writer(rec, chain.WriterOptions{})
 		var (
 			mu        sync.Mutex
 			acked     []uint64
@@ -64,10 +64,10 @@ func TestFenceEndsLiveWriter(t *testing.T) {
 			}
 		}()
 		time.Sleep(20 * time.Millisecond) // virtual time: the writer is well under way
-		b := e.party(starB, partyOpts{wrap: slow})
+		b := e.NewParty(starB, settletest.PartyOptions{Wrap: slow})
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		rep, err := b.fencer.FenceReport(fctx, starA, rec.Epoch)
+		rep, err := b.Fencer.FenceReport(fctx, starA, rec.Epoch)
 		require.NoError(t, err, "a fence must end a live writer's epoch")
 		require.Positive(t, rep.Barriers, "the fence killed a slot ahead of the writer")
 		<-w.Halted()
@@ -78,6 +78,6 @@ func TestFenceEndsLiveWriter(t *testing.T) {
 		for _, s := range acked {
 			require.Less(t, s, rep.Cut, "acknowledged slot %d at or past the cut", s)
 		}
-		b.e.on(t).VerifyEpoch(starA, rec.Epoch, acked)
+		b.Env.On(t).VerifyEpoch(starA, rec.Epoch, acked)
 	})
 }

@@ -15,33 +15,34 @@ import (
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
 )
 
 // newMaintainer makes a Maintainer over p's parts.
-func newMaintainer(t testing.TB, p *party, opts settle.MaintainerOptions) *settle.Maintainer {
+func newMaintainer(t testing.TB, p *settletest.Party, opts settle.MaintainerOptions) *settle.Maintainer {
 	t.Helper()
 	m, err := settle.NewMaintainer(maintainerConfig(t, p), opts)
 	require.NoError(t, err)
 	return m
 }
 
-func maintainerConfig(t testing.TB, p *party) settle.MaintainerConfig {
-	return settle.MaintainerConfig{Store: p.store, Minter: p.minter, Settler: p.settler, Refs: p.refs,
+func maintainerConfig(t testing.TB, p *settletest.Party) settle.MaintainerConfig {
+	return settle.MaintainerConfig{Store: p.Store, Minter: p.Minter, Settler: p.Settler, Refs: p.Refs,
 		Compactor: newCompactor(t, p, "maintainer", settle.CompactorOptions{}),
 		Streams:   func(context.Context) ([]string, error) { return bundleStreams, nil }}
 }
 
 // slotObjects counts the slot objects (flights and poison) of starA's
 // epoch ep below upTo, in every zone.
-func slotObjects(t testing.TB, e *env, ep, upTo uint64) int {
+func slotObjects(t testing.TB, e *settletest.Env, ep, upTo uint64) int {
 	t.Helper()
 	n := 0
-	for _, z := range e.raw {
-		for o, err := range objstore.All(context.Background(), z, e.keys.Epoch(starA, ep)) {
+	for _, z := range e.Raw {
+		for o, err := range objstore.All(context.Background(), z, e.Keys.Epoch(starA, ep)) {
 			require.NoError(t, err)
-			if s, ok := e.keys.ParseSlot(starA, ep, o.Key); ok && s < upTo {
+			if s, ok := e.Keys.ParseSlot(starA, ep, o.Key); ok && s < upTo {
 				n++
 			}
 		}
@@ -49,9 +50,9 @@ func slotObjects(t testing.TB, e *env, ep, upTo uint64) int {
 	return n
 }
 
-func epochRecord(t testing.TB, p *party, ep uint64) *epoch.Record {
+func epochRecord(t testing.TB, p *settletest.Party, ep uint64) *epoch.Record {
 	t.Helper()
-	rec, err := p.minter.Get(context.Background(), starA, ep)
+	rec, err := p.Minter.Get(context.Background(), starA, ep)
 	require.NoError(t, err)
 	return rec
 }
@@ -61,8 +62,8 @@ func epochRecord(t testing.TB, p *party, ep uint64) *epoch.Record {
 // A second pass has nothing left to do.
 func TestMaintainerPass(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 130, true)
 	m := newMaintainer(t, p, settle.MaintainerOptions{})
 
@@ -92,14 +93,14 @@ func TestMaintainerPass(t *testing.T) {
 
 	// Retention drops every offset: the segments are garbage.
 	for _, s := range bundleStreams {
-		_, err := p.refs.Retain(ctx, s, 130)
+		_, err := p.Refs.Retain(ctx, s, 130)
 		require.NoError(t, err)
 	}
 	rep, err = m.Pass(ctx)
 	require.NoError(t, err)
 	require.Equal(t, len(bundleStreams), rep.Garbage)
 	require.GreaterOrEqual(t, rep.SegmentsDeleted, 2*len(bundleStreams), "W copies of each at least")
-	for z := range e.raw {
+	for z := range e.Raw {
 		require.Empty(t, segmentObjects(t, e, z))
 	}
 }
@@ -109,8 +110,8 @@ func TestMaintainerPass(t *testing.T) {
 // a read below the point is a *TrimmedError naming it.
 func TestMaintainerRetention(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 130, true)
 	m := newMaintainer(t, p, settle.MaintainerOptions{Policy: settle.Policy{MaxRecords: 10}})
 
@@ -149,8 +150,8 @@ var errNoCreate = errors.New("create refused")
 func (noCreate) Create(context.Context, string, []byte) error { return errNoCreate }
 
 // stuckCompactor is a compactor whose every Compact fails.
-func stuckCompactor(t testing.TB, e *env) *settle.Compactor {
-	q := e.party("stuck", partyOpts{wrap: func(_ int, b objstore.Bucket) objstore.Bucket { return noCreate{b} }})
+func stuckCompactor(t testing.TB, e *settletest.Env) *settle.Compactor {
+	q := e.NewParty("stuck", settletest.PartyOptions{Wrap: func(_ int, b objstore.Bucket) objstore.Bucket { return noCreate{b} }})
 	return newCompactor(t, q, "stuck", settle.CompactorOptions{})
 }
 
@@ -158,11 +159,11 @@ func stuckCompactor(t testing.TB, e *env) *settle.Compactor {
 // come: below the lowest slot a retained ref needs.
 func TestMaintainerTrimUnneeded(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 130, true)
 	for _, s := range bundleStreams {
-		_, err := p.refs.Retain(ctx, s, 100)
+		_, err := p.Refs.Retain(ctx, s, 100)
 		require.NoError(t, err)
 	}
 	cfg := maintainerConfig(t, p)
@@ -189,8 +190,8 @@ func TestMaintainerTrimUnneeded(t *testing.T) {
 // the revision SettleBefore returns; the same pass then compacts it.
 func TestMaintainerSettles(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 130, false)
 	created := epochRecord(t, p, rec.Epoch).Revision // never updated since its mint
 	before := created
@@ -215,18 +216,18 @@ func TestMaintainerSettles(t *testing.T) {
 
 // layStar mints an epoch of star whose slots [0, n) hold, in every zone,
 // record s of stream star+"-s", and settles it.
-func layStar(t testing.TB, e *env, p *party, star string, n uint64) *epoch.Record {
+func layStar(t testing.TB, e *settletest.Env, p *settletest.Party, star string, n uint64) *epoch.Record {
 	t.Helper()
 	ctx := context.Background()
-	rec, err := p.minter.Mint(ctx, star, e.constants(2, 8))
+	rec, err := p.Minter.Mint(ctx, star, e.Constants(2, 8))
 	require.NoError(t, err)
 	for s := range n {
 		b := cutlinetest.Bundle(cutlinetest.BundleRecord{Stream: star + "-s", Offset: s, ID: fmt.Sprint(s)})
-		for z := range e.raw {
-			e.putFlight(z, star, rec.Epoch, s, b)
+		for z := range e.Raw {
+			e.PutFlight(z, star, rec.Epoch, s, b)
 		}
 	}
-	_, err = p.settler.Settle(ctx, star, rec.Epoch)
+	_, err = p.Settler.Settle(ctx, star, rec.Epoch)
 	require.NoError(t, err)
 	return rec
 }
@@ -236,8 +237,8 @@ func layStar(t testing.TB, e *env, p *party, star string, n uint64) *epoch.Recor
 // epochs.
 func TestMaintainerBounds(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	stars := []string{"star-1", "star-2", "star-3"}
 	var streams []string
 	for _, st := range stars {
@@ -256,7 +257,7 @@ func TestMaintainerBounds(t *testing.T) {
 		require.LessOrEqual(t, rep.Collected, 1)
 		require.Equal(t, uint64(10*(len(stars)-i-1)), rep.Backlog)
 		for j, other := range stars {
-			rec, err := p.minter.Get(ctx, other, 1)
+			rec, err := p.Minter.Get(ctx, other, 1)
 			require.NoError(t, err)
 			if j <= i {
 				require.Equal(t, uint64(10), rec.Cursors.Trimmed, "pass %d takes %s", i, other)
@@ -264,7 +265,7 @@ func TestMaintainerBounds(t *testing.T) {
 				require.Zero(t, rec.Cursors.Rewritten, "pass %d leaves %s", i, other)
 			}
 		}
-		start, err := p.refs.Start(ctx, st+"-s")
+		start, err := p.Refs.Start(ctx, st+"-s")
 		require.NoError(t, err)
 		require.Equal(t, uint64(5), start, "pass %d retains %s", i, st)
 	}
@@ -278,8 +279,8 @@ func TestMaintainerBounds(t *testing.T) {
 // in turn, not the first ones again and again.
 func TestMaintainerTakesTurns(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	stars := []string{"star-1", "star-2", "star-3"}
 	for _, st := range stars {
 		layStar(t, e, p, st, 10)
@@ -310,8 +311,8 @@ func TestMaintainerTakesTurns(t *testing.T) {
 // does nothing.
 func TestMaintainerBacklog(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 10, true)
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	held := false
@@ -347,8 +348,8 @@ func TestMaintainerBacklog(t *testing.T) {
 // A pass stops when its context ends, counts nothing as failed, and
 // returns the context's cause.
 func TestMaintainerContext(t *testing.T) {
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 10, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := maintainerConfig(t, p)
@@ -369,8 +370,8 @@ func TestMaintainerContext(t *testing.T) {
 // A pass that runs out of its budget stops with a StageBudget error
 // wrapping ErrPassBudget; the next goes on.
 func TestMaintainerBudget(t *testing.T) {
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 10, true)
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := maintainerConfig(t, p)
@@ -400,8 +401,8 @@ func TestMaintainerBudget(t *testing.T) {
 
 // A step that fails is a StageError; the pass goes on with the next.
 func TestMaintainerStageError(t *testing.T) {
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 10, true)
 	cfg := maintainerConfig(t, p)
 	boom := errors.New("no listing")
@@ -418,8 +419,8 @@ func TestMaintainerStageError(t *testing.T) {
 // Run runs a pass every Interval on its clock, skips it while not held,
 // and returns when its context ends.
 func TestMaintainerRun(t *testing.T) {
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 10, true)
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	reports := make(chan settle.MaintenanceReport, 4)
@@ -460,8 +461,8 @@ func TestMaintainerRun(t *testing.T) {
 // Missing inputs and options out of bounds are *config.Errors naming the
 // field.
 func TestMaintainerRefuses(t *testing.T) {
-	e := newEnv(t, 3)
-	p := e.party("host", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("host", settletest.PartyOptions{})
 	good := maintainerConfig(t, p)
 	for _, tc := range []struct {
 		field string

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/internal/metacount"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/settle"
@@ -58,7 +59,7 @@ func TestRefIndexPages(t *testing.T) {
 	require.ErrorIs(t, err, metastore.ErrNotFound, "3 lies inside the ref at 2")
 	_, err = x.Find(ctx, stream, 2*n)
 	require.ErrorIs(t, err, metastore.ErrNotFound, "past the coverage")
-	require.Len(t, refsOf(t, x, stream), n)
+	require.Len(t, settletest.RefsOf(t, x, stream), n)
 	// Covering it all again writes nothing.
 	rev := store.Revision()
 	require.NoError(t, x.CoverFlights(ctx, starA, flights))
@@ -125,8 +126,8 @@ func TestRefIndexSplitCoverCrash(t *testing.T) {
 		for at := 1; at <= 3; at++ {
 			t.Run(fmt.Sprintf("at=%d,lost=%v", at, lost), func(t *testing.T) {
 				store := memstore.New(memstore.Options{})
-				k := newKillSwitch(at, lost)
-				x, err := settle.NewRefIndex(&crashStore{Store: store, k: k}, "", locateRuns)
+				k := settletest.NewKillSwitch(at, lost)
+				x, err := settle.NewRefIndex(k.Store(store), "", locateRuns)
 				require.NoError(t, err)
 				err = x.CoverFlights(ctx, starA, placed)
 				require.ErrorIs(t, err, metastore.ErrUnavailable)
@@ -135,7 +136,7 @@ func TestRefIndexSplitCoverCrash(t *testing.T) {
 				require.NoError(t, y.CoverFlights(ctx, starA, placed))
 				for s := range streams {
 					id := fmt.Sprintf("s%03d", s)
-					refs := refsOf(t, y, id)
+					refs := settletest.RefsOf(t, y, id)
 					require.Len(t, refs, 1, id)
 					require.Equal(t, uint64(s), refs[0].Start, id)
 				}
@@ -170,7 +171,7 @@ func TestRefIndexRetain(t *testing.T) {
 	r, err := x.Find(ctx, stream, 130)
 	require.NoError(t, err)
 	require.Equal(t, uint64(130), r.Slot)
-	refs := refsOf(t, x, stream)
+	refs := settletest.RefsOf(t, x, stream)
 	require.Equal(t, uint64(130), refs[0].Offset, "Refs start at the retention point")
 	start, err := x.Start(ctx, stream)
 	require.NoError(t, err)
@@ -240,8 +241,8 @@ func TestRefIndexMigrate(t *testing.T) {
 	require.ErrorIs(t, x.CoverFlights(ctx, starA, []settle.Placed{{Position: chain.Position{Epoch: 2, Slot: 150}, Spans: []settle.Span{{Stream: stream, Offset: 150, Count: 1}}}}), settle.ErrIndexFormat)
 
 	// A migration that crashed after its first page.
-	k := newKillSwitch(2, false)
-	crashing, err := settle.NewRefIndex(&crashStore{Store: store, k: k}, "tenant/", locateRuns)
+	k := settletest.NewKillSwitch(2, false)
+	crashing, err := settle.NewRefIndex(k.Store(store), "tenant/", locateRuns)
 	require.NoError(t, err)
 	_, err = crashing.Migrate(ctx, stream)
 	require.ErrorIs(t, err, metastore.ErrUnavailable)

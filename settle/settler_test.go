@@ -17,6 +17,7 @@ import (
 	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/settle"
 )
@@ -39,15 +40,15 @@ type deadLayout struct {
 	claim *epoch.Claim
 }
 
-func layDeadEpoch(t testing.TB, e *env, p *party) deadLayout {
+func layDeadEpoch(t testing.TB, e *settletest.Env, p *settletest.Party) deadLayout {
 	t.Helper()
 	ctx := context.Background()
-	rec, err := p.minter.Mint(ctx, starA, e.constants(2, 8))
+	rec, err := p.Minter.Mint(ctx, starA, e.Constants(2, 8))
 	require.NoError(t, err)
 	ep := rec.Epoch
 	put := func(slot uint64, zones ...int) {
 		for _, z := range zones {
-			e.putFlight(z, starA, ep, slot, record(stream, slot, fmt.Sprintf("r%d", slot)))
+			e.PutFlight(z, starA, ep, slot, record(stream, slot, fmt.Sprintf("r%d", slot)))
 		}
 	}
 	for s := uint64(0); s < 10; s++ {
@@ -59,8 +60,8 @@ func layDeadEpoch(t testing.TB, e *env, p *party) deadLayout {
 	put(10, 0)
 	put(12, 1, 2)
 	put(13, 2)
-	require.NoError(t, e.raw[0].Create(ctx, e.key(starA, ep, 14), []byte("not a slot object")))
-	require.NoError(t, e.raw[1].Create(ctx, e.keys.Epoch(starA, ep)+"notes", []byte("operator notes")))
+	require.NoError(t, e.Raw[0].Create(ctx, e.Key(starA, ep, 14), []byte("not a slot object")))
+	require.NoError(t, e.Raw[1].Create(ctx, e.Keys.Epoch(starA, ep)+"notes", []byte("operator notes")))
 	var acked []uint64
 	for s := uint64(0); s < 10; s++ {
 		acked = append(acked, s)
@@ -101,11 +102,11 @@ func positions(ep uint64, from, to uint64) []chain.Position {
 
 func TestSettleOpenEpochFencesThenSettles(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("successor", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("successor", settletest.PartyOptions{})
 	l := layDeadEpoch(t, e, p)
 
-	rep, err := p.settler.Settle(ctx, starA, l.ep)
+	rep, err := p.Settler.Settle(ctx, starA, l.ep)
 	require.NoError(t, err)
 	require.Equal(t, l.cut, rep.Cut)
 	require.NotNil(t, rep.Fence, "an open epoch is fenced first")
@@ -127,7 +128,7 @@ func TestSettleOpenEpochFencesThenSettles(t *testing.T) {
 	require.Equal(t, 3, rep.Reads-(rep.Covered-rep.Kept), "probes")
 	require.Equal(t, 3, rep.Deletes)
 
-	rec := p.e.on(t).VerifyEpoch(starA, l.ep, l.acked)
+	rec := p.Env.On(t).VerifyEpoch(starA, l.ep, l.acked)
 	require.Equal(t, epoch.StateSettled, rec.State)
 	require.Equal(t, l.cut, rec.Cursors.Checkpoint)
 	require.Equal(t, "P P E", e.State(rec, 11))
@@ -135,10 +136,10 @@ func TestSettleOpenEpochFencesThenSettles(t *testing.T) {
 		require.NotContains(t, e.State(rec, s), "F", "slot %d past the cut keeps a flight", s)
 	}
 	require.Equal(t, "X E E", e.State(rec, 14), "a foreign object past the cut is left untouched")
-	_, err = e.raw[1].Get(ctx, e.keys.Epoch(starA, l.ep)+"notes")
+	_, err = e.Raw[1].Get(ctx, e.Keys.Epoch(starA, l.ep)+"notes")
 	require.NoError(t, err, "a non-slot object is left untouched")
-	require.Len(t, refsOf(t, p.refs, stream), 11)
-	require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10"}, checkStream(t, p, stream))
+	require.Len(t, settletest.RefsOf(t, p.Refs, stream), 11)
+	require.Equal(t, []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10"}, settletest.CheckStream(t, p, stream))
 }
 
 // A fencer published the cut and died; then a straggler landed a copy at
@@ -146,34 +147,34 @@ func TestSettleOpenEpochFencesThenSettles(t *testing.T) {
 // the poison standing.
 func TestSettleFencedEpochDeletesStrayCopyAtCut(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("successor", partyOpts{noFencer: true})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("successor", settletest.PartyOptions{NoFencer: true})
 	l := layDeadEpoch(t, e, p)
-	e.putFlight(1, starA, l.ep, 10, record(stream, 10, "r10")) // the earlier fencer's repair
-	e.putPoison(0, starA, l.ep, 11)
-	e.putPoison(1, starA, l.ep, 11)
-	_, err := p.minter.Publish(ctx, starA, l.ep, l.cut)
+	e.PutFlight(1, starA, l.ep, 10, record(stream, 10, "r10")) // the earlier fencer's repair
+	e.PutPoison(0, starA, l.ep, 11)
+	e.PutPoison(1, starA, l.ep, 11)
+	_, err := p.Minter.Publish(ctx, starA, l.ep, l.cut)
 	require.NoError(t, err)
-	e.putFlight(2, starA, l.ep, 11, record(stream, 11, "r11")) // the straggler
+	e.PutFlight(2, starA, l.ep, 11, record(stream, 11, "r11")) // the straggler
 
-	rep, err := p.settler.Settle(ctx, starA, l.ep)
+	rep, err := p.Settler.Settle(ctx, starA, l.ep)
 	require.NoError(t, err)
 	require.Nil(t, rep.Fence, "a fenced epoch is not fenced again")
 	require.Equal(t, 4, rep.GarbageDeleted, "slot 11 in c, 12 in b and c, 13 in c")
-	rec := p.e.on(t).VerifyEpoch(starA, l.ep, l.acked)
+	rec := p.Env.On(t).VerifyEpoch(starA, l.ep, l.acked)
 	require.Equal(t, "P P E", e.State(rec, 11), "the stray copy is deleted, the poison stands")
 }
 
 func TestSettleCoversExactlyCheckpointToCutInOrder(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("successor", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("successor", settletest.PartyOptions{})
 	l := layDeadEpoch(t, e, p)
 	// The host covered [0, 4) and advanced the checkpoint.
 	_, err := l.claim.Advance(ctx, 4)
 	require.NoError(t, err)
 	rc := &recorder{}
-	s, err := settle.New(p.minter, p.zones, rc, settle.Options{Fencer: p.fencer})
+	s, err := settle.New(p.Minter, p.Zones, rc, settle.Options{Fencer: p.Fencer})
 	require.NoError(t, err)
 	rep, err := s.Settle(ctx, starA, l.ep)
 	require.NoError(t, err)
@@ -183,16 +184,16 @@ func TestSettleCoversExactlyCheckpointToCutInOrder(t *testing.T) {
 
 func TestSettleCoverageFailureLeavesEpochFenced(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("successor", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("successor", settletest.PartyOptions{})
 	l := layDeadEpoch(t, e, p)
 	boom := errors.New("index down")
 	rc := &recorder{fail: boom}
-	s, err := settle.New(p.minter, p.zones, rc, settle.Options{Fencer: p.fencer})
+	s, err := settle.New(p.Minter, p.Zones, rc, settle.Options{Fencer: p.Fencer})
 	require.NoError(t, err)
 	_, err = s.Settle(ctx, starA, l.ep)
 	require.ErrorIs(t, err, boom)
-	rec, err := p.minter.Get(ctx, starA, l.ep)
+	rec, err := p.Minter.Get(ctx, starA, l.ep)
 	require.NoError(t, err)
 	require.Equal(t, epoch.StateFenced, rec.State, "coverage not restored: not settled")
 	require.Zero(t, rec.Cursors.Checkpoint)
@@ -206,50 +207,50 @@ func TestSettleCoverageFailureLeavesEpochFenced(t *testing.T) {
 
 func TestSettleRequiresFence(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("successor", partyOpts{noFencer: true})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("successor", settletest.PartyOptions{NoFencer: true})
 	l := layDeadEpoch(t, e, p)
 	before := e.States(e.Record(starA, l.ep))
-	_, err := p.settler.Settle(ctx, starA, l.ep)
+	_, err := p.Settler.Settle(ctx, starA, l.ep)
 	require.ErrorIs(t, err, epoch.ErrState)
 	var se *epoch.StateError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, epoch.StateOpen, se.Have)
 	require.Equal(t, before, e.States(e.Record(starA, l.ep)), "nothing touched")
-	rec, err := p.minter.Get(ctx, starA, l.ep)
+	rec, err := p.Minter.Get(ctx, starA, l.ep)
 	require.NoError(t, err)
 	require.Equal(t, epoch.StateOpen, rec.State)
 
-	_, err = p.settler.Settle(ctx, starA, l.ep+1)
+	_, err = p.Settler.Settle(ctx, starA, l.ep+1)
 	require.ErrorIs(t, err, epoch.ErrNoRecord)
-	_, err = p.settler.Settle(ctx, "bad/star", 1)
+	_, err = p.Settler.Settle(ctx, "bad/star", 1)
 	require.ErrorIs(t, err, config.ErrInvalid)
 }
 
 func TestSettleSettledIsNoop(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("successor", partyOpts{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("successor", settletest.PartyOptions{})
 	l := layDeadEpoch(t, e, p)
-	_, err := p.settler.Settle(ctx, starA, l.ep)
+	_, err := p.Settler.Settle(ctx, starA, l.ep)
 	require.NoError(t, err)
-	rec1, err := p.minter.Get(ctx, starA, l.ep)
+	rec1, err := p.Minter.Get(ctx, starA, l.ep)
 	require.NoError(t, err)
-	for _, z := range e.zones {
+	for _, z := range e.Zones {
 		z.ResetStats()
 	}
-	rep, err := p.settler.Settle(ctx, starA, l.ep)
+	rep, err := p.Settler.Settle(ctx, starA, l.ep)
 	require.NoError(t, err)
 	require.True(t, rep.AlreadySettled)
 	require.Equal(t, l.cut, rep.Cut)
 	require.Zero(t, rep.Reads+rep.Deletes+rep.Covered+rep.GarbageDeleted)
-	for _, z := range e.zones {
+	for _, z := range e.Zones {
 		st := z.Stats()
 		for op, n := range st.Calls {
 			require.Zero(t, n, "a settled epoch costs no %s requests", op)
 		}
 	}
-	rec2, err := p.minter.Get(ctx, starA, l.ep)
+	rec2, err := p.Minter.Get(ctx, starA, l.ep)
 	require.NoError(t, err)
 	require.Equal(t, rec1.Revision, rec2.Revision, "the record is not written again")
 }
@@ -259,22 +260,22 @@ func TestSettleSettledIsNoop(t *testing.T) {
 func TestSettleUnreachableBucketLeavesGarbage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		e := newEnv(t, 3)
-		p := e.party("successor", partyOpts{settle: settle.Options{Retries: 2, Backoff: clock.Backoff{Min: time.Second, Max: time.Second}}})
+		e := settletest.NewMem(t, 3)
+		p := e.NewParty("successor", settletest.PartyOptions{Settle: settle.Options{Retries: 2, Backoff: clock.Backoff{Min: time.Second, Max: time.Second}}})
 		l := layDeadEpoch(t, e, p)
-		_, err := p.fencer.Fence(ctx, starA, l.ep)
+		_, err := p.Fencer.Fence(ctx, starA, l.ep)
 		require.NoError(t, err)
-		e.zones[2].SetDown(true)
+		e.Zones[2].SetDown(true)
 		start := time.Now()
-		rep, err := p.settler.Settle(ctx, starA, l.ep)
+		rep, err := p.Settler.Settle(ctx, starA, l.ep)
 		require.NoError(t, err)
 		require.Equal(t, 2*time.Second, time.Since(start), "two retries, one backoff each (synctest time)")
 		// Slots 11..19 in c were never observed: 9 targets left. b's copy
 		// of slot 12 is deleted.
 		require.Equal(t, 9, rep.GarbageLeft)
 		require.Equal(t, 1, rep.GarbageDeleted)
-		e.zones[2].SetDown(false)
-		rec := p.e.on(t).VerifyEpoch(starA, l.ep, l.acked)
+		e.Zones[2].SetDown(false)
+		rec := p.Env.On(t).VerifyEpoch(starA, l.ep, l.acked)
 		require.Equal(t, "E E F", e.State(rec, 12), "c keeps its copies")
 		require.Equal(t, "E E F", e.State(rec, 13))
 		require.Equal(t, epoch.StateSettled, rec.State)
@@ -285,12 +286,12 @@ func TestSettleUnreachableBucketLeavesGarbage(t *testing.T) {
 func TestSettleRetriesFailedDeletes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		e := newEnv(t, 3)
-		p := e.party("successor", partyOpts{})
+		e := settletest.NewMem(t, 3)
+		p := e.NewParty("successor", settletest.PartyOptions{})
 		l := layDeadEpoch(t, e, p)
-		require.NoError(t, e.zones[2].AddRule(fault.Rule{Op: fault.OpDelete, Count: 1}))
-		require.NoError(t, e.zones[1].AddRule(fault.Rule{Op: fault.OpDelete, Kind: fault.LostAnswer, Count: 1}))
-		rep, err := p.settler.Settle(ctx, starA, l.ep)
+		require.NoError(t, e.Zones[2].AddRule(fault.Rule{Op: fault.OpDelete, Count: 1}))
+		require.NoError(t, e.Zones[1].AddRule(fault.Rule{Op: fault.OpDelete, Kind: fault.LostAnswer, Count: 1}))
+		rep, err := p.Settler.Settle(ctx, starA, l.ep)
 		require.NoError(t, err)
 		require.Zero(t, rep.GarbageLeft)
 		require.Equal(t, 2, rep.GarbageDeleted, "one delete failed before landing and was repeated; one landed with its answer lost and found nothing to delete")
@@ -303,26 +304,25 @@ func TestSettleRetriesFailedDeletes(t *testing.T) {
 
 func TestSettleAllSettlesEveryUnsettledEpochOldestFirst(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("successor", partyOpts{})
-	c := e.constants(2, 4)
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("successor", settletest.PartyOptions{})
+	c := e.Constants(2, 4)
 	var eps []uint64
 	for range 3 {
-		rec, err := p.minter.Mint(ctx, starA, c)
-		require.NoError(t, err)
+		rec := p.Mint(ctx, starA, c)
 		eps = append(eps, rec.Epoch)
 		for s := range uint64(3) {
 			for z := range 2 {
-				e.putFlight(z, starA, rec.Epoch, s, record(stream, uint64(len(eps)-1)*3+s, fmt.Sprintf("e%ds%d", rec.Epoch, s)))
+				e.PutFlight(z, starA, rec.Epoch, s, record(stream, uint64(len(eps)-1)*3+s, fmt.Sprintf("e%ds%d", rec.Epoch, s)))
 			}
 		}
 	}
-	_, err := p.settler.Settle(ctx, starA, eps[0])
+	_, err := p.Settler.Settle(ctx, starA, eps[0])
 	require.NoError(t, err)
-	_, err = p.fencer.Fence(ctx, starA, eps[1])
+	_, err = p.Fencer.Fence(ctx, starA, eps[1])
 	require.NoError(t, err)
 
-	reps, err := p.settler.SettleAll(ctx, starA)
+	reps, err := p.Settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 	require.Len(t, reps, 2)
 	require.Equal(t, eps[1], reps[0].Epoch)
@@ -330,32 +330,32 @@ func TestSettleAllSettlesEveryUnsettledEpochOldestFirst(t *testing.T) {
 	require.Equal(t, eps[2], reps[1].Epoch)
 	require.NotNil(t, reps[1].Fence)
 	for _, ep := range eps {
-		rec := p.e.on(t).VerifyEpoch(starA, ep, []uint64{0, 1, 2})
+		rec := p.Env.On(t).VerifyEpoch(starA, ep, []uint64{0, 1, 2})
 		require.Equal(t, epoch.StateSettled, rec.State)
 		require.Equal(t, uint64(3), rec.Cut)
 	}
-	ids, _ := chainIDs(t, p, starA)
+	ids, _ := settletest.ChainIDs(t, p, starA)
 	require.Len(t, ids, 9)
-	require.Len(t, checkStream(t, p, stream), 9)
+	require.Len(t, settletest.CheckStream(t, p, stream), 9)
 
-	reps, err = p.settler.SettleAll(ctx, starA)
+	reps, err = p.Settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 	require.Empty(t, reps, "nothing left to settle")
-	reps, err = p.settler.SettleAll(ctx, "never-wrote")
+	reps, err = p.Settler.SettleAll(ctx, "never-wrote")
 	require.NoError(t, err)
 	require.Empty(t, reps)
 }
 
 func TestNewValidates(t *testing.T) {
-	e := newEnv(t, 3)
-	p := e.party("x", partyOpts{})
-	_, err := settle.New(nil, p.zones, p.refs, settle.Options{})
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("x", settletest.PartyOptions{})
+	_, err := settle.New(nil, p.Zones, p.Refs, settle.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid)
-	_, err = settle.New(p.minter, p.zones, nil, settle.Options{})
+	_, err = settle.New(p.Minter, p.Zones, nil, settle.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid)
-	_, err = settle.New(p.minter, p.zones, p.refs, settle.Options{Retries: -1})
+	_, err = settle.New(p.Minter, p.Zones, p.Refs, settle.Options{Retries: -1})
 	require.ErrorIs(t, err, config.ErrInvalid)
-	_, err = settle.New(p.minter, chain.Zones{}, p.refs, settle.Options{})
+	_, err = settle.New(p.Minter, chain.Zones{}, p.Refs, settle.Options{})
 	require.ErrorIs(t, err, config.ErrInvalid)
 }
 
@@ -363,29 +363,27 @@ func TestNewValidates(t *testing.T) {
 // flight no bucket can serve does not stop it.
 func TestSettleReadsOnlyItsEpoch(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	p := e.party("successor", partyOpts{})
-	c := e.constants(2, 4)
-	first, err := p.minter.Mint(ctx, starA, c)
-	require.NoError(t, err)
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("successor", settletest.PartyOptions{})
+	c := e.Constants(2, 4)
+	first := p.Mint(ctx, starA, c)
 	for s := range uint64(3) {
 		for z := range 3 {
-			e.putFlight(z, starA, first.Epoch, s, record(stream, s, fmt.Sprint(s)))
+			e.PutFlight(z, starA, first.Epoch, s, record(stream, s, fmt.Sprint(s)))
 		}
 	}
-	_, err = p.fencer.Fence(ctx, starA, first.Epoch)
+	_, err := p.Fencer.Fence(ctx, starA, first.Epoch)
 	require.NoError(t, err)
-	second, err := p.minter.Mint(ctx, starA, c)
-	require.NoError(t, err)
+	second := p.Mint(ctx, starA, c)
 	for z := range 3 {
-		require.NoError(t, e.raw[z].Create(ctx, e.key(starA, second.Epoch, 0), []byte("corrupt")))
+		require.NoError(t, e.Raw[z].Create(ctx, e.Key(starA, second.Epoch, 0), []byte("corrupt")))
 	}
-	_, err = p.minter.Publish(ctx, starA, second.Epoch, 1) // as a (mistaken) fencer did
+	_, err = p.Minter.Publish(ctx, starA, second.Epoch, 1) // as a (mistaken) fencer did
 	require.NoError(t, err)
-	rep, err := p.settler.Settle(ctx, starA, first.Epoch)
+	rep, err := p.Settler.Settle(ctx, starA, first.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, 3, rep.Covered)
-	rec, err := p.minter.Get(ctx, starA, first.Epoch)
+	rec, err := p.Minter.Get(ctx, starA, first.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, epoch.StateSettled, rec.State)
 }
@@ -395,23 +393,23 @@ func TestSettleReadsOnlyItsEpoch(t *testing.T) {
 func TestSettleRacingSettlers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		e := newEnv(t, 3)
-		l := layDeadEpoch(t, e, e.party("host", partyOpts{}))
+		e := settletest.NewMem(t, 3)
+		l := layDeadEpoch(t, e, e.NewParty("host", settletest.PartyOptions{}))
 		var wg sync.WaitGroup
 		reps := make([]settle.Report, 4)
 		errs := make([]error, 4)
 		for i := range reps {
-			p := e.party(fmt.Sprintf("successor-%d", i), partyOpts{fence: fenceFast})
-			wg.Go(func() { reps[i], errs[i] = p.settler.Settle(ctx, starA, l.ep) })
+			p := e.NewParty(fmt.Sprintf("successor-%d", i), settletest.PartyOptions{Fence: settletest.FenceFast})
+			wg.Go(func() { reps[i], errs[i] = p.Settler.Settle(ctx, starA, l.ep) })
 		}
 		wg.Wait()
 		for i := range reps {
 			require.NoError(t, errs[i])
 			require.Equal(t, l.cut, reps[i].Cut)
 		}
-		p := e.party("checker", partyOpts{})
-		p.e.on(t).VerifyEpoch(starA, l.ep, l.acked)
-		require.Len(t, checkStream(t, p, stream), int(l.cut))
+		p := e.NewParty("checker", settletest.PartyOptions{})
+		p.Env.On(t).VerifyEpoch(starA, l.ep, l.acked)
+		require.Len(t, settletest.CheckStream(t, p, stream), int(l.cut))
 	})
 }
 
@@ -419,11 +417,10 @@ func TestSettleRacingSettlers(t *testing.T) {
 // settles like any other.
 func TestSettleSingleZone(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 1)
-	a := e.party(starA, partyOpts{})
-	rec, err := a.minter.Mint(ctx, starA, e.constants(1, 4))
-	require.NoError(t, err)
-	w := a.writer(rec, chain.WriterOptions{})
+	e := settletest.NewMem(t, 1)
+	a := e.NewParty(starA, settletest.PartyOptions{})
+	rec := a.Mint(ctx, starA, e.Constants(1, 4))
+	w := a.Writer(rec, chain.WriterOptions{})
 	var acked []uint64
 	for i := range 5 {
 		pos, err := w.Append(ctx, record(stream, uint64(i), fmt.Sprint(i)))
@@ -431,14 +428,14 @@ func TestSettleSingleZone(t *testing.T) {
 		acked = append(acked, pos.Slot)
 	}
 	w.Abort()
-	e.putFlight(0, starA, rec.Epoch, 6, record(stream, 6, "6")) // past a hole: garbage
-	b := e.party(starB, partyOpts{})
-	reps, err := b.settler.SettleAll(ctx, starA)
+	e.PutFlight(0, starA, rec.Epoch, 6, record(stream, 6, "6")) // past a hole: garbage
+	b := e.NewParty(starB, settletest.PartyOptions{})
+	reps, err := b.Settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), reps[0].Cut)
 	require.Equal(t, 1, reps[0].GarbageDeleted)
-	b.e.on(t).VerifyEpoch(starA, rec.Epoch, acked)
-	require.Len(t, checkStream(t, b, stream), 5)
+	b.Env.On(t).VerifyEpoch(starA, rec.Epoch, acked)
+	require.Len(t, settletest.CheckStream(t, b, stream), 5)
 }
 
 // A writer abandoned an epoch whose flights bundle three streams, after
@@ -448,13 +445,12 @@ func TestSettleSingleZone(t *testing.T) {
 // bytes of its run.
 func TestSettleCoversBundledSpans(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, 3)
-	host := e.party("host", partyOpts{})
-	refs, err := settle.NewRefIndex(host.store, "", locateRuns)
+	e := settletest.NewMem(t, 3)
+	host := e.NewParty("host", settletest.PartyOptions{})
+	refs, err := settle.NewRefIndex(host.Store, "", locateRuns)
 	require.NoError(t, err)
-	rec, err := host.minter.Mint(ctx, starA, e.constants(2, 8))
-	require.NoError(t, err)
-	w := host.writer(rec, chain.WriterOptions{})
+	rec := host.Mint(ctx, starA, e.Constants(2, 8))
+	w := host.Writer(rec, chain.WriterOptions{})
 	// Flight i carries i%3+1 records of a, 2 of b, and one of c but
 	// every third flight; the streams come in a different order each
 	// time.
@@ -486,8 +482,8 @@ func TestSettleCoversBundledSpans(t *testing.T) {
 	require.NoError(t, err)
 	w.Abort()
 
-	successor := e.party("successor", partyOpts{})
-	s, err := settle.New(successor.minter, successor.zones, refs, settle.Options{Fencer: successor.fencer})
+	successor := e.NewParty("successor", settletest.PartyOptions{})
+	s, err := settle.New(successor.Minter, successor.Zones, refs, settle.Options{Fencer: successor.Fencer})
 	require.NoError(t, err)
 	reps, err := s.SettleAll(ctx, starA)
 	require.NoError(t, err)
@@ -497,7 +493,7 @@ func TestSettleCoversBundledSpans(t *testing.T) {
 
 	for _, stream := range []string{"a", "b", "c"} {
 		var at uint64
-		for _, r := range refsOf(t, refs, stream) {
+		for _, r := range settletest.RefsOf(t, refs, stream) {
 			require.Equal(t, at, r.Offset, "stream %s is tiled", stream)
 			at += r.Count
 			require.Equal(t, starA, r.Star)
@@ -510,7 +506,7 @@ func TestSettleCoversBundledSpans(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, next[stream], n)
 	}
-	require.Len(t, refsOf(t, refs, "a"), 9)
-	require.Len(t, refsOf(t, refs, "b"), 9)
-	require.Len(t, refsOf(t, refs, "c"), 6)
+	require.Len(t, settletest.RefsOf(t, refs, "a"), 9)
+	require.Len(t, settletest.RefsOf(t, refs, "b"), 9)
+	require.Len(t, settletest.RefsOf(t, refs, "c"), 6)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/cutlinetest"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fault"
 	"github.com/cutline/cutline/objstore/latency"
@@ -56,30 +57,30 @@ func outcome(hist *cutlinetest.History, host string) (map[string]chain.Position,
 
 // requireServesToCut checks what cutlinetest.Check leaves to the test: ep
 // is fenced and the reader finds nothing at its cut.
-func requireServesToCut(t testing.TB, p *party, star string, ep uint64) {
+func requireServesToCut(t testing.TB, p *settletest.Party, star string, ep uint64) {
 	t.Helper()
-	rec, err := p.minter.Get(context.Background(), star, ep)
+	rec, err := p.Minter.Get(context.Background(), star, ep)
 	require.NoError(t, err)
 	require.True(t, rec.Fenced(), "epoch %s/%d is %s", star, ep, rec.State)
-	_, err = p.reader().Read(context.Background(), star, chain.Position{Epoch: ep, Slot: rec.Cut})
+	_, err = p.Reader().Read(context.Background(), star, chain.Position{Epoch: ep, Slot: rec.Cut})
 	require.ErrorIs(t, err, chain.ErrNotCommitted)
 }
 
 // keyRule makes a fault rule for one slot object's create.
-func (e *env) keyRule(star string, ep, slot uint64, kind fault.Kind) fault.Rule {
-	return fault.Rule{Op: fault.OpCreate, Prefix: e.key(star, ep, slot), Kind: kind, Count: 1}
+func keyRule(e *settletest.Env, star string, ep, slot uint64, kind fault.Kind) fault.Rule {
+	return fault.Rule{Op: fault.OpCreate, Prefix: e.Key(star, ep, slot), Kind: kind, Count: 1}
 }
 
 // startA mints star A's epoch on a (W=2 of the Env's zones, the given
 // window) and starts its host, host-a, over a writer with opts; the host
 // records into a new History.
-func startA(t testing.TB, a *party, window int, opts chain.WriterOptions) (uint64, *chain.Writer, *cutlinetest.Host, *cutlinetest.History) {
+func startA(t testing.TB, a *settletest.Party, window int, opts chain.WriterOptions) (uint64, *chain.Writer, *cutlinetest.Host, *cutlinetest.History) {
 	t.Helper()
-	recA, err := a.minter.Mint(context.Background(), starA, a.e.constants(2, window))
+	recA, err := a.Minter.Mint(context.Background(), starA, a.Env.Constants(2, window))
 	require.NoError(t, err)
-	wa := a.writer(recA, opts)
+	wa := a.Writer(recA, opts)
 	hist := &cutlinetest.History{}
-	ha := cutlinetest.StartHost(a.harness(starA), wa, cutlinetest.HostOptions{Name: "host-a", Stream: stream, History: hist})
+	ha := cutlinetest.StartHost(a.Harness(starA), wa, cutlinetest.HostOptions{Name: "host-a", Stream: stream, History: hist})
 	return recA.Epoch, wa, ha, hist
 }
 
@@ -98,11 +99,11 @@ func startA(t testing.TB, a *party, window int, opts chain.WriterOptions) (uint6
 // aborted (zombie false), or it stays alive and wakes up after the
 // takeover (zombie true). Star B settles A's chain and then serves the
 // stream in its own chain; the producer retries every record A failed.
-func takeover(t *testing.T, e *env, zombie bool) {
+func takeover(t *testing.T, e *settletest.Env, zombie bool) {
 	ctx := context.Background()
 	const window = 16
 	frozen := clock.NewFake(time.Now())
-	ep, wa, ha, hist := startA(t, e.party(starA, partyOpts{}), window, chain.WriterOptions{Clock: frozen})
+	ep, wa, ha, hist := startA(t, e.NewParty(starA, settletest.PartyOptions{}), window, chain.WriterOptions{Clock: frozen})
 
 	for i := range 40 {
 		require.NoError(t, ha.Submit(ctx, fmt.Sprintf("p%d", i)))
@@ -123,7 +124,7 @@ func takeover(t *testing.T, e *env, zombie bool) {
 		{50, 0, fault.Straggler, true}, {50, 1, fault.Straggler, true}, {50, 2, fault.Fail, true},
 	}
 	for _, r := range rules {
-		require.NoError(t, e.zones[r.zone].AddRule(e.keyRule(starA, ep, r.slot, r.kind)))
+		require.NoError(t, e.Zones[r.zone].AddRule(keyRule(e, starA, ep, r.slot, r.kind)))
 	}
 	for i := 40; i < 40+window; i++ {
 		require.NoError(t, ha.Submit(ctx, fmt.Sprintf("p%d", i)))
@@ -137,8 +138,8 @@ func takeover(t *testing.T, e *env, zombie bool) {
 	}
 
 	// Star B takes over: fence and settle A's chain.
-	b := e.party(starB, partyOpts{})
-	reps, err := b.settler.SettleAll(ctx, starA)
+	b := e.NewParty(starB, settletest.PartyOptions{})
+	reps, err := b.Settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 	require.Len(t, reps, 1)
 	rep := reps[0]
@@ -152,11 +153,11 @@ func takeover(t *testing.T, e *env, zombie bool) {
 	for s := uint64(45); s < 40+window; s++ {
 		require.NotContains(t, e.State(rec, s), "F", "garbage at slot %d", s)
 	}
-	idsAtCut, _ := chainIDs(t, b, starA)
+	idsAtCut, _ := settletest.ChainIDs(t, b, starA)
 
 	// The zombie's stragglers arrive after settlement.
 	landed := 0
-	for _, z := range e.zones {
+	for _, z := range e.Zones {
 		landed += z.ReleaseStragglers(ctx)
 	}
 	require.Equal(t, 1, strings.Count(e.State(rec, 44), "F"), "a straggler landed at the cut slot")
@@ -187,7 +188,7 @@ func takeover(t *testing.T, e *env, zombie bool) {
 	acked, failed := outcome(hist, "host-a")
 
 	// Nothing read or acknowledged the late objects.
-	idsNow, _ := chainIDs(t, b, starA)
+	idsNow, _ := settletest.ChainIDs(t, b, starA)
 	require.Equal(t, idsAtCut, idsNow)
 	var want []string
 	for i := range 44 {
@@ -220,13 +221,13 @@ func takeover(t *testing.T, e *env, zombie bool) {
 		require.Len(t, acked, 40)
 		require.Len(t, retry, 17)
 	}
-	next, err := b.refs.Next(ctx, stream)
+	next, err := b.Refs.Next(ctx, stream)
 	require.NoError(t, err)
 	require.Equal(t, uint64(44), next)
-	recB, err := b.minter.Mint(ctx, starB, e.constants(2, window))
+	recB, err := b.Minter.Mint(ctx, starB, e.Constants(2, window))
 	require.NoError(t, err)
-	wb := b.writer(recB, chain.WriterOptions{})
-	hb := cutlinetest.StartHost(b.harness(starB), wb, cutlinetest.HostOptions{Name: "host-b", Stream: stream, History: hist})
+	wb := b.Writer(recB, chain.WriterOptions{})
+	hb := cutlinetest.StartHost(b.Harness(starB), wb, cutlinetest.HostOptions{Name: "host-b", Stream: stream, History: hist})
 	for _, id := range retry {
 		require.NoError(t, hb.Submit(ctx, id))
 	}
@@ -237,12 +238,12 @@ func takeover(t *testing.T, e *env, zombie bool) {
 	// served exactly once, through the index and in chain order;
 	// guarantees 1–4 hold on A's fenced epoch and B's open one.
 	e.Verify(hist)
-	ids := checkStream(t, b, stream)
+	ids := settletest.CheckStream(t, b, stream)
 	for i := range 57 {
 		require.Contains(t, ids, fmt.Sprintf("p%d", i))
 	}
 	if zombie {
-		requireUnique(t, ids, "stream")
+		settletest.RequireUnique(t, ids, "stream")
 		require.Len(t, ids, 57)
 	} else {
 		// Aborted appends have an unknown outcome: 40–43 were completed by
@@ -254,11 +255,11 @@ func takeover(t *testing.T, e *env, zombie bool) {
 }
 
 func TestTakeover(t *testing.T) {
-	for _, be := range backends {
+	for _, be := range settletest.Backends {
 		for _, zombie := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/zombie=%v", be.name, zombie), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/zombie=%v", be.Name, zombie), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					takeover(t, be.make(t, 3), zombie)
+					takeover(t, be.New(t, 3), zombie)
 				})
 			})
 		}
@@ -279,15 +280,15 @@ func TestTakeoverRandomTails(t *testing.T) {
 
 func randomTakeover(t *testing.T, seed uint64) {
 	ctx := context.Background()
-	e := newEnvOn(t, []objstore.Bucket{memblob.New("a"), memblob.New("b"), memblob.New("c")}, fault.Options{Seed: seed * 16})
+	e := settletest.NewOn(t, []objstore.Bucket{memblob.New("a"), memblob.New("b"), memblob.New("c")}, fault.Options{Seed: seed * 16})
 	const window = 12
 	frozen := clock.NewFake(time.Now())
-	ep, wa, ha, hist := startA(t, e.party(starA, partyOpts{}), window, chain.WriterOptions{Clock: frozen})
+	ep, wa, ha, hist := startA(t, e.NewParty(starA, settletest.PartyOptions{}), window, chain.WriterOptions{Clock: frozen})
 	for i := range 30 {
 		require.NoError(t, ha.Submit(ctx, fmt.Sprintf("p%d", i)))
 	}
 	synctest.Wait()
-	for _, z := range e.zones {
+	for _, z := range e.Zones {
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.Straggler, Probability: 0.15}))
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Probability: 0.15}))
 	}
@@ -310,11 +311,11 @@ func randomTakeover(t *testing.T, seed uint64) {
 	<-produced
 	synctest.Wait()
 
-	b := e.party(starB, partyOpts{})
-	reps, err := b.settler.SettleAll(ctx, starA)
+	b := e.NewParty(starB, settletest.PartyOptions{})
+	reps, err := b.Settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 	cut := reps[0].Cut
-	for _, z := range e.zones {
+	for _, z := range e.Zones {
 		z.ClearRules()
 		z.ReleaseStragglers(ctx)
 	}
@@ -326,18 +327,18 @@ func randomTakeover(t *testing.T, seed uint64) {
 	acked, failed := outcome(hist, "host-a")
 	e.Verify(hist)
 	requireServesToCut(t, b, starA, ep)
-	ids, _ := chainIDs(t, b, starA)
+	ids, _ := settletest.ChainIDs(t, b, starA)
 	require.Len(t, ids, int(cut))
 	for i, id := range ids {
 		require.Equal(t, fmt.Sprintf("p%d", i), id)
 	}
-	next, err := b.refs.Next(ctx, stream)
+	next, err := b.Refs.Next(ctx, stream)
 	require.NoError(t, err)
 	require.Equal(t, cut, next)
 	for _, f := range failed {
 		require.True(t, errors.Is(f.err, chain.ErrAborted) || errors.Is(f.err, cutline.ErrClosed), "%s: %v", f.id, f.err)
 	}
-	require.Equal(t, ids, checkStream(t, b, stream))
+	require.Equal(t, ids, settletest.CheckStream(t, b, stream))
 	t.Logf("seed %d: acked %d, cut %d, failed %d, garbage deleted %d", seed, len(acked), cut, len(failed), reps[0].GarbageDeleted)
 }
 
@@ -357,15 +358,15 @@ func TestTakeoverOfLiveWriter(t *testing.T) {
 
 func liveTakeover(t *testing.T, seed uint64) {
 	ctx := context.Background()
-	e := newEnvOn(t, []objstore.Bucket{memblob.New("a"), memblob.New("b"), memblob.New("c")},
+	e := settletest.NewOn(t, []objstore.Bucket{memblob.New("a"), memblob.New("b"), memblob.New("c")},
 		fault.Options{Seed: seed * 16, StragglerDelay: 40 * time.Millisecond})
 	slow := func(i int, b objstore.Bucket) objstore.Bucket {
 		return latency.Wrap(b, latency.Options{Seed: seed*16 + uint64(i), Default: latency.Uniform(time.Millisecond, 6*time.Millisecond)})
 	}
 	const window = 16
-	ep, wa, ha, hist := startA(t, e.party(starA, partyOpts{wrap: slow}), window,
+	ep, wa, ha, hist := startA(t, e.NewParty(starA, settletest.PartyOptions{Wrap: slow}), window,
 		chain.WriterOptions{Backoff: clock.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}})
-	for _, z := range e.zones {
+	for _, z := range e.Zones {
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.Straggler, Probability: 0.08}))
 		require.NoError(t, z.AddRule(fault.Rule{Op: fault.OpCreate, Kind: fault.LostAnswer, Probability: 0.05}))
 		require.NoError(t, z.AddRule(fault.Rule{Probability: 0.05}))
@@ -390,8 +391,8 @@ func liveTakeover(t *testing.T, seed uint64) {
 	close(stop)
 	n := <-produced
 
-	b := e.party(starB, partyOpts{wrap: slow, fence: fenceFast, settle: settle.Options{Backoff: clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}}})
-	reps, err := b.settler.SettleAll(ctx, starA)
+	b := e.NewParty(starB, settletest.PartyOptions{Wrap: slow, Fence: settletest.FenceFast, Settle: settle.Options{Backoff: clock.Backoff{Min: 5 * time.Millisecond, Max: 5 * time.Millisecond}}})
+	reps, err := b.Settler.SettleAll(ctx, starA)
 	require.NoError(t, err)
 	cut := reps[0].Cut
 
@@ -401,7 +402,7 @@ func liveTakeover(t *testing.T, seed uint64) {
 	// Every checkpoint move Close's absorb refused was a stale epoch's
 	// (epoch.ErrCursorRegression), which the host takes as no error.
 	require.NoError(t, ha.Close(ctx))
-	for _, z := range e.zones {
+	for _, z := range e.Zones {
 		z.ClearRules()
 		z.ReleaseStragglers(ctx)
 	}
@@ -414,12 +415,12 @@ func liveTakeover(t *testing.T, seed uint64) {
 	for _, f := range failed {
 		require.ErrorIs(t, f.err, chain.ErrFenced, "%s", f.id)
 	}
-	ids, _ := chainIDs(t, b, starA)
+	ids, _ := settletest.ChainIDs(t, b, starA)
 	require.Len(t, ids, int(cut))
 	for i, id := range ids {
 		require.Equal(t, fmt.Sprintf("p%d", i), id)
 	}
 	require.Len(t, acked, int(cut), "a live writer acknowledges everything below the cut")
-	require.Equal(t, ids, checkStream(t, b, stream))
+	require.Equal(t, ids, settletest.CheckStream(t, b, stream))
 	t.Logf("seed %d: cut %d, garbage deleted %d, repaired %d, poisoned %d", seed, cut, reps[0].GarbageDeleted, reps[0].Fence.Repaired, reps[0].Fence.Poisoned)
 }

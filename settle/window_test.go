@@ -10,6 +10,7 @@ import (
 
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
 )
@@ -39,16 +40,15 @@ func (b *cancelAfter) GetRange(ctx context.Context, key string, off, n int64) ([
 // the garbage: it holds a page of keys per bucket and makes MaxParallel
 // probes at a time.
 func TestGarbageAtMaxWindowHonoursContext(t *testing.T) {
-	e := newEnv(t, 3)
-	p := e.party("successor", partyOpts{})
-	rec, err := p.minter.Mint(context.Background(), starA, e.constants(2, epoch.MaxWindow))
-	require.NoError(t, err)
-	_, err = p.minter.Publish(context.Background(), starA, rec.Epoch, 0)
+	e := settletest.NewMem(t, 3)
+	p := e.NewParty("successor", settletest.PartyOptions{})
+	rec := p.Mint(context.Background(), starA, e.Constants(2, epoch.MaxWindow))
+	_, err := p.Minter.Publish(context.Background(), starA, rec.Epoch, 0)
 	require.NoError(t, err)
 	const garbage = 3000 // slots, each holding a copy in every bucket
 	for s := range uint64(garbage) {
 		for z := range 3 {
-			e.putFlight(z, starA, rec.Epoch, 7*s, record(stream, 0, "garbage"))
+			e.PutFlight(z, starA, rec.Epoch, 7*s, record(stream, 0, "garbage"))
 		}
 	}
 
@@ -57,11 +57,11 @@ func TestGarbageAtMaxWindowHonoursContext(t *testing.T) {
 	var n, sent, late atomic.Int64
 	n.Store(1000)
 	var wrapped []objstore.Bucket
-	for _, z := range e.zones {
+	for _, z := range e.Zones {
 		wrapped = append(wrapped, &cancelAfter{Bucket: z, n: &n, sent: &sent, late: &late, cancel: cancel})
 	}
 	const parallel = 16
-	s, err := settle.New(p.minter, chain.MustZones(wrapped...), p.refs, settle.Options{MaxParallel: parallel})
+	s, err := settle.New(p.Minter, chain.MustZones(wrapped...), p.Refs, settle.Options{MaxParallel: parallel})
 	require.NoError(t, err)
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -74,7 +74,7 @@ func TestGarbageAtMaxWindowHonoursContext(t *testing.T) {
 	// Listing all 9,000 keys at once and then probing would hold them
 	// all; a page of at most 1,000 keys per bucket is about 0.5 MiB.
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "allocation bounded by a page, not the garbage")
-	got, err := p.minter.Get(context.Background(), starA, rec.Epoch)
+	got, err := p.Minter.Get(context.Background(), starA, rec.Epoch)
 	require.NoError(t, err)
 	require.Equal(t, epoch.StateFenced, got.State, "not settled")
 
@@ -82,14 +82,13 @@ func TestGarbageAtMaxWindowHonoursContext(t *testing.T) {
 	// only what is there, and deletes the garbage up to cut+window, found
 	// on the last page.
 	const window = 4096
-	rec2, err := p.minter.Mint(context.Background(), starA, e.constants(2, window))
-	require.NoError(t, err)
-	_, err = p.minter.Publish(context.Background(), starA, rec2.Epoch, 0)
+	rec2 := p.Mint(context.Background(), starA, e.Constants(2, window))
+	_, err = p.Minter.Publish(context.Background(), starA, rec2.Epoch, 0)
 	require.NoError(t, err)
 	for s := range uint64(3) {
-		e.putFlight(int(s), starA, rec2.Epoch, window-s, record(stream, 0, "garbage"))
+		e.PutFlight(int(s), starA, rec2.Epoch, window-s, record(stream, 0, "garbage"))
 	}
-	e.putFlight(0, starA, rec2.Epoch, window+1, record(stream, 0, "past the span: never a writer's"))
+	e.PutFlight(0, starA, rec2.Epoch, window+1, record(stream, 0, "past the span: never a writer's"))
 	n.Store(1 << 62)
 	first := sent.Load()
 	rep, err := s.Settle(context.Background(), starA, rec2.Epoch)
@@ -98,6 +97,6 @@ func TestGarbageAtMaxWindowHonoursContext(t *testing.T) {
 	require.Equal(t, 3, rep.Reads-rep.Covered)
 	require.Equal(t, 3, rep.GarbageDeleted, "garbage up to cut+window")
 	require.LessOrEqual(t, rep.Lists, 6, "a page and an empty page per bucket, at most")
-	_, err = e.raw[0].Get(context.Background(), e.key(starA, rec2.Epoch, window+1))
+	_, err = e.Raw[0].Get(context.Background(), e.Key(starA, rec2.Epoch, window+1))
 	require.NoError(t, err, "nothing past cut+window is touched")
 }
