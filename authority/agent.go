@@ -25,8 +25,8 @@ type Conn interface {
 	Close() error
 }
 
-// Host is what an Agent asks of the node's host.
-type Host interface {
+// AgentHost is what an Agent asks of the node's host.
+type AgentHost interface {
 	// Progress is where the node's chain is acknowledged up to, for
 	// heartbeats and releases.
 	Progress() chain.Position
@@ -53,7 +53,7 @@ type Host interface {
 // holder acknowledged: every acknowledged record is in the object storage,
 // and RecoverChain fences and settles it.
 type RecoverableHost interface {
-	Host
+	AgentHost
 	Recoverable(ctx context.Context, star string) (chain.Position, error)
 }
 
@@ -86,7 +86,7 @@ type AgentOptions struct {
 // host puts in front of every write.
 type Agent struct {
 	conn Conn
-	host Host
+	host AgentHost
 	opts AgentOptions
 	mu   sync.Mutex
 	rt   *Runtime
@@ -98,7 +98,7 @@ type Agent struct {
 }
 
 // NewAgent returns an agent of rt.
-func NewAgent(rt *Runtime, conn Conn, host Host, opts AgentOptions) (*Agent, error) {
+func NewAgent(rt *Runtime, conn Conn, host AgentHost, opts AgentOptions) (*Agent, error) {
 	if err := required(arg{"rt", rt == nil}, arg{"conn", conn == nil}, arg{"host", host == nil}); err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func (c *ControllerConfig) validate() error {
 // recovery placement) are held back until Persisted: nothing is promised
 // that is not durable.
 type Ready struct {
-	Persist *State
+	Persist *StateRecord
 	Msgs    []Msg
 }
 
@@ -79,9 +79,9 @@ type Ready struct {
 // it.
 type Controller struct {
 	cfg    ControllerConfig
-	st     State  // last persisted
-	prop   *State // proposed, not persisted yet
-	after  func(st State) []Msg
+	st     StateRecord  // last persisted
+	prop   *StateRecord // proposed, not persisted yet
+	after  func(st StateRecord) []Msg
 	handed bool // prop was handed out by Ready
 	now    time.Time
 
@@ -143,7 +143,7 @@ type peer struct {
 // the durable state it loaded (Election.Load) at time now. It assumes the
 // worst about what its predecessor promised: a holder may have been
 // renewed right before, so its deadline is now + Lease.
-func NewController(cfg ControllerConfig, st State, now time.Time) (*Controller, error) {
+func NewController(cfg ControllerConfig, st StateRecord, now time.Time) (*Controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func NewController(cfg ControllerConfig, st State, now time.Time) (*Controller, 
 }
 
 // State returns the last persisted state.
-func (c *Controller) State() State { return c.st }
+func (c *Controller) State() StateRecord { return c.st }
 
 // Deadline returns the holder's current deadline (meaningful while
 // Granted or in Handoff).
@@ -192,7 +192,7 @@ func (c *Controller) Ready() Ready {
 
 // Persisted reports that the proposed state was written, at st.Revision;
 // the messages that waited for it are queued.
-func (c *Controller) Persisted(st State) {
+func (c *Controller) Persisted(st StateRecord) {
 	if c.prop == nil {
 		return
 	}
@@ -206,7 +206,7 @@ func (c *Controller) Persisted(st State) {
 
 // propose queues a durable transition; after builds the messages that may
 // only go once it is persisted. One proposal is in flight at a time.
-func (c *Controller) propose(next State, after func(st State) []Msg) {
+func (c *Controller) propose(next StateRecord, after func(st StateRecord) []Msg) {
 	next.Revision, next.TokenRevision = c.st.Revision, c.st.TokenRevision
 	c.prop, c.after, c.handed = &next, after, false
 }
@@ -327,7 +327,7 @@ func (c *Controller) disconnect(e Disconnect) error {
 		// The reserved target left: the holder keeps the grant.
 		next := st
 		next.Phase, next.Target = Granted, ""
-		c.propose(next, func(s State) []Msg { return []Msg{c.grantMsg(s)} })
+		c.propose(next, func(s StateRecord) []Msg { return []Msg{c.grantMsg(s)} })
 	case st.Phase == Recovering && e.Node == st.Candidate && !c.busy():
 		c.vacate(st.Token, st.Required, "the candidate left during its recovery")
 	}
@@ -386,7 +386,7 @@ func (c *Controller) offer(e Offer) error {
 	next.Phase, next.Candidate = Recovering, e.Node
 	c.frontier = map[string]Required{e.Node: {Star: e.Star, Pos: e.Frontier}}
 	materialized := st.Required.Covers(e.Star, e.Frontier)
-	c.propose(next, func(s State) []Msg {
+	c.propose(next, func(s StateRecord) []Msg {
 		c.recovering = c.now
 		if materialized {
 			return nil
@@ -423,7 +423,7 @@ func (c *Controller) maybeGrant() {
 	}
 	next := st
 	next.Phase, next.Holder, next.Token, next.Candidate = Granted, st.Candidate, st.Token+1, ""
-	c.propose(next, func(s State) []Msg {
+	c.propose(next, func(s StateRecord) []Msg {
 		c.deadline = c.now.Add(c.cfg.Lease)
 		c.progress, c.beats, c.incident = chain.Position{}, 0, nil
 		clear(c.backoff)
@@ -477,7 +477,7 @@ func (c *Controller) handoff(e HandoffRequest) error {
 	}
 	next := st
 	next.Phase, next.Target = Handoff, e.Target
-	c.propose(next, func(s State) []Msg {
+	c.propose(next, func(s StateRecord) []Msg {
 		return []Msg{ReleaseMsg{To: s.Holder, Token: s.Token}}
 	})
 	return nil
@@ -496,14 +496,14 @@ func (c *Controller) released(e Released) error {
 	if _, ok := c.peers[st.Target]; !ok {
 		// The target left: the holder keeps its grant and reopens.
 		next.Phase, next.Target = Granted, ""
-		c.propose(next, func(s State) []Msg { return []Msg{c.grantMsg(s)} })
+		c.propose(next, func(s StateRecord) []Msg { return []Msg{c.grantMsg(s)} })
 		return nil
 	}
 	// One durable transition: holder and token change together; no state
 	// without a holder is ever published.
 	next.Phase, next.Holder, next.Token, next.Target = Granted, st.Target, st.Token+1, ""
 	next.Required = Required{Star: old, Pos: e.Progress}
-	c.propose(next, func(s State) []Msg {
+	c.propose(next, func(s StateRecord) []Msg {
 		c.deadline = c.now.Add(c.cfg.Lease)
 		c.progress, c.beats, c.incident = chain.Position{}, 0, nil
 		clear(c.backoff)
@@ -556,7 +556,7 @@ func (c *Controller) vacate(token Token, req Required, why string, extra ...Msg)
 	next.Phase, next.Holder, next.Candidate, next.Target, next.Token, next.Required = Vacant, "", "", "", token, req
 	next.Ended = why
 	c.frontier = map[string]Required{}
-	c.propose(next, func(s State) []Msg {
+	c.propose(next, func(s StateRecord) []Msg {
 		out := append([]Msg(nil), extra...)
 		for _, n := range c.sortedPeers() {
 			if c.peers[n].caps.Promotable {
@@ -567,7 +567,7 @@ func (c *Controller) vacate(token Token, req Required, why string, extra ...Msg)
 	})
 }
 
-func (c *Controller) grantMsg(s State) Msg {
+func (c *Controller) grantMsg(s StateRecord) Msg {
 	return GrantMsg{To: s.Holder, Token: s.Token, Topology: c.topo,
 		Grant: Grant{Domain: s.Domain, Holder: s.Holder, Token: s.Token, Deadline: c.deadline, Revision: s.TokenRevision}}
 }

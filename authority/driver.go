@@ -82,7 +82,7 @@ func (d *Driver) Step(ctx context.Context, ev Event) error {
 }
 
 // State returns the last persisted state.
-func (d *Driver) State() State {
+func (d *Driver) State() StateRecord {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.ctl.State()

@@ -22,31 +22,31 @@ func TestNewControllerRefusesCorruptState(t *testing.T) {
 	req := authority.Required{Star: "node-a", Pos: chain.Position{Epoch: 2, Slot: 7}}
 	for _, tc := range []struct {
 		name string
-		st   authority.State
+		st   authority.StateRecord
 		ok   bool
 	}{
-		{"never written", authority.State{}, true},
-		{"vacant", authority.State{Phase: authority.Vacant, Token: 3, Required: req}, true},
-		{"granted", authority.State{Phase: authority.Granted, Holder: "node-a", Token: 3}, true},
-		{"recovering the first grant", authority.State{Phase: authority.Recovering, Candidate: "node-b"}, true},
-		{"handoff", authority.State{Phase: authority.Handoff, Holder: "node-a", Target: "node-b", Token: 3}, true},
+		{"never written", authority.StateRecord{}, true},
+		{"vacant", authority.StateRecord{Phase: authority.Vacant, Token: 3, Required: req}, true},
+		{"granted", authority.StateRecord{Phase: authority.Granted, Holder: "node-a", Token: 3}, true},
+		{"recovering the first grant", authority.StateRecord{Phase: authority.Recovering, Candidate: "node-b"}, true},
+		{"handoff", authority.StateRecord{Phase: authority.Handoff, Holder: "node-a", Target: "node-b", Token: 3}, true},
 
-		{"an unknown phase", authority.State{Phase: "elected", Token: 3}, false},
-		{"a phase in another case", authority.State{Phase: "Granted", Holder: "node-a", Token: 3}, false},
-		{"granted without a holder", authority.State{Phase: authority.Granted, Token: 3}, false},
-		{"granted without a token", authority.State{Phase: authority.Granted, Holder: "node-a"}, false},
-		{"granted with a candidate", authority.State{Phase: authority.Granted, Holder: "node-a", Token: 3, Candidate: "node-b"}, false},
-		{"granted with a target", authority.State{Phase: authority.Granted, Holder: "node-a", Token: 3, Target: "node-b"}, false},
-		{"a holder that is no name", authority.State{Phase: authority.Granted, Holder: "../a", Token: 3}, false},
-		{"handoff without a target", authority.State{Phase: authority.Handoff, Holder: "node-a", Token: 3}, false},
-		{"handoff to the holder", authority.State{Phase: authority.Handoff, Holder: "node-a", Target: "node-a", Token: 3}, false},
-		{"recovering without a candidate", authority.State{Phase: authority.Recovering, Token: 3}, false},
-		{"recovering with a holder", authority.State{Phase: authority.Recovering, Candidate: "node-b", Holder: "node-a", Token: 3}, false},
-		{"vacant with a holder", authority.State{Phase: authority.Vacant, Holder: "node-a", Token: 3}, false},
-		{"vacant with a candidate", authority.State{Phase: authority.Vacant, Candidate: "node-b", Token: 3}, false},
-		{"a token with no successor", authority.State{Phase: authority.Vacant, Token: ^authority.Token(0)}, false},
-		{"a required position on no star", authority.State{Phase: authority.Vacant, Token: 3, Required: authority.Required{Pos: chain.Position{Epoch: 1}}}, false},
-		{"a required star that is no name", authority.State{Phase: authority.Vacant, Token: 3, Required: authority.Required{Star: "a/b"}}, false},
+		{"an unknown phase", authority.StateRecord{Phase: "elected", Token: 3}, false},
+		{"a phase in another case", authority.StateRecord{Phase: "Granted", Holder: "node-a", Token: 3}, false},
+		{"granted without a holder", authority.StateRecord{Phase: authority.Granted, Token: 3}, false},
+		{"granted without a token", authority.StateRecord{Phase: authority.Granted, Holder: "node-a"}, false},
+		{"granted with a candidate", authority.StateRecord{Phase: authority.Granted, Holder: "node-a", Token: 3, Candidate: "node-b"}, false},
+		{"granted with a target", authority.StateRecord{Phase: authority.Granted, Holder: "node-a", Token: 3, Target: "node-b"}, false},
+		{"a holder that is no name", authority.StateRecord{Phase: authority.Granted, Holder: "../a", Token: 3}, false},
+		{"handoff without a target", authority.StateRecord{Phase: authority.Handoff, Holder: "node-a", Token: 3}, false},
+		{"handoff to the holder", authority.StateRecord{Phase: authority.Handoff, Holder: "node-a", Target: "node-a", Token: 3}, false},
+		{"recovering without a candidate", authority.StateRecord{Phase: authority.Recovering, Token: 3}, false},
+		{"recovering with a holder", authority.StateRecord{Phase: authority.Recovering, Candidate: "node-b", Holder: "node-a", Token: 3}, false},
+		{"vacant with a holder", authority.StateRecord{Phase: authority.Vacant, Holder: "node-a", Token: 3}, false},
+		{"vacant with a candidate", authority.StateRecord{Phase: authority.Vacant, Candidate: "node-b", Token: 3}, false},
+		{"a token with no successor", authority.StateRecord{Phase: authority.Vacant, Token: ^authority.Token(0)}, false},
+		{"a required position on no star", authority.StateRecord{Phase: authority.Vacant, Token: 3, Required: authority.Required{Pos: chain.Position{Epoch: 1}}}, false},
+		{"a required star that is no name", authority.StateRecord{Phase: authority.Vacant, Token: 3, Required: authority.Required{Star: "a/b"}}, false},
 	} {
 		ctl, err := authority.NewController(cfg, tc.st, t0)
 		if tc.ok {
@@ -62,13 +62,13 @@ func TestNewControllerRefusesCorruptState(t *testing.T) {
 		require.Nil(t, ctl, tc.name)
 	}
 	// Another domain's state is a configuration mistake, named as such.
-	_, err := authority.NewController(cfg, authority.State{Domain: "billing"}, t0)
+	_, err := authority.NewController(cfg, authority.StateRecord{Domain: "billing"}, t0)
 	require.ErrorIs(t, err, config.ErrInvalid)
 }
 
 // A nil event is refused as an invalid argument, and changes nothing.
 func TestStepNil(t *testing.T) {
-	ctl, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, authority.State{}, t0)
+	ctl, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, authority.StateRecord{}, t0)
 	require.NoError(t, err)
 	before := ctl.State()
 	err = ctl.Step(nil)
@@ -85,7 +85,7 @@ func TestStepNil(t *testing.T) {
 // cannot offer.
 func TestConnectClaimingATokenNeverIssued(t *testing.T) {
 	caps := authority.Capabilities{Vote: true, Promotable: true}
-	for _, st := range []authority.State{
+	for _, st := range []authority.StateRecord{
 		{Phase: authority.Granted, Holder: "node-a", Token: 12},
 		{Phase: authority.Vacant, Token: 12, Required: authority.Required{Star: "node-a"}},
 		{},
@@ -112,13 +112,13 @@ func TestControllerConfigRefused(t *testing.T) {
 		"Reconnect":       {Domain: "orders", Lease: time.Second, Reconnect: 2 * time.Second},
 		"RecoveryTimeout": {Domain: "orders", RecoveryTimeout: -time.Second},
 	} {
-		_, err := authority.NewController(cfg, authority.State{}, t0)
+		_, err := authority.NewController(cfg, authority.StateRecord{}, t0)
 		require.ErrorIs(t, err, config.ErrInvalid, field)
 		ce, ok := errors.AsType[*config.Error](err)
 		require.True(t, ok, field)
 		require.Equal(t, field, ce.Field)
 	}
-	_, err := authority.NewController(authority.ControllerConfig{Domain: "orders", RecoveryTimeout: 2 * time.Hour}, authority.State{}, t0)
+	_, err := authority.NewController(authority.ControllerConfig{Domain: "orders", RecoveryTimeout: 2 * time.Hour}, authority.StateRecord{}, t0)
 	require.ErrorIs(t, err, config.ErrInvalid)
 }
 
@@ -139,7 +139,7 @@ func TestTopologyAcrossControllers(t *testing.T) {
 		}
 		return last
 	}
-	old, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, authority.State{Term: 1}, t0)
+	old, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, authority.StateRecord{Term: 1}, t0)
 	require.NoError(t, err)
 	require.NoError(t, old.Step(authority.Connect{Node: "node-a", Caps: bothCaps}))
 	for i := range 5 { // voters come and go: the version grows
@@ -150,7 +150,7 @@ func TestTopologyAcrossControllers(t *testing.T) {
 	before := deliver(old)
 	require.Equal(t, before, rt.Topology())
 
-	next, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, authority.State{Term: 2}, t0)
+	next, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, authority.StateRecord{Term: 2}, t0)
 	require.NoError(t, err)
 	require.NoError(t, next.Step(authority.Connect{Node: "node-a", Caps: bothCaps}))
 	after := deliver(next)

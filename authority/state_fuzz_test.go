@@ -22,7 +22,7 @@ const (
 // and the token record were stored at (0 for none), and Read's answer.
 type stateRead struct {
 	rev, tokenRev int64
-	st            authority.State
+	st            authority.StateRecord
 	err           error
 }
 

@@ -62,14 +62,14 @@ func required(args ...arg) error {
 // It changes only when that changes, so its revision guards progress
 // writes (Guard).
 type tokenRecord struct {
-	metastore.Header
+	metastore.RecordHeader
 	Domain string `json:"domain"`
 	Token  Token  `json:"token"`
 	Writer string `json:"writer"`
 }
 
 type electionRecord struct {
-	metastore.Header
+	metastore.RecordHeader
 	Domain  string `json:"domain"`
 	Node    string `json:"node"`
 	Session int64  `json:"session"`
@@ -99,7 +99,7 @@ func Campaign(ctx context.Context, store metastore.Store, root, domain, node str
 	if err := required(arg{"store", store == nil}, arg{"sess", sess == nil}); err != nil {
 		return nil, err
 	}
-	v, err := metastore.EncodeRecord(&electionRecord{Header: metastore.Header{Kind: electionKind, Format: recFormat}, Domain: domain, Node: node, Session: sess.ID()})
+	v, err := metastore.EncodeRecord(&electionRecord{RecordHeader: metastore.RecordHeader{Kind: electionKind, Format: recFormat}, Domain: domain, Node: node, Session: sess.ID()})
 	if err != nil {
 		return nil, err
 	}
@@ -158,10 +158,10 @@ func (e *Election) Resign(ctx context.Context) error {
 // Load reads the domain's state and writes it back with the next term, so
 // that from here on a deposed controller's writes fail on the state as
 // well. A domain never granted is Vacant with token 0.
-func (e *Election) Load(ctx context.Context) (State, error) {
+func (e *Election) Load(ctx context.Context) (StateRecord, error) {
 	st, err := Read(ctx, e.store, e.keys.root, e.keys.domain)
 	if err != nil {
-		return State{}, err
+		return StateRecord{}, err
 	}
 	next := st
 	next.Term++
@@ -170,28 +170,28 @@ func (e *Election) Load(ctx context.Context) (State, error) {
 
 // Read reads a domain's durable state without acting on it (for
 // operators, runtimes and tests).
-func Read(ctx context.Context, store metastore.Store, root, domain string) (State, error) {
+func Read(ctx context.Context, store metastore.Store, root, domain string) (StateRecord, error) {
 	k, err := newKeys(root, domain)
 	if err != nil {
-		return State{}, err
+		return StateRecord{}, err
 	}
-	st := State{Header: metastore.Header{Kind: stateKind, Format: recFormat}, Domain: domain, Phase: Vacant}
+	st := StateRecord{RecordHeader: metastore.RecordHeader{Kind: stateKind, Format: recFormat}, Domain: domain, Phase: Vacant}
 	kv, err := store.Get(ctx, k.state())
 	switch {
 	case errors.Is(err, metastore.ErrNotFound):
 	case err != nil:
-		return State{}, fmt.Errorf("authority: read %s: %w", domain, err)
+		return StateRecord{}, fmt.Errorf("authority: read %s: %w", domain, err)
 	default:
 		if err := metastore.DecodeRecord(kv.Key, kv.Value, stateKind, recFormat, &st); err != nil {
-			return State{}, err
+			return StateRecord{}, err
 		}
 		if st.Domain != domain {
-			return State{}, &metastore.RecordError{Key: kv.Key, Kind: stateKind, Reason: fmt.Sprintf("claims domain %q", st.Domain)}
+			return StateRecord{}, &metastore.RecordError{Key: kv.Key, Kind: stateKind, Reason: fmt.Sprintf("claims domain %q", st.Domain)}
 		}
 		switch st.Phase {
 		case Vacant, Granted, Recovering, Handoff:
 		default:
-			return State{}, &metastore.RecordError{Key: kv.Key, Kind: stateKind, Reason: fmt.Sprintf("unknown phase %q", st.Phase)}
+			return StateRecord{}, &metastore.RecordError{Key: kv.Key, Kind: stateKind, Reason: fmt.Sprintf("unknown phase %q", st.Phase)}
 		}
 		st.Revision = kv.Revision
 	}
@@ -199,7 +199,7 @@ func Read(ctx context.Context, store metastore.Store, root, domain string) (Stat
 	switch {
 	case errors.Is(err, metastore.ErrNotFound):
 	case err != nil:
-		return State{}, fmt.Errorf("authority: read %s: %w", domain, err)
+		return StateRecord{}, fmt.Errorf("authority: read %s: %w", domain, err)
 	default:
 		st.TokenRevision = tkv.Revision
 	}
@@ -210,12 +210,12 @@ func Read(ctx context.Context, store metastore.Store, root, domain string) (Stat
 // election, and writes the token record in the same transaction when the
 // writer changes. It returns next with its revisions. A lost compare is
 // ErrDeposed: another controller wrote the state or holds the election.
-func (e *Election) Save(ctx context.Context, cur, next State) (State, error) {
-	next.Header = metastore.Header{Kind: stateKind, Format: recFormat}
+func (e *Election) Save(ctx context.Context, cur, next StateRecord) (StateRecord, error) {
+	next.RecordHeader = metastore.RecordHeader{Kind: stateKind, Format: recFormat}
 	next.Domain = e.keys.domain
 	v, err := metastore.EncodeRecord(&next)
 	if err != nil {
-		return State{}, err
+		return StateRecord{}, err
 	}
 	txn := metastore.Txn{
 		If:   []metastore.Compare{{Key: e.keys.controller(), Revision: e.rev}, {Key: e.keys.state(), Revision: cur.Revision}},
@@ -225,19 +225,19 @@ func (e *Election) Save(ctx context.Context, cur, next State) (State, error) {
 	nt, nw := next.writer()
 	newToken := ct != nt || cw != nw || cur.TokenRevision == 0
 	if newToken {
-		tv, err := metastore.EncodeRecord(&tokenRecord{Header: metastore.Header{Kind: tokenKind, Format: recFormat}, Domain: e.keys.domain, Token: nt, Writer: nw})
+		tv, err := metastore.EncodeRecord(&tokenRecord{RecordHeader: metastore.RecordHeader{Kind: tokenKind, Format: recFormat}, Domain: e.keys.domain, Token: nt, Writer: nw})
 		if err != nil {
-			return State{}, err
+			return StateRecord{}, err
 		}
 		txn.If = append(txn.If, metastore.Compare{Key: e.keys.token(), Revision: cur.TokenRevision})
 		txn.Then = append(txn.Then, metastore.Op{Key: e.keys.token(), Value: tv})
 	}
 	rev, err := e.store.Txn(ctx, txn)
 	if errors.Is(err, metastore.ErrConflict) {
-		return State{}, fmt.Errorf("%w: %s: %w", ErrDeposed, e.keys.domain, err)
+		return StateRecord{}, fmt.Errorf("%w: %s: %w", ErrDeposed, e.keys.domain, err)
 	}
 	if err != nil {
-		return State{}, fmt.Errorf("authority: save %s: %w", e.keys.domain, err)
+		return StateRecord{}, fmt.Errorf("authority: save %s: %w", e.keys.domain, err)
 	}
 	next.Revision = rev
 	if newToken {
@@ -335,7 +335,7 @@ func (g *Guarded) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 }
 
 // Watch implements metastore.Store.
-func (g *Guarded) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
+func (g *Guarded) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.WatchEvent, error] {
 	return g.Store.Watch(ctx, prefix, from)
 }
 

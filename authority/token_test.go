@@ -33,7 +33,7 @@ var bothCaps = authority.Capabilities{Vote: true, Promotable: true}
 
 // controllerAt returns a controller started from st with node-a, node-b
 // and two voters connected (node-a with the token it holds).
-func controllerAt(t *testing.T, st authority.State) *authority.Controller {
+func controllerAt(t *testing.T, st authority.StateRecord) *authority.Controller {
 	t.Helper()
 	ctl, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, st, t0)
 	require.NoError(t, err)
@@ -67,10 +67,10 @@ func topologyOf(t *testing.T, ctl *authority.Controller) uint64 {
 // release, no offer or recovery, no fast-fence report, challenge or
 // advisory, and a cleared concern under it clears nothing.
 func TestControllerTokenTruncatedOrExtended(t *testing.T) {
-	granted := authority.State{Phase: authority.Granted, Holder: "node-a", Token: bigToken}
-	vacant := authority.State{Phase: authority.Vacant, Token: bigToken, Required: authority.Required{Star: "node-a"}}
-	recovering := authority.State{Phase: authority.Recovering, Candidate: "node-b", Token: bigToken, Required: authority.Required{Star: "node-a"}}
-	handoff := authority.State{Phase: authority.Handoff, Holder: "node-a", Target: "node-b", Token: bigToken}
+	granted := authority.StateRecord{Phase: authority.Granted, Holder: "node-a", Token: bigToken}
+	vacant := authority.StateRecord{Phase: authority.Vacant, Token: bigToken, Required: authority.Required{Star: "node-a"}}
+	recovering := authority.StateRecord{Phase: authority.Recovering, Candidate: "node-b", Token: bigToken, Required: authority.Required{Star: "node-a"}}
+	handoff := authority.StateRecord{Phase: authority.Handoff, Holder: "node-a", Target: "node-b", Token: bigToken}
 	for name, v := range variants(bigToken) {
 		t.Run(name, func(t *testing.T) {
 			// The holder reconnecting under v does not resume the grant.
@@ -133,7 +133,7 @@ func TestControllerTokenTruncatedOrExtended(t *testing.T) {
 // the report made under the current one: with C = 5, the two reports and
 // the silent holder still end the grant.
 func TestConcernClearedUnderAnotherToken(t *testing.T) {
-	granted := authority.State{Phase: authority.Granted, Holder: "node-a", Token: bigToken}
+	granted := authority.StateRecord{Phase: authority.Granted, Holder: "node-a", Token: bigToken}
 	for name, v := range variants(bigToken) {
 		t.Run(name, func(t *testing.T) {
 			ctl := controllerAt(t, granted)

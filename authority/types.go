@@ -81,11 +81,11 @@ func (r Required) Covers(star string, frontier chain.Position) bool {
 	return star == r.Star && r.Pos.Compare(frontier) <= 0
 }
 
-// State is a domain's durable authority state, kept by the controller at
+// StateRecord is a domain's durable authority state, kept by the controller at
 // authority/<domain>/state and written only by compare-and-set under the
 // controller's election.
-type State struct {
-	metastore.Header
+type StateRecord struct {
+	metastore.RecordHeader
 	Domain string `json:"domain"`
 	// Term counts controller elections; every elected controller writes
 	// the state once with its term before anything else.
@@ -108,7 +108,7 @@ type State struct {
 
 // writer is who may write the domain's progress in state s: the holder,
 // the candidate in recovery, or nobody.
-func (s State) writer() (Token, string) {
+func (s StateRecord) writer() (Token, string) {
 	switch s.Phase {
 	case Granted, Handoff:
 		return s.Token, "holder:" + s.Holder
@@ -118,7 +118,7 @@ func (s State) writer() (Token, string) {
 	return s.Token, ""
 }
 
-func (s State) String() string {
+func (s StateRecord) String() string {
 	switch s.Phase {
 	case Granted:
 		return fmt.Sprintf("%s: granted to %s (token %d)", s.Domain, s.Holder, s.Token)
@@ -168,7 +168,7 @@ func (e *StateError) Unwrap() error { return ErrBadState }
 
 // check refuses a state that no controller writes. The zero phase is a
 // domain never written, which reads as Vacant.
-func (s State) check() error {
+func (s StateRecord) check() error {
 	bad := func(format string, args ...any) error {
 		return &StateError{Domain: s.Domain, Phase: s.Phase, Reason: fmt.Sprintf(format, args...)}
 	}

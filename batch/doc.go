@@ -24,7 +24,7 @@
 // allocated from a length the payload's size does not bound; flights are
 // checksummed by chain/wire, so the bundle carries no checksum. Locate is
 // the settle.Locator of a RefIndex over bundles: each span's byte range is
-// its section, so a reader serving a ref decodes it with SpanRecords (or
+// its section, so a reader serving a ref decodes it with SpanEntries (or
 // SpanSeq, which allocates nothing per record), and Records reads one
 // stream's records out of a whole flight.
 //

@@ -75,7 +75,7 @@ func Example() {
 			panic(err)
 		}
 		payload := must(reader.Read(ctx, r.Star, r.Position()))
-		for _, rec := range must(batch.SpanRecords(payload, r.Span())) {
+		for _, rec := range must(batch.SpanEntries(payload, r.Span())) {
 			fmt.Printf("orders[%d] = %s\n", rec.Offset, rec.Data)
 		}
 	}

@@ -28,7 +28,7 @@ import (
 //
 // A span's byte range (settle.Span's Start and End) is its section: a
 // reader holding only those bytes and the span's count decodes its
-// records (SpanRecords). Sections hold their spans' records and nothing
+// records (SpanEntries). Sections hold their spans' records and nothing
 // else, so the whole payload is accounted for: the directory ends where
 // the first section starts and the last section ends with the payload.
 const (
@@ -73,9 +73,9 @@ type Stream struct {
 	Records [][]byte
 }
 
-// Record is one record read back from a bundle. Data aliases the
+// Entry is one record read back from a bundle. Data aliases the
 // payload's bytes: copy it to keep it past the payload.
-type Record struct {
+type Entry struct {
 	Offset uint64
 	Data   []byte
 }
@@ -317,32 +317,32 @@ func walkSection(sec []byte, base int, count uint64) error {
 	return nil
 }
 
-// SpanRecords decodes the records of span s from payload: the bytes
+// SpanEntries decodes the records of span s from payload: the bytes
 // [s.Start, s.End), which must hold exactly s.Count records. It is how a
 // reader serves a ref of a RefIndex over bundles (settle.Ref.Span). The
 // records alias payload. Every error matches ErrFormat.
-func SpanRecords(payload []byte, s settle.Span) ([]Record, error) {
+func SpanEntries(payload []byte, s settle.Span) ([]Entry, error) {
 	if err := checkSpan(payload, s); err != nil {
 		return nil, err
 	}
-	out := make([]Record, 0, s.Count)
-	eachRecord(payload, s, func(r Record) bool {
+	out := make([]Entry, 0, s.Count)
+	eachRecord(payload, s, func(r Entry) bool {
 		out = append(out, r)
 		return true
 	})
 	return out, nil
 }
 
-// SpanSeq is SpanRecords without the slice: it checks the span's bytes
+// SpanSeq is SpanEntries without the slice: it checks the span's bytes
 // first, then yields its records in order (or only the error), allocating
 // nothing per record.
-func SpanSeq(payload []byte, s settle.Span) iter.Seq2[Record, error] {
-	return func(yield func(Record, error) bool) {
+func SpanSeq(payload []byte, s settle.Span) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
 		if err := checkSpan(payload, s); err != nil {
-			yield(Record{}, err)
+			yield(Entry{}, err)
 			return
 		}
-		eachRecord(payload, s, func(r Record) bool { return yield(r, nil) })
+		eachRecord(payload, s, func(r Entry) bool { return yield(r, nil) })
 	}
 }
 
@@ -360,7 +360,7 @@ func checkSpan(payload []byte, s settle.Span) error {
 
 // eachRecord calls f with the records of a checked span until it returns
 // false.
-func eachRecord(payload []byte, s settle.Span, f func(Record) bool) {
+func eachRecord(payload []byte, s settle.Span, f func(Entry) bool) {
 	sec := payload[s.Start:s.End]
 	lens := &reader{b: sec}
 	var data uint64
@@ -372,24 +372,24 @@ func eachRecord(payload []byte, s settle.Span, f func(Record) bool) {
 	lens.at = 0
 	for i := range s.Count {
 		l, _ := lens.uvarint("")
-		if !f(Record{Offset: s.Offset + i, Data: sec[pos : pos+l : pos+l]}) {
+		if !f(Entry{Offset: s.Offset + i, Data: sec[pos : pos+l : pos+l]}) {
 			return
 		}
 		pos += l
 	}
 }
 
-// Records decodes the records of stream from a bundle, in offset order,
+// Entries decodes the records of stream from a bundle, in offset order,
 // after checking the whole bundle (Locate). A bundle without the stream
 // yields none. The records alias payload. Every error matches ErrFormat.
-func Records(payload []byte, stream string) ([]Record, error) {
+func Entries(payload []byte, stream string) ([]Entry, error) {
 	spans, err := Locate(payload)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range spans {
 		if s.Stream == stream {
-			return SpanRecords(payload, s)
+			return SpanEntries(payload, s)
 		}
 	}
 	return nil, nil

@@ -37,11 +37,11 @@ func TestRoundTrip(t *testing.T) {
 		spans[1].Stream != "audit" || spans[1].Count != 1 || spans[0].End != spans[1].Start || spans[1].End != uint64(len(p)) {
 		t.Fatalf("spans %v", spans)
 	}
-	recs, err := batch.Records(p, "orders")
+	recs, err := batch.Entries(p, "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []batch.Record{{Offset: 7, Data: []byte("first")}, {Offset: 8, Data: []byte{}}, {Offset: 9, Data: []byte("third")}}
+	want := []batch.Entry{{Offset: 7, Data: []byte("first")}, {Offset: 8, Data: []byte{}}, {Offset: 9, Data: []byte("third")}}
 	if len(recs) != len(want) {
 		t.Fatalf("records %v", recs)
 	}
@@ -54,7 +54,7 @@ func TestRoundTrip(t *testing.T) {
 	sec := p[spans[1].Start:spans[1].End]
 	s := spans[1]
 	s.Start, s.End = 0, uint64(len(sec))
-	if recs, err := batch.SpanRecords(sec, s); err != nil || len(recs) != 1 || string(recs[0].Data) != "x" {
+	if recs, err := batch.SpanEntries(sec, s); err != nil || len(recs) != 1 || string(recs[0].Data) != "x" {
 		t.Fatalf("the audit section alone: %v %v", recs, err)
 	}
 	var seq []string
@@ -67,7 +67,7 @@ func TestRoundTrip(t *testing.T) {
 	if fmt.Sprint(seq) != "[7=first 8= 9=third]" {
 		t.Fatalf("SpanSeq yields %q", seq)
 	}
-	if recs, err := batch.Records(p, "absent"); err != nil || recs != nil {
+	if recs, err := batch.Entries(p, "absent"); err != nil || recs != nil {
 		t.Fatalf("a stream the bundle does not carry: %v %v", recs, err)
 	}
 }
@@ -136,7 +136,7 @@ func TestHostileBundles(t *testing.T) {
 		if !errors.As(err, &fe) || !errors.Is(err, batch.ErrFormat) {
 			t.Errorf("%s: Locate %x: %v, %v; want a *FormatError", name, p, spans, err)
 		}
-		if _, err := batch.Records(p, "a"); !errors.Is(err, batch.ErrFormat) {
+		if _, err := batch.Entries(p, "a"); !errors.Is(err, batch.ErrFormat) {
 			t.Errorf("%s: Records: %v", name, err)
 		}
 	}
@@ -148,8 +148,8 @@ func TestHostileBundles(t *testing.T) {
 		{Stream: "orders", Offset: 1<<64 - 1, Count: 2, Start: 0, End: 4},
 		{Stream: "orders", Offset: 7, Count: 2, Start: uint64(len(good)) - 3, End: uint64(len(good))},
 	} {
-		if _, err := batch.SpanRecords(good, s); !errors.Is(err, batch.ErrFormat) {
-			t.Errorf("SpanRecords(%v): %v", s, err)
+		if _, err := batch.SpanEntries(good, s); !errors.Is(err, batch.ErrFormat) {
+			t.Errorf("SpanEntries(%v): %v", s, err)
 		}
 		n := 0
 		for _, err := range batch.SpanSeq(good, s) {
@@ -180,7 +180,7 @@ func FuzzLocate(f *testing.F) {
 		}
 		var streams []batch.Stream
 		for _, s := range spans {
-			recs, err := batch.SpanRecords(p, s)
+			recs, err := batch.SpanEntries(p, s)
 			if err != nil || uint64(len(recs)) != s.Count {
 				t.Fatalf("span %v: %d records, %v", s, len(recs), err)
 			}
@@ -188,7 +188,7 @@ func FuzzLocate(f *testing.F) {
 			i := 0
 			for r, err := range batch.SpanSeq(p, s) {
 				if err != nil || r.Offset != recs[i].Offset || !bytes.Equal(r.Data, recs[i].Data) {
-					t.Fatalf("span %v: SpanSeq yields %v, %v at %d; SpanRecords %v", s, r, err, i, recs[i])
+					t.Fatalf("span %v: SpanSeq yields %v, %v at %d; SpanEntries %v", s, r, err, i, recs[i])
 				}
 				st.Records = append(st.Records, r.Data)
 				i++

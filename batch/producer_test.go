@@ -184,7 +184,7 @@ func TestStreamsShareFlight(t *testing.T) {
 		t.Fatalf("the flight carries %v (%v), want three spans", spans, err)
 	}
 	for _, s := range streams {
-		recs, err := batch.Records(payload, s)
+		recs, err := batch.Entries(payload, s)
 		if err != nil || len(recs) != 4 || string(recs[3].Data) != rec(s, 3) || recs[3].Offset != 3 {
 			t.Fatalf("records of %s in the flight: %v %v", s, recs, err)
 		}

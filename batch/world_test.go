@@ -121,7 +121,7 @@ func (w *world) read(stream string) []string {
 		if err != nil {
 			w.t.Fatalf("stream %s: read %v: %v", stream, r.Position(), err)
 		}
-		recs, err := batch.SpanRecords(payload, r.Span())
+		recs, err := batch.SpanEntries(payload, r.Span())
 		if err != nil {
 			w.t.Fatalf("stream %s: the ref at %d: %v", stream, r.Offset, err)
 		}

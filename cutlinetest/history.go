@@ -9,12 +9,12 @@ import (
 	"github.com/cutline/cutline/roll"
 )
 
-// Op is what an Event records.
-type Op int
+// EntryKind is what an Entry records.
+type EntryKind int
 
 const (
 	// Submitted: a host accepted a record and placed it in its writer.
-	Submitted Op = iota + 1
+	Submitted EntryKind = iota + 1
 	// Acked: the host acknowledged a submitted record at Pos.
 	Acked
 	// Failed: a submitted record was not acknowledged: Err says why.
@@ -24,7 +24,7 @@ const (
 	Refused
 )
 
-func (o Op) String() string {
+func (o EntryKind) String() string {
 	switch o {
 	case Submitted:
 		return "submitted"
@@ -38,9 +38,9 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", int(o))
 }
 
-// Event is one step of a run as a producer saw it.
-type Event struct {
-	Op   Op
+// Entry is one step of a run as a producer saw it.
+type Entry struct {
+	Op   EntryKind
 	Host string
 	Star string
 	ID   string
@@ -62,12 +62,12 @@ type Event struct {
 // Add.
 type History struct {
 	mu     sync.Mutex
-	events []Event
+	events []Entry
 }
 
 // Add appends ev and returns its index, which the Of of an Acked or Failed
 // event refers to.
-func (h *History) Add(ev Event) int {
+func (h *History) Add(ev Entry) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events = append(h.events, ev)
@@ -75,10 +75,10 @@ func (h *History) Add(ev Event) int {
 }
 
 // Events returns a copy of the events so far.
-func (h *History) Events() []Event {
+func (h *History) Events() []Entry {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]Event(nil), h.events...)
+	return append([]Entry(nil), h.events...)
 }
 
 // fate says what became of one submission.
@@ -103,7 +103,7 @@ const (
 
 // fateOf classifies submission i of evs given the answers (Acked or
 // Failed events) by submission.
-func fateOf(evs []Event, i int, answers map[int]Event) fate {
+func fateOf(evs []Entry, i int, answers map[int]Entry) fate {
 	if evs[i].Op == Refused {
 		return absent
 	}

@@ -138,9 +138,9 @@ func (e *env) remove(t *testing.T, key string) {
 // leave it.
 func (e *env) putChain(t *testing.T, star string, next uint64, heads map[string]uint64) {
 	t.Helper()
-	v, err := metastore.EncodeRecord(&epoch.Chain{
-		Header: metastore.Header{Kind: "chain", Format: 1},
-		Star:   star, Next: next, Heads: heads,
+	v, err := metastore.EncodeRecord(&epoch.CounterRecord{
+		RecordHeader: metastore.RecordHeader{Kind: "chain", Format: 1},
+		Star:         star, Next: next, Heads: heads,
 	})
 	require.NoError(t, err)
 	e.overwrite(t, e.m.ChainKey(star), v)

@@ -151,19 +151,19 @@ func (m *Minter) RecordKey(star string, epoch uint64) string {
 
 // Chain returns star's counter. A star that never minted has Next = 1 and
 // Revision = 0.
-func (m *Minter) Chain(ctx context.Context, star string) (*Chain, error) {
+func (m *Minter) Chain(ctx context.Context, star string) (*CounterRecord, error) {
 	if err := ValidateName("star", star); err != nil {
 		return nil, err
 	}
 	key := m.ChainKey(star)
 	kv, err := m.store.Get(ctx, key)
 	if errors.Is(err, metastore.ErrNotFound) {
-		return &Chain{Header: metastore.Header{Kind: chainKind, Format: chainFormat}, Star: star, Next: 1, Heads: map[string]uint64{}}, nil
+		return &CounterRecord{RecordHeader: metastore.RecordHeader{Kind: chainKind, Format: chainFormat}, Star: star, Next: 1, Heads: map[string]uint64{}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("epoch chain %s: %w", star, err)
 	}
-	var c Chain
+	var c CounterRecord
 	if err := metastore.DecodeRecord(key, kv.Value, chainKind, chainFormat, &c); err != nil {
 		return nil, err
 	}
@@ -218,13 +218,13 @@ func (m *Minter) Mint(ctx context.Context, star string, c Constants) (*Record, e
 			return nil, &metastore.RecordError{Key: m.ChainKey(star), Kind: chainKind, Reason: "epoch numbers exhausted"}
 		}
 		rec := &Record{
-			Header:    metastore.Header{Kind: recordKind, Format: recordFormat},
-			Star:      star,
-			Epoch:     n,
-			Constants: c,
-			State:     StateOpen,
-			MintedAt:  m.clock.Now().UTC(),
-			MintedBy:  m.opts.Identity,
+			RecordHeader: metastore.RecordHeader{Kind: recordKind, Format: recordFormat},
+			Star:         star,
+			Epoch:        n,
+			Constants:    c,
+			State:        StateOpen,
+			MintedAt:     m.clock.Now().UTC(),
+			MintedBy:     m.opts.Identity,
 		}
 		rec.Constants.Buckets = append([]string(nil), c.Buckets...)
 		next := *ch

@@ -144,7 +144,7 @@ type Cursors struct {
 
 // Record is an epoch's metastore record, chains/<star>/<epoch>.
 type Record struct {
-	metastore.Header
+	metastore.RecordHeader
 	Star      string    `json:"star"`
 	Epoch     uint64    `json:"epoch"`
 	Constants Constants `json:"constants"`
@@ -205,9 +205,9 @@ func (r *Record) check(key, star string, epoch uint64) error {
 	return nil
 }
 
-// Chain is a star's counter record, chains/<star>.
-type Chain struct {
-	metastore.Header
+// CounterRecord is a star's counter record, chains/<star>.
+type CounterRecord struct {
+	metastore.RecordHeader
 	Star string `json:"star"`
 	// Next is the number the next mint will take. Epoch numbers start at 1.
 	Next uint64 `json:"next"`

@@ -213,7 +213,7 @@ func (s *Star) land(ctx context.Context, t *tenure) error {
 	if lost == nil && unknown == 0 && next != want {
 		return fmt.Errorf("the index covers %s up to %d, the tenure appended up to %d", stream, next, want)
 	}
-	mark := &Mark{Header: hdr(releaseKind), Stream: stream, Star: s.cfg.Star, Epoch: ep, Tenure: t.info.Tenure, Next: next, Reason: t.reason, At: s.clock.Now().UTC()}
+	mark := &Mark{RecordHeader: hdr(releaseKind), Stream: stream, Star: s.cfg.Star, Epoch: ep, Tenure: t.info.Tenure, Next: next, Reason: t.reason, At: s.clock.Now().UTC()}
 	return s.stampMark(ctx, t, mark, wrev, lrev)
 }
 

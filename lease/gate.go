@@ -44,10 +44,10 @@ type Tenure struct {
 	Decision Decision
 	// Predecessor is the last-writer record the gate judged (nil for a
 	// fresh stream).
-	Predecessor *Writer
+	Predecessor *WriterRecord
 	// Settled reports the settlement the open ran (SettledInline,
 	// SettledDead, AlreadySettled).
-	Settled *settle.Report
+	Settled *settle.SettleReport
 }
 
 // OpenOptions are the producer-facing parts of an open.
@@ -196,7 +196,7 @@ func (s *Star) OpenWait(ctx context.Context, stream string, opts OpenOptions, in
 // acquire creates the stream's lease bound to the star's session.
 func (s *Star) acquire(ctx context.Context, stream string, breakLease bool) (int64, error) {
 	key := s.keys.lease(stream)
-	v, err := encode(&leaseRecord{Header: hdr(leaseKind), Stream: stream, Star: s.cfg.Star, Session: s.cfg.Session.ID()})
+	v, err := encode(&leaseRecord{RecordHeader: hdr(leaseKind), Stream: stream, Star: s.cfg.Star, Session: s.cfg.Session.ID()})
 	if err != nil {
 		return 0, err
 	}
@@ -259,7 +259,9 @@ func (s *Star) release(stream string, rev int64) {
 	}
 }
 
-func hdr(kind string) metastore.Header { return metastore.Header{Kind: kind, Format: recFormat} }
+func hdr(kind string) metastore.RecordHeader {
+	return metastore.RecordHeader{Kind: kind, Format: recFormat}
+}
 
 // gate is one round of the open gate: read, decide, settle, admit by
 // compare-and-set. errRegate asks for another round.
@@ -277,10 +279,10 @@ func (s *Star) gate(ctx context.Context, stream string, opts OpenOptions, leaseR
 
 // gateRecords are the records of a stream the gate judges.
 type gateRecords struct {
-	w       *Writer
+	w       *WriterRecord
 	m       *Mark
 	markRev int64
-	tok     *Token
+	tok     *TokenRecord
 }
 
 // readGate reads the stream's last-writer record, mark and token, in one
@@ -297,7 +299,7 @@ func (s *Star) readGate(ctx context.Context, stream string) (gateRecords, error)
 // gateOf decodes the gate records of stream from the reads of its
 // last-writer record, mark and token.
 func (s *Star) gateOf(stream string, wr, mr, tr metastore.ReadResult) (gateRecords, error) {
-	g := gateRecords{tok: &Token{Stream: stream, Mode: Any}}
+	g := gateRecords{tok: &TokenRecord{Stream: stream, Mode: Any}}
 	var err error
 	if wr.Found {
 		if g.w, err = decodeWriter(wr.KV, stream); err != nil {
@@ -323,7 +325,7 @@ func (s *Star) gateOf(stream string, wr, mr, tr metastore.ReadResult) (gateRecor
 
 // settleFunc resolves an abandonment (settlePredecessor, or a bulk open's
 // shared resolution of it).
-type settleFunc func(ctx context.Context, stream string, w *Writer) (Decision, *settle.Report, error)
+type settleFunc func(ctx context.Context, stream string, w *WriterRecord) (Decision, *settle.SettleReport, error)
 
 // decide judges the records g of stream: the token, then the tenure it
 // follows (settling an abandonment with settleFn), then where the stream
@@ -387,7 +389,7 @@ func (s *Star) continueAt(ten Tenure, g gateRecords, next uint64, distrust *bool
 // a mark. It settles the recorded epoch when it is superseded or its star
 // dead, refuses while the star is alive, and rolls this star's own epoch
 // when the predecessor is this star's live head.
-func (s *Star) settlePredecessor(ctx context.Context, stream string, w *Writer) (Decision, *settle.Report, error) {
+func (s *Star) settlePredecessor(ctx context.Context, stream string, w *WriterRecord) (Decision, *settle.SettleReport, error) {
 	rec, err := s.cfg.Minter.Get(ctx, w.Star, w.Epoch)
 	if err != nil {
 		return "", nil, fmt.Errorf("lease: the epoch %s/%d the last writer of %s names: %w", w.Star, w.Epoch, stream, err)
@@ -430,7 +432,7 @@ func (s *Star) settlePredecessor(ctx context.Context, stream string, w *Writer) 
 
 // admit writes this star's last-writer record and consumes any mark, by
 // compare-and-set on everything the gate read, and records the tenure.
-func (s *Star) admit(ctx context.Context, ten Tenure, w *Writer, markRev int64, tok *Token, leaseRev int64) (Tenure, error) {
+func (s *Star) admit(ctx context.Context, ten Tenure, w *WriterRecord, markRev int64, tok *TokenRecord, leaseRev int64) (Tenure, error) {
 	s.tenMu.Lock()
 	defer s.tenMu.Unlock()
 	cur := s.cur
@@ -457,8 +459,8 @@ func (s *Star) admit(ctx context.Context, ten Tenure, w *Writer, markRev int64, 
 
 // admitOps adds to txn the compares and writes that admit ten (whose
 // Epoch is set): 4 compares and at most 2 operations.
-func (s *Star) admitOps(txn *metastore.Txn, ten Tenure, w *Writer, markRev int64, tok *Token, leaseRev int64) error {
-	nw := &Writer{Header: hdr(writerKind), Stream: ten.Stream, Star: s.cfg.Star, Epoch: ten.Epoch, Class: s.cur.Constants.Class, Tenure: ten.Tenure}
+func (s *Star) admitOps(txn *metastore.Txn, ten Tenure, w *WriterRecord, markRev int64, tok *TokenRecord, leaseRev int64) error {
+	nw := &WriterRecord{RecordHeader: hdr(writerKind), Stream: ten.Stream, Star: s.cfg.Star, Epoch: ten.Epoch, Class: s.cur.Constants.Class, Tenure: ten.Tenure}
 	v, err := encode(nw)
 	if err != nil {
 		return err

@@ -234,7 +234,7 @@ func (s *Star) acquireMany(ctx context.Context, streams []string, todo []int, op
 		g.Go(func() error {
 			var txn metastore.Txn
 			for _, i := range chunk {
-				v, err := encode(&leaseRecord{Header: hdr(leaseKind), Stream: streams[i], Star: s.cfg.Star, Session: s.cfg.Session.ID()})
+				v, err := encode(&leaseRecord{RecordHeader: hdr(leaseKind), Stream: streams[i], Star: s.cfg.Star, Session: s.cfg.Session.ID()})
 				if err != nil {
 					errs[i] = err
 					continue
@@ -328,14 +328,14 @@ type bulkOpen struct {
 type bulkSettle struct {
 	done chan struct{} // closed once the first caller has settled
 	d    Decision
-	rep  *settle.Report
+	rep  *settle.SettleReport
 	err  error
 }
 
 // settle is settlePredecessor, once per predecessor epoch. A deferral is
 // reported for each stream with its own name; a roll of this star's own
 // head (errRegate) is not shared: each such stream takes Open's rounds.
-func (b *bulkOpen) settle(ctx context.Context, stream string, w *Writer) (Decision, *settle.Report, error) {
+func (b *bulkOpen) settle(ctx context.Context, stream string, w *WriterRecord) (Decision, *settle.SettleReport, error) {
 	key := fmt.Sprintf("%s/%d", w.Star, w.Epoch)
 	b.mu.Lock()
 	r := b.settled[key]

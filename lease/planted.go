@@ -15,7 +15,7 @@ import (
 func (s *Star) markFirst(ctx context.Context, t *tenure) error {
 	stream := t.info.Stream
 	s.mu.Lock()
-	mark := &Mark{Header: hdr(releaseKind), Stream: stream, Star: s.cfg.Star, Epoch: t.epoch, Tenure: t.info.Tenure, Next: t.next, Reason: t.reason, At: s.clock.Now().UTC()}
+	mark := &Mark{RecordHeader: hdr(releaseKind), Stream: stream, Star: s.cfg.Star, Epoch: t.epoch, Tenure: t.info.Tenure, Next: t.next, Reason: t.reason, At: s.clock.Now().UTC()}
 	wrev, lrev := t.writerRev, t.leaseRev
 	s.mu.Unlock()
 	return s.stampMark(ctx, t, mark, wrev, lrev)

@@ -44,15 +44,15 @@ func (k keys) release(id string) string      { return k.stream(id, "release") }
 func (k keys) lease(id string) string        { return k.stream(id, "lease") }
 func (k keys) token(id string) string        { return k.stream(id, "token") }
 
-// Writer is the last-writer record, streams/<id>/writer: the star that
+// WriterRecord is the last-writer record, streams/<id>/writer: the star that
 // holds (or last held) the stream, the epoch it appends the stream's
 // records in, and the tenure, a number that grows by one with every
 // admitted open of the stream. It is written before the first
 // acknowledgement of a tenure can exist, and moved to the star's new epoch
 // by every roll before anything is placed there, so the epoch it names is
 // always the last one that may hold the stream's acknowledged records.
-type Writer struct {
-	metastore.Header
+type WriterRecord struct {
+	metastore.RecordHeader
 	Stream string `json:"stream"`
 	Star   string `json:"star"`
 	Epoch  uint64 `json:"epoch"`
@@ -68,7 +68,7 @@ type Writer struct {
 // consumes it (deletes it in the transaction that admits the next tenure),
 // and it is evidence only for the tenure it names.
 type Mark struct {
-	metastore.Header
+	metastore.RecordHeader
 	Stream string `json:"stream"`
 	Star   string `json:"star"`
 	Epoch  uint64 `json:"epoch"`
@@ -82,7 +82,7 @@ type Mark struct {
 }
 
 // certifies reports whether m is evidence for the tenure w records.
-func (m *Mark) certifies(w *Writer) bool {
+func (m *Mark) certifies(w *WriterRecord) bool {
 	return m != nil && w != nil && m.Stream == w.Stream && m.Star == w.Star &&
 		(m.Tenure == w.Tenure || planted.On(planted.MarkAnyTenure)) && m.Epoch <= w.Epoch
 }
@@ -90,7 +90,7 @@ func (m *Mark) certifies(w *Writer) bool {
 // leaseRecord is the advisory writer lease, streams/<id>/lease, bound to
 // the holder's session: it names the holder and nothing more.
 type leaseRecord struct {
-	metastore.Header
+	metastore.RecordHeader
 	Stream  string `json:"stream"`
 	Star    string `json:"star"`
 	Session int64  `json:"session"`
@@ -99,7 +99,7 @@ type leaseRecord struct {
 // starEntry is the registry entry, stars/<star>, bound to the star's
 // session: the star is alive while it exists.
 type starEntry struct {
-	metastore.Header
+	metastore.RecordHeader
 	Star    string    `json:"star"`
 	Session int64     `json:"session"`
 	Since   time.Time `json:"since"`
@@ -121,10 +121,10 @@ func (m Mode) valid() bool { return m == Any || m == Fenced }
 // MaxTokenLen bounds a producer fencing token.
 const MaxTokenLen = 256
 
-// Token is a stream's producer fencing token and mode,
+// TokenRecord is a stream's producer fencing token and mode,
 // streams/<id>/token. A stream without one is in mode Any with no token.
-type Token struct {
-	metastore.Header
+type TokenRecord struct {
+	metastore.RecordHeader
 	Stream string `json:"stream"`
 	Mode   Mode   `json:"mode"`
 	Token  string `json:"token"`
@@ -151,7 +151,7 @@ func ValidateToken(token string) error {
 }
 
 // judge applies the token rule to a presented token.
-func (t *Token) judge(presented string) error {
+func (t *TokenRecord) judge(presented string) error {
 	switch {
 	case presented == t.Token && (presented != "" || t.Mode != Fenced):
 		return nil
@@ -172,8 +172,8 @@ func bad(key, kind, format string, args ...any) error {
 	return &metastore.RecordError{Key: key, Kind: kind, Reason: fmt.Sprintf(format, args...)}
 }
 
-func decodeWriter(kv metastore.KV, stream string) (*Writer, error) {
-	var w Writer
+func decodeWriter(kv metastore.KV, stream string) (*WriterRecord, error) {
+	var w WriterRecord
 	if err := metastore.DecodeRecord(kv.Key, kv.Value, writerKind, recFormat, &w); err != nil {
 		return nil, err
 	}
@@ -221,8 +221,8 @@ func decodeLease(kv metastore.KV, stream string) (*leaseRecord, error) {
 	return &l, nil
 }
 
-func decodeToken(kv metastore.KV, stream string) (*Token, error) {
-	var t Token
+func decodeToken(kv metastore.KV, stream string) (*TokenRecord, error) {
+	var t TokenRecord
 	if err := metastore.DecodeRecord(kv.Key, kv.Value, tokenKind, recFormat, &t); err != nil {
 		return nil, err
 	}
@@ -253,20 +253,20 @@ func getOptional(ctx context.Context, s metastore.Store, key string) (metastore.
 type StreamState struct {
 	Stream string
 	// Writer is the last-writer record, nil for a stream never opened.
-	Writer *Writer
+	Writer *WriterRecord
 	// Mark is the clean-release mark, nil when none is standing.
 	Mark *Mark
 	// Holder is the star named by the advisory lease, "" when none.
 	Holder string
 	// Token is the installed producer fencing token (mode Any with no
 	// token when none is).
-	Token *Token
+	Token *TokenRecord
 }
 
 // Inspect reads a stream's tenure records under root. A record that does
 // not decode is a *metastore.RecordError.
 func Inspect(ctx context.Context, store metastore.Store, root, stream string) (StreamState, error) {
-	st := StreamState{Stream: stream, Token: &Token{Header: metastore.Header{Kind: tokenKind, Format: recFormat}, Stream: stream, Mode: Any}}
+	st := StreamState{Stream: stream, Token: &TokenRecord{RecordHeader: metastore.RecordHeader{Kind: tokenKind, Format: recFormat}, Stream: stream, Mode: Any}}
 	if err := epoch.ValidateName("stream", stream); err != nil {
 		return st, err
 	}

@@ -124,7 +124,7 @@ func FuzzMarkRecord(f *testing.F) {
 			m.Epoch == 0 || m.Tenure == 0 || m.Revision != kv.Revision {
 			t.Fatalf("accepted mark %+v at revision %d", m, kv.Revision)
 		}
-		w := &Writer{Stream: m.Stream, Star: m.Star, Epoch: m.Epoch, Tenure: m.Tenure}
+		w := &WriterRecord{Stream: m.Stream, Star: m.Star, Epoch: m.Epoch, Tenure: m.Tenure}
 		if !m.certifies(w) {
 			t.Fatalf("mark %+v does not certify its own tenure", m)
 		}

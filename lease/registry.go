@@ -46,7 +46,7 @@ func (r *Registry) Register(ctx context.Context, star string, sess metastore.Ses
 		return &config.Error{Field: "Session", Value: nil, Reason: "required"}
 	}
 	key := r.keys.star(star)
-	v, err := encode(&starEntry{Header: metastore.Header{Kind: starKind, Format: recFormat}, Star: star, Session: sess.ID(), Since: r.clock.Now().UTC()})
+	v, err := encode(&starEntry{RecordHeader: metastore.RecordHeader{Kind: starKind, Format: recFormat}, Star: star, Session: sess.ID(), Since: r.clock.Now().UTC()})
 	if err != nil {
 		return err
 	}

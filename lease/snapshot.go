@@ -78,7 +78,7 @@ func (e *SnapshotError) Unwrap() []error {
 // saves one, fenced by its tenure, and never at a lower offset than the
 // stored one.
 type Snapshot struct {
-	metastore.Header
+	metastore.RecordHeader
 	Stream string `json:"stream"`
 	// Star and Tenure are the tenure that saved it.
 	Star   string `json:"star"`
@@ -150,7 +150,7 @@ func ReadSnapshot(ctx context.Context, store metastore.Store, root, stream strin
 	}
 	sn, err := readSnapshot(ctx, store, k, stream)
 	if err != nil || sn == nil {
-		return Snapshot{Header: hdr(snapshotKind), Stream: stream}, err
+		return Snapshot{RecordHeader: hdr(snapshotKind), Stream: stream}, err
 	}
 	return *sn, nil
 }
@@ -238,7 +238,7 @@ func (s *Star) SaveSnapshot(ctx context.Context, stream string, offset uint64, d
 	s.mu.Lock()
 	wrev, lrev, tenure := t.writerRev, t.leaseRev, t.info.Tenure
 	s.mu.Unlock()
-	sn := &Snapshot{Header: hdr(snapshotKind), Stream: stream, Star: s.cfg.Star, Tenure: tenure, Offset: offset,
+	sn := &Snapshot{RecordHeader: hdr(snapshotKind), Stream: stream, Star: s.cfg.Star, Tenure: tenure, Offset: offset,
 		Size: len(data), Sum: crc32.Checksum(data, castagnoli), Data: data, At: s.clock.Now().UTC()}
 	v, err := encode(sn)
 	if err != nil {

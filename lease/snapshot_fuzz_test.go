@@ -14,7 +14,7 @@ import (
 // survives another round trip unchanged.
 func FuzzDecodeSnapshot(f *testing.F) {
 	good := func(data []byte) []byte {
-		v, err := encode(&Snapshot{Header: hdr(snapshotKind), Stream: "orders", Star: "star-a", Tenure: 3, Offset: 42,
+		v, err := encode(&Snapshot{RecordHeader: hdr(snapshotKind), Stream: "orders", Star: "star-a", Tenure: 3, Offset: 42,
 			Size: len(data), Sum: crc32.Checksum(data, castagnoli), Data: data})
 		if err != nil {
 			f.Fatal(err)

@@ -270,7 +270,7 @@ func TestSnapshotCorrupt(t *testing.T) {
 		require.NoError(t, err)
 	}
 	record := func(off uint64, data []byte, sum uint32) []byte {
-		v, err := metastore.EncodeRecord(&lease.Snapshot{Header: metastore.Header{Kind: "stream-snapshot", Format: 1}, Stream: "orders",
+		v, err := metastore.EncodeRecord(&lease.Snapshot{RecordHeader: metastore.RecordHeader{Kind: "stream-snapshot", Format: 1}, Stream: "orders",
 			Star: "star-a", Tenure: 1, Offset: off, Size: len(data), Sum: sum, Data: data})
 		require.NoError(t, err)
 		return v

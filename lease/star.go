@@ -735,7 +735,7 @@ func (s *Star) republish(ctx context.Context, next *epoch.Record, payloads [][]b
 	}
 	s.mu.Unlock()
 	for _, t := range ts {
-		w := &Writer{Header: metastore.Header{Kind: writerKind, Format: recFormat}, Stream: t.info.Stream, Star: s.cfg.Star, Epoch: next.Epoch, Class: next.Constants.Class, Tenure: t.info.Tenure}
+		w := &WriterRecord{RecordHeader: metastore.RecordHeader{Kind: writerKind, Format: recFormat}, Stream: t.info.Stream, Star: s.cfg.Star, Epoch: next.Epoch, Class: next.Constants.Class, Tenure: t.info.Tenure}
 		v, err := encode(w)
 		if err != nil {
 			return nil, err

@@ -12,7 +12,7 @@ import (
 
 // ReadToken returns the stream's installed fencing token (mode Any with no
 // token when none is installed).
-func (s *Star) ReadToken(ctx context.Context, stream string) (*Token, error) {
+func (s *Star) ReadToken(ctx context.Context, stream string) (*TokenRecord, error) {
 	if err := epoch.ValidateName("stream", stream); err != nil {
 		return nil, err
 	}
@@ -21,7 +21,7 @@ func (s *Star) ReadToken(ctx context.Context, stream string) (*Token, error) {
 		return nil, fmt.Errorf("lease: read the token of %s: %w", stream, err)
 	}
 	if !ok {
-		return &Token{Header: hdr(tokenKind), Stream: stream, Mode: Any}, nil
+		return &TokenRecord{RecordHeader: hdr(tokenKind), Stream: stream, Mode: Any}, nil
 	}
 	return decodeToken(kv, stream)
 }
@@ -68,7 +68,7 @@ func (s *Star) Fence(ctx context.Context, stream string, mode Mode, token string
 	if err != nil {
 		return nil, err
 	}
-	v, err := encode(&Token{Header: hdr(tokenKind), Stream: stream, Mode: mode, Token: token})
+	v, err := encode(&TokenRecord{RecordHeader: hdr(tokenKind), Stream: stream, Mode: mode, Token: token})
 	if err != nil {
 		return nil, err
 	}

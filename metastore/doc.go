@@ -108,10 +108,10 @@
 // additions are new optional fields, which older readers ignore.
 //
 //	type chain struct {
-//		metastore.Header
+//		metastore.RecordHeader
 //		Next int64 `json:"next"`
 //	}
-//	data, _ := metastore.EncodeRecord(chain{Header: metastore.Header{Kind: "chain", Format: 1}, Next: 1})
+//	data, _ := metastore.EncodeRecord(chain{RecordHeader: metastore.RecordHeader{Kind: "chain", Format: 1}, Next: 1})
 //	var c chain
 //	err := metastore.DecodeRecord(key, data, "chain", 1, &c)
 package metastore

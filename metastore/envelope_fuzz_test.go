@@ -12,7 +12,7 @@ import (
 // envelopeProbe is a record with the shapes the library's records use:
 // strings, numbers, a map and a time.
 type envelopeProbe struct {
-	metastore.Header
+	metastore.RecordHeader
 	Name  string            `json:"name"`
 	Next  uint64            `json:"next"`
 	Rev   int64             `json:"rev,omitempty"`

@@ -10,7 +10,7 @@ import (
 )
 
 type counter struct {
-	metastore.Header
+	metastore.RecordHeader
 	Next int64 `json:"next"`
 }
 
@@ -22,7 +22,7 @@ func Example() {
 
 	increment := func(key string) (int64, error) {
 		for {
-			c := counter{Header: metastore.Header{Kind: "counter", Format: 1}}
+			c := counter{RecordHeader: metastore.RecordHeader{Kind: "counter", Format: 1}}
 			kv, err := st.Get(ctx, key)
 			switch {
 			case errors.Is(err, metastore.ErrNotFound): // first use: create it

@@ -15,11 +15,11 @@ import (
 // *RecordError.
 var ErrBadRecord = errkind.New(cutline.ErrCorrupt, "metastore: bad record")
 
-// Header is embedded first in every versioned record: Kind names the record
+// RecordHeader is embedded first in every versioned record: Kind names the record
 // type ("epoch", "chain", …) and Format its major format version. Readers
 // refuse formats newer than they know; minor additions are new optional
 // fields, which older readers ignore.
-type Header struct {
+type RecordHeader struct {
 	Kind   string `json:"kind"`
 	Format int    `json:"format"`
 }
@@ -61,7 +61,7 @@ func EncodeRecord(v any) ([]byte, error) {
 // kind with a major format between 1 and maxFormat. key only labels errors.
 // A failure is a *RecordError; v must not be used then.
 func DecodeRecord(key string, data []byte, kind string, maxFormat int, v any) error {
-	var h Header
+	var h RecordHeader
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &RecordError{Key: key, Kind: kind, Reason: "empty value"}
 	}

@@ -11,13 +11,13 @@ import (
 )
 
 type chainRecord struct {
-	metastore.Header
+	metastore.RecordHeader
 	Next  int64            `json:"next"`
 	Heads map[string]int64 `json:"heads,omitempty"`
 }
 
 func TestRecordRoundTrip(t *testing.T) {
-	in := chainRecord{Header: metastore.Header{Kind: "chain", Format: 1}, Next: 8, Heads: map[string]int64{"standard": 7}}
+	in := chainRecord{RecordHeader: metastore.RecordHeader{Kind: "chain", Format: 1}, Next: 8, Heads: map[string]int64{"standard": 7}}
 	data, err := metastore.EncodeRecord(in)
 	require.NoError(t, err)
 	assert.Contains(t, string(data), "\n  \"kind\": \"chain\"", "indented, readable with etcdctl")

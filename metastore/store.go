@@ -82,9 +82,9 @@ func (t EventType) String() string {
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
 
-// Event is one change seen by Watch. For deletes, KV.Value is nil and
+// WatchEvent is one change seen by Watch. For deletes, KV.Value is nil and
 // KV.Revision is the revision of the delete.
-type Event struct {
+type WatchEvent struct {
 	Type EventType
 	KV   KV
 }
@@ -134,7 +134,7 @@ type Store interface {
 	// can no longer serve from (compacted history) yields an error matching
 	// ErrCompacted; the caller then reads the state with List and watches
 	// from List's revision plus one.
-	Watch(ctx context.Context, prefix string, from int64) iter.Seq2[Event, error]
+	Watch(ctx context.Context, prefix string, from int64) iter.Seq2[WatchEvent, error]
 
 	// NewSession starts a session with the given TTL, kept alive in the
 	// background until Close or until keep-alives fail for a whole TTL.

@@ -51,7 +51,7 @@
 // (fence.Fencer.FenceAt), poisoning that slot in B buckets in one round
 // trip and publishing it as the cut by compare-and-set, and its
 // settlement skips the garbage sweep (settle.Settler.SettleFencedAt,
-// settle.Report.NoGarbageSweep): the writer created no flight at or past
+// settle.SettleReport.NoGarbageSweep): the writer created no flight at or past
 // its release point, and garbage past the cut is harmless anyway (nothing
 // reads past the cut).
 // With every append acknowledged and covered, the roll then costs one

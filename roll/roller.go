@@ -533,7 +533,7 @@ func clean(w *chain.Writer, closeErr error) (uint64, bool) {
 // clean), the old epoch is fenced at that release point
 // (fence.Fencer.FenceAt, one round trip of poison creates instead of a
 // walk), and when that decided the cut, settlement skips the garbage sweep
-// (settle.Settler.SettleFencedAt, settle.Report.NoGarbageSweep): the
+// (settle.Settler.SettleFencedAt, settle.SettleReport.NoGarbageSweep): the
 // writer created nothing at or past it.
 func (r *Roller) turnover(ctx context.Context, old uint64, c epoch.Constants, release *uint64) (*chain.Writer, uint64, error) {
 	var nw *chain.Writer

@@ -123,7 +123,7 @@ func (s Span) check() error {
 // that holds them, and to the bytes [Start, End) of that flight's payload
 // that hold them. Refs written before bundles carry no byte range (0, 0).
 type Ref struct {
-	metastore.Header
+	metastore.RecordHeader
 	Stream string `json:"stream"`
 	Offset uint64 `json:"offset"`
 	Count  uint64 `json:"count"`

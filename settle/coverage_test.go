@@ -69,7 +69,7 @@ func TestRefIndexCoverIsIdempotent(t *testing.T) {
 
 	r, err := x.Lookup(ctx, stream, 0)
 	require.NoError(t, err)
-	require.Equal(t, settle.Ref{Header: r.Header, Stream: stream, Offset: 0, Count: 1, Star: starA, Epoch: 3, Slot: 7,
+	require.Equal(t, settle.Ref{RecordHeader: r.RecordHeader, Stream: stream, Offset: 0, Count: 1, Star: starA, Epoch: 3, Slot: 7,
 		Start: 0, End: uint64(len(f.Payload))}, r)
 	require.Equal(t, chain.Position{Epoch: 3, Slot: 7}, r.Position())
 	kv, err := store.Get(ctx, "tenant/refpages/s/00000000000000000000")

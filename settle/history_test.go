@@ -141,7 +141,7 @@ func (h *histEnv) counts() counts {
 // cycle is a star's turnover after a crash, as roll.Open does it: it
 // settles the earlier epochs (SettleAll: fence and settle) and mints a
 // new one, which the next lay writes.
-func (h *histEnv) cycle(tb testing.TB) []settle.Report {
+func (h *histEnv) cycle(tb testing.TB) []settle.SettleReport {
 	tb.Helper()
 	ctx := context.Background()
 	reps, err := h.s.SettleAll(ctx, starA)

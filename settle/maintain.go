@@ -152,7 +152,7 @@ type MaintenanceReport struct {
 	ExpiredBy         map[string]uint64
 	PagesDropped      int
 	// Settled holds a Report per epoch the pass settled.
-	Settled []Report
+	Settled []SettleReport
 	// Epochs counts the epochs compacted or trimmed; Segments the
 	// segments written, Pages the ref pages moved onto them, Bytes the
 	// bytes rewritten into them; FlightsDeleted the slot objects trimmed.

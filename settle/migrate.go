@@ -119,7 +119,7 @@ func (x *RefIndex) Migrate(ctx context.Context, stream string) (MigrateReport, e
 		return rep, fmt.Errorf("settle migrate %s: %w", stream, err)
 	}
 	var h struct {
-		metastore.Header
+		metastore.RecordHeader
 		Stream string `json:"stream"`
 		Next   uint64 `json:"next"`
 	}

@@ -286,7 +286,7 @@ func (x *RefIndex) planStream(ctx context.Context, star string, h head, items []
 	var doneRevs []int64
 	for _, it := range items {
 		s := it.span
-		offered := Ref{Header: metastore.Header{Kind: refKind, Format: IndexFormat}, Stream: stream, Offset: s.Offset, Count: s.Count,
+		offered := Ref{RecordHeader: metastore.RecordHeader{Kind: refKind, Format: IndexFormat}, Stream: stream, Offset: s.Offset, Count: s.Count,
 			Star: star, Epoch: it.pos.Epoch, Slot: it.pos.Slot, Start: s.Start, End: s.End}
 		switch {
 		case s.Offset < cur.Next:

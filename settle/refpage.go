@@ -49,7 +49,7 @@ const (
 // refPage is one page of a stream's refs. Each span is [count, slot,
 // start, end]: offsets follow from First and the counts before it.
 type refPage struct {
-	metastore.Header
+	metastore.RecordHeader
 	Stream string      `json:"stream"`
 	First  uint64      `json:"first"`
 	Star   string      `json:"star"`
@@ -69,7 +69,7 @@ type refPage struct {
 }
 
 func newPage(stream, star string, ep, first uint64) refPage {
-	return refPage{Header: metastore.Header{Kind: pageKind, Format: flightPageFormat}, Stream: stream, First: first, Star: star, Epoch: ep, Next: first}
+	return refPage{RecordHeader: metastore.RecordHeader{Kind: pageKind, Format: flightPageFormat}, Stream: stream, First: first, Star: star, Epoch: ep, Next: first}
 }
 
 // add appends span s of the flight at slot.
@@ -99,7 +99,7 @@ func (p *refPage) find(offset uint64) Ref {
 }
 
 func (p *refPage) ref(at uint64, sp [4]uint64) Ref {
-	return Ref{Header: metastore.Header{Kind: refKind, Format: IndexFormat}, Stream: p.Stream, Offset: at, Count: sp[0],
+	return Ref{RecordHeader: metastore.RecordHeader{Kind: refKind, Format: IndexFormat}, Stream: p.Stream, Offset: at, Count: sp[0],
 		Star: p.Star, Epoch: p.Epoch, Slot: sp[1], Start: sp[2], End: sp[3]}
 }
 

@@ -35,7 +35,7 @@ const startKind, startFormat = "refstart", 1
 // refStart is a stream's retention point, refstart/<stream>: offsets
 // below Start are no longer served.
 type refStart struct {
-	metastore.Header
+	metastore.RecordHeader
 	Stream string `json:"stream"`
 	Start  uint64 `json:"start"`
 }
@@ -123,7 +123,7 @@ func (x *RefIndex) Retain(ctx context.Context, stream string, offset uint64) (Re
 		return rep, err
 	}
 	if offset > start {
-		v, err := metastore.EncodeRecord(&refStart{Header: metastore.Header{Kind: startKind, Format: startFormat}, Stream: stream, Start: offset})
+		v, err := metastore.EncodeRecord(&refStart{RecordHeader: metastore.RecordHeader{Kind: startKind, Format: startFormat}, Stream: stream, Start: offset})
 		if err != nil {
 			return rep, err
 		}

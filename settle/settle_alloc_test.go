@@ -108,7 +108,7 @@ func layBigEpoch(tb testing.TB, zones []objstore.Bucket, small uint64, big []byt
 
 // check checks a settlement's outcome: the cut past the big flight, and
 // every flight covered.
-func (e *bigEpoch) check(tb testing.TB, rep settle.Report, err error) {
+func (e *bigEpoch) check(tb testing.TB, rep settle.SettleReport, err error) {
 	tb.Helper()
 	ctx := context.Background()
 	if err != nil {

@@ -108,8 +108,8 @@ func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settl
 	return &Settler{minter: m, zones: zones, cov: cov, reader: r, opts: opts, seed: rand.Uint64()}, nil
 }
 
-// Report describes one Settle call.
-type Report struct {
+// SettleReport describes one Settle call.
+type SettleReport struct {
 	Star  string
 	Epoch uint64
 	Cut   uint64
@@ -154,7 +154,7 @@ type Report struct {
 //
 // A settled epoch is a no-op. A successor serves or appends only after
 // Settle returned nil.
-func (s *Settler) Settle(ctx context.Context, star string, ep uint64) (Report, error) {
+func (s *Settler) Settle(ctx context.Context, star string, ep uint64) (SettleReport, error) {
 	return s.settle(ctx, star, ep, nil)
 }
 
@@ -168,9 +168,9 @@ func (s *Settler) Settle(ctx context.Context, star string, ep uint64) (Report, e
 // FenceAt returned for a release point of the caller's own writer: a
 // report made up or taken from another fence leaves garbage standing past
 // the cut (harmless to readers, but never deleted).
-func (s *Settler) SettleFencedAt(ctx context.Context, fr fence.Report) (Report, error) {
+func (s *Settler) SettleFencedAt(ctx context.Context, fr fence.Report) (SettleReport, error) {
 	if fr.Star == "" {
-		return Report{}, &config.Error{Field: "fence report", Value: fr.Star, Reason: "names no star: pass the report FenceAt returned"}
+		return SettleReport{}, &config.Error{Field: "fence report", Value: fr.Star, Reason: "names no star: pass the report FenceAt returned"}
 	}
 	var skip *fence.Report
 	if fr.AtRelease {
@@ -195,8 +195,8 @@ func (s *Settler) Fencer() *fence.Fencer { return s.opts.Fencer }
 // settle is Settle. With skip, a FenceAt report that decided the cut at
 // a cleanly closed writer's release point, it skips step 2 if the
 // record's cut is skip's (Report.NoGarbageSweep says why that is safe).
-func (s *Settler) settle(ctx context.Context, star string, ep uint64, skip *fence.Report) (Report, error) {
-	rep := Report{Star: star, Epoch: ep}
+func (s *Settler) settle(ctx context.Context, star string, ep uint64, skip *fence.Report) (SettleReport, error) {
+	rep := SettleReport{Star: star, Epoch: ep}
 	rec, err := s.minter.Get(ctx, star, ep)
 	if err != nil {
 		return rep, fmt.Errorf("settle %s/%d: %w", star, ep, err)
@@ -229,7 +229,7 @@ func (s *Settler) settle(ctx context.Context, star string, ep uint64, skip *fenc
 	// Steps 2 and 3 touch disjoint slots ([cut, cut+window] and
 	// [checkpoint, cut)) and neither reads what the other writes, so they
 	// run side by side; both must be done before the record is marked.
-	var garbage Report
+	var garbage SettleReport
 	var garbageErr error
 	var wg sync.WaitGroup
 	if skip != nil && skip.AtRelease && rec.Cut == skip.Cut {
@@ -269,7 +269,7 @@ func (s *Settler) settle(ctx context.Context, star string, ep uint64, skip *fenc
 // window. A bucket that stays unreachable through Retries is given up for
 // the rest of the span (its garbage is harmless: nothing reads past the
 // cut).
-func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, known []fence.Copy, rep *Report) error {
+func (s *Settler) deleteGarbage(ctx context.Context, rec *epoch.Record, buckets []objstore.Bucket, known []fence.Copy, rep *SettleReport) error {
 	sw := &sweep{s: s, rec: rec, keys: wire.KeysOf(rec), rep: rep, known: map[string]map[uint64]bool{},
 		from: rec.Cut, end: rec.Cut + uint64(rec.Constants.Window),
 		// The jitter is keyed on the epoch, so that settlers racing on it
@@ -316,7 +316,7 @@ type sweep struct {
 	known map[string]map[uint64]bool
 
 	mu  sync.Mutex
-	rep *Report
+	rep *SettleReport
 }
 
 // bucket sweeps one bucket. Its error is the context's only.
@@ -337,7 +337,7 @@ func (sw *sweep) bucket(ctx context.Context, b objstore.Bucket) error {
 	defer dropping.Wait()
 	for attempt := 0; ; {
 		page, err := b.List(ctx, prefix, after, limit)
-		sw.count(func(r *Report) { r.Lists++ })
+		sw.count(func(r *SettleReport) { r.Lists++ })
 		if err != nil {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -345,7 +345,7 @@ func (sw *sweep) bucket(ctx context.Context, b objstore.Bucket) error {
 			if attempt++; attempt > opts.Retries {
 				opts.Logger.WarnContext(ctx, "garbage left unlisted in an unreachable bucket (harmless: nothing reads past the cut)",
 					"star", rec.Star, "epoch", rec.Epoch, "bucket", b.Name(), "from", next, "err", err)
-				sw.count(func(r *Report) { r.GarbageLeft += int(min(sw.end-next, 1<<31)) + 1 })
+				sw.count(func(r *SettleReport) { r.GarbageLeft += int(min(sw.end-next, 1<<31)) + 1 })
 				dropping.Wait()
 				return dropErr
 			}
@@ -390,7 +390,7 @@ func (sw *sweep) drop(ctx context.Context, b objstore.Bucket, slots []uint64) er
 	for attempt := 0; len(slots) > 0; attempt++ {
 		if attempt > 0 {
 			if attempt > opts.Retries {
-				sw.count(func(r *Report) { r.GarbageLeft += len(slots) })
+				sw.count(func(r *SettleReport) { r.GarbageLeft += len(slots) })
 				opts.Logger.WarnContext(ctx, "garbage left standing in an unreachable bucket (harmless: nothing reads past the cut)",
 					"star", rec.Star, "epoch", rec.Epoch, "cut", rec.Cut, "bucket", b.Name(), "objects", len(slots))
 				return nil
@@ -424,12 +424,12 @@ func (sw *sweep) drop(ctx context.Context, b objstore.Bucket, slots []uint64) er
 					o.State = wire.SlotFlight // read by the fence
 				} else {
 					o = wire.ObserveHeader(ctx, b, slot)
-					sw.count(func(r *Report) { r.Reads++ })
+					sw.count(func(r *SettleReport) { r.Reads++ })
 				}
 				switch o.State {
 				case wire.SlotFlight:
 					err := b.Delete(ctx, slot.Key())
-					sw.count(func(r *Report) {
+					sw.count(func(r *SettleReport) {
 						r.Deletes++
 						if err == nil {
 							r.GarbageDeleted++
@@ -460,7 +460,7 @@ func (sw *sweep) drop(ctx context.Context, b objstore.Bucket, slots []uint64) er
 }
 
 // count updates the report under the sweep's lock.
-func (sw *sweep) count(f func(r *Report)) {
+func (sw *sweep) count(f func(r *SettleReport)) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	f(sw.rep)
@@ -480,7 +480,7 @@ const keptBytes = wire.MaxPayload + wire.HeaderProbeLen
 // batch, not per span), to any other Coverage one flight at a time. The
 // flights kept holds (the fence's verified copies) are taken from it, and
 // the rest read.
-func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *Report, kept *fence.Kept) error {
+func (s *Settler) cover(ctx context.Context, rec *epoch.Record, rep *SettleReport, kept *fence.Kept) error {
 	if rec.Cursors.Checkpoint >= rec.Cut {
 		return nil
 	}
@@ -556,8 +556,8 @@ func (s *Settler) parallel(n int, f func(i int)) {
 // it serves a takeover. It stops at the first error. It finds them from
 // the star's settlement cursor on (epoch.Minter.Unsettled), so its reads
 // grow with the unsettled epochs, not with the star's history.
-func (s *Settler) SettleAll(ctx context.Context, star string) ([]Report, error) {
-	var out []Report
+func (s *Settler) SettleAll(ctx context.Context, star string) ([]SettleReport, error) {
+	var out []SettleReport
 	var pending []uint64
 	for rec, err := range s.minter.Unsettled(ctx, star) {
 		if err != nil {

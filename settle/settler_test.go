@@ -396,7 +396,7 @@ func TestSettleRacingSettlers(t *testing.T) {
 		e := settletest.NewMem(t, 3)
 		l := layDeadEpoch(t, e, e.NewParty("host", settletest.PartyOptions{}))
 		var wg sync.WaitGroup
-		reps := make([]settle.Report, 4)
+		reps := make([]settle.SettleReport, 4)
 		errs := make([]error, 4)
 		for i := range reps {
 			p := e.NewParty(fmt.Sprintf("successor-%d", i), settletest.PartyOptions{Fence: settletest.FenceFast})

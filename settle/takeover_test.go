@@ -67,7 +67,7 @@ func requireServesToCut(t testing.TB, p *settletest.Party, star string, ep uint6
 }
 
 // keyRule makes a fault rule for one slot object's create.
-func keyRule(e *settletest.Env, star string, ep, slot uint64, kind fault.Kind) fault.Rule {
+func keyRule(e *settletest.Env, star string, ep, slot uint64, kind fault.Effect) fault.Rule {
 	return fault.Rule{Op: fault.OpCreate, Prefix: e.Key(star, ep, slot), Kind: kind, Count: 1}
 }
 
@@ -114,7 +114,7 @@ func takeover(t *testing.T, e *settletest.Env, zombie bool) {
 	rules := []struct {
 		slot  uint64
 		zone  int
-		kind  fault.Kind
+		kind  fault.Effect
 		apply bool
 	}{
 		{40, 1, fault.Fail, true}, {40, 2, fault.Fail, true},

@@ -94,12 +94,12 @@ func newEnvProto(t *testing.T, opts authhttp.ServerOptions, h2 bool) *env {
 
 // newEnvAt is newEnv whose controller starts from the durable state at
 // (its term aside), as if earlier controllers had brought it there.
-func newEnvAt(t *testing.T, opts authhttp.ServerOptions, at authority.State) *env {
+func newEnvAt(t *testing.T, opts authhttp.ServerOptions, at authority.StateRecord) *env {
 	t.Helper()
 	return newEnvWith(t, opts, false, &at)
 }
 
-func newEnvWith(t *testing.T, opts authhttp.ServerOptions, h2 bool, at *authority.State) *env {
+func newEnvWith(t *testing.T, opts authhttp.ServerOptions, h2 bool, at *authority.StateRecord) *env {
 	t.Helper()
 	e := &env{t: t, h2: h2, ctx: t.Context(), clock: clock.NewFake(t0), ca: testpki.New(t, "cutline test CA"),
 		ended: make(chan string, 64), clients: map[string]*client{}}

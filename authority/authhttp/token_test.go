@@ -28,7 +28,7 @@ func variants(tok authority.Token) []authority.Token {
 // revoked, a newer one refused as never issued), a Connect sent on the
 // holder's stream claiming it is refused, and so is a heartbeat.
 func TestStreamTokenTruncatedOrExtended(t *testing.T) {
-	e := newEnvAt(t, authhttp.ServerOptions{}, authority.State{Phase: authority.Granted, Holder: "node-a", Token: bigToken})
+	e := newEnvAt(t, authhttp.ServerOptions{}, authority.StateRecord{Phase: authority.Granted, Holder: "node-a", Token: bigToken})
 	hc := e.client("node-a").hc
 	var replaced []authority.Conn
 	for _, v := range variants(bigToken) {

@@ -210,7 +210,7 @@ func (c *cluster) heartbeat(name string, progress chain.Position) error {
 	return err
 }
 
-func (c *cluster) state() authority.State {
+func (c *cluster) state() authority.StateRecord {
 	st, err := authority.Read(c.ctx, c.store, "", domain)
 	require.NoError(c.t, err)
 	return st

@@ -77,14 +77,14 @@ func Run(t *testing.T, b Backend) {
 // watchStates records every state written for the domain from now on;
 // the returned func waits until the watch has seen the state written last
 // and returns them all.
-func (c *cluster) watchStates() func() []authority.State {
+func (c *cluster) watchStates() func() []authority.StateRecord {
 	c.t.Helper()
 	key := "authority/" + domain + "/state"
 	_, rev, err := c.store.List(c.ctx, key)
 	require.NoError(c.t, err)
 	ctx, cancel := context.WithCancel(c.ctx)
 	type seen struct {
-		st  authority.State
+		st  authority.StateRecord
 		rev int64
 	}
 	ch := make(chan seen)
@@ -97,7 +97,7 @@ func (c *cluster) watchStates() func() []authority.State {
 			if ev.Type != metastore.EventPut || ev.KV.Key != key {
 				continue
 			}
-			var st authority.State
+			var st authority.StateRecord
 			if metastore.DecodeRecord(key, ev.KV.Value, "authority-state", 1, &st) != nil {
 				continue
 			}
@@ -108,10 +108,10 @@ func (c *cluster) watchStates() func() []authority.State {
 			}
 		}
 	}()
-	return func() []authority.State {
+	return func() []authority.StateRecord {
 		defer cancel()
 		last := c.state().Revision
-		var got []authority.State
+		var got []authority.StateRecord
 		for s := range ch {
 			got = append(got, s.st)
 			if s.rev >= last {

@@ -37,7 +37,7 @@ type delivery struct {
 	err  error
 }
 
-func (tr *tracer) persist(st authority.State) {
+func (tr *tracer) persist(st authority.StateRecord) {
 	tr.add("persist %s", showState(st))
 }
 
@@ -130,7 +130,7 @@ func suffix(f string) string {
 	return " (" + f + ")"
 }
 
-func showState(st authority.State) string {
+func showState(st authority.StateRecord) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s term=%d token=%d", st.Phase, st.Term, st.Token)
 	if st.Holder != "" {

@@ -65,7 +65,7 @@ type streamsResult struct {
 	takeTxns     time.Duration
 	takeObjects  benchfix.Requests
 	takeDecision lease.Decision
-	takeSettled  *settle.Report // the settlement of the holder's epoch
+	takeSettled  *settle.SettleReport // the settlement of the holder's epoch
 }
 
 // putCounter counts the bytes the transactions of a Store put (keys and
@@ -462,7 +462,7 @@ func streamsRows(r, ref *streamsResult, cfg config) []Row {
 }
 
 // settledString describes the settlement a takeover ran.
-func settledString(rep *settle.Report) string {
+func settledString(rep *settle.SettleReport) string {
 	if rep == nil {
 		return "no settlement"
 	}

@@ -257,7 +257,7 @@ func (c *countingStore) Txn(ctx context.Context, t metastore.Txn) (int64, error)
 	return c.Store.Txn(ctx, t)
 }
 
-func (c *countingStore) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
+func (c *countingStore) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.WatchEvent, error] {
 	c.others.Add(1)
 	return c.Store.Watch(ctx, prefix, from)
 }

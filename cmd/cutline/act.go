@@ -97,10 +97,10 @@ func (noCoverage) Cover(_ context.Context, star string, f chain.Flight) error {
 
 // SettleView is the output of `settle`.
 type SettleView struct {
-	Star   string        `json:"star"`
-	Epoch  uint64        `json:"epoch"`
-	Cut    uint64        `json:"cut"`
-	Report settle.Report `json:"report"`
+	Star   string              `json:"star"`
+	Epoch  uint64              `json:"epoch"`
+	Cut    uint64              `json:"cut"`
+	Report settle.SettleReport `json:"report"`
 }
 
 func runSettle(ctx context.Context, c *cmd, args []string) error {

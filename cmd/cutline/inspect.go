@@ -411,12 +411,12 @@ func observe(ctx context.Context, buckets []objstore.Bucket, keys wire.Keys, rec
 // StreamView is the output of `stream`. The producer token itself is never
 // shown: only its mode and whether one is installed.
 type StreamView struct {
-	Stream         string        `json:"stream"`
-	Holder         string        `json:"holder,omitempty"`
-	Writer         *lease.Writer `json:"writer,omitempty"`
-	Mark           *lease.Mark   `json:"mark,omitempty"`
-	TokenMode      lease.Mode    `json:"token_mode"`
-	TokenInstalled bool          `json:"token_installed"`
+	Stream         string              `json:"stream"`
+	Holder         string              `json:"holder,omitempty"`
+	Writer         *lease.WriterRecord `json:"writer,omitempty"`
+	Mark           *lease.Mark         `json:"mark,omitempty"`
+	TokenMode      lease.Mode          `json:"token_mode"`
+	TokenInstalled bool                `json:"token_installed"`
 }
 
 func runStream(ctx context.Context, c *cmd, args []string) error {

@@ -199,8 +199,8 @@ func TestStream(t *testing.T) {
 		_, err = metastore.Put(ctx, f.env.Store, key, b, 0)
 		require.NoError(t, err)
 	}
-	put("streams/orders/writer", &lease.Writer{Header: metastore.Header{Kind: "stream-writer", Format: 1}, Stream: "orders", Star: "star-a", Epoch: 3, Class: "standard", Tenure: 2})
-	put("streams/orders/token", &lease.Token{Header: metastore.Header{Kind: "stream-token", Format: 1}, Stream: "orders", Mode: lease.Fenced, Token: "s3cret-token"})
+	put("streams/orders/writer", &lease.WriterRecord{RecordHeader: metastore.RecordHeader{Kind: "stream-writer", Format: 1}, Stream: "orders", Star: "star-a", Epoch: 3, Class: "standard", Tenure: 2})
+	put("streams/orders/token", &lease.TokenRecord{RecordHeader: metastore.RecordHeader{Kind: "stream-token", Format: 1}, Stream: "orders", Mode: lease.Fenced, Token: "s3cret-token"})
 	before := f.snapshot()
 
 	r := f.run("", "stream", "orders")

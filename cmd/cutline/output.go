@@ -93,7 +93,7 @@ var (
 
 // toolJSON is v with the tool's field names throughout: a struct's json
 // tags where it has them, else its field names in snake case. The
-// library's reports (fence.Report, settle.Report) carry no tags, and
+// library's reports (fence.Report, settle.SettleReport) carry no tags, and
 // Go's names (Duration, AlreadySettled) have no place in the tool's
 // JSON. A duration is in seconds, its name ending in _s; a value that
 // marshals itself does.

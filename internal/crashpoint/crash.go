@@ -305,10 +305,10 @@ func (st *store) NewSession(ctx context.Context, ttl time.Duration) (metastore.S
 	return nil, metastore.Unavailable(ErrCrashed)
 }
 
-func (st *store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
+func (st *store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.WatchEvent, error] {
 	if st.s.Dead() {
-		return func(yield func(metastore.Event, error) bool) {
-			yield(metastore.Event{}, metastore.Unavailable(ErrCrashed))
+		return func(yield func(metastore.WatchEvent, error) bool) {
+			yield(metastore.WatchEvent{}, metastore.Unavailable(ErrCrashed))
 		}
 	}
 	return st.Store.Watch(ctx, prefix, from)

@@ -112,7 +112,7 @@ func (c *Store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 }
 
 // Watch and NewSession are forwarded uncounted.
-func (c *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
+func (c *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.WatchEvent, error] {
 	return c.Store.Watch(ctx, prefix, from)
 }
 

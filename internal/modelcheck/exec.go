@@ -849,7 +849,7 @@ func (s *schedStore) List(ctx context.Context, prefix string) ([]metastore.KV, i
 }
 
 // Watch implements metastore.Store (not scheduled: no party watches).
-func (s *schedStore) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
+func (s *schedStore) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.WatchEvent, error] {
 	return s.inner.Watch(ctx, prefix, from)
 }
 

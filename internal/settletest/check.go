@@ -17,7 +17,7 @@ func RefsOf(t testing.TB, x *settle.RefIndex, stream string) []settle.Ref {
 	var out []settle.Ref
 	for r, err := range x.Refs(context.Background(), stream) {
 		require.NoError(t, err)
-		r.Header = metastore.Header{}
+		r.RecordHeader = metastore.RecordHeader{}
 		out = append(out, r)
 	}
 	return out

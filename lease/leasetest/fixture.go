@@ -219,10 +219,10 @@ func (n *node) submit(stream, id string) (*lease.Future, int, error) {
 	p := cutlinetest.Record(stream, next, id)
 	f, err := n.star.Submit(n.f.ctx, p)
 	if err != nil {
-		n.f.hist.Add(cutlinetest.Event{Op: cutlinetest.Refused, Host: n.name, Star: n.name, ID: id, Payload: p, Err: err})
+		n.f.hist.Add(cutlinetest.Entry{Op: cutlinetest.Refused, Host: n.name, Star: n.name, ID: id, Payload: p, Err: err})
 		return nil, 0, err
 	}
-	ev := n.f.hist.Add(cutlinetest.Event{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: id, Payload: p})
+	ev := n.f.hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: id, Payload: p})
 	return f, ev, nil
 }
 
@@ -231,10 +231,10 @@ func (n *node) answer(f *lease.Future, ev int) (chain.Position, error) {
 	defer cancel()
 	pos, err := f.Wait(ctx)
 	if err != nil {
-		n.f.hist.Add(cutlinetest.Event{Op: cutlinetest.Failed, Host: n.name, Star: n.name, Of: ev, Err: err})
+		n.f.hist.Add(cutlinetest.Entry{Op: cutlinetest.Failed, Host: n.name, Star: n.name, Of: ev, Err: err})
 		return pos, err
 	}
-	n.f.hist.Add(cutlinetest.Event{Op: cutlinetest.Acked, Host: n.name, Star: n.name, Of: ev, Pos: pos})
+	n.f.hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Host: n.name, Star: n.name, Of: ev, Pos: pos})
 	return pos, nil
 }
 
@@ -340,7 +340,7 @@ func (s *Flaky) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 }
 
 // Watch implements metastore.Store.
-func (s *Flaky) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
+func (s *Flaky) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.WatchEvent, error] {
 	return s.Store.Watch(ctx, prefix, from)
 }
 
@@ -354,7 +354,7 @@ func (f *fixture) state(stream string) lease.StreamState {
 }
 
 // writer returns the stream's last-writer record (failing when none).
-func (f *fixture) writer(stream string) *lease.Writer {
+func (f *fixture) writer(stream string) *lease.WriterRecord {
 	f.t.Helper()
 	w := f.state(stream).Writer
 	if w == nil {
@@ -452,7 +452,7 @@ func (n *node) appendBundles(prefix string, count int, streams ...string) {
 		if err != nil {
 			n.f.t.Fatalf("%s: submit bundle %d: %v", n.name, i, err)
 		}
-		ev := n.f.hist.Add(cutlinetest.Event{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: id, Payload: p})
+		ev := n.f.hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: id, Payload: p})
 		subs = append(subs, sub{fu, ev})
 	}
 	for i, s := range subs {

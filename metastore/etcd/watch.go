@@ -22,14 +22,14 @@ var errWatchClosed = errors.New("etcd: watch channel closed")
 // caller resumes from the last revision it saw plus one. from = 0 reads the
 // current revision first, so the watch starts with the changes after the
 // iteration began. Stopping the iteration early cancels the etcd watch.
-func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
-	return func(yield func(metastore.Event, error) bool) {
+func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.WatchEvent, error] {
+	return func(yield func(metastore.WatchEvent, error) bool) {
 		if err := metastore.ValidatePrefix(prefix); err != nil {
-			yield(metastore.Event{}, err)
+			yield(metastore.WatchEvent{}, err)
 			return
 		}
 		if err := ctx.Err(); err != nil {
-			yield(metastore.Event{}, err)
+			yield(metastore.WatchEvent{}, err)
 			return
 		}
 		if from <= 0 {
@@ -37,7 +37,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 			resp, err := s.client.Get(cctx, s.root, clientv3.WithCountOnly())
 			done()
 			if err != nil {
-				yield(metastore.Event{}, s.fail(ctx, cctx, "watch", prefix, err))
+				yield(metastore.WatchEvent{}, s.fail(ctx, cctx, "watch", prefix, err))
 				return
 			}
 			from = resp.Header.Revision + 1
@@ -49,11 +49,11 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 		for {
 			resp, ok := <-wch
 			if err := ctx.Err(); err != nil {
-				yield(metastore.Event{}, s.ended(ctx, fmt.Sprintf("metastore watch %q", prefix)))
+				yield(metastore.WatchEvent{}, s.ended(ctx, fmt.Sprintf("metastore watch %q", prefix)))
 				return
 			}
 			if !ok {
-				yield(metastore.Event{}, fmt.Errorf("metastore watch %q: %w", prefix, metastore.Unavailable(errWatchClosed)))
+				yield(metastore.WatchEvent{}, fmt.Errorf("metastore watch %q: %w", prefix, metastore.Unavailable(errWatchClosed)))
 				return
 			}
 			if err := resp.Err(); err != nil {
@@ -63,11 +63,11 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 				} else {
 					err = classify(ctx, "watch", prefix, err)
 				}
-				yield(metastore.Event{}, err)
+				yield(metastore.WatchEvent{}, err)
 				return
 			}
 			for _, ev := range resp.Events {
-				out := metastore.Event{Type: metastore.EventPut}
+				out := metastore.WatchEvent{Type: metastore.EventPut}
 				if ev.Type == mvccpb.DELETE {
 					out.Type = metastore.EventDelete
 				}

@@ -31,7 +31,7 @@ type Store struct {
 	mu      sync.Mutex
 	rev     int64
 	kvs     map[string]metastore.KV
-	history []metastore.Event
+	history []metastore.WatchEvent
 	// compactRev is the newest revision whose events were dropped.
 	compactRev int64
 	changed    chan struct{}
@@ -182,7 +182,7 @@ func (s *Store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 			kv.Session = op.Session.ID()
 		}
 		s.kvs[op.Key] = kv
-		s.record(metastore.Event{Type: metastore.EventPut, KV: clone(kv)})
+		s.record(metastore.WatchEvent{Type: metastore.EventPut, KV: clone(kv)})
 	}
 	s.notify()
 	return s.rev, nil
@@ -194,20 +194,20 @@ func (s *Store) deleteLocked(key string) {
 		return
 	}
 	delete(s.kvs, key)
-	s.record(metastore.Event{Type: metastore.EventDelete, KV: metastore.KV{Key: key, Revision: s.rev}})
+	s.record(metastore.WatchEvent{Type: metastore.EventDelete, KV: metastore.KV{Key: key, Revision: s.rev}})
 }
 
 // record appends ev to the history. The oldest events are dropped in
 // batches of an eighth of the limit, so that a full history does not cost a
 // copy per write.
-func (s *Store) record(ev metastore.Event) {
+func (s *Store) record(ev metastore.WatchEvent) {
 	s.history = append(s.history, ev)
 	if len(s.history) <= s.limit+s.limit/8 {
 		return
 	}
 	over := len(s.history) - s.limit
 	s.compactRev = s.history[over-1].KV.Revision
-	s.history = append([]metastore.Event(nil), s.history[over:]...)
+	s.history = append([]metastore.WatchEvent(nil), s.history[over:]...)
 }
 
 func (s *Store) notify() {
@@ -217,10 +217,10 @@ func (s *Store) notify() {
 
 // Watch implements metastore.Store. A watch running when the store is
 // partitioned yields an error matching metastore.ErrUnavailable and ends.
-func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
-	return func(yield func(metastore.Event, error) bool) {
+func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.WatchEvent, error] {
+	return func(yield func(metastore.WatchEvent, error) bool) {
 		if err := metastore.ValidatePrefix(prefix); err != nil {
-			yield(metastore.Event{}, err)
+			yield(metastore.WatchEvent{}, err)
 			return
 		}
 		s.mu.Lock()
@@ -230,21 +230,21 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 		s.mu.Unlock()
 		for {
 			if err := ctx.Err(); err != nil {
-				yield(metastore.Event{}, err)
+				yield(metastore.WatchEvent{}, err)
 				return
 			}
 			s.mu.Lock()
 			if err := s.unreachableLocked("watch", prefix); err != nil {
 				s.mu.Unlock()
-				yield(metastore.Event{}, err)
+				yield(metastore.WatchEvent{}, err)
 				return
 			}
 			if from <= s.compactRev {
 				s.mu.Unlock()
-				yield(metastore.Event{}, fmt.Errorf("metastore watch %q from %d: %w", prefix, from, metastore.ErrCompacted))
+				yield(metastore.WatchEvent{}, fmt.Errorf("metastore watch %q from %d: %w", prefix, from, metastore.ErrCompacted))
 				return
 			}
-			var batch []metastore.Event
+			var batch []metastore.WatchEvent
 			i := sort.Search(len(s.history), func(i int) bool { return s.history[i].KV.Revision >= from })
 			for ; i < len(s.history); i++ {
 				ev := s.history[i]
@@ -265,7 +265,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 			}
 			select {
 			case <-ctx.Done():
-				yield(metastore.Event{}, ctx.Err())
+				yield(metastore.WatchEvent{}, ctx.Err())
 				return
 			case <-wait:
 			}
@@ -273,7 +273,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[
 	}
 }
 
-func cloneEvent(ev metastore.Event) metastore.Event {
+func cloneEvent(ev metastore.WatchEvent) metastore.WatchEvent {
 	ev.KV = clone(ev.KV)
 	return ev
 }
@@ -292,7 +292,7 @@ func (s *Store) Compact(rev int64) {
 		return
 	}
 	i := sort.Search(len(s.history), func(i int) bool { return s.history[i].KV.Revision >= rev })
-	s.history = append([]metastore.Event(nil), s.history[i:]...)
+	s.history = append([]metastore.WatchEvent(nil), s.history[i:]...)
 	s.compactRev = rev - 1
 }
 

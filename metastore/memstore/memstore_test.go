@@ -240,7 +240,7 @@ func TestWatchEndsOnPartition(t *testing.T) {
 	st := memstore.New(memstore.Options{})
 	rev, err := metastore.Put(t.Context(), st, "k", []byte("1"), 0)
 	require.NoError(t, err)
-	var events []metastore.Event
+	var events []metastore.WatchEvent
 	var last error
 	delivered := make(chan struct{})
 	done := make(chan struct{})
@@ -316,13 +316,13 @@ func TestCompact(t *testing.T) {
 		require.NoError(t, err)
 		revs = append(revs, rev)
 	}
-	firstErr := func(from int64) (metastore.Event, error) {
+	firstErr := func(from int64) (metastore.WatchEvent, error) {
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		for ev, err := range st.Watch(wctx, "k/", from) {
 			return ev, err
 		}
-		return metastore.Event{}, nil
+		return metastore.WatchEvent{}, nil
 	}
 	st.Compact(revs[2])
 	_, err := firstErr(revs[1])

@@ -219,7 +219,7 @@ func (s *suite) revisionsGrow(t *testing.T) {
 }
 
 type testRecord struct {
-	metastore.Header
+	metastore.RecordHeader
 	Name  string `json:"name"`
 	Count int    `json:"count"`
 }
@@ -227,7 +227,7 @@ type testRecord struct {
 func (s *suite) records(t *testing.T) {
 	ctx := s.ctx(t)
 	st := s.newStore(t)
-	in := testRecord{Header: metastore.Header{Kind: "test", Format: 1}, Name: "n", Count: 3}
+	in := testRecord{RecordHeader: metastore.RecordHeader{Kind: "test", Format: 1}, Name: "n", Count: 3}
 	data, err := metastore.EncodeRecord(in)
 	require.NoError(t, err)
 	put(t, ctx, st, "r/good", string(data), 0)

@@ -13,11 +13,11 @@ import (
 )
 
 // collect ranges over seq until n events arrived, and fails on an error.
-func (s *suite) collect(t *testing.T, cancel context.CancelFunc, seq func(func(metastore.Event, error) bool), n int) []metastore.Event {
+func (s *suite) collect(t *testing.T, cancel context.CancelFunc, seq func(func(metastore.WatchEvent, error) bool), n int) []metastore.WatchEvent {
 	t.Helper()
 	guard := time.AfterFunc(s.c.wait, cancel)
 	defer guard.Stop()
-	var got []metastore.Event
+	var got []metastore.WatchEvent
 	for ev, err := range seq {
 		require.NoError(t, err, "watch failed after %d events", len(got))
 		got = append(got, ev)
@@ -72,9 +72,9 @@ func (s *suite) watchReplay(t *testing.T) {
 	// ones.
 	wctx2, cancel2 := context.WithCancel(ctx)
 	defer cancel2()
-	done := make(chan []metastore.Event, 1)
+	done := make(chan []metastore.WatchEvent, 1)
 	go func() {
-		var got []metastore.Event
+		var got []metastore.WatchEvent
 		for ev, err := range st.Watch(wctx2, "w/", r3) {
 			if err != nil {
 				break
@@ -87,7 +87,7 @@ func (s *suite) watchReplay(t *testing.T) {
 		done <- got
 	}()
 	rLive := put(t, ctx, st, "w/e", "live", 0)
-	var got []metastore.Event
+	var got []metastore.WatchEvent
 	select {
 	case got = <-done:
 	case <-time.After(s.c.wait):
@@ -112,7 +112,7 @@ func (s *suite) watchFromNow(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
-		evs []metastore.Event
+		evs []metastore.WatchEvent
 		err error
 	}
 	done := make(chan result, 1)

@@ -17,27 +17,27 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// Op names a Bucket operation, as in objstore.OpError.Op.
-type Op string
+// Method names a Bucket operation, as in objstore.OpError.Op.
+type Method string
 
 // The operations of objstore.Bucket (Name is never faulted).
 const (
-	OpCreate   Op = "create"
-	OpGet      Op = "get"
-	OpGetRange Op = "getrange"
-	OpDelete   Op = "delete"
-	OpList     Op = "list"
+	OpCreate   Method = "create"
+	OpGet      Method = "get"
+	OpGetRange Method = "getrange"
+	OpDelete   Method = "delete"
+	OpList     Method = "list"
 )
 
-var ops = []Op{OpCreate, OpGet, OpGetRange, OpDelete, OpList}
+var ops = []Method{OpCreate, OpGet, OpGetRange, OpDelete, OpList}
 
-// Kind is what a rule does to a call it fires on.
-type Kind int
+// Effect is what a rule does to a call it fires on.
+type Effect int
 
 const (
 	// Fail answers the error without calling the inner bucket: the request
 	// never arrived.
-	Fail Kind = iota
+	Fail Effect = iota
 	// LostAnswer calls the inner bucket and then answers the error instead
 	// of its result: the request was carried out (a Create landed, a Delete
 	// deleted) but the caller cannot know.
@@ -51,7 +51,7 @@ const (
 	Straggler
 )
 
-func (k Kind) String() string {
+func (k Effect) String() string {
 	switch k {
 	case Fail:
 		return "fail"
@@ -76,7 +76,7 @@ var (
 type Rule struct {
 	// Op restricts the rule to one operation; "" matches all of them
 	// (a Straggler rule with Op "" matches only Create).
-	Op Op
+	Op Method
 	// Prefix restricts the rule to keys (for List: prefixes) that start
 	// with it.
 	Prefix string
@@ -84,7 +84,7 @@ type Rule struct {
 	// path.Match ('*' does not cross '/').
 	Glob string
 	// Kind is what happens to a call the rule fires on; default Fail.
-	Kind Kind
+	Kind Effect
 	// Err is the error answered; nil means objstore.ErrUnavailable. The
 	// answer also matches ErrInjected.
 	Err error
@@ -126,7 +126,7 @@ func (r Rule) validate() error {
 	return nil
 }
 
-func (r Rule) matches(op Op, key string) bool {
+func (r Rule) matches(op Method, key string) bool {
 	if r.Kind == Straggler && op != OpCreate {
 		return false
 	}
@@ -163,13 +163,13 @@ type Options struct {
 // Stats counts calls. Maps are keyed by operation and are copies.
 type Stats struct {
 	// Calls is every call the wrapper received.
-	Calls map[Op]int
+	Calls map[Method]int
 	// Forwarded is the calls that reached the inner bucket (including lost
 	// answers, excluding straggler landings).
-	Forwarded map[Op]int
+	Forwarded map[Method]int
 	// Injected is the calls answered with an injected error (down, Fail,
 	// LostAnswer, Straggler).
-	Injected map[Op]int
+	Injected map[Method]int
 	// Straggler writes: queued, landed in the inner bucket, failed to land
 	// (the key was taken meanwhile, or the inner bucket refused), dropped
 	// by DropStragglers.
@@ -286,14 +286,14 @@ func (b *Bucket) ResetStats() {
 }
 
 func (b *Bucket) resetStats() {
-	b.stats = Stats{Calls: map[Op]int{}, Forwarded: map[Op]int{}, Injected: map[Op]int{}}
+	b.stats = Stats{Calls: map[Method]int{}, Forwarded: map[Method]int{}, Injected: map[Method]int{}}
 	for _, op := range ops {
 		b.stats.Calls[op], b.stats.Forwarded[op], b.stats.Injected[op] = 0, 0, 0
 	}
 }
 
-func copyMap(m map[Op]int) map[Op]int {
-	out := make(map[Op]int, len(m))
+func copyMap(m map[Method]int) map[Method]int {
+	out := make(map[Method]int, len(m))
 	for k, v := range m {
 		out[k] = v
 	}
@@ -416,12 +416,12 @@ func (e *injectedError) Unwrap() []error {
 
 // decision is what to do with one call.
 type decision struct {
-	kind   Kind
+	kind   Effect
 	inject error // nil: forward untouched
 }
 
 // decide counts the call and picks its fault, if any.
-func (b *Bucket) decide(op Op, key string) decision {
+func (b *Bucket) decide(op Method, key string) decision {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.down {
@@ -457,7 +457,7 @@ func (b *Bucket) decide(op Op, key string) decision {
 
 // enter counts the call and refuses done contexts and invalid keys the way
 // every backend does, before any fault: those answers are local.
-func (b *Bucket) enter(ctx context.Context, op Op, key string) error {
+func (b *Bucket) enter(ctx context.Context, op Method, key string) error {
 	b.mu.Lock()
 	b.stats.Calls[op]++
 	b.mu.Unlock()
@@ -474,7 +474,7 @@ func (b *Bucket) enter(ctx context.Context, op Op, key string) error {
 	return nil
 }
 
-func (b *Bucket) opErr(op Op, key string, err error) error {
+func (b *Bucket) opErr(op Method, key string, err error) error {
 	return &objstore.OpError{Op: string(op), Bucket: b.inner.Name(), Key: key, Err: err}
 }
 

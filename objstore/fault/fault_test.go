@@ -66,7 +66,7 @@ func TestDown(t *testing.T) {
 
 	require.Equal(t, 1, inner.Len(), "nothing reached the inner bucket")
 	st := b.Stats()
-	for _, op := range []fault.Op{fault.OpCreate, fault.OpGet, fault.OpGetRange, fault.OpDelete, fault.OpList} {
+	for _, op := range []fault.Method{fault.OpCreate, fault.OpGet, fault.OpGetRange, fault.OpDelete, fault.OpList} {
 		require.Equal(t, 1, st.Calls[op], op)
 		require.Equal(t, 0, st.Forwarded[op], op)
 		require.Equal(t, 1, st.Injected[op], op)
@@ -315,7 +315,7 @@ func TestStragglerDelayUnderSynctest(t *testing.T) {
 func TestRuleValidation(t *testing.T) {
 	for _, r := range []fault.Rule{
 		{Op: "put"},
-		{Kind: fault.Kind(9)},
+		{Kind: fault.Effect(9)},
 		{Op: fault.OpGet, Kind: fault.Straggler},
 		{Glob: "["},
 		{Probability: 1.5},

@@ -253,7 +253,7 @@ func (d *demo) watchGrant(ctx context.Context) error {
 			if err != nil {
 				return
 			}
-			var st authority.State
+			var st authority.StateRecord
 			if ev.Type != metastore.EventPut || json.Unmarshal(ev.KV.Value, &st) != nil {
 				continue
 			}

@@ -155,9 +155,9 @@ func (s *storeLink) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 	return s.Store.Txn(ctx, t)
 }
 
-func (s *storeLink) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.Event, error] {
+func (s *storeLink) Watch(ctx context.Context, prefix string, from int64) iter.Seq2[metastore.WatchEvent, error] {
 	if err := s.check(); err != nil {
-		return func(yield func(metastore.Event, error) bool) { yield(metastore.Event{}, err) }
+		return func(yield func(metastore.WatchEvent, error) bool) { yield(metastore.WatchEvent{}, err) }
 	}
 	return s.Store.Watch(ctx, prefix, from)
 }

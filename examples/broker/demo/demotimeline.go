@@ -29,7 +29,7 @@ type event struct {
 	msg   string         // the log message; "" for a line of the demonstration's
 	text  string         // the demonstration's line
 	attrs map[string]any // the log line's attributes
-	grant *authority.State
+	grant *authority.StateRecord
 }
 
 // recorder keeps the events of a run, and lets the demonstration wait for
@@ -48,7 +48,7 @@ type recorder struct {
 	live     io.Writer
 	t0       time.Time
 	stream   string
-	lastLive *authority.State // the last grant shown
+	lastLive *authority.StateRecord // the last grant shown
 }
 
 func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
@@ -202,7 +202,7 @@ func (r *recorder) print(w io.Writer, t0 time.Time, stream string) {
 	evs := slices.Clone(r.events)
 	r.mu.Unlock()
 	slices.SortStableFunc(evs, func(a, b event) int { return a.at.Compare(b.at) })
-	var last *authority.State // the last grant shown
+	var last *authority.StateRecord // the last grant shown
 	for _, e := range evs {
 		line := e.line(stream, &last)
 		if line == "" {
@@ -220,7 +220,7 @@ func timelineOffset(d time.Duration) string {
 }
 
 // line renders an event, or "" for one the timeline does not show.
-func (e event) line(stream string, last **authority.State) string {
+func (e event) line(stream string, last **authority.StateRecord) string {
 	a := func(k string) any { return e.attrs[k] }
 	switch e.msg {
 	case "":
@@ -275,7 +275,7 @@ func plural(n any, noun string) string {
 }
 
 // grantLine renders a durable grant change, with the grant it replaced.
-func (e event) grantLine(last **authority.State) string {
+func (e event) grantLine(last **authority.StateRecord) string {
 	st := e.grant
 	switch st.Phase {
 	case authority.Granted:

@@ -87,7 +87,7 @@ func validToken(w http.ResponseWriter, where, token string) bool {
 // installToken installs token on stream and returns the stream's token as
 // installed. Only the holder does: another node's answer is the error
 // holder gives (503 naming the holder).
-func (n *Node) installToken(ctx context.Context, stream string, mode lease.Mode, token string) (*lease.Token, error) {
+func (n *Node) installToken(ctx context.Context, stream string, mode lease.Mode, token string) (*lease.TokenRecord, error) {
 	h, err := n.holder()
 	if err != nil {
 		return nil, err

@@ -178,7 +178,7 @@ func (m *metrics) gate(t lease.Tenure) {
 }
 
 // settle records one settlement and the fence it ran.
-func (m *metrics) settle(source string, r settle.Report) {
+func (m *metrics) settle(source string, r settle.SettleReport) {
 	result := "settled"
 	if r.AlreadySettled {
 		result = "already_settled"

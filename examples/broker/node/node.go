@@ -92,7 +92,7 @@ var (
 
 // Node is one broker: an authority.Agent that follows the grant of the
 // cluster's domain, and, while it holds the grant, a lease.Star that
-// leads the streams produced to it. It is the agent's authority.Host.
+// leads the streams produced to it. It is the agent's authority.AgentHost.
 type Node struct {
 	Config  NodeConfig
 	log     *slog.Logger
@@ -496,8 +496,8 @@ func (n *Node) startHolding(ctx context.Context, token authority.Token) (*Holdin
 	return h, nil
 }
 
-// The authority.Host of the node's agent.
-var _ authority.Host = (*Node)(nil)
+// The authority.AgentHost of the node's agent.
+var _ authority.AgentHost = (*Node)(nil)
 
 // Progress is where the node's chain is acknowledged up to: the position
 // past its last acknowledged slot.

@@ -78,7 +78,7 @@ func TestEtcdLeaderRestartDuringHandoff(t *testing.T) {
 	// Watch every state written from here on.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	states := make(chan authority.State, 64)
+	states := make(chan authority.StateRecord, 64)
 	go func() {
 		defer close(states)
 		for ev, err := range store.Watch(wctx, "authority/orders/state", st.Revision+1) {
@@ -88,7 +88,7 @@ func TestEtcdLeaderRestartDuringHandoff(t *testing.T) {
 				}
 				continue
 			}
-			var s authority.State
+			var s authority.StateRecord
 			if ev.Type == metastore.EventPut && metastore.DecodeRecord(ev.KV.Key, ev.KV.Value, "authority-state", 1, &s) == nil {
 				s.Revision = ev.KV.Revision
 				states <- s
@@ -117,7 +117,7 @@ func TestEtcdLeaderRestartDuringHandoff(t *testing.T) {
 	leader.Restart(t)
 	final := d.State()
 	require.Equal(t, st.Token+1, final.Token)
-	var readBack authority.State
+	var readBack authority.StateRecord
 	require.Eventually(t, func() bool {
 		readBack, err = authority.Read(ctx, store, "", "orders")
 		return err == nil

@@ -475,9 +475,9 @@ func (ck *checker) awaitFenceOrUndecided(ctx context.Context, c *cluster, killed
 // authority reads the broker cluster's authority state (the domain
 // "brokers", the broker's default): its token counts the grants, its term
 // the controller's elections.
-func (ck *checker) authority(ctx context.Context) authority.State {
+func (ck *checker) authority(ctx context.Context) authority.StateRecord {
 	ck.t.Helper()
-	var st authority.State
+	var st authority.StateRecord
 	var err error
 	poll(ctx, ck.t, 30*time.Second, "the authority state reads", func(ctx context.Context) bool {
 		st, err = authority.Read(ctx, ck.store, "", "brokers")
@@ -510,8 +510,8 @@ func (ck *checker) history(ctx context.Context, c *cluster) (*cutlinetest.Histor
 		}
 		id := fmt.Sprintf("%s/%s/%d", e.stream, e.producer, e.seq)
 		payload := brokerRecord(e.stream, e.offset, e.producer, e.seq, fmt.Appendf(nil, "%s/%d", e.producer, e.seq))
-		of := hist.Add(cutlinetest.Event{Op: cutlinetest.Submitted, Host: e.broker, Star: star, ID: id, Payload: payload})
-		hist.Add(cutlinetest.Event{Op: cutlinetest.Acked, Host: e.broker, Star: star, ID: id, Of: of, Pos: chain.Position{Epoch: e.epoch, Slot: e.slot}})
+		of := hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: e.broker, Star: star, ID: id, Payload: payload})
+		hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Host: e.broker, Star: star, ID: id, Of: of, Pos: chain.Position{Epoch: e.epoch, Slot: e.slot}})
 		if slots[star] == nil {
 			slots[star] = map[uint64][]uint64{}
 		}

@@ -309,7 +309,7 @@ func (p *party) readRecords(ctx context.Context, stream string, from uint64) (re
 		if ch.Offset > next {
 			return nil, 0, fmt.Errorf("%s: a chunk at %d after %d: a gap", stream, ch.Offset, next)
 		}
-		rs, err := batch.SpanRecords(ch.Data, settle.Span{Stream: stream, Offset: ch.Offset, Count: ch.Count, End: uint64(len(ch.Data))})
+		rs, err := batch.SpanEntries(ch.Data, settle.Span{Stream: stream, Offset: ch.Offset, Count: ch.Count, End: uint64(len(ch.Data))})
 		if err != nil {
 			return nil, 0, fmt.Errorf("%s at %d: %w", stream, ch.Offset, err)
 		}
