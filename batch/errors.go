@@ -26,6 +26,9 @@ var (
 	// ErrInput: Encode was given streams that make no bundle. The error
 	// is an *InputError.
 	ErrInput = errors.New("batch: invalid bundle input")
+	// ErrDedupFormat: bytes that are not the encoding of a Dedup
+	// (Dedup.UnmarshalBinary). The error is a *DedupFormatError.
+	ErrDedupFormat = errors.New("batch: not a valid producer table")
 )
 
 // RecordError is the failure of one record: its stream and offset, and
@@ -84,3 +87,15 @@ func (e *InputError) Error() string {
 
 // Unwrap makes errors.Is match ErrInput.
 func (e *InputError) Unwrap() error { return ErrInput }
+
+// DedupFormatError says why Dedup.UnmarshalBinary refused its bytes.
+type DedupFormatError struct {
+	Reason string
+}
+
+func (e *DedupFormatError) Error() string {
+	return "batch: producer table invalid: " + e.Reason
+}
+
+// Unwrap makes errors.Is match ErrDedupFormat.
+func (e *DedupFormatError) Unwrap() error { return ErrDedupFormat }
