@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/examples/broker/node"
 )
@@ -37,13 +38,13 @@ const demoProducers = 16
 // (what broker-1 had in flight and all that follows), broker-3 twice
 // broker-2's. A retry is judged by the window its producer's table went
 // through, whichever node judges it.
-func (c *demoConfig) producerLimits(i int) node.ProducerLimits {
-	first := max(node.DefaultProducerWindow, 4*c.inflight)
+func (c *demoConfig) producerLimits(i int) batch.DedupOptions {
+	first := max(batch.DefaultDedupWindow, 4*c.inflight)
 	w := first
 	if i > 0 {
 		w = max(2*first, c.records-c.crashAfter+2*c.inflight) << (i - 1)
 	}
-	return node.ProducerLimits{Max: demoProducers, Window: uint64(min(node.MaxProducerWindow, w))}
+	return batch.DedupOptions{Producers: demoProducers, Window: uint64(min(batch.MaxDedupWindow, w))}
 }
 
 // snapshotTiming saves the producer snapshot every -snapshot-every

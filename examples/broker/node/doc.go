@@ -25,9 +25,9 @@
 //     it opened; Ack, what a produce answers.
 //  4. produce.go: one append, from the producer checks to the
 //     acknowledgement. read.go: a read across segments and flights.
-//  5. producers.go and snapshots.go: the idempotent producers (a
-//     sequence per producer, a bounded window of retries) and the
-//     snapshots of that table a new holder rebuilds from.
+//  5. snapshots.go: the idempotent producers' table of each stream (a
+//     batch.Dedup: a sequence per producer, a bounded window of
+//     retries), its snapshots, and how a new holder rebuilds it.
 //  6. fencing.go: the producers' fencing tokens, installed per stream.
 //  7. lifecycle.go: retention, compaction into segments, trim and
 //     collection, run by the holder.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/examples/internal/connlimit"
 )
@@ -66,7 +67,7 @@ type Settings struct {
 	// producers bounds each stream's producer table; snapshots times the
 	// saves of it that a new holder replays from (as the flags say: 0
 	// turns a trigger off).
-	producers ProducerLimits
+	producers batch.DedupOptions
 	snapshots SnapshotTiming
 	// lifecycle is the holder's passes of retention, compaction, trim
 	// and collection: -compact-interval and the retention flags.
@@ -190,9 +191,8 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 	fs.DurationVar(&c.heartbeat, "heartbeat", time.Second, "how often the holder heartbeats, well below -lease")
 	fs.DurationVar(&c.sessionTTL, "session-ttl", 5*time.Second, "TTL of the metastore sessions (stars, controller election)")
 	fs.Int64Var(&c.maxRecord, "max-record", DefaultMaxRecord, "largest record a produce takes, in bytes")
-	fs.IntVar(&c.producers.Max, "producers", defaultProducers, fmt.Sprintf("producers whose retries each stream recognizes, 1 to %d; the least recently active expire first", maxProducers))
-	var window uint
-	fs.UintVar(&window, "producer-window", DefaultProducerWindow, fmt.Sprintf("how far below its highest sequence a producer's retries are recognized, 1 to %d; older ones are refused (409)", MaxProducerWindow))
+	fs.IntVar(&c.producers.Producers, "producers", batch.DefaultDedupProducers, fmt.Sprintf("producers whose retries each stream recognizes, 1 to %d; the least recently active expire first", batch.MaxDedupProducers))
+	fs.Uint64Var(&c.producers.Window, "producer-window", batch.DefaultDedupWindow, fmt.Sprintf("how far below its highest sequence a producer's retries are recognized, 1 to %d; older ones are refused (409)", batch.MaxDedupWindow))
 	fs.IntVar(&c.snapshots.Every, "snapshot-every", defaultSnapshotEvery, "records of a stream between saves of its producer snapshot (0: none by count)")
 	fs.DurationVar(&c.snapshots.Interval, "snapshot-interval", defaultSnapshotPeriod, "time between saves of a stream's producer snapshot when records came (0: none by time)")
 	c.lifecycle.register(fs)
@@ -217,7 +217,6 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 		return nil, envErr
 	}
 	c.decisionDelay, c.poll, c.openWait = authority.DefaultDecisionDelay, 50*time.Millisecond, 10*time.Second
-	c.producers.Window = uint64(window)
 	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, Refuse("log-level", *level, "debug, info, warn or error")
 	}
@@ -327,17 +326,17 @@ func (c *Settings) check(set map[string]bool) error {
 		return Refuse("shutdown-timeout", c.shutdownTimeout, "more than 0")
 	case c.latency < 0 || c.latency > 10*time.Second:
 		return Refuse("latency", c.latency, "0 to 10s")
-	case c.producers.Max < 1:
-		return Refuse("producers", c.producers.Max, "1 to %d", maxProducers)
+	case c.producers.Producers < 1:
+		return Refuse("producers", c.producers.Producers, "1 to %d", batch.MaxDedupProducers)
 	case c.producers.Window < 1:
-		return Refuse("producer-window", c.producers.Window, "1 to %d", MaxProducerWindow)
+		return Refuse("producer-window", c.producers.Window, "1 to %d", batch.MaxDedupWindow)
 	case c.snapshots.Every < 0:
 		return Refuse("snapshot-every", c.snapshots.Every, "0 (none by count) or more records")
 	case c.snapshots.Interval < 0:
 		return Refuse("snapshot-interval", c.snapshots.Interval, "0 (none by time) or more")
 	}
-	if err := c.producers.validate(); err != nil {
-		return err
+	if _, err := batch.NewDedup(c.producers); err != nil {
+		return &UsageError{Err: err}
 	}
 	if err := c.lifecycle.check(); err != nil {
 		return err
