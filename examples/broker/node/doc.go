@@ -37,11 +37,12 @@
 //  9. controller.go: the authority controller: the election, the
 //     grants, the handoff requests of the operators.
 //  10. process.go and flags.go: one process (Run): its flags and their
-//     CUTLINE_ variables, what its role starts, its listeners, its
-//     shutdown. backends.go, backends_azure.go, zonemodes.go, etcd.go
+//     CUTLINE_ variables (parsed by package examples/internal/cliflags),
+//     what its role starts, its listeners, its shutdown. backends.go, backends_azure.go, zonemodes.go, etcd.go
 //     and localetcd.go open the metastore and the zones the flags name
 //     (an embedded etcd by default); security.go the certificates and
-//     the token; tryit.go logs the commands to paste; nofile.go reads
+//     the token (package examples/internal/selfsigned makes them for a
+//     run); tryit.go logs the commands to paste; nofile.go reads
 //     the limit of open files the connection bounds are checked
 //     against.
 //
