@@ -114,6 +114,8 @@ var libraryErrors = map[string]error{
 	"batch.ErrFailed":                  batch.ErrFailed,
 	"batch.ErrTooLarge":                batch.ErrTooLarge,
 	"batch.ErrInput":                   batch.ErrInput,
+	"batch.ErrDedupFormat":             batch.ErrDedupFormat,
+	"batch.DedupFormatError":           &batch.DedupFormatError{},
 	"batch.ErrFormat":                  batch.ErrFormat,
 	"batch.RecordError":                &batch.RecordError{},
 	"batch.StreamError":                &batch.StreamError{},

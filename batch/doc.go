@@ -69,6 +69,26 @@
 // every failed one and drops duplicates when it reads. Reset makes the
 // next Add read the stream's offset from the star again.
 //
+// # Idempotent producers
+//
+// A client that retries an append it got no answer for may append its
+// record twice. Dedup gives a host exactly-once appends for producers
+// that number their records: each record carries its producer's name and
+// a sequence, and before appending one the host asks Dedup.Lookup. A
+// Fresh record is appended and, once acknowledged, applied in its
+// stream's offset order (Dedup.Apply, with its Receipt); a Duplicate is
+// answered with the first receipt and appended nothing; a TooOld one is
+// refused, since the table no longer knows whether it landed. The table
+// is bounded by DedupOptions: a window of sequences per producer, and a
+// number of producers, the least recently active expiring first.
+//
+// The table is a function of the stream's records, so a new holder of the
+// stream rebuilds it: from an encoding (Dedup.MarshalBinary, saved with
+// lease.Star.SaveSnapshot at Dedup.Next) and a replay of the records from
+// there, applying each, or skipping (Dedup.Skip) those retention dropped.
+// UnmarshalBinary refuses bytes that are not an encoding with a
+// *DedupFormatError, and never allocates more than its input justifies.
+//
 // Records close to Options.MaxBytes in size go one per flight; a record
 // that can never fit one is refused with a *SizeError.
 package batch

@@ -26,6 +26,9 @@ var (
 	// ErrInput: Encode was given streams that make no bundle. The error
 	// is an *InputError.
 	ErrInput = errkind.New(cutline.ErrInvalid, "batch: invalid bundle input")
+	// ErrDedupFormat: bytes that are not the encoding of a Dedup
+	// (Dedup.UnmarshalBinary). The error is a *DedupFormatError.
+	ErrDedupFormat = errkind.New(cutline.ErrCorrupt, "batch: not a valid producer table")
 )
 
 // errClosed: the producer is closed (or closing); Add takes nothing. It
@@ -88,3 +91,15 @@ func (e *InputError) Error() string {
 
 // Unwrap makes errors.Is match ErrInput.
 func (e *InputError) Unwrap() error { return ErrInput }
+
+// DedupFormatError says why Dedup.UnmarshalBinary refused its bytes.
+type DedupFormatError struct {
+	Reason string
+}
+
+func (e *DedupFormatError) Error() string {
+	return "batch: producer table invalid: " + e.Reason
+}
+
+// Unwrap makes errors.Is match ErrDedupFormat.
+func (e *DedupFormatError) Unwrap() error { return ErrDedupFormat }

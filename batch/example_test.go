@@ -88,3 +88,53 @@ func Example() {
 	// orders[1] = order 1
 	// orders[2] = order 2
 }
+
+// A host answers the retry of an idempotent producer with its first
+// receipt, and a new holder of the stream rebuilds the table from its
+// encoding.
+func ExampleDedup() {
+	table := must(batch.NewDedup(batch.DedupOptions{Producers: 100, Window: 8}))
+	produce := func(producer string, seq uint64) {
+		switch r, v := table.Lookup(producer, seq); v {
+		case batch.Duplicate:
+			fmt.Printf("%s/%d: duplicate of offset %d\n", producer, seq, r.Offset)
+		case batch.TooOld:
+			fmt.Printf("%s/%d: refused, too old\n", producer, seq)
+		default:
+			// Append the record; once acknowledged, at the table's next
+			// offset, apply it.
+			off := table.Next()
+			table.Apply(producer, seq, batch.Receipt{Offset: off, Position: chain.Position{Epoch: 1, Slot: off}})
+			fmt.Printf("%s/%d: appended at offset %d\n", producer, seq, off)
+		}
+	}
+	for seq := range uint64(10) {
+		produce("p", seq)
+	}
+	produce("p", 9) // a retry
+	produce("p", 1) // below the window of 8
+
+	saved := must(table.MarshalBinary())
+	successor := must(batch.NewDedup(batch.DedupOptions{Producers: 100, Window: 8}))
+	if err := successor.UnmarshalBinary(saved); err != nil {
+		panic(err)
+	}
+	table = successor
+	produce("p", 9)
+	produce("p", 10)
+	// Output:
+	// p/0: appended at offset 0
+	// p/1: appended at offset 1
+	// p/2: appended at offset 2
+	// p/3: appended at offset 3
+	// p/4: appended at offset 4
+	// p/5: appended at offset 5
+	// p/6: appended at offset 6
+	// p/7: appended at offset 7
+	// p/8: appended at offset 8
+	// p/9: appended at offset 9
+	// p/9: duplicate of offset 9
+	// p/1: refused, too old
+	// p/9: duplicate of offset 9
+	// p/10: appended at offset 10
+}

@@ -22,6 +22,8 @@ import (
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/examples/broker/node"
+	"github.com/cutline/cutline/examples/internal/cliflags"
+	"github.com/cutline/cutline/examples/internal/selfsigned"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
@@ -48,7 +50,7 @@ func demoMain(args []string) int {
 	switch err := runDemo(ctx, args, os.Stdout, os.Stderr); {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
-	case node.IsUsage(err):
+	case cliflags.IsUsage(err):
 		// A bad flag broke no guarantee: it is not a failed run.
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 2
@@ -138,7 +140,7 @@ func (d *demo) setup(ctx context.Context) error {
 	if d.dir, err = os.MkdirTemp("", "cutline-demo-"); err != nil {
 		return err
 	}
-	cert, token, err := node.DevCredentials(d.dir, "demo")
+	cert, token, err := selfsigned.Make(d.dir, "demo")
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/examples/broker/node"
+	"github.com/cutline/cutline/examples/internal/cliflags"
 )
 
 // runDemoOK runs the demonstration in process and requires it to succeed,
@@ -224,7 +224,7 @@ func TestDemoFlags(t *testing.T) {
 			err := runDemo(t.Context(), tc.args, &out, io.Discard)
 			require.Error(t, err)
 			require.Contains(t, err.Error()+out.String(), tc.want)
-			require.True(t, node.IsUsage(err), "a usage error (exit 2), not a failed run: %v", err)
+			require.True(t, cliflags.IsUsage(err), "a usage error (exit 2), not a failed run: %v", err)
 			require.NotContains(t, out.String(), "usage:", "the error alone, not the whole usage")
 		})
 	}

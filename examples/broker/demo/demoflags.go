@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/examples/broker/node"
+	"github.com/cutline/cutline/examples/internal/cliflags"
 )
 
 // The demonstration's flags (demo.go runs it).
@@ -37,13 +39,13 @@ const demoProducers = 16
 // (what broker-1 had in flight and all that follows), broker-3 twice
 // broker-2's. A retry is judged by the window its producer's table went
 // through, whichever node judges it.
-func (c *demoConfig) producerLimits(i int) node.ProducerLimits {
-	first := max(node.DefaultProducerWindow, 4*c.inflight)
+func (c *demoConfig) producerLimits(i int) batch.DedupOptions {
+	first := max(batch.DefaultDedupWindow, 4*c.inflight)
 	w := first
 	if i > 0 {
 		w = max(2*first, c.records-c.crashAfter+2*c.inflight) << (i - 1)
 	}
-	return node.ProducerLimits{Max: demoProducers, Window: uint64(min(node.MaxProducerWindow, w))}
+	return batch.DedupOptions{Producers: demoProducers, Window: uint64(min(batch.MaxDedupWindow, w))}
 }
 
 // snapshotTiming saves the producer snapshot every -snapshot-every
@@ -107,7 +109,7 @@ func parseDemoFlags(args []string, out io.Writer) (*demoConfig, error) {
 	fs.StringVar(&c.be.S3AccessKey, "s3-access-key", "", "S3 access key")
 	fs.StringVar(&c.be.S3SecretKey, "s3-secret-key", "", "S3 secret key (never printed)")
 	fs.BoolVar(&c.logs, "logs", false, "print the brokers' logs to stderr")
-	set, err := node.ParseArgs(fs, args)
+	set, err := cliflags.Parse(fs, args)
 	if err != nil {
 		return nil, err
 	}
@@ -118,8 +120,8 @@ func parseDemoFlags(args []string, out io.Writer) (*demoConfig, error) {
 		c.be.S3Endpoints = strings.Split(*endpoints, ",")
 	}
 	if err := c.be.CheckBackends(set); err != nil {
-		if !node.IsUsage(err) {
-			err = &node.UsageError{Err: err}
+		if !cliflags.IsUsage(err) {
+			err = &cliflags.UsageError{Err: err}
 		}
 		return nil, err
 	}
@@ -130,21 +132,21 @@ func parseDemoFlags(args []string, out io.Writer) (*demoConfig, error) {
 	case c.inflight < 1 || c.inflight > c.be.Window:
 		// Not clamped: a demonstration that quietly ran with other
 		// numbers than the ones asked for would tell another story.
-		return nil, node.Refuse("inflight", c.inflight, "1 to %d, at most -window %d", c.be.Window, c.be.Window)
+		return nil, cliflags.Refuse("inflight", c.inflight, "1 to %d, at most -window %d", c.be.Window, c.be.Window)
 	case c.records < 1 || c.records > maxRecords:
-		return nil, node.Refuse("records", c.records, "1 to %d", maxRecords)
+		return nil, cliflags.Refuse("records", c.records, "1 to %d", maxRecords)
 	case c.crashAfter < 0 || c.crashAfter > maxRecords:
-		return nil, node.Refuse("crash-after", c.crashAfter, "0 to %d", maxRecords)
+		return nil, cliflags.Refuse("crash-after", c.crashAfter, "0 to %d", maxRecords)
 	case c.snapEvery < 0 || c.snapEvery > maxRecords:
-		return nil, node.Refuse("snapshot-every", c.snapEvery, "0 to %d", maxRecords)
+		return nil, cliflags.Refuse("snapshot-every", c.snapEvery, "0 to %d", maxRecords)
 	case c.sessionTTL < minSessionTTL || c.sessionTTL > maxSessionTTL:
-		return nil, node.Refuse("session-ttl", c.sessionTTL, "%v to %v", minSessionTTL, maxSessionTTL)
+		return nil, cliflags.Refuse("session-ttl", c.sessionTTL, "%v to %v", minSessionTTL, maxSessionTTL)
 	case c.latency < 0 || c.latency > maxLatency:
-		return nil, node.Refuse("latency", c.latency, "0 to %v", maxLatency)
+		return nil, cliflags.Refuse("latency", c.latency, "0 to %v", maxLatency)
 	case c.timeout <= 0 || c.timeout > maxTimeout:
-		return nil, node.Refuse("timeout", c.timeout, "more than 0, at most %v", maxTimeout)
+		return nil, cliflags.Refuse("timeout", c.timeout, "more than 0, at most %v", maxTimeout)
 	case c.records < c.crashAfter+c.inflight:
-		return nil, node.Refuse("records", c.records, "at least -crash-after + -inflight = %d", c.crashAfter+c.inflight)
+		return nil, cliflags.Refuse("records", c.records, "at least -crash-after + -inflight = %d", c.crashAfter+c.inflight)
 	}
 	var id [4]byte
 	_, _ = rand.Read(id[:])

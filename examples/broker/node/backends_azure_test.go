@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/examples/internal/cliflags"
 	"github.com/cutline/cutline/internal/testservers"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/azblob"
@@ -22,7 +23,7 @@ func parseAzure(t *testing.T, s3 bool, args ...string) (azureZones, int, error) 
 	fs.SetOutput(io.Discard)
 	fs.Int("k", 3, "")
 	a.register(fs)
-	set, err := ParseArgs(fs, args)
+	set, err := cliflags.Parse(fs, args)
 	require.NoError(t, err)
 	k := fs.Lookup("k").Value.(flag.Getter).Get().(int)
 	return a, k, a.check(s3, set, &k)

@@ -25,9 +25,9 @@
 //     it opened; Ack, what a produce answers.
 //  4. produce.go: one append, from the producer checks to the
 //     acknowledgement. read.go: a read across segments and flights.
-//  5. producers.go and snapshots.go: the idempotent producers (a
-//     sequence per producer, a bounded window of retries) and the
-//     snapshots of that table a new holder rebuilds from.
+//  5. snapshots.go: the idempotent producers' table of each stream (a
+//     batch.Dedup: a sequence per producer, a bounded window of
+//     retries), its snapshots, and how a new holder rebuilds it.
 //  6. fencing.go: the producers' fencing tokens, installed per stream.
 //  7. lifecycle.go: retention, compaction into segments, trim and
 //     collection, run by the holder.
@@ -37,13 +37,14 @@
 //  9. controller.go: the authority controller: the election, the
 //     grants, the handoff requests of the operators.
 //  10. process.go and flags.go: one process (Run): its flags and their
-//     CUTLINE_ variables, what its role starts, its listeners, its
-//     shutdown. backends.go, backends_azure.go, zonemodes.go, etcd.go
-//     and localetcd.go open the metastore and the zones the flags name
-//     (an embedded etcd by default); security.go the certificates and
-//     the token; tryit.go logs the commands to paste; nofile.go reads
-//     the limit of open files the connection bounds are checked
-//     against.
+//     CUTLINE_ variables (parsed by package examples/internal/cliflags),
+//     what its role starts, its listeners, its shutdown. backends.go,
+//     backends_azure.go, zonemodes.go, etcd.go and localetcd.go open the
+//     metastore and the zones the flags name (an embedded etcd by
+//     default); security.go the certificates and the token (package
+//     examples/internal/selfsigned makes them for a run); tryit.go logs
+//     the commands to paste; nofile.go reads the limit of open files the
+//     connection bounds are checked against.
 //
 // The tests sit next to the code they test: a file's tests are in its
 // _test.go; helpers_test.go holds what they share (settings, an API

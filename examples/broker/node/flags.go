@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/epoch"
+	"github.com/cutline/cutline/examples/internal/cliflags"
 	"github.com/cutline/cutline/examples/internal/connlimit"
 )
 
@@ -66,7 +68,7 @@ type Settings struct {
 	// producers bounds each stream's producer table; snapshots times the
 	// saves of it that a new holder replays from (as the flags say: 0
 	// turns a trigger off).
-	producers ProducerLimits
+	producers batch.DedupOptions
 	snapshots SnapshotTiming
 	// lifecycle is the holder's passes of retention, compaction, trim
 	// and collection: -compact-interval and the retention flags.
@@ -82,55 +84,12 @@ const (
 	roleController = "controller" // only the controller, served over mutual TLS
 )
 
-// flagError refuses the value of one flag, saying what it allows.
-type flagError struct {
-	Flag, Value, Want string
-}
-
-func (e *flagError) Error() string { return fmt.Sprintf("-%s %s: want %s", e.Flag, e.Value, e.Want) }
-
-// UsageError is a flag or argument the parser refused.
-type UsageError struct{ Err error }
-
-func (e *UsageError) Error() string { return e.Err.Error() + " (-h lists the flags)" }
-func (e *UsageError) Unwrap() error { return e.Err }
-
-// IsUsage reports whether err is a usage error: exit status 2, never
-// "FAILED".
-func IsUsage(err error) bool {
-	_, parse := errors.AsType[*UsageError](err)
-	_, value := errors.AsType[*flagError](err)
-	return parse || value
-}
-
-func Refuse(name string, value any, format string, args ...any) error {
-	return &flagError{Flag: name, Value: fmt.Sprint(value), Want: fmt.Sprintf(format, args...)}
-}
-
-// ParseArgs parses args with fs, refuses positional arguments, and
-// returns the names of the flags given.
-// A bad flag is named with a pointer to -h, not followed by the whole
-// usage; -h prints the usage.
-func ParseArgs(fs *flag.FlagSet, args []string) (map[string]bool, error) {
-	out, usage := fs.Output(), fs.Usage
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	fs.Usage = usage
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		usage()
-		return nil, err
-	case err != nil:
-		return nil, &UsageError{Err: err}
-	case fs.NArg() > 0:
-		return nil, &UsageError{Err: fmt.Errorf("unexpected arguments %q", fs.Args())}
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return set, nil
-}
+// Refuse and IsUsage are the usage errors of the flags (exit status 2),
+// as package cliflags makes them.
+var (
+	Refuse  = cliflags.Refuse
+	IsUsage = cliflags.IsUsage
+)
 
 // parseFlags reads the flags, and for every flag not given the
 // environment variable CUTLINE_<NAME> (upper case, '-' as '_'): -etcd is
@@ -190,51 +149,31 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 	fs.DurationVar(&c.heartbeat, "heartbeat", time.Second, "how often the holder heartbeats, well below -lease")
 	fs.DurationVar(&c.sessionTTL, "session-ttl", 5*time.Second, "TTL of the metastore sessions (stars, controller election)")
 	fs.Int64Var(&c.maxRecord, "max-record", DefaultMaxRecord, "largest record a produce takes, in bytes")
-	fs.IntVar(&c.producers.Max, "producers", defaultProducers, fmt.Sprintf("producers whose retries each stream recognizes, 1 to %d; the least recently active expire first", maxProducers))
-	var window uint
-	fs.UintVar(&window, "producer-window", DefaultProducerWindow, fmt.Sprintf("how far below its highest sequence a producer's retries are recognized, 1 to %d; older ones are refused (409)", MaxProducerWindow))
+	fs.IntVar(&c.producers.Producers, "producers", batch.DefaultDedupProducers, fmt.Sprintf("producers whose retries each stream recognizes, 1 to %d; the least recently active expire first", batch.MaxDedupProducers))
+	fs.Uint64Var(&c.producers.Window, "producer-window", batch.DefaultDedupWindow, fmt.Sprintf("how far below its highest sequence a producer's retries are recognized, 1 to %d; older ones are refused (409)", batch.MaxDedupWindow))
 	fs.IntVar(&c.snapshots.Every, "snapshot-every", defaultSnapshotEvery, "records of a stream between saves of its producer snapshot (0: none by count)")
 	fs.DurationVar(&c.snapshots.Interval, "snapshot-interval", defaultSnapshotPeriod, "time between saves of a stream's producer snapshot when records came (0: none by time)")
 	c.lifecycle.register(fs)
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight and the streams' departures")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	set, err := ParseArgs(fs, args)
+	set, err := cliflags.Parse(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := "CUTLINE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(env); v != "" && !set[f.Name] && envErr == nil {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s: %w", env, err)
-			}
-			set[f.Name] = true
-		}
-	})
-	if envErr != nil {
-		return nil, envErr
+	if err := cliflags.Env(fs, set, "CUTLINE_", getenv); err != nil {
+		return nil, err
 	}
 	c.decisionDelay, c.poll, c.openWait = authority.DefaultDecisionDelay, 50*time.Millisecond, 10*time.Second
-	c.producers.Window = uint64(window)
 	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, Refuse("log-level", *level, "debug, info, warn or error")
 	}
-	if *operators != "" {
-		c.operators = strings.Split(*operators, ",")
-	}
+	c.operators, c.S3Buckets, c.S3Endpoints = cliflags.List(*operators), cliflags.List(*buckets), cliflags.List(*endpoints)
 	if *peers != "" {
 		var err error
 		if c.peers, err = parsePeers(*peers); err != nil {
 			return nil, err
 		}
-	}
-	if *buckets != "" {
-		c.S3Buckets = strings.Split(*buckets, ",")
-	}
-	if *endpoints != "" {
-		c.S3Endpoints = strings.Split(*endpoints, ",")
 	}
 	awsEnv(c, getenv, set)
 	if *gcs != "" {
@@ -327,17 +266,17 @@ func (c *Settings) check(set map[string]bool) error {
 		return Refuse("shutdown-timeout", c.shutdownTimeout, "more than 0")
 	case c.latency < 0 || c.latency > 10*time.Second:
 		return Refuse("latency", c.latency, "0 to 10s")
-	case c.producers.Max < 1:
-		return Refuse("producers", c.producers.Max, "1 to %d", maxProducers)
+	case c.producers.Producers < 1:
+		return Refuse("producers", c.producers.Producers, "1 to %d", batch.MaxDedupProducers)
 	case c.producers.Window < 1:
-		return Refuse("producer-window", c.producers.Window, "1 to %d", MaxProducerWindow)
+		return Refuse("producer-window", c.producers.Window, "1 to %d", batch.MaxDedupWindow)
 	case c.snapshots.Every < 0:
 		return Refuse("snapshot-every", c.snapshots.Every, "0 (none by count) or more records")
 	case c.snapshots.Interval < 0:
 		return Refuse("snapshot-interval", c.snapshots.Interval, "0 (none by time) or more")
 	}
-	if err := c.producers.validate(); err != nil {
-		return err
+	if _, err := batch.NewDedup(c.producers); err != nil {
+		return &cliflags.UsageError{Err: err}
 	}
 	if err := c.lifecycle.check(); err != nil {
 		return err

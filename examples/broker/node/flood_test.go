@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/examples/internal/cliflags"
 	"github.com/cutline/cutline/examples/internal/connlimit"
 )
 
@@ -201,7 +202,7 @@ func TestDescriptorBudget(t *testing.T) {
 
 	cfg, set = parse("-max-conns", "600")
 	err := cfg.fitDescriptors(1000, set)
-	var fe *flagError
+	var fe *cliflags.FlagError
 	require.True(t, errors.As(err, &fe), "%v", err)
 	require.Equal(t, "max-conns", fe.Flag)
 

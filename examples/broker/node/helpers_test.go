@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cutline/cutline/batch"
 )
 
 // testSettings parses args after the timings of a test (a grant in a
@@ -163,4 +165,38 @@ func shutdownCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// producerTable is a batch.Dedup in the terms of the replay tests: next
+// is the table's Next after each record, lookup answers with an Ack.
+type producerTable struct {
+	*batch.Dedup
+	next uint64
+}
+
+type verdict = batch.Verdict
+
+const duplicate = batch.Duplicate
+
+func newProducerTable(producers int, window uint64) *producerTable {
+	d, err := batch.NewDedup(batch.DedupOptions{Producers: producers, Window: window})
+	if err != nil {
+		panic(err)
+	}
+	return &producerTable{Dedup: d}
+}
+
+func (t *producerTable) Apply(producer string, seq uint64, r batch.Receipt) {
+	t.Dedup.Apply(producer, seq, r)
+	t.next = t.Next()
+}
+
+func (t *producerTable) Skip(off uint64) {
+	t.Dedup.Skip(off)
+	t.next = t.Next()
+}
+
+func (t *producerTable) lookup(producer string, seq uint64) (Ack, verdict) {
+	r, v := t.Lookup(producer, seq)
+	return ackOf(r, false), v
 }

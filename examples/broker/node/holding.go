@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
 )
@@ -69,7 +70,7 @@ type pending struct {
 // those in flight.
 type streamState struct {
 	name     string
-	table    *producerTable
+	table    *batch.Dedup
 	acked    map[uint64]ackedRecord
 	inflight map[producerSeq]*pending
 	// suspect: an append failed with an unknown outcome (it may still be
@@ -89,7 +90,12 @@ type streamState struct {
 // ackedRecord is an acknowledged record not applied to the table yet.
 type ackedRecord struct {
 	key producerSeq
-	ack Ack
+	r   batch.Receipt
+}
+
+// ackOf is the Ack of a receipt.
+func ackOf(r batch.Receipt, duplicate bool) Ack {
+	return Ack{Offset: r.Offset, Epoch: r.Position.Epoch, Slot: r.Position.Slot, Duplicate: duplicate}
 }
 
 func (h *Holding) lost() bool {
@@ -237,7 +243,7 @@ func (h *Holding) open(ctx context.Context, name, token string, reopen bool) (*s
 	if err != nil {
 		return nil, fmt.Errorf("rebuild the producers of %s: %w", name, err)
 	}
-	producers, acks := table.len()
+	producers, acks := table.Len()
 	n.log.Info("stream ready", "stream", name, "decision", ten.Decision, "tenure", ten.Tenure, "next", ten.Next,
 		"had_snapshot", rb.HadSnapshot, "snapshot", rb.Snapshot, "replayed", rb.Replayed, "producers", producers, "producer_records", acks)
 	return &streamState{name: name, table: table, acked: map[uint64]ackedRecord{}, inflight: map[producerSeq]*pending{},

@@ -57,116 +57,83 @@ func (m *metrics) connCounter() connlimit.Counter {
 // flight of the node's current writer, undecidedAge the age in seconds of
 // the oldest slot its fencer waits on (0 when none), linksUp its direct
 // health links that are up, absorbBacklog the acknowledged flights not
-// covered in the index yet.
+// covered in the index yet. The lifecycle's gauges are the holder's, as
+// its last pass measured them; 0 on a node that does not hold the grant.
 func newMetrics(inflight, undecidedAge, linksUp, absorbBacklog func() float64) *metrics {
-	m := &metrics{
-		Registry: prometheus.NewRegistry(),
-		appendSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "cutline_broker_append_seconds", Help: "Time from Submit to the acknowledgement of a produced record.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}),
-		fenceSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "cutline_broker_fence_seconds", Help: "Duration of the fences the open gate and recoveries ran.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-		}),
-		fenceRounds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "cutline_broker_fence_rounds", Help: "Sequential round trips to the zones of each fence.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
-		}),
-		settles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cutline_broker_settles_total", Help: "Epoch settlements, by where they ran (gate, recovery) and whether the epoch was settled already.",
-		}, []string{"source", "result"}),
-		gateDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cutline_broker_gate_decisions_total", Help: "Streams admitted by the open gate, by decision.",
-		}, []string{"decision"}),
-		grantChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cutline_broker_grant_changes_total", Help: "Authority grants this node gained or lost.",
-		}, []string{"change"}),
-		objectRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cutline_broker_object_requests_total", Help: "Object store requests, by zone, kind and outcome.",
-		}, []string{"zone", "op", "result"}),
-		pings: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cutline_broker_health_pings_total", Help: "Pings of this node's direct health links, by result (ok, failed).",
-		}, []string{"result"}),
-		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cutline_broker_snapshot_saves_total", Help: "Saves of a stream's producer snapshot, by result (saved, refused: too big, failed).",
-		}, []string{"result"}),
-		replayed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cutline_broker_replayed_records_total", Help: "Records a new holder read back to rebuild its producers, past their snapshot.",
-		}),
-		conns: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cutline_broker_api_connections", Help: "Connections the API keeps open.",
-		}),
-		connsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cutline_broker_api_connections_closed_total", Help: "Connections the API closed to keep its bounds: on accept, past the bound in all (total) or of their address (per_address), or silent, to make room (evicted).",
-		}, []string{"reason"}),
-	}
-	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cutline_broker_http_requests_total", Help: "API requests answered, by route (the pattern matched; \"none\" for no route) and status code.",
-	}, []string{"route", "code"})
-	m.httpSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "cutline_broker_http_request_seconds", Help: "Time to answer an API request, by route, to the end of its body.",
-		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-	}, []string{"route"})
-	m.registerLifecycle()
+	m := &metrics{Registry: prometheus.NewRegistry()}
+	r := m.Registry
 	// The process's own state (goroutines, heap, GC, file descriptors,
 	// memory): what an operator looks at first when a node slows down.
-	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.httpRequests, m.httpSeconds)
-	m.Registry.MustRegister(m.appendSeconds, m.fenceSeconds, m.fenceRounds, m.settles, m.gateDecisions, m.grantChanges, m.objectRequests, m.pings,
-		m.snapshots, m.replayed, m.conns, m.connsClosed,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "cutline_broker_slots_in_flight", Help: "Slots the node's current writer has submitted and not acknowledged.",
-		}, inflight),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "cutline_broker_undecided_slot_age_seconds", Help: "Age of the oldest slot the node's fencer is blocked on (fence.Fencer.Undecided); 0 when none. Alert on it.",
-		}, undecidedAge),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "cutline_broker_absorb_backlog_flights", Help: "Acknowledged flights the holder has not covered in the index yet; at most the absorb batch plus the window (lease.Star.AbsorbStats).",
-		}, absorbBacklog),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "cutline_broker_health_links_up", Help: "Direct health links of the current topology whose last ping completed under its token (the holder's to every other voter, another node's to the holder).",
-		}, linksUp))
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exp := prometheus.ExponentialBuckets
+	m.httpRequests = newCounterVec(r, "http_requests_total", "API requests answered, by route (the pattern matched; \"none\" for no route) and status code.", "route", "code")
+	m.httpSeconds = newHistogramVec(r, "http_request_seconds", "Time to answer an API request, by route, to the end of its body.", exp(0.0005, 4, 10), "route")
+	m.appendSeconds = newHistogram(r, "append_seconds", "Time from Submit to the acknowledgement of a produced record.", exp(0.0005, 2, 16))
+	m.fenceSeconds = newHistogram(r, "fence_seconds", "Duration of the fences the open gate and recoveries ran.", exp(0.001, 2, 16))
+	m.fenceRounds = newHistogram(r, "fence_rounds", "Sequential round trips to the zones of each fence.", exp(1, 2, 12))
+	m.settles = newCounterVec(r, "settles_total", "Epoch settlements, by where they ran (gate, recovery) and whether the epoch was settled already.", "source", "result")
+	m.gateDecisions = newCounterVec(r, "gate_decisions_total", "Streams admitted by the open gate, by decision.", "decision")
+	m.grantChanges = newCounterVec(r, "grant_changes_total", "Authority grants this node gained or lost.", "change")
+	m.objectRequests = newCounterVec(r, "object_requests_total", "Object store requests, by zone, kind and outcome.", "zone", "op", "result")
+	m.pings = newCounterVec(r, "health_pings_total", "Pings of this node's direct health links, by result (ok, failed).", "result")
+	m.snapshots = newCounterVec(r, "snapshot_saves_total", "Saves of a stream's producer snapshot, by result (saved, refused: too big, failed).", "result")
+	m.replayed = newCounter(r, "replayed_records_total", "Records a new holder read back to rebuild its producers, past their snapshot.")
+	m.conns = newGauge(r, "api_connections", "Connections the API keeps open.")
+	m.connsClosed = newCounterVec(r, "api_connections_closed_total", "Connections the API closed to keep its bounds: on accept, past the bound in all (total) or of their address (per_address), or silent, to make room (evicted).", "reason")
+	newGaugeFunc(r, "slots_in_flight", "Slots the node's current writer has submitted and not acknowledged.", inflight)
+	newGaugeFunc(r, "undecided_slot_age_seconds", "Age of the oldest slot the node's fencer is blocked on (fence.Fencer.Undecided); 0 when none. Alert on it.", undecidedAge)
+	newGaugeFunc(r, "absorb_backlog_flights", "Acknowledged flights the holder has not covered in the index yet; at most the absorb batch plus the window (lease.Star.AbsorbStats).", absorbBacklog)
+	newGaugeFunc(r, "health_links_up", "Direct health links of the current topology whose last ping completed under its token (the holder's to every other voter, another node's to the holder).", linksUp)
+	// The lifecycle's.
+	m.compactedBytes = newCounter(r, "compacted_bytes_total", "Bytes of records rewritten from flights into segments by compaction.")
+	m.segmentsWritten = newCounter(r, "segments_written_total", "Segments compaction wrote and moved ref pages onto.")
+	m.objectsDeleted = newCounterVec(r, "lifecycle_deleted_objects_total", "Object copies the lifecycle deleted, by kind: flight (trimmed once rewritten or dropped by retention) or segment (collected once no ref page names it).", "kind")
+	m.refPagesDropped = newCounter(r, "retention_ref_pages_deleted_total", "Ref pages retention deleted, every offset of them below their stream's retention point.")
+	m.recordsExpired = newCounterVec(r, "retention_expired_records_total", "Records retention dropped, by the limit that moved the retention point (age, bytes, records).", "by")
+	m.lifecyclePasses = newCounterVec(r, "lifecycle_passes_total", "Lifecycle passes the holder ran, by result (ok, error: a step failed; the next pass runs it again).", "result")
+	m.lifecycleErrors = newCounterVec(r, "lifecycle_errors_total", "Failed steps of lifecycle passes, by stage (absorb, retain, list, settle, compact, trim, collect, budget: the pass ran out of time).", "stage")
+	m.lifecycleSeconds = newHistogram(r, "lifecycle_pass_seconds", "Duration of the lifecycle passes.", exp(0.001, 4, 10))
+	m.backlog = newGauge(r, "compaction_backlog_flights", "Flights covered in the index (below their epoch's checkpoint) and neither rewritten into segments nor trimmed, as the holder's last pass left them.")
+	m.oldestUncompacted = newGauge(r, "oldest_uncompacted_seconds", "How long the holder's passes have found the oldest uncompacted flight waiting at its epoch's rewritten cursor; 0 when none waits.")
 	return m
 }
 
-// registerLifecycle registers the metrics of the lifecycle passes. The
-// gauges are the holder's, as its last pass measured them; 0 on a node
-// that does not hold the grant.
-func (m *metrics) registerLifecycle() {
-	m.compactedBytes = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "cutline_broker_compacted_bytes_total", Help: "Bytes of records rewritten from flights into segments by compaction.",
-	})
-	m.segmentsWritten = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "cutline_broker_segments_written_total", Help: "Segments compaction wrote and moved ref pages onto.",
-	})
-	m.objectsDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cutline_broker_lifecycle_deleted_objects_total", Help: "Object copies the lifecycle deleted, by kind: flight (trimmed once rewritten or dropped by retention) or segment (collected once no ref page names it).",
-	}, []string{"kind"})
-	m.refPagesDropped = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "cutline_broker_retention_ref_pages_deleted_total", Help: "Ref pages retention deleted, every offset of them below their stream's retention point.",
-	})
-	m.recordsExpired = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cutline_broker_retention_expired_records_total", Help: "Records retention dropped, by the limit that moved the retention point (age, bytes, records).",
-	}, []string{"by"})
-	m.lifecyclePasses = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cutline_broker_lifecycle_passes_total", Help: "Lifecycle passes the holder ran, by result (ok, error: a step failed; the next pass runs it again).",
-	}, []string{"result"})
-	m.lifecycleErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cutline_broker_lifecycle_errors_total", Help: "Failed steps of lifecycle passes, by stage (absorb, retain, list, settle, compact, trim, collect, budget: the pass ran out of time).",
-	}, []string{"stage"})
-	m.lifecycleSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "cutline_broker_lifecycle_pass_seconds", Help: "Duration of the lifecycle passes.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-	})
-	m.backlog = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "cutline_broker_compaction_backlog_flights", Help: "Flights covered in the index (below their epoch's checkpoint) and neither rewritten into segments nor trimmed, as the holder's last pass left them.",
-	})
-	m.oldestUncompacted = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "cutline_broker_oldest_uncompacted_seconds", Help: "How long the holder's passes have found the oldest uncompacted flight waiting at its epoch's rewritten cursor; 0 when none waits.",
-	})
-	m.Registry.MustRegister(m.compactedBytes, m.segmentsWritten, m.objectsDeleted, m.refPagesDropped, m.recordsExpired,
-		m.lifecyclePasses, m.lifecycleErrors, m.lifecycleSeconds, m.backlog, m.oldestUncompacted)
+// The metrics' constructors register each with r, its name under the
+// prefix cutline_broker_.
+const metricPrefix = "cutline_broker_"
+
+func newCounter(r *prometheus.Registry, name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + name, Help: help})
+	r.MustRegister(c)
+	return c
+}
+
+func newCounterVec(r *prometheus.Registry, name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + name, Help: help}, labels)
+	r.MustRegister(c)
+	return c
+}
+
+func newGauge(r *prometheus.Registry, name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help})
+	r.MustRegister(g)
+	return g
+}
+
+func newGaugeFunc(r *prometheus.Registry, name, help string, f func() float64) {
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help}, f))
+}
+
+func newHistogram(r *prometheus.Registry, name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: metricPrefix + name, Help: help, Buckets: buckets})
+	r.MustRegister(h)
+	return h
+}
+
+func newHistogramVec(r *prometheus.Registry, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metricPrefix + name, Help: help, Buckets: buckets}, labels)
+	r.MustRegister(h)
+	return h
 }
 
 // gate records what the open gate decided, and the settlement it ran.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/authority/authhttp"
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
@@ -53,13 +54,10 @@ type NodeConfig struct {
 	// AgentOptions.Pinger), and the node declares the vote: its reports
 	// count in the controller's fast fence. Nil: no links and no vote.
 	Pinger func(ctx context.Context, peer string, token authority.Token) error
-	// Producers bounds each stream's producer table: at most
-	// Producers.Max producers (the least recently active expire first),
-	// each with the acknowledgements of its sequences within
-	// Producers.Window of its highest. Snapshots time the saves of the
-	// table (lease.Star.SaveSnapshot), which a new holder loads and
-	// replays the stream's tail on.
-	Producers ProducerLimits
+	// Producers bounds each stream's producer table (batch.Dedup).
+	// Snapshots time the saves of the table (lease.Star.SaveSnapshot),
+	// which a new holder loads and replays the stream's tail on.
+	Producers batch.DedupOptions
 	Snapshots SnapshotTiming
 	// MaxStreams bounds the streams a holder leads at once: a produce to
 	// one more is refused (errStreamQuota). 0 means defaultMaxStreams.
@@ -145,7 +143,7 @@ type linkState struct {
 // NewNode builds a node's parts over a Guarded view of the store; start
 // runs it.
 func NewNode(cfg NodeConfig) (*Node, error) {
-	if err := cfg.Producers.validate(); err != nil {
+	if _, err := batch.NewDedup(cfg.Producers); err != nil {
 		return nil, err
 	}
 	if cfg.MaxStreams < 0 {

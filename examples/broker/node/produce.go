@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/roll"
 	"github.com/cutline/cutline/settle"
@@ -130,11 +131,11 @@ func (h *Holding) submit(ctx context.Context, s *streamState, p produceReq) (*pe
 		h.mu.Unlock()
 		return nil, errStateReplaced
 	}
-	var v verdict
-	var a Ack
+	var v batch.Verdict
+	var r batch.Receipt
 	var pd *pending
 	if p.producer != "" {
-		a, v = s.table.lookup(p.producer, p.seq)
+		r, v = s.table.Lookup(p.producer, p.seq)
 		pd = s.inflight[key]
 	}
 	h.mu.Unlock()
@@ -144,12 +145,11 @@ func (h *Holding) submit(ctx context.Context, s *streamState, p produceReq) (*pe
 	case pd != nil:
 		return pd, nil
 	case p.producer == "":
-	case v == duplicate:
-		a.Duplicate = true
-		pd = &pending{done: make(chan struct{}), ack: a}
+	case v == batch.Duplicate:
+		pd = &pending{done: make(chan struct{}), ack: ackOf(r, true)}
 		close(pd.done)
 		return pd, nil
-	case v == tooOld:
+	case v == batch.TooOld:
 		return nil, fmt.Errorf("%w: %s's sequence %d", errSequenceTooOld, p.producer, p.seq)
 	}
 	off, err := h.Star.Next(p.stream)
@@ -184,7 +184,7 @@ func (h *Holding) await(f *lease.Future, s *streamState, key producerSeq, off ui
 	<-f.Done()
 	pos, err := f.Wait(context.Background())
 	if err == nil {
-		pd.ack = Ack{Offset: off, Epoch: pos.Epoch, Slot: pos.Slot}
+		pd.ack = ackOf(batch.Receipt{Offset: off, Position: pos}, false)
 		h.n.acknowledged(pos, h.n.clk.Now().Sub(start))
 	} else {
 		pd.err = fmt.Errorf("%w: %w", errUnknownOutcome, err)
@@ -193,7 +193,7 @@ func (h *Holding) await(f *lease.Future, s *streamState, key producerSeq, off ui
 	if err == nil {
 		// Applied in offset order: a retry finds the record in flight
 		// until it is in the table.
-		s.acked[off] = ackedRecord{key: key, ack: pd.ack}
+		s.acked[off] = ackedRecord{key: key, r: batch.Receipt{Offset: off, Position: pos}}
 		h.applyLocked(s)
 	} else {
 		if key.producer != "" {

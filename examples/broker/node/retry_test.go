@@ -48,7 +48,7 @@ func TestRetryJudgedByTheCurrentState(t *testing.T) {
 
 	// The live table took R1: snapshots and the release flush see it.
 	h.mu.Lock()
-	next := h.streams["orders"].table.next
+	next := h.streams["orders"].table.Next()
 	h.mu.Unlock()
 	require.Equal(t, uint64(4), next)
 	checkStream(t, b.api.consume("orders"), sent)

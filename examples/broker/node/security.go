@@ -2,25 +2,17 @@ package node
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/cutline/cutline/authority/authhttp"
+	"github.com/cutline/cutline/examples/internal/selfsigned"
 )
 
 // Security is what protects a process: its certificate (the API's server
@@ -121,12 +113,12 @@ func loadSecurity(cfg *Settings, dir string, log *slog.Logger) (*Security, error
 		}
 		return s, nil
 	case cfg.makesCredentials() && dir != "":
-		cert, token, err := DevCredentials(dir, cfg.node)
+		cert, token, err := selfsigned.Make(dir, cfg.node)
 		if err != nil {
 			return nil, err
 		}
 		s.Cert, s.Token = cert, token
-		s.caFile, s.tokenFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "token")
+		s.caFile, s.tokenFile = filepath.Join(dir, selfsigned.CAFile), filepath.Join(dir, selfsigned.TokenFile)
 		log.Info("made credentials for this run: a self-signed certificate for localhost and a bearer token, made anew at every start (-tls-cert, -tls-key and -auth-token-file give your own)",
 			"ca", s.caFile, "token_file", s.tokenFile)
 		return s, nil
@@ -134,79 +126,6 @@ func loadSecurity(cfg *Settings, dir string, log *slog.Logger) (*Security, error
 		return nil, errors.New("the API needs -tls-cert, -tls-key and -auth-token-file (or -insecure, which serves it unprotected)")
 	}
 	return s, nil
-}
-
-// DevCredentials makes a self-signed certificate for localhost, 127.0.0.1
-// and ::1 that names the node (the URI SAN cutline://node/<node>, as
-// authhttp.NodeIdentity reads it), valid for a week, and a random 256-bit
-// token; it writes the certificate to dir/ca.pem (what a client trusts)
-// and the token to dir/token, both readable by the owner only.
-func DevCredentials(dir, node string) (tls.Certificate, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: "cutline broker (this run)"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		URIs:        []*url.URL{{Scheme: authhttp.IdentityScheme, Host: authhttp.IdentityHost, Path: "/" + node}},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	token := []byte(hex.EncodeToString(raw[:]))
-	if err := replaceFile(filepath.Join(dir, "ca.pem"), certPEM); err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	if err := replaceFile(filepath.Join(dir, "token"), token); err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	return cert, token, nil
-}
-
-// replaceFile writes data to path, readable by the owner only, in place
-// of what was there (the last run's credentials): a client never reads
-// half of it, and the file's mode is the new one, whatever the old one's.
-func replaceFile(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-	}
-	return err
 }
 
 // apiURL is the base URL a client on this machine reaches the API at

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/authority/authhttp"
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/lease"
 )
 
@@ -275,7 +276,7 @@ func TestFlags(t *testing.T) {
 	cfg, err = parseFlags([]string{"-snapshot-every", "0", "-snapshot-interval", "1m", "-producers", "5"}, env(), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, SnapshotTiming{Every: -1, Interval: time.Minute}, cfg.snapshotTiming(), "0 turns a trigger off")
-	require.Equal(t, ProducerLimits{Max: 5, Window: DefaultProducerWindow}, cfg.producers)
+	require.Equal(t, batch.DedupOptions{Producers: 5, Window: batch.DefaultDedupWindow}, cfg.producers)
 
 	for _, bad := range [][]string{
 		{"-gcs-buckets", "a,b,c"},

@@ -7,20 +7,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/settle"
 )
-
-// ProducerLimits bounds a stream's producer table (producerTable).
-type ProducerLimits struct {
-	// Max is how many producers a stream keeps; 0 means
-	// defaultProducers.
-	Max int
-	// Window is how many sequences below its highest a producer's
-	// retries are recognized at; 0 means defaultProducerWindow.
-	Window uint64
-}
 
 // SnapshotTiming says when a holder saves a stream's producer snapshot:
 // once Every records were applied since the last one, and every Interval
@@ -34,44 +25,14 @@ type SnapshotTiming struct {
 	Clock clock.Clock
 }
 
-// Defaults and bounds of the producer limits and snapshot timing.
+// Defaults of the snapshot timing.
 const (
-	defaultProducers      = 1024
-	maxProducers          = 1 << 16
-	DefaultProducerWindow = 128
-	MaxProducerWindow     = 1 << 16
-	// maxProducerEntries bounds Max × Window, the acknowledgements a
-	// table may keep (a few tens of bytes each in memory).
-	maxProducerEntries    = 1 << 22
 	defaultSnapshotEvery  = 1000
 	defaultSnapshotPeriod = 30 * time.Second
 	// flushWait bounds how long a departure's flush waits for the
 	// table to catch up with what was acknowledged.
 	flushWait = 5 * time.Second
 )
-
-func (l ProducerLimits) or() ProducerLimits {
-	if l.Max == 0 {
-		l.Max = defaultProducers
-	}
-	if l.Window == 0 {
-		l.Window = DefaultProducerWindow
-	}
-	return l
-}
-
-func (l ProducerLimits) validate() error {
-	switch {
-	case l.Max < 0 || l.Max > maxProducers:
-		return Refuse("producers", l.Max, "0 (the default, %d) to %d", defaultProducers, maxProducers)
-	case l.Window > MaxProducerWindow:
-		return Refuse("producer-window", l.Window, "0 (the default, %d) to %d", DefaultProducerWindow, MaxProducerWindow)
-	}
-	if o := l.or(); uint64(o.Max)*o.Window > maxProducerEntries {
-		return Refuse("producers", o.Max, "at most %d with -producer-window %d: a table keeps at most %d acknowledgements", maxProducerEntries/o.Window, o.Window, maxProducerEntries)
-	}
-	return nil
-}
 
 func (t SnapshotTiming) or() SnapshotTiming {
 	if t.Every == 0 {
@@ -105,11 +66,13 @@ func (n *Node) LastRebuild(stream string) (RebuildInfo, bool) {
 // rebuild loads the stream's producer snapshot and replays the records
 // from its offset up to next, the tenure's first offset. A snapshot that
 // does not load or decode is set aside: the whole stream is replayed.
-func (h *Holding) rebuild(ctx context.Context, name string, next uint64) (*producerTable, RebuildInfo, error) {
+func (h *Holding) rebuild(ctx context.Context, name string, next uint64) (*batch.Dedup, RebuildInfo, error) {
 	n := h.n
-	lim := n.Config.Producers.or()
 	rb := RebuildInfo{Stream: name, Next: next}
-	table := newProducerTable(lim.Max, lim.Window)
+	table, err := batch.NewDedup(n.Config.Producers)
+	if err != nil {
+		return nil, rb, err
+	}
 	sn, err := h.Star.LoadSnapshot(ctx, name)
 	switch {
 	case errors.Is(err, lease.ErrBadSnapshot):
@@ -117,15 +80,16 @@ func (h *Holding) rebuild(ctx context.Context, name string, next uint64) (*produ
 	case err != nil:
 		return nil, rb, err
 	case sn.Revision != 0:
-		t, err := decodeProducerTable(sn.Data, lim.Max, lim.Window)
+		t, _ := batch.NewDedup(n.Config.Producers)
+		err := t.UnmarshalBinary(sn.Data)
 		switch {
 		case err != nil:
 			n.log.Warn("ignoring a producer snapshot that does not decode; replaying the whole stream", "stream", name, "err", err)
-		case t.next != sn.Offset || t.next > next:
+		case t.Next() != sn.Offset || t.Next() > next:
 			n.log.Warn("ignoring a producer snapshot at the wrong offset; replaying the whole stream", "stream", name,
-				"snapshot", sn.Offset, "table", t.next, "next", next)
+				"snapshot", sn.Offset, "table", t.Next(), "next", next)
 		default:
-			table, rb.HadSnapshot, rb.Snapshot = t, true, t.next
+			table, rb.HadSnapshot, rb.Snapshot = t, true, t.Next()
 		}
 	}
 	if err := n.replay(ctx, name, table, next); err != nil {
@@ -139,19 +103,26 @@ func (h *Holding) rebuild(ctx context.Context, name string, next uint64) (*produ
 	return table, rb, nil
 }
 
-// replay reads the stream's records from table.next up to next through
+// replayTable is what replay applies records to: a *batch.Dedup.
+type replayTable interface {
+	Next() uint64
+	Apply(producer string, seq uint64, r batch.Receipt)
+	Skip(off uint64)
+}
+
+// replay reads the stream's records from table.Next() up to next through
 // the RefIndex, readAhead at a time, and applies them in offset order.
 // Records below the stream's retention point are gone: the table skips
 // them, and their producers' retries are no longer recognized (a
 // snapshot saved past the retention point keeps them).
-func (n *Node) replay(ctx context.Context, stream string, table *producerTable, next uint64) error {
+func (n *Node) replay(ctx context.Context, stream string, table replayTable, next uint64) error {
 	type rec struct {
 		producer string
 		seq      uint64
-		ack      Ack
+		r        batch.Receipt
 	}
-	for table.next < next {
-		from := table.next
+	for table.Next() < next {
+		from := table.Next()
 		recs := make([]rec, min(next-from, replayChunk))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(readAhead)
@@ -162,22 +133,22 @@ func (n *Node) replay(ctx context.Context, stream string, table *producerTable, 
 				if err != nil {
 					return err
 				}
-				recs[i] = rec{producer: r.Producer, seq: r.Seq, ack: Ack{Offset: off, Epoch: ref.Epoch, Slot: ref.Slot}}
+				recs[i] = rec{producer: r.Producer, seq: r.Seq, r: batch.Receipt{Offset: off, Position: ref.Position()}}
 				return nil
 			})
 		}
 		err := g.Wait()
-		if te, ok := errors.AsType[*settle.TrimmedError](err); ok && te.Start > table.next {
+		if te, ok := errors.AsType[*settle.TrimmedError](err); ok && te.Start > table.Next() {
 			n.log.Warn("records below the retention point cannot be replayed: their producers' retries are no longer recognized",
-				"stream", stream, "from", table.next, "start", te.Start)
-			table.skip(min(te.Start, next))
+				"stream", stream, "from", table.Next(), "start", te.Start)
+			table.Skip(min(te.Start, next))
 			continue
 		}
 		if err != nil {
 			return err
 		}
 		for _, r := range recs {
-			table.apply(r.producer, r.seq, r.ack)
+			table.Apply(r.producer, r.seq, r.r)
 		}
 		n.replayReads.Add(uint64(len(recs)))
 	}
@@ -189,12 +160,12 @@ func (n *Node) replay(ctx context.Context, stream string, table *producerTable, 
 func (h *Holding) applyLocked(s *streamState) {
 	moved := false
 	for {
-		r, ok := s.acked[s.table.next]
+		r, ok := s.acked[s.table.Next()]
 		if !ok {
 			break
 		}
-		delete(s.acked, s.table.next)
-		s.table.apply(r.key.producer, r.key.seq, r.ack)
+		delete(s.acked, s.table.Next())
+		s.table.Apply(r.key.producer, r.key.seq, r.r)
 		if r.key.producer != "" {
 			delete(s.inflight, r.key)
 		}
@@ -206,7 +177,7 @@ func (h *Holding) applyLocked(s *streamState) {
 	close(s.applied)
 	s.applied = make(chan struct{})
 	every := h.n.Config.Snapshots.or().Every
-	if every > 0 && s.table.next-s.savedAt >= uint64(every) && !s.saving && !h.stopped {
+	if every > 0 && s.table.Next()-s.savedAt >= uint64(every) && !s.saving && !h.stopped {
 		s.saving = true
 		h.snaps.Go(func() { h.saveBackground(s) })
 	}
@@ -228,7 +199,7 @@ func (h *Holding) startSnapshots() {
 			h.mu.Lock()
 			var due []*streamState
 			for _, s := range h.streams {
-				if !s.saving && !s.broken && s.table.next > s.savedAt {
+				if !s.saving && !s.broken && s.table.Next() > s.savedAt {
 					s.saving = true
 					due = append(due, s)
 				}
@@ -265,7 +236,8 @@ func (h *Holding) saveBackground(s *streamState) {
 func (h *Holding) save(ctx context.Context, s *streamState, absorb bool) {
 	n := h.n
 	h.mu.Lock()
-	off, saved, data := s.table.next, s.savedAt, s.table.encode()
+	off, saved := s.table.Next(), s.savedAt
+	data, _ := s.table.MarshalBinary()
 	h.mu.Unlock()
 	if off <= saved {
 		return
@@ -318,7 +290,7 @@ func (h *Holding) flush(ctx context.Context, stream string) error {
 	defer t.Stop()
 	for {
 		h.mu.Lock()
-		next, broken, ch := s.table.next, s.broken, s.applied
+		next, broken, ch := s.table.Next(), s.broken, s.applied
 		h.mu.Unlock()
 		if broken {
 			return nil
