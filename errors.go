@@ -1,6 +1,9 @@
 package cutline
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The kinds of error. Every error a cutline package returns, its own
 // sentinels and typed errors included, matches one of these with
@@ -64,4 +67,40 @@ var (
 // Kinds lists every kind, in the order of this file.
 func Kinds() []error {
 	return []error{ErrInvalid, ErrDenied, ErrNotFound, ErrConflict, ErrStale, ErrUnavailable, ErrClosed, ErrTrimmed, ErrCorrupt}
+}
+
+// ConfigError is the one error every package returns for a refused
+// option, name or constant: it names the field, its value and why, matches
+// ErrInvalid, and reaches its cause (an objstore.ErrInvalidKey, say)
+// through Err. Nothing is written when a constructor or verb refuses its
+// configuration, and a refusal is final: the same input gets the same
+// answer. Value never holds a credential; nil or "" means there is no
+// value to show.
+type ConfigError struct {
+	Field  string
+	Value  any
+	Reason string
+	// Err is the cause, when there is one: errors.Is reaches it through
+	// the ConfigError.
+	Err error
+}
+
+func (e *ConfigError) Error() string {
+	s := fmt.Sprintf("invalid %s", e.Field)
+	if e.Value != nil && e.Value != "" {
+		s += fmt.Sprintf(" %v", e.Value)
+	}
+	s += ": " + e.Reason
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap makes errors.Is match ErrInvalid and the cause.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalid}
+	}
+	return []error{ErrInvalid, e.Err}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
@@ -55,8 +54,8 @@ var libraryErrors = map[string]error{
 	"chain/wire.ErrUnknownFormat":      wire.ErrUnknownFormat,
 	"chain/wire.ErrMisplaced":          wire.ErrMisplaced,
 	"chain/wire.ObjectError":           &wire.ObjectError{Err: wire.ErrCorrupt},
-	"config.ErrInvalid":                config.ErrInvalid,
-	"config.Error":                     &config.Error{},
+	"cutline.ErrInvalid":               cutline.ErrInvalid,
+	"cutline.ConfigError":              &cutline.ConfigError{},
 	"cutlinetest.ErrStopped":           cutlinetest.ErrStopped,
 	"cutlinetest.Violation":            cutlinetest.Violation{},
 	"epoch.ErrNoRecord":                epoch.ErrNoRecord,

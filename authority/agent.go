@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 )
 
 // Conn is a node's control channel to the controller, as a transport
@@ -106,7 +106,7 @@ func NewAgent(rt *Runtime, conn Conn, host AgentHost, opts AgentOptions) (*Agent
 		opts.HeartbeatEvery = time.Second
 	}
 	if opts.HeartbeatEvery < time.Millisecond || opts.HeartbeatEvery > time.Minute {
-		return nil, &config.Error{Field: "HeartbeatEvery", Value: opts.HeartbeatEvery, Reason: "must lie in [1ms, 1m]"}
+		return nil, &cutline.ConfigError{Field: "HeartbeatEvery", Value: opts.HeartbeatEvery, Reason: "must lie in [1ms, 1m]"}
 	}
 	opts.Clock = clock.Or(opts.Clock)
 	if opts.Logger == nil {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/metastore/memstore"
 )
 
@@ -42,8 +42,8 @@ func TestRequiredArguments(t *testing.T) {
 		}},
 	} {
 		err := tc.call()
-		require.ErrorIs(t, err, config.ErrInvalid, tc.field)
-		var ce *config.Error
+		require.ErrorIs(t, err, cutline.ErrInvalid, tc.field)
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce, tc.field)
 		require.Equal(t, tc.field, ce.Field)
 	}

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -47,16 +47,16 @@ func (c *ControllerConfig) validate() error {
 		c.Reconnect = DefaultReconnect
 	}
 	if c.Lease < time.Millisecond || c.Lease > time.Hour {
-		return &config.Error{Field: "Lease", Value: c.Lease, Reason: "must lie in [1ms, 1h]"}
+		return &cutline.ConfigError{Field: "Lease", Value: c.Lease, Reason: "must lie in [1ms, 1h]"}
 	}
 	if c.Reconnect < 0 || c.Reconnect > c.Lease {
-		return &config.Error{Field: "Reconnect", Value: c.Reconnect, Reason: "must lie in [0, Lease]"}
+		return &cutline.ConfigError{Field: "Reconnect", Value: c.Reconnect, Reason: "must lie in [0, Lease]"}
 	}
 	if c.RecoveryTimeout == 0 {
 		c.RecoveryTimeout = DefaultRecoveryTimeout
 	}
 	if c.RecoveryTimeout < time.Millisecond || c.RecoveryTimeout > time.Hour {
-		return &config.Error{Field: "RecoveryTimeout", Value: c.RecoveryTimeout, Reason: "must lie in [1ms, 1h]"}
+		return &cutline.ConfigError{Field: "RecoveryTimeout", Value: c.RecoveryTimeout, Reason: "must lie in [1ms, 1h]"}
 	}
 	return nil
 }
@@ -148,7 +148,7 @@ func NewController(cfg ControllerConfig, st StateRecord, now time.Time) (*Contro
 		return nil, err
 	}
 	if st.Domain != "" && st.Domain != cfg.Domain {
-		return nil, &config.Error{Field: "state", Value: st.Domain, Reason: fmt.Sprintf("belongs to another domain than %q", cfg.Domain)}
+		return nil, &cutline.ConfigError{Field: "state", Value: st.Domain, Reason: fmt.Sprintf("belongs to another domain than %q", cfg.Domain)}
 	}
 	st.Domain = cfg.Domain
 	if err := st.check(); err != nil {
@@ -218,7 +218,7 @@ func refused(node string, ev Event, format string, args ...any) error {
 }
 
 // Step applies one event. A refused event changes nothing and returns a
-// *RefusedError; a nil event is a *config.Error.
+// *RefusedError; a nil event is a *cutline.ConfigError.
 func (c *Controller) Step(ev Event) error {
 	switch e := ev.(type) {
 	case Tick:
@@ -255,7 +255,7 @@ func (c *Controller) Step(ev Event) error {
 	}
 	// A nil or foreign event is the host's mistake, not a node's: it is
 	// refused as an invalid argument, and changes nothing.
-	return &config.Error{Field: "event", Value: fmt.Sprintf("%T", ev), Reason: "not an event of the controller"}
+	return &cutline.ConfigError{Field: "event", Value: fmt.Sprintf("%T", ev), Reason: "not an event of the controller"}
 }
 
 func (c *Controller) connect(e Connect) error {

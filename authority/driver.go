@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 )
 
 // DriverOptions configures a Driver.
@@ -53,7 +53,7 @@ func NewDriver(el *Election, ctl *Controller, opts DriverOptions) (*Driver, erro
 		opts.TickEvery = 100 * time.Millisecond
 	}
 	if opts.TickEvery < time.Millisecond || opts.TickEvery > time.Second {
-		return nil, &config.Error{Field: "TickEvery", Value: opts.TickEvery, Reason: "must lie in [1ms, 1s]"}
+		return nil, &cutline.ConfigError{Field: "TickEvery", Value: opts.TickEvery, Reason: "must lie in [1ms, 1s]"}
 	}
 	opts.Clock = clock.Or(opts.Clock)
 	if opts.Logger == nil {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/config"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -63,7 +63,7 @@ func TestNewControllerRefusesCorruptState(t *testing.T) {
 	}
 	// Another domain's state is a configuration mistake, named as such.
 	_, err := authority.NewController(cfg, authority.StateRecord{Domain: "billing"}, t0)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 }
 
 // A nil event is refused as an invalid argument, and changes nothing.
@@ -72,8 +72,8 @@ func TestStepNil(t *testing.T) {
 	require.NoError(t, err)
 	before := ctl.State()
 	err = ctl.Step(nil)
-	require.ErrorIs(t, err, config.ErrInvalid)
-	ce, ok := errors.AsType[*config.Error](err)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
+	ce, ok := errors.AsType[*cutline.ConfigError](err)
 	require.True(t, ok)
 	require.Equal(t, "event", ce.Field)
 	require.Equal(t, before, ctl.State())
@@ -113,13 +113,13 @@ func TestControllerConfigRefused(t *testing.T) {
 		"RecoveryTimeout": {Domain: "orders", RecoveryTimeout: -time.Second},
 	} {
 		_, err := authority.NewController(cfg, authority.StateRecord{}, t0)
-		require.ErrorIs(t, err, config.ErrInvalid, field)
-		ce, ok := errors.AsType[*config.Error](err)
+		require.ErrorIs(t, err, cutline.ErrInvalid, field)
+		ce, ok := errors.AsType[*cutline.ConfigError](err)
 		require.True(t, ok, field)
 		require.Equal(t, field, ce.Field)
 	}
 	_, err := authority.NewController(authority.ControllerConfig{Domain: "orders", RecoveryTimeout: 2 * time.Hour}, authority.StateRecord{}, t0)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 }
 
 // A new controller's topology versions start above its predecessor's

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/cutline/cutline"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/errkind"
 )
@@ -115,7 +114,7 @@ func (l *Local) Send(m Msg) {
 // the new Connect instead). The Conn's Send steps the driver: a Connect
 // equal to the dialed one (the one an Agent sends first) does nothing,
 // any other Connect, a Disconnect or a Tick is refused with a
-// *config.Error (dial anew to declare other capabilities or another
+// *cutline.ConfigError (dial anew to declare other capabilities or another
 // token; Close says goodbye; the driver ticks itself), an event naming
 // another node is refused with a *RefusedError, and so is a
 // HandoffRequest, which an operator steps on the driver directly. Close
@@ -202,10 +201,10 @@ func (c *localConn) Send(ctx context.Context, ev Event) error {
 		if e == (Connect{Node: c.node, Caps: c.caps, Token: c.token}) {
 			return nil
 		}
-		return &config.Error{Field: "Connect", Value: fmt.Sprintf("%s token %d", e.Node, e.Token),
+		return &cutline.ConfigError{Field: "Connect", Value: fmt.Sprintf("%s token %d", e.Node, e.Token),
 			Reason: fmt.Sprintf("the connection declared %s token %d: Dial anew to declare otherwise", c.node, c.token)}
 	case Disconnect, Tick:
-		return &config.Error{Field: "event", Value: ev.event(), Reason: "not sent: Close says goodbye, and the driver ticks itself"}
+		return &cutline.ConfigError{Field: "event", Value: ev.event(), Reason: "not sent: Close says goodbye, and the driver ticks itself"}
 	case HandoffRequest:
 		return &RefusedError{Node: c.node, Event: ev.event(), Reason: "a node does not request handoffs: an operator steps the driver"}
 	}

@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/metastore/memstore"
 )
 
@@ -141,7 +141,7 @@ func TestLocalConnections(t *testing.T) {
 	_, err := authority.NewLocal().Dial("node-a", authority.Capabilities{}, 0)
 	require.ErrorIs(t, err, authority.ErrNoDriver)
 	_, err = r.local.Dial("not a name", authority.Capabilities{}, 0)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 
 	caps := authority.Capabilities{Promotable: true}
 	conn, err := r.local.Dial("node-a", caps, 0)
@@ -153,9 +153,9 @@ func TestLocalConnections(t *testing.T) {
 
 	require.NoError(t, conn.Send(r.ctx, authority.Connect{Node: "node-a", Caps: caps}), "the dialed Connect: nothing to do")
 	require.Empty(t, conn.Msgs(), "and nothing was stepped")
-	require.ErrorIs(t, conn.Send(r.ctx, authority.Connect{Node: "node-a", Caps: caps, Token: 3}), config.ErrInvalid)
-	require.ErrorIs(t, conn.Send(r.ctx, authority.Disconnect{Node: "node-a"}), config.ErrInvalid)
-	require.ErrorIs(t, conn.Send(r.ctx, authority.Tick{Now: r.clk.Now()}), config.ErrInvalid)
+	require.ErrorIs(t, conn.Send(r.ctx, authority.Connect{Node: "node-a", Caps: caps, Token: 3}), cutline.ErrInvalid)
+	require.ErrorIs(t, conn.Send(r.ctx, authority.Disconnect{Node: "node-a"}), cutline.ErrInvalid)
+	require.ErrorIs(t, conn.Send(r.ctx, authority.Tick{Now: r.clk.Now()}), cutline.ErrInvalid)
 	require.ErrorIs(t, conn.Send(r.ctx, authority.Offer{Node: "node-b", Usable: true}), authority.ErrRefused, "an event for another node")
 	require.ErrorIs(t, conn.Send(r.ctx, authority.HandoffRequest{Target: "node-a"}), authority.ErrRefused, "a node requests no handoff")
 	require.ErrorIs(t, conn.Send(r.ctx, authority.Heartbeat{Node: "node-a", Token: 7}), authority.ErrRefused, "the controller's answer")

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -103,7 +103,7 @@ func NewRuntime(cfg RuntimeConfig, now time.Time) (*Runtime, error) {
 		cfg.DecisionDelay = DefaultDecisionDelay
 	}
 	if cfg.DecisionDelay < 0 || cfg.DecisionDelay > time.Minute {
-		return nil, &config.Error{Field: "DecisionDelay", Value: cfg.DecisionDelay, Reason: "must lie in [0, 1m]"}
+		return nil, &cutline.ConfigError{Field: "DecisionDelay", Value: cfg.DecisionDelay, Reason: "must lie in [0, 1m]"}
 	}
 	return &Runtime{cfg: cfg, now: now, links: map[string]*link{}}, nil
 }

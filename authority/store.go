@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 )
@@ -27,7 +27,7 @@ type keys struct{ root, domain string }
 
 func newKeys(root, domain string) (keys, error) {
 	if root != "" && !strings.HasSuffix(root, "/") {
-		return keys{}, &config.Error{Field: "Root", Value: fmt.Sprintf("%q", root), Reason: "must be empty or end with '/'"}
+		return keys{}, &cutline.ConfigError{Field: "Root", Value: fmt.Sprintf("%q", root), Reason: "must be empty or end with '/'"}
 	}
 	if err := epoch.ValidateName("domain", domain); err != nil {
 		return keys{}, err
@@ -47,12 +47,12 @@ type arg struct {
 	missing bool
 }
 
-// required returns a *config.Error naming the first missing argument, in
+// required returns a *cutline.ConfigError naming the first missing argument, in
 // the order given, or nil: one field per error.
 func required(args ...arg) error {
 	for _, a := range args {
 		if a.missing {
-			return &config.Error{Field: a.name, Value: nil, Reason: "required"}
+			return &cutline.ConfigError{Field: a.name, Value: nil, Reason: "required"}
 		}
 	}
 	return nil
@@ -258,7 +258,7 @@ func (e *Election) Save(ctx context.Context, cur, next StateRecord) (StateRecord
 // pass through.
 func Guard(store metastore.Store, root, domain string, rev int64) (metastore.Store, error) {
 	if rev <= 0 {
-		return nil, &config.Error{Field: "rev", Value: rev, Reason: "a grant's token revision is positive"}
+		return nil, &cutline.ConfigError{Field: "rev", Value: rev, Reason: "a grant's token revision is positive"}
 	}
 	g, err := NewGuarded(store, root, domain)
 	if err != nil {
@@ -286,7 +286,7 @@ func NewGuarded(store metastore.Store, root, domain string) (*Guarded, error) {
 		return nil, err
 	}
 	if store == nil {
-		return nil, &config.Error{Field: "store", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "store", Value: nil, Reason: "required"}
 	}
 	return &Guarded{Store: store, key: k.token()}, nil
 }

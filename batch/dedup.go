@@ -8,8 +8,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/config"
 )
 
 // DedupOptions bounds a Dedup. The zero value works.
@@ -44,11 +44,11 @@ func (o *DedupOptions) validate() error {
 	}
 	switch {
 	case o.Producers < 0 || o.Producers > MaxDedupProducers:
-		return &config.Error{Field: "Producers", Value: o.Producers, Reason: fmt.Sprintf("must satisfy 0 ≤ Producers ≤ %d (0 means %d)", MaxDedupProducers, DefaultDedupProducers)}
+		return &cutline.ConfigError{Field: "Producers", Value: o.Producers, Reason: fmt.Sprintf("must satisfy 0 ≤ Producers ≤ %d (0 means %d)", MaxDedupProducers, DefaultDedupProducers)}
 	case o.Window > MaxDedupWindow:
-		return &config.Error{Field: "Window", Value: o.Window, Reason: fmt.Sprintf("must satisfy 0 ≤ Window ≤ %d (0 means %d)", MaxDedupWindow, DefaultDedupWindow)}
+		return &cutline.ConfigError{Field: "Window", Value: o.Window, Reason: fmt.Sprintf("must satisfy 0 ≤ Window ≤ %d (0 means %d)", MaxDedupWindow, DefaultDedupWindow)}
 	case uint64(o.Producers)*o.Window > MaxDedupReceipts:
-		return &config.Error{Field: "Producers", Value: o.Producers, Reason: fmt.Sprintf("at most %d with Window %d: a table keeps at most %d receipts", MaxDedupReceipts/o.Window, o.Window, MaxDedupReceipts)}
+		return &cutline.ConfigError{Field: "Producers", Value: o.Producers, Reason: fmt.Sprintf("at most %d with Window %d: a table keeps at most %d receipts", MaxDedupReceipts/o.Window, o.Window, MaxDedupReceipts)}
 	}
 	return nil
 }
@@ -128,7 +128,7 @@ type dedupEntry struct {
 }
 
 // NewDedup returns an empty table, at offset 0. Options out of bounds are
-// refused with a *config.Error.
+// refused with a *cutline.ConfigError.
 func NewDedup(opts DedupOptions) (*Dedup, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err

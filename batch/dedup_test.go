@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/config"
 )
 
 // at is the receipt the tests give the record at offset off.
@@ -45,7 +45,7 @@ func requireSameTable(t testing.TB, want, got *batch.Dedup) {
 	require.Equal(t, marshal(t, want), marshal(t, got))
 }
 
-// Options out of bounds are refused with config.ErrInvalid; zero means
+// Options out of bounds are refused with cutline.ErrInvalid; zero means
 // the defaults.
 func TestDedupOptions(t *testing.T) {
 	for _, o := range []batch.DedupOptions{
@@ -55,7 +55,7 @@ func TestDedupOptions(t *testing.T) {
 		{Window: batch.MaxDedupWindow}, // with the default producers, too many receipts
 	} {
 		_, err := batch.NewDedup(o)
-		require.ErrorIs(t, err, config.ErrInvalid, "%+v", o)
+		require.ErrorIs(t, err, cutline.ErrInvalid, "%+v", o)
 	}
 	d, err := batch.NewDedup(batch.DedupOptions{})
 	require.NoError(t, err)

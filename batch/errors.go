@@ -8,7 +8,7 @@ import (
 )
 
 // Sentinel errors of the package. Every error returned matches one of
-// them, config.ErrInvalid (options, stream names), a sentinel of the
+// them, cutline.ErrInvalid (options, stream names), a sentinel of the
 // package the failure came from (lease, settle, chain) or a context
 // error.
 var (

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/batch"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -80,7 +80,7 @@ func TestEncodeRefuses(t *testing.T) {
 		"none":       {nil, batch.ErrInput},
 		"no records": {[]batch.Stream{{Name: "a"}}, batch.ErrInput},
 		"twice":      {[]batch.Stream{{Name: "a", Records: [][]byte{nil}}, {Name: "a", Records: [][]byte{nil}}}, batch.ErrInput},
-		"bad name":   {[]batch.Stream{{Name: "a/b", Records: [][]byte{nil}}}, config.ErrInvalid},
+		"bad name":   {[]batch.Stream{{Name: "a/b", Records: [][]byte{nil}}}, cutline.ErrInvalid},
 		"overflow":   {[]batch.Stream{{Name: "a", Offset: 1<<64 - 1, Records: [][]byte{nil, nil}}}, batch.ErrInput},
 		"too many":   {make([]batch.Stream, batch.MaxSpans+1), batch.ErrInput},
 	} {

@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
 )
@@ -89,19 +89,19 @@ func (o *Options) validate() error {
 		o.MaxBytes = DefaultMaxBytes
 	}
 	if o.MaxBytes < MinMaxBytes || o.MaxBytes > chain.MaxPayload {
-		return &config.Error{Field: "MaxBytes", Value: o.MaxBytes, Reason: fmt.Sprintf("must satisfy %d ≤ MaxBytes ≤ %d (chain.MaxPayload; 0 means %d)", MinMaxBytes, chain.MaxPayload, DefaultMaxBytes)}
+		return &cutline.ConfigError{Field: "MaxBytes", Value: o.MaxBytes, Reason: fmt.Sprintf("must satisfy %d ≤ MaxBytes ≤ %d (chain.MaxPayload; 0 means %d)", MinMaxBytes, chain.MaxPayload, DefaultMaxBytes)}
 	}
 	if o.MaxRecords < 0 || o.MaxRecords > MaxMaxRecords {
-		return &config.Error{Field: "MaxRecords", Value: o.MaxRecords, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxRecords ≤ %d (0 means no bound but MaxBytes)", MaxMaxRecords)}
+		return &cutline.ConfigError{Field: "MaxRecords", Value: o.MaxRecords, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxRecords ≤ %d (0 means no bound but MaxBytes)", MaxMaxRecords)}
 	}
 	if o.Linger < 0 || o.Linger > MaxLinger {
-		return &config.Error{Field: "Linger", Value: o.Linger, Reason: fmt.Sprintf("must satisfy 0 ≤ Linger ≤ %v", MaxLinger)}
+		return &cutline.ConfigError{Field: "Linger", Value: o.Linger, Reason: fmt.Sprintf("must satisfy 0 ≤ Linger ≤ %v", MaxLinger)}
 	}
 	if o.MaxBuffered == 0 {
 		o.MaxBuffered = max(DefaultMaxBuffered, 4*o.MaxBytes)
 	}
 	if o.MaxBuffered < o.MaxBytes || o.MaxBuffered > MaxMaxBuffered {
-		return &config.Error{Field: "MaxBuffered", Value: o.MaxBuffered, Reason: fmt.Sprintf("must satisfy MaxBytes (%d) ≤ MaxBuffered ≤ %d", o.MaxBytes, MaxMaxBuffered)}
+		return &cutline.ConfigError{Field: "MaxBuffered", Value: o.MaxBuffered, Reason: fmt.Sprintf("must satisfy MaxBytes (%d) ≤ MaxBuffered ≤ %d", o.MaxBytes, MaxMaxBuffered)}
 	}
 	o.Clock = clock.Or(o.Clock)
 	return nil
@@ -360,7 +360,7 @@ type Producer struct {
 // may Submit to that stream.
 func New(star *lease.Star, opts Options) (*Producer, error) {
 	if star == nil {
-		return nil, &config.Error{Field: "star", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "star", Value: nil, Reason: "required"}
 	}
 	return NewTarget(starTarget{star}, opts)
 }
@@ -368,7 +368,7 @@ func New(star *lease.Star, opts Options) (*Producer, error) {
 // NewTarget returns a Producer appending to t.
 func NewTarget(t Target, opts Options) (*Producer, error) {
 	if t == nil {
-		return nil, &config.Error{Field: "target", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "target", Value: nil, Reason: "required"}
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err

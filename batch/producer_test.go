@@ -14,7 +14,6 @@ import (
 	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/lease"
 )
@@ -370,7 +369,7 @@ func TestNotHeld(t *testing.T) {
 	if _, err := p.Add(bounded(t), "nosuch", []byte("x")); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("Add on a stream not held: %v", err)
 	}
-	if _, err := p.Add(bounded(t), "bad name", []byte("x")); !errors.Is(err, config.ErrInvalid) {
+	if _, err := p.Add(bounded(t), "bad name", []byte("x")); !errors.Is(err, cutline.ErrInvalid) {
 		t.Fatalf("Add on a bad stream name: %v", err)
 	}
 	_, err := p.Add(bounded(t), "a", make([]byte, batch.DefaultMaxBytes))
@@ -397,15 +396,15 @@ func TestOptions(t *testing.T) {
 		{"Linger", batch.Options{Linger: batch.MaxLinger + 1}},
 	} {
 		_, err := batch.New(w.star, tc.opts)
-		var ce *config.Error
-		if !errors.As(err, &ce) || ce.Field != tc.field || !errors.Is(err, config.ErrInvalid) {
+		var ce *cutline.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field || !errors.Is(err, cutline.ErrInvalid) {
 			t.Errorf("options %+v: %v, want a refused %s", tc.opts, err, tc.field)
 		}
 	}
-	if _, err := batch.New(nil, batch.Options{}); !errors.Is(err, config.ErrInvalid) {
+	if _, err := batch.New(nil, batch.Options{}); !errors.Is(err, cutline.ErrInvalid) {
 		t.Errorf("nil star: %v", err)
 	}
-	if _, err := batch.NewTarget(nil, batch.Options{}); !errors.Is(err, config.ErrInvalid) {
+	if _, err := batch.NewTarget(nil, batch.Options{}); !errors.Is(err, cutline.ErrInvalid) {
 		t.Errorf("nil target: %v", err)
 	}
 }

@@ -159,6 +159,6 @@
 // cutline.ErrTrimmed from the Reader; wire.ErrCorrupt, wire.ErrUnknownFormat,
 // wire.ErrMisplaced and ErrConflictingFlight are the reasons of a
 // *wire.ObjectError. Invalid options
-// are a *config.Error naming the field; a record that is not open is
+// are a *cutline.ConfigError naming the field; a record that is not open is
 // a *epoch.StateError.
 package chain

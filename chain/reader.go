@@ -7,9 +7,9 @@ import (
 	"iter"
 	"log/slog"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 )
@@ -56,18 +56,18 @@ type Reader struct {
 // are resolved by name in zones.
 func NewReader(m *epoch.Minter, zones Zones, opts ReaderOptions) (*Reader, error) {
 	if m == nil {
-		return nil, &config.Error{Field: "minter", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "minter", Value: nil, Reason: "required"}
 	}
 	if len(zones) == 0 {
-		return nil, &config.Error{Field: "zones", Value: "{}", Reason: "no buckets"}
+		return nil, &cutline.ConfigError{Field: "zones", Value: "{}", Reason: "no buckets"}
 	}
 	for name, b := range zones {
 		if b == nil || b.Name() != name {
-			return nil, &config.Error{Field: "zones", Value: fmt.Sprintf("%q", name), Reason: "nil bucket or name mismatch"}
+			return nil, &cutline.ConfigError{Field: "zones", Value: fmt.Sprintf("%q", name), Reason: "nil bucket or name mismatch"}
 		}
 	}
 	if opts.ReadAhead < 0 || opts.ReadAhead > MaxReadAhead {
-		return nil, &config.Error{Field: "ReadAhead", Value: opts.ReadAhead, Reason: fmt.Sprintf("must satisfy 0 ≤ ReadAhead ≤ %d (0 means %d)", MaxReadAhead, DefaultReadAhead)}
+		return nil, &cutline.ConfigError{Field: "ReadAhead", Value: opts.ReadAhead, Reason: fmt.Sprintf("must satisfy 0 ≤ ReadAhead ≤ %d (0 means %d)", MaxReadAhead, DefaultReadAhead)}
 	}
 	if opts.ReadAhead == 0 {
 		opts.ReadAhead = DefaultReadAhead

@@ -13,7 +13,6 @@ import (
 	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
@@ -321,12 +320,12 @@ func TestRead(t *testing.T) {
 	require.ErrorIs(t, err, epoch.ErrNoRecord)
 
 	_, err = r.Read(ctx, "bad/star", chain.Position{Epoch: 1})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	var failed error
 	for _, err := range r.Flights(ctx, "bad/star", chain.Position{}) {
 		failed = err
 	}
-	require.ErrorIs(t, failed, config.ErrInvalid)
+	require.ErrorIs(t, failed, cutline.ErrInvalid)
 }
 
 func TestReaderUnknownZone(t *testing.T) {
@@ -336,14 +335,14 @@ func TestReaderUnknownZone(t *testing.T) {
 	r, err := chain.NewReader(e.minter, chain.MustZones(e.buckets[:2]...), chain.ReaderOptions{})
 	require.NoError(t, err)
 	_, err = readAll(t, r, chain.Position{})
-	var ce *config.Error
+	var ce *cutline.ConfigError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "buckets[2]", ce.Field)
 }
 
 func TestNewReaderValidation(t *testing.T) {
 	e := newEnv(t, 1)
-	var ce *config.Error
+	var ce *cutline.ConfigError
 	_, err := chain.NewReader(nil, chain.MustZones(e.buckets...), chain.ReaderOptions{})
 	require.ErrorAs(t, err, &ce)
 	_, err = chain.NewReader(e.minter, nil, chain.ReaderOptions{})
@@ -353,7 +352,7 @@ func TestNewReaderValidation(t *testing.T) {
 	_, err = chain.NewReader(e.minter, chain.MustZones(e.buckets...), chain.ReaderOptions{ReadAhead: -1})
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "ReadAhead", ce.Field)
-	require.True(t, errors.Is(err, config.ErrInvalid))
+	require.True(t, errors.Is(err, cutline.ErrInvalid))
 }
 
 // Read-ahead fetches slots in parallel but costs no extra requests inside a
@@ -464,12 +463,12 @@ func TestReaderCountsIdenticalCopies(t *testing.T) {
 func TestNewZonesRefusesDuplicates(t *testing.T) {
 	a, b := memblob.New("zone-a"), memblob.New("zone-a")
 	_, err := chain.NewZones(a, b)
-	require.ErrorIs(t, err, config.ErrInvalid)
-	var ce *config.Error
+	require.ErrorIs(t, err, cutline.ErrInvalid)
+	var ce *cutline.ConfigError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "zones[1]", ce.Field)
 	_, err = chain.NewZones(a, nil)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	z, err := chain.NewZones(a, memblob.New("zone-b"))
 	require.NoError(t, err)
 	require.Len(t, z, 2)
@@ -483,14 +482,14 @@ func TestNewZonesRefusesDuplicates(t *testing.T) {
 func TestKeysTooLong(t *testing.T) {
 	long := strings.TrimSuffix(strings.Repeat(strings.Repeat("p", 60)+"/", 20), "/")
 	err := wire.Keys{Prefix: long}.Validate()
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	require.ErrorIs(t, err, objstore.ErrInvalidKey, "the cause is not flattened into text")
 	e := newEnv(t, 3)
 	c := e.constants(2, 4)
 	c.Prefix = long
 	_, err = e.minter.Mint(bounded(t), star, c)
 	require.ErrorIs(t, err, objstore.ErrInvalidKey)
-	var ce *config.Error
+	var ce *cutline.ConfigError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "prefix", ce.Field)
 }

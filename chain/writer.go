@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/objstore"
@@ -35,7 +35,7 @@ type WriterOptions struct {
 }
 
 // Validate reports whether NewWriter would accept the options (a
-// *config.Error naming the field if not), without changing them.
+// *cutline.ConfigError naming the field if not), without changing them.
 func (o WriterOptions) Validate() error { return o.validate() }
 
 func (o *WriterOptions) validate() error {
@@ -180,11 +180,11 @@ const notHalted = ^uint64(0)
 // epoch.ErrClaimed. zones must serve every bucket the record names; the
 // writer writes them in the record's order, at the record's key prefix. An
 // epoch that is not open is a *epoch.StateError; a zone missing or bad
-// options are a *config.Error naming the field. The claim is taken
+// options are a *cutline.ConfigError naming the field. The claim is taken
 // only once everything else was accepted.
 func NewWriter(rec *epoch.Record, zones Zones, opts WriterOptions) (*Writer, error) {
 	if rec == nil {
-		return nil, &config.Error{Field: "rec", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "rec", Value: nil, Reason: "required"}
 	}
 	if err := epoch.ValidateName("star", rec.Star); err != nil {
 		return nil, err

@@ -11,7 +11,6 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -146,7 +145,7 @@ func TestWriterCheckpoint(t *testing.T) {
 func TestNewWriterValidation(t *testing.T) {
 	e := newEnv(t, 3)
 	rec := e.mint(2, 4)
-	var ce *config.Error
+	var ce *cutline.ConfigError
 	// A zone the record names is missing from the zone set.
 	_, err := chain.NewWriter(rec, chain.MustZones(e.buckets[:2]...), chain.WriterOptions{})
 	require.ErrorAs(t, err, &ce)
@@ -169,7 +168,7 @@ func TestNewWriterValidation(t *testing.T) {
 		_, err := chain.NewWriter(rec, chain.MustZones(e.buckets...), tc.opts)
 		require.ErrorAs(t, err, &ce, "%+v", tc.opts)
 		require.Equal(t, tc.field, ce.Field)
-		require.ErrorIs(t, err, config.ErrInvalid)
+		require.ErrorIs(t, err, cutline.ErrInvalid)
 	}
 
 	fenced, err := e.minter.Publish(bounded(t), star, rec.Epoch, 0)

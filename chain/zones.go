@@ -3,7 +3,7 @@ package chain
 import (
 	"fmt"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -11,17 +11,17 @@ import (
 type Zones map[string]objstore.Bucket
 
 // NewZones indexes buckets by Name. A nil bucket, or two buckets with one
-// name, is a *config.Error: one name would stand for two stores, or
+// name, is a *cutline.ConfigError: one name would stand for two stores, or
 // one store would be counted as two zones. (Two names on one physical store
 // are found by objstore.VerifyDistinct.)
 func NewZones(buckets ...objstore.Bucket) (Zones, error) {
 	z := make(Zones, len(buckets))
 	for i, b := range buckets {
 		if b == nil {
-			return nil, &config.Error{Field: fmt.Sprintf("zones[%d]", i), Value: nil, Reason: "nil bucket"}
+			return nil, &cutline.ConfigError{Field: fmt.Sprintf("zones[%d]", i), Value: nil, Reason: "nil bucket"}
 		}
 		if _, dup := z[b.Name()]; dup {
-			return nil, &config.Error{Field: fmt.Sprintf("zones[%d]", i), Value: fmt.Sprintf("%q", b.Name()), Reason: "duplicate zone name"}
+			return nil, &cutline.ConfigError{Field: fmt.Sprintf("zones[%d]", i), Value: fmt.Sprintf("%q", b.Name()), Reason: "duplicate zone name"}
 		}
 		z[b.Name()] = b
 	}
@@ -48,13 +48,13 @@ func Names(buckets ...objstore.Bucket) []string {
 }
 
 // Resolve returns the buckets named, in order. A missing name is a
-// *config.Error.
+// *cutline.ConfigError.
 func (z Zones) Resolve(names []string) ([]objstore.Bucket, error) {
 	out := make([]objstore.Bucket, len(names))
 	for i, n := range names {
 		b, ok := z[n]
 		if !ok || b == nil {
-			return nil, &config.Error{Field: fmt.Sprintf("buckets[%d]", i), Value: fmt.Sprintf("%q", n), Reason: "no such zone"}
+			return nil, &cutline.ConfigError{Field: fmt.Sprintf("buckets[%d]", i), Value: fmt.Sprintf("%q", n), Reason: "no such zone"}
 		}
 		out[i] = b
 	}

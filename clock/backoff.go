@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 )
 
 // Bounds and defaults of a Backoff.
@@ -35,7 +35,7 @@ type Backoff struct {
 	Min, Max time.Duration
 }
 
-// Validate reports a *config.Error naming field+".Min" or field+".Max" when
+// Validate reports a *cutline.ConfigError naming field+".Min" or field+".Max" when
 // either is negative or above MaxBackoff, or when both are set and Max is
 // below Min. Zero fields are valid: they mean defaults.
 func (b Backoff) Validate(field string) error {
@@ -44,12 +44,12 @@ func (b Backoff) Validate(field string) error {
 		v    time.Duration
 	}{{"Min", b.Min}, {"Max", b.Max}} {
 		if f.v < 0 || f.v > MaxBackoff {
-			return &config.Error{Field: field + "." + f.name, Value: f.v,
+			return &cutline.ConfigError{Field: field + "." + f.name, Value: f.v,
 				Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %v (0 means the default)", f.name, MaxBackoff)}
 		}
 	}
 	if b.Min > 0 && b.Max > 0 && b.Max < b.Min {
-		return &config.Error{Field: field + ".Max", Value: b.Max, Reason: fmt.Sprintf("below Min %v", b.Min)}
+		return &cutline.ConfigError{Field: field + ".Max", Value: b.Max, Reason: fmt.Sprintf("below Min %v", b.Min)}
 	}
 	return nil
 }

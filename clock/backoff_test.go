@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 )
 
 const ms = time.Millisecond
@@ -94,12 +94,12 @@ func TestBackoffValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		err := tc.b.Validate("Backoff")
-		var be *config.Error
+		var be *cutline.ConfigError
 		switch {
 		case tc.field == "" && err != nil:
 			t.Errorf("%+v: unexpected error %v", tc.b, err)
 		case tc.field != "" && !errors.As(err, &be):
-			t.Errorf("%+v: got %v, want a *config.Error", tc.b, err)
+			t.Errorf("%+v: got %v, want a *cutline.ConfigError", tc.b, err)
 		case tc.field != "" && be.Field != tc.field:
 			t.Errorf("%+v: error names %q, want %q", tc.b, be.Field, tc.field)
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -47,8 +47,8 @@ func TestWindowBounded(t *testing.T) {
 		c := standard()
 		c.Window = w
 		_, err := e.m.Mint(context.Background(), "s1", c)
-		require.ErrorIs(t, err, config.ErrInvalid, "window %d", w)
-		var ce *config.Error
+		require.ErrorIs(t, err, cutline.ErrInvalid, "window %d", w)
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, "window", ce.Field)
 	}

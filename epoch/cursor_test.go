@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/metastore"
@@ -182,7 +182,7 @@ func TestEpochsFrom(t *testing.T) {
 	for _, err := range e.m.EpochsFrom(context.Background(), "bad/star", 1) {
 		failed = err
 	}
-	require.ErrorIs(t, failed, config.ErrInvalid)
+	require.ErrorIs(t, failed, cutline.ErrInvalid)
 }
 
 // Unsettled and a mint and settle cycle read as many keys after 10 settled

@@ -127,7 +127,7 @@
 //
 // # Errors
 //
-//   - config.ErrInvalid (*config.Error naming the field): a bad star id,
+//   - cutline.ErrInvalid (*cutline.ConfigError naming the field): a bad star id,
 //     class or bucket name (see ValidateName), W outside 1..K, K = 0,
 //     window outside 1..MaxWindow, duplicate buckets, a bad Options.Root.
 //     Nothing is written.

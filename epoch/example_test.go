@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore/memstore"
 )
@@ -89,7 +89,7 @@ func ExampleMinter_Mint() {
 
 	// Bad input is refused before anything is written.
 	_, err = m.Mint(ctx, "star-1", epoch.Constants{Class: "standard", Buckets: []string{"zone-a"}, W: 2, Window: 16})
-	var ce *config.Error
+	var ce *cutline.ConfigError
 	fmt.Println(errors.As(err, &ce), ce.Field)
 	// Output:
 	// next: 4 heads: map[express:3 standard:1]

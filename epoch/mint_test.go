@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/memstore"
@@ -516,8 +516,8 @@ func TestNewMinterRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := epoch.NewMinter(tc.store, tc.opts)
-			require.ErrorIs(t, err, config.ErrInvalid)
-			var ce *config.Error
+			require.ErrorIs(t, err, cutline.ErrInvalid)
+			var ce *cutline.ConfigError
 			require.True(t, errors.As(err, &ce))
 			assert.Equal(t, tc.field, ce.Field)
 			assert.Nil(t, m)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/metastore"
@@ -125,13 +124,13 @@ type Minter struct {
 // NewMinter returns a Minter over store.
 func NewMinter(store metastore.Store, opts Options) (*Minter, error) {
 	if store == nil {
-		return nil, &config.Error{Field: "store", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "store", Value: nil, Reason: "required"}
 	}
 	if opts.Root != "" && !strings.HasSuffix(opts.Root, "/") {
-		return nil, &config.Error{Field: "Root", Value: fmt.Sprintf("%q", opts.Root), Reason: "must end with '/'"}
+		return nil, &cutline.ConfigError{Field: "Root", Value: fmt.Sprintf("%q", opts.Root), Reason: "must end with '/'"}
 	}
 	if err := metastore.ValidateKey(opts.Root + "x"); err != nil {
-		return nil, &config.Error{Field: "Root", Value: fmt.Sprintf("%q", opts.Root), Reason: "not a valid key prefix", Err: err}
+		return nil, &cutline.ConfigError{Field: "Root", Value: fmt.Sprintf("%q", opts.Root), Reason: "not a valid key prefix", Err: err}
 	}
 	log := opts.Logger
 	if log == nil {

@@ -3,7 +3,7 @@ package epoch
 import (
 	"fmt"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 )
 
 // MaxNameLen bounds star ids, class names and bucket names.
@@ -15,19 +15,19 @@ const MaxNameLen = 64
 // path segment like ".." and never contains '/'. field labels the error.
 func ValidateName(field, name string) error {
 	if name == "" {
-		return &config.Error{Field: field, Value: fmt.Sprintf("%q", name), Reason: "empty"}
+		return &cutline.ConfigError{Field: field, Value: fmt.Sprintf("%q", name), Reason: "empty"}
 	}
 	if len(name) > MaxNameLen {
-		return &config.Error{Field: field, Value: fmt.Sprintf("%.20q…", name), Reason: fmt.Sprintf("longer than %d bytes", MaxNameLen)}
+		return &cutline.ConfigError{Field: field, Value: fmt.Sprintf("%.20q…", name), Reason: fmt.Sprintf("longer than %d bytes", MaxNameLen)}
 	}
 	if name[0] == '.' || name[0] == '-' {
-		return &config.Error{Field: field, Value: fmt.Sprintf("%q", name), Reason: "starts with '.' or '-'"}
+		return &cutline.ConfigError{Field: field, Value: fmt.Sprintf("%q", name), Reason: "starts with '.' or '-'"}
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 		if !ok {
-			return &config.Error{Field: field, Value: fmt.Sprintf("%q", name), Reason: fmt.Sprintf("byte %#x at %d is not one of [A-Za-z0-9._-]", c, i)}
+			return &cutline.ConfigError{Field: field, Value: fmt.Sprintf("%q", name), Reason: fmt.Sprintf("byte %#x at %d is not one of [A-Za-z0-9._-]", c, i)}
 		}
 	}
 	return nil

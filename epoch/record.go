@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
 )
@@ -77,14 +77,14 @@ func (c Constants) K() int { return len(c.Buckets) }
 func (c Constants) B() int { return len(c.Buckets) - c.W + 1 }
 
 // Validate checks the constants: a valid class, 1 ≤ K, distinct valid bucket
-// names, 1 ≤ W ≤ K, 1 ≤ window ≤ MaxWindow. Each violation is a *config.Error naming the
+// names, 1 ≤ W ≤ K, 1 ≤ window ≤ MaxWindow. Each violation is a *cutline.ConfigError naming the
 // field.
 func (c Constants) Validate() error {
 	if err := ValidateName("class", c.Class); err != nil {
 		return err
 	}
 	if len(c.Buckets) == 0 {
-		return &config.Error{Field: "buckets", Value: "[]", Reason: "K must be at least 1"}
+		return &cutline.ConfigError{Field: "buckets", Value: "[]", Reason: "K must be at least 1"}
 	}
 	seen := make(map[string]bool, len(c.Buckets))
 	for i, b := range c.Buckets {
@@ -92,15 +92,15 @@ func (c Constants) Validate() error {
 			return err
 		}
 		if seen[b] {
-			return &config.Error{Field: fmt.Sprintf("buckets[%d]", i), Value: fmt.Sprintf("%q", b), Reason: "duplicate bucket"}
+			return &cutline.ConfigError{Field: fmt.Sprintf("buckets[%d]", i), Value: fmt.Sprintf("%q", b), Reason: "duplicate bucket"}
 		}
 		seen[b] = true
 	}
 	if c.W < 1 || c.W > len(c.Buckets) {
-		return &config.Error{Field: "w", Value: c.W, Reason: fmt.Sprintf("must satisfy 1 ≤ W ≤ K=%d", len(c.Buckets))}
+		return &cutline.ConfigError{Field: "w", Value: c.W, Reason: fmt.Sprintf("must satisfy 1 ≤ W ≤ K=%d", len(c.Buckets))}
 	}
 	if c.Window < 1 || c.Window > MaxWindow {
-		return &config.Error{Field: "window", Value: c.Window, Reason: fmt.Sprintf("must satisfy 1 ≤ window ≤ %d", MaxWindow)}
+		return &cutline.ConfigError{Field: "window", Value: c.Window, Reason: fmt.Sprintf("must satisfy 1 ≤ window ≤ %d", MaxWindow)}
 	}
 	return ValidatePrefix(c.Prefix)
 }
@@ -111,7 +111,7 @@ const slotKeyTail = 1 + MaxNameLen + 1 + 20 + 1 + 20
 
 // ValidatePrefix checks an object key prefix: "" or '/'-separated valid
 // names (see ValidateName), short enough that the slot key of any star
-// fits objstore.MaxKeyLen. A violation is a *config.Error for "prefix".
+// fits objstore.MaxKeyLen. A violation is a *cutline.ConfigError for "prefix".
 func ValidatePrefix(prefix string) error {
 	if prefix == "" {
 		return nil
@@ -122,7 +122,7 @@ func ValidatePrefix(prefix string) error {
 		}
 	}
 	if len(prefix)+slotKeyTail > objstore.MaxKeyLen {
-		return &config.Error{Field: "prefix", Value: fmt.Sprintf("%.20q…", prefix), Reason: "too long for the keys of the longest star ids",
+		return &cutline.ConfigError{Field: "prefix", Value: fmt.Sprintf("%.20q…", prefix), Reason: "too long for the keys of the longest star ids",
 			Err: &objstore.KeyError{Key: prefix, Reason: fmt.Sprintf("slot keys under it may exceed %d bytes", objstore.MaxKeyLen)}}
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -36,8 +36,8 @@ func TestValidateName(t *testing.T) {
 	} {
 		err := epoch.ValidateName("star", tc.name)
 		require.Error(t, err, "%q", tc.name)
-		assert.ErrorIs(t, err, config.ErrInvalid)
-		var ce *config.Error
+		assert.ErrorIs(t, err, cutline.ErrInvalid)
+		var ce *cutline.ConfigError
 		require.True(t, errors.As(err, &ce))
 		assert.Equal(t, "star", ce.Field)
 		assert.Contains(t, ce.Reason, tc.reason, "%q", tc.name)
@@ -95,8 +95,8 @@ func TestMintRefusesInvalidInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			r, err := e.m.Mint(context.Background(), tc.star, tc.c)
-			require.ErrorIs(t, err, config.ErrInvalid)
-			var ce *config.Error
+			require.ErrorIs(t, err, cutline.ErrInvalid)
+			var ce *cutline.ConfigError
 			require.True(t, errors.As(err, &ce), "%T %v", err, err)
 			assert.Equal(t, tc.field, ce.Field)
 			assert.Nil(t, r)
@@ -113,8 +113,8 @@ func TestReadsRefuseBadStar(t *testing.T) {
 	for _, star := range []string{"", "..", "a/b", "a\x00"} {
 		check := func(err error) {
 			t.Helper()
-			assert.ErrorIs(t, err, config.ErrInvalid, "%q", star)
-			var ce *config.Error
+			assert.ErrorIs(t, err, cutline.ErrInvalid, "%q", star)
+			var ce *cutline.ConfigError
 			if assert.True(t, errors.As(err, &ce)) {
 				assert.Equal(t, "star", ce.Field)
 			}

@@ -230,7 +230,7 @@
 //   - MaxParallel (default 64) bounds the requests in flight.
 //
 // Each has a maximum (MaxFanout, MaxSpan, MaxParallelLimit), and a value
-// out of range is refused with a *config.Error naming the field, never
+// out of range is refused with a *cutline.ConfigError naming the field, never
 // corrected. With the defaults, an epoch of a million slots (K=3, W=2,
 // window 64) is fenced in 14 round trips and about 420 reads; the
 // literal algorithm takes over 100 round trips (see BenchmarkFence). Keys
@@ -259,7 +259,7 @@
 //     nothing to fence.
 //   - epoch.ErrCutMismatch: another fencer published a different cut, and
 //     not because this one was late.
-//   - config.ErrInvalid (*config.Error): bad Options, a record naming a
+//   - cutline.ErrInvalid (*cutline.ConfigError): bad Options, a record naming a
 //     zone the Fencer does not know, or a release point given to FenceAt
 //     below the epoch's checkpoint.
 //   - metastore errors reading or publishing the record, and the context's

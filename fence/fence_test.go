@@ -12,10 +12,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/internal/testctx"
@@ -308,15 +308,15 @@ func TestInvalidOptions(t *testing.T) {
 		{Options{Identity: strings.Repeat("x", MaxIdentity+1)}, "Identity"},
 	} {
 		_, err := New(e.minter, e.buckets(), c.opts)
-		require.ErrorIs(t, err, config.ErrInvalid, "%+v", c.opts)
-		var ce *config.Error
+		require.ErrorIs(t, err, cutline.ErrInvalid, "%+v", c.opts)
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, c.field, ce.Field)
 	}
 	_, err := New(e.minter, e.buckets(), Options{Identity: strings.Repeat("x", MaxIdentity)})
 	require.NoError(t, err, "an identity of MaxIdentity bytes fits with the barrier suffix")
 	_, err = New(nil, e.buckets(), Options{})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	// a record naming a zone the fencer does not know
 	_, err = e.fencer(Options{}).Fence(bounded(t), star, e.rec.Epoch)
 	require.NoError(t, err)
@@ -325,7 +325,7 @@ func TestInvalidOptions(t *testing.T) {
 	rec, err := e.minter.Mint(bounded(t), star, e.rec.Constants)
 	require.NoError(t, err)
 	_, err = f.Fence(bounded(t), star, rec.Epoch)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	require.False(t, errors.Is(err, ErrUndecided))
 }
 

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/planted"
 )
@@ -67,7 +67,7 @@ func (o *Options) validate() error {
 		o.Identity = "fencer"
 	}
 	if len(o.Identity) > MaxIdentity {
-		return &config.Error{Field: "Identity", Value: fmt.Sprintf("%.20q…", o.Identity), Reason: fmt.Sprintf("longer than %d bytes", MaxIdentity)}
+		return &cutline.ConfigError{Field: "Identity", Value: fmt.Sprintf("%.20q…", o.Identity), Reason: fmt.Sprintf("longer than %d bytes", MaxIdentity)}
 	}
 	for _, b := range []struct {
 		field    string
@@ -79,7 +79,7 @@ func (o *Options) validate() error {
 		{"MaxParallel", &o.MaxParallel, 64, MaxParallelLimit},
 	} {
 		if *b.v < 0 || *b.v > b.max {
-			return &config.Error{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
+			return &cutline.ConfigError{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
 		}
 		if *b.v == 0 {
 			*b.v = b.def
@@ -113,7 +113,7 @@ type Fencer struct {
 // New returns a Fencer over the epoch records of m and the buckets of zones.
 func New(m *epoch.Minter, zones chain.Zones, opts Options) (*Fencer, error) {
 	if m == nil {
-		return nil, &config.Error{Field: "minter", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "minter", Value: nil, Reason: "required"}
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err

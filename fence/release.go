@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/objstore"
 )
@@ -63,7 +63,7 @@ import (
 // never decides around one.
 //
 // release must not be below the record's checkpoint (which never passes
-// what was acknowledged): a *config.Error otherwise, with nothing written.
+// what was acknowledged): a *cutline.ConfigError otherwise, with nothing written.
 // A release point that is not the writer's (too high: slots below it are
 // not committed) breaks the argument above: FenceAt is no place for a
 // guess. When in doubt, call Fence.
@@ -82,7 +82,7 @@ func (f *Fencer) FenceAt(ctx context.Context, star string, ep, release uint64) (
 		return rep, nil
 	}
 	if release < rec.Cursors.Checkpoint {
-		return rep, fmt.Errorf("fence %s/%d: %w", star, ep, &config.Error{Field: "release", Value: release,
+		return rep, fmt.Errorf("fence %s/%d: %w", star, ep, &cutline.ConfigError{Field: "release", Value: release,
 			Reason: fmt.Sprintf("below the epoch's checkpoint %d: not the release point of its writer", rec.Cursors.Checkpoint)})
 	}
 	buckets, err := f.zones.Resolve(rec.Constants.Buckets)

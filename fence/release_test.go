@@ -8,9 +8,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/internal/planted/failfast"
 	"github.com/cutline/cutline/metastore/memstore"
@@ -266,8 +266,8 @@ func TestFenceAtRefusesBelowCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := a.Fencer.FenceAt(ctx, "star-a", rec.Epoch, 1)
-	if !errors.Is(err, config.ErrInvalid) {
-		t.Fatalf("FenceAt below the checkpoint: %v, want config.ErrInvalid", err)
+	if !errors.Is(err, cutline.ErrInvalid) {
+		t.Fatalf("FenceAt below the checkpoint: %v, want cutline.ErrInvalid", err)
 	}
 	if got := e.Record("star-a", rec.Epoch); got.Fenced() {
 		t.Fatalf("the record was fenced: %v", got)

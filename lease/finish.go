@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/settle"
@@ -63,10 +63,10 @@ func (r Reason) valid() bool { return slices.Contains(reasons, r) }
 // *LimboError and the retries go on. A tenure that a successor took over
 // already (after settling it) ends with ErrSuperseded: nothing to mark.
 // A reason that is none of the Reason constants is refused with a
-// *config.Error, before anything is done.
+// *cutline.ConfigError, before anything is done.
 func (s *Star) Finish(ctx context.Context, stream string, reason Reason) error {
 	if !reason.valid() {
-		return &config.Error{Field: "reason", Value: string(reason), Reason: fmt.Sprintf("must be one of %v", reasons)}
+		return &cutline.ConfigError{Field: "reason", Value: string(reason), Reason: fmt.Sprintf("must be one of %v", reasons)}
 	}
 	t, err := s.startDeparture(stream, reason)
 	if err != nil {

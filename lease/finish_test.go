@@ -6,14 +6,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/lease"
 )
 
 // TestFinishRefusesUnknownReason: a departure records its reason in the
 // clean-release mark, so Finish takes only the Reason constants. An empty
-// or unknown one is a *config.Error naming the field, and nothing is
+// or unknown one is a *cutline.ConfigError naming the field, and nothing is
 // done: the stream stays held and appendable, no mark is written. Each
 // constant is then taken.
 func TestFinishRefusesUnknownReason(t *testing.T) {
@@ -24,14 +24,14 @@ func TestFinishRefusesUnknownReason(t *testing.T) {
 	require.NoError(t, err)
 	for _, r := range []lease.Reason{"", "Close", "closed", " close", "shutdown"} {
 		err := a.star.Finish(ctx, "s", r)
-		ce, ok := errors.AsType[*config.Error](err)
-		require.True(t, ok, "reason %q: got %v, want a *config.Error", r, err)
-		require.ErrorIs(t, err, config.ErrInvalid)
+		ce, ok := errors.AsType[*cutline.ConfigError](err)
+		require.True(t, ok, "reason %q: got %v, want a *cutline.ConfigError", r, err)
+		require.ErrorIs(t, err, cutline.ErrInvalid)
 		require.Equal(t, "reason", ce.Field)
 		require.Equal(t, string(r), ce.Value)
 	}
 	// The reason is judged before the stream is looked up.
-	require.ErrorIs(t, a.star.Finish(ctx, "never-opened", ""), config.ErrInvalid)
+	require.ErrorIs(t, a.star.Finish(ctx, "never-opened", ""), cutline.ErrInvalid)
 	require.ErrorIs(t, a.star.Finish(ctx, "never-opened", lease.ReasonDrain), lease.ErrNotHeld)
 
 	// Nothing was done: still held, still appendable, no mark.

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/settle"
@@ -49,7 +49,7 @@ func (s *Star) OpenMany(ctx context.Context, streams []string, opts OpenOptions)
 		return tens, errs
 	}
 	if len(streams) > MaxOpenMany {
-		return fail(&config.Error{Field: "streams", Value: len(streams), Reason: fmt.Sprintf("more than %d in one call", MaxOpenMany)})
+		return fail(&cutline.ConfigError{Field: "streams", Value: len(streams), Reason: fmt.Sprintf("more than %d in one call", MaxOpenMany)})
 	}
 	if err := ValidateToken(opts.Token); err != nil {
 		return fail(err)
@@ -74,7 +74,7 @@ func (s *Star) OpenMany(ctx context.Context, streams []string, opts OpenOptions)
 		}
 		switch t := s.held[id]; {
 		case seen[id]:
-			errs[i] = &config.Error{Field: "streams", Value: id, Reason: "given twice"}
+			errs[i] = &cutline.ConfigError{Field: "streams", Value: id, Reason: "given twice"}
 		case t != nil && t.departing:
 			errs[i] = &DeferredError{Stream: id, Reason: InLimbo, Holder: s.cfg.Star}
 		case t != nil || s.opening[id]:

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/internal/metacount"
 	"github.com/cutline/cutline/lease"
@@ -126,8 +126,8 @@ func TestOpenManyMixed(t *testing.T) {
 	require.ErrorIs(t, errs[1], lease.ErrDeferred)
 	require.NoError(t, errs[2])
 	require.ErrorIs(t, errs[3], lease.ErrDeferred)
-	require.ErrorIs(t, errs[4], config.ErrInvalid, "given twice")
-	require.ErrorIs(t, errs[5], config.ErrInvalid)
+	require.ErrorIs(t, errs[4], cutline.ErrInvalid, "given twice")
+	require.ErrorIs(t, errs[5], cutline.ErrInvalid)
 	var de *lease.DeferredError
 	require.ErrorAs(t, errs[3], &de)
 	require.Equal(t, "held-2", de.Stream)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
@@ -34,8 +34,8 @@ func TestStartRefusesOptions(t *testing.T) {
 		"Roller.Admit": {Roller: roll.Options{Admit: func([]byte) error { return nil }}},
 	} {
 		_, err := lease.Start(bounded(t), cfg, opts)
-		require.ErrorIs(t, err, config.ErrInvalid, field)
-		var ce *config.Error
+		require.ErrorIs(t, err, cutline.ErrInvalid, field)
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce, field)
 		require.Equal(t, field, ce.Field)
 	}

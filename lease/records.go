@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/planted"
 	"github.com/cutline/cutline/metastore"
@@ -29,10 +29,10 @@ type keys struct{ root string }
 
 func newKeys(root string) (keys, error) {
 	if root != "" && !strings.HasSuffix(root, "/") {
-		return keys{}, &config.Error{Field: "Root", Value: fmt.Sprintf("%q", root), Reason: "must be empty or end with '/'"}
+		return keys{}, &cutline.ConfigError{Field: "Root", Value: fmt.Sprintf("%q", root), Reason: "must be empty or end with '/'"}
 	}
 	if err := metastore.ValidatePrefix(root); err != nil {
-		return keys{}, &config.Error{Field: "Root", Value: fmt.Sprintf("%q", root), Reason: "not a valid key prefix", Err: err}
+		return keys{}, &cutline.ConfigError{Field: "Root", Value: fmt.Sprintf("%q", root), Reason: "not a valid key prefix", Err: err}
 	}
 	return keys{root: root}, nil
 }
@@ -137,14 +137,14 @@ type TokenRecord struct {
 // control characters. The empty token means "none presented".
 func ValidateToken(token string) error {
 	if len(token) > MaxTokenLen {
-		return &config.Error{Field: "token", Value: fmt.Sprintf("%d bytes", len(token)), Reason: fmt.Sprintf("longer than %d bytes", MaxTokenLen)}
+		return &cutline.ConfigError{Field: "token", Value: fmt.Sprintf("%d bytes", len(token)), Reason: fmt.Sprintf("longer than %d bytes", MaxTokenLen)}
 	}
 	if !utf8.ValidString(token) {
-		return &config.Error{Field: "token", Value: "(not shown)", Reason: "not UTF-8"}
+		return &cutline.ConfigError{Field: "token", Value: "(not shown)", Reason: "not UTF-8"}
 	}
 	for _, r := range token {
 		if r < 0x20 || r == 0x7f {
-			return &config.Error{Field: "token", Value: "(not shown)", Reason: fmt.Sprintf("control character %U", r)}
+			return &cutline.ConfigError{Field: "token", Value: "(not shown)", Reason: fmt.Sprintf("control character %U", r)}
 		}
 	}
 	return nil

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 )
@@ -26,7 +26,7 @@ type Registry struct {
 // metastore root shared with the star's Minter and the tenure records.
 func NewRegistry(store metastore.Store, root string, c clock.Clock) (*Registry, error) {
 	if store == nil {
-		return nil, &config.Error{Field: "Store", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "Store", Value: nil, Reason: "required"}
 	}
 	k, err := newKeys(root)
 	if err != nil {
@@ -43,7 +43,7 @@ func (r *Registry) Register(ctx context.Context, star string, sess metastore.Ses
 		return err
 	}
 	if sess == nil {
-		return &config.Error{Field: "Session", Value: nil, Reason: "required"}
+		return &cutline.ConfigError{Field: "Session", Value: nil, Reason: "required"}
 	}
 	key := r.keys.star(star)
 	v, err := encode(&starEntry{RecordHeader: metastore.RecordHeader{Kind: starKind, Format: recFormat}, Star: star, Session: sess.ID(), Since: r.clock.Now().UTC()})

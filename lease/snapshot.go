@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cutline/cutline"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
@@ -102,7 +101,7 @@ func (k keys) snapshot(id string) string { return k.stream(id, "snapshot") }
 // validateSnapshot checks Options.MaxSnapshot and fills in its default.
 func (o *Options) validateSnapshot() error {
 	if o.MaxSnapshot < 0 || o.MaxSnapshot > MaxSnapshotLimit {
-		return &config.Error{Field: "MaxSnapshot", Value: o.MaxSnapshot, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxSnapshot ≤ %d (0 means %d)", MaxSnapshotLimit, DefaultMaxSnapshot)}
+		return &cutline.ConfigError{Field: "MaxSnapshot", Value: o.MaxSnapshot, Reason: fmt.Sprintf("must satisfy 0 ≤ MaxSnapshot ≤ %d (0 means %d)", MaxSnapshotLimit, DefaultMaxSnapshot)}
 	}
 	if o.MaxSnapshot == 0 {
 		o.MaxSnapshot = DefaultMaxSnapshot

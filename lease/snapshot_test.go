@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
@@ -117,7 +117,7 @@ func TestSnapshotSaveLoad(t *testing.T) {
 
 	// A stream the star does not hold takes no snapshot.
 	require.ErrorIs(t, a.star.SaveSnapshot(ctx, "payments", 0, nil), lease.ErrNotHeld)
-	require.ErrorIs(t, a.star.SaveSnapshot(ctx, "bad/name", 0, nil), config.ErrInvalid)
+	require.ErrorIs(t, a.star.SaveSnapshot(ctx, "bad/name", 0, nil), cutline.ErrInvalid)
 }
 
 // A snapshot may claim only records the index covers: what is
@@ -160,7 +160,7 @@ func TestSnapshotTooBigRefused(t *testing.T) {
 	cfg := lease.Config{Star: "star-b", Store: env.Store, Session: sess, Minter: p.Minter, Settler: p.Settler, Index: p.Refs, Constants: env.Constants(2, 16)}
 	for _, max := range []int{-1, lease.MaxSnapshotLimit + 1} {
 		_, err := lease.Start(ctx, cfg, lease.Options{MaxSnapshot: max})
-		var ce *config.Error
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce, "MaxSnapshot %d", max)
 		require.Equal(t, "MaxSnapshot", ce.Field)
 	}

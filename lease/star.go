@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/roll"
@@ -180,7 +180,7 @@ const (
 
 func (o *Options) validate() error {
 	if o.AbsorbEvery < 0 || o.AbsorbEvery > epoch.MaxWindow {
-		return &config.Error{Field: "AbsorbEvery", Value: o.AbsorbEvery, Reason: fmt.Sprintf("must satisfy 0 ≤ AbsorbEvery ≤ %d (0 means %d)", epoch.MaxWindow, DefaultAbsorbEvery)}
+		return &cutline.ConfigError{Field: "AbsorbEvery", Value: o.AbsorbEvery, Reason: fmt.Sprintf("must satisfy 0 ≤ AbsorbEvery ≤ %d (0 means %d)", epoch.MaxWindow, DefaultAbsorbEvery)}
 	}
 	if o.AbsorbEvery == 0 {
 		o.AbsorbEvery = DefaultAbsorbEvery
@@ -193,10 +193,10 @@ func (o *Options) validate() error {
 	}
 	o.Backoff = o.Backoff.Or(clock.Backoff{Min: DefaultRetryDelay, Max: DefaultRetryDelay})
 	if o.Roller.Republish != nil {
-		return &config.Error{Field: "Roller.Republish", Value: "set", Reason: "the star sets it itself"}
+		return &cutline.ConfigError{Field: "Roller.Republish", Value: "set", Reason: "the star sets it itself"}
 	}
 	if o.Roller.Admit != nil {
-		return &config.Error{Field: "Roller.Admit", Value: "set", Reason: "the star sets it itself"}
+		return &cutline.ConfigError{Field: "Roller.Admit", Value: "set", Reason: "the star sets it itself"}
 	}
 	o.Clock = clock.Or(o.Clock)
 	if o.Logger == nil {
@@ -217,7 +217,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (*Star, error) {
 		nil   bool
 	}{{"Store", cfg.Store == nil}, {"Session", cfg.Session == nil}, {"Minter", cfg.Minter == nil}, {"Settler", cfg.Settler == nil}, {"Index", cfg.Index == nil}} {
 		if req.nil {
-			return nil, &config.Error{Field: req.field, Value: nil, Reason: "required"}
+			return nil, &cutline.ConfigError{Field: req.field, Value: nil, Reason: "required"}
 		}
 	}
 	if err := cfg.Constants.Validate(); err != nil {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 )
@@ -59,10 +59,10 @@ func (s *Star) Fence(ctx context.Context, stream string, mode Mode, token string
 		return nil, err
 	}
 	if !mode.valid() {
-		return nil, &config.Error{Field: "mode", Value: string(mode), Reason: "must be any or fenced"}
+		return nil, &cutline.ConfigError{Field: "mode", Value: string(mode), Reason: "must be any or fenced"}
 	}
 	if mode == Fenced && token == "" {
-		return nil, &config.Error{Field: "token", Value: "", Reason: "a fenced stream needs a token"}
+		return nil, &cutline.ConfigError{Field: "token", Value: "", Reason: "a fenced stream needs a token"}
 	}
 	cur, err := s.ReadToken(ctx, stream)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 
 	"github.com/cutline/cutline"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/errkind"
 )
 
@@ -50,7 +49,7 @@ func checkNames(buckets []Bucket) error {
 	byName := make(map[string]int, len(buckets))
 	for i, b := range buckets {
 		if b == nil {
-			return &config.Error{Field: fmt.Sprintf("zones[%d]", i), Reason: fmt.Sprintf("bucket %d is nil", i)}
+			return &cutline.ConfigError{Field: fmt.Sprintf("zones[%d]", i), Reason: fmt.Sprintf("bucket %d is nil", i)}
 		}
 		if _, dup := byName[b.Name()]; dup {
 			return &AliasError{A: b.Name(), B: b.Name()}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/internal/racystore"
 	"github.com/cutline/cutline/objstore/memblob"
@@ -33,7 +33,7 @@ func TestVerifyDistinctAcceptsDistinctBuckets(t *testing.T) {
 	}
 	require.NoError(t, objstore.VerifyDistinct(t.Context(), a), "one bucket has nothing to compare")
 	err := objstore.VerifyZones(t.Context(), nil, objstore.VerifyOptions{})
-	require.ErrorIs(t, err, config.ErrInvalid, "a zone set of no bucket")
+	require.ErrorIs(t, err, cutline.ErrInvalid, "a zone set of no bucket")
 	require.NoError(t, objstore.VerifyZones(t.Context(), []objstore.Bucket{a, b, c}, objstore.VerifyOptions{Prefix: "tenant/x"}))
 	require.Equal(t, 0, a.Len()+b.Len()+c.Len())
 }
@@ -125,7 +125,7 @@ func TestVerifyDistinctCanceled(t *testing.T) {
 func TestVerifyDistinctNilBucket(t *testing.T) {
 	err := objstore.VerifyDistinct(t.Context(), memblob.New("zone-a"), nil)
 	require.ErrorContains(t, err, "bucket 1 is nil")
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	require.NotErrorIs(t, err, objstore.ErrAliased)
 }
 

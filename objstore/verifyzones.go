@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 )
 
 // VerifyOptions are the optional settings of VerifyZones. The zero value
@@ -45,7 +45,7 @@ type VerifyOptions struct {
 // Probes are deleted on every way out while ctx allows.
 func VerifyZones(ctx context.Context, zones []Bucket, opts VerifyOptions) error {
 	if len(zones) == 0 {
-		return &config.Error{Field: "zones", Reason: "empty: a zone set has at least one bucket"}
+		return &cutline.ConfigError{Field: "zones", Reason: "empty: a zone set has at least one bucket"}
 	}
 	if err := checkNames(zones); err != nil {
 		return err

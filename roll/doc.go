@@ -105,7 +105,7 @@
 // A Roller returns an error matching cutline.ErrClosed after Close (or for an append Close
 // gave up on), ErrDropped for an append the Republish hook dropped, and
 // the writer's, fencer's and settler's errors otherwise. Invalid options
-// and constants are a *config.Error naming the field, refused before
+// and constants are a *cutline.ConfigError naming the field, refused before
 // anything is fenced, settled or minted.
 //
 // # Metastore keys

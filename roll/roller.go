@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/settle"
@@ -70,10 +70,10 @@ type rollRequest struct {
 // Minter and writes them in its Zones.
 func Open(ctx context.Context, s *settle.Settler, star string, c epoch.Constants, opts Options) (*Roller, error) {
 	if s == nil {
-		return nil, &config.Error{Field: "settler", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "settler", Value: nil, Reason: "required"}
 	}
 	if s.Fencer() == nil {
-		return nil, &config.Error{Field: "Settler.Fencer", Value: nil, Reason: "a Roller fences its own epochs"}
+		return nil, &cutline.ConfigError{Field: "Settler.Fencer", Value: nil, Reason: "a Roller fences its own epochs"}
 	}
 	if err := opts.Backoff.Validate("Backoff"); err != nil {
 		return nil, err
@@ -588,7 +588,7 @@ func (r *Roller) retry(ctx context.Context, step string, f func() error, final f
 // finalStep tells which errors of minting, fencing and settling no retry
 // can fix.
 func finalStep(err error) bool {
-	return errors.Is(err, epoch.ErrCutMismatch) || errors.Is(err, config.ErrInvalid) ||
+	return errors.Is(err, epoch.ErrCutMismatch) || errors.Is(err, cutline.ErrInvalid) ||
 		errors.Is(err, epoch.ErrClaimed) || errors.Is(err, epoch.ErrNotMinted) || errors.Is(err, chain.ErrConflictingFlight)
 }
 

@@ -10,10 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/objstore"
@@ -369,18 +369,18 @@ func TestRollerValidation(t *testing.T) {
 	e := settletest.NewMem(t, 3)
 	p := e.NewParty("host", settletest.PartyOptions{NoFencer: true})
 	_, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{})
-	require.ErrorIs(t, err, config.ErrInvalid, "a roller fences its own epochs")
+	require.ErrorIs(t, err, cutline.ErrInvalid, "a roller fences its own epochs")
 	p = e.NewParty("host", settletest.PartyOptions{})
 	_, err = roll.Open(ctx, p.Settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"a"}, W: 2, Window: 1, Prefix: e.Keys.Prefix}, roll.Options{})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = roll.Open(ctx, p.Settler, starA, epoch.Constants{Class: "standard", Buckets: []string{"zz"}, W: 1, Window: 1, Prefix: e.Keys.Prefix}, roll.Options{})
-	require.ErrorIs(t, err, config.ErrInvalid, "an unknown zone")
+	require.ErrorIs(t, err, cutline.ErrInvalid, "an unknown zone")
 	// Nothing was minted for it: the star opens normally afterwards.
 	r, err := roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), r.Epoch().Epoch)
-	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "a"}, W: 1, Window: 1}), config.ErrInvalid)
-	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "zz"}, W: 1, Window: 1}), config.ErrInvalid)
+	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "a"}, W: 1, Window: 1}), cutline.ErrInvalid)
+	require.ErrorIs(t, r.Roll(ctx, epoch.Constants{Class: "standard", Buckets: []string{"a", "zz"}, W: 1, Window: 1}), cutline.ErrInvalid)
 	// The roller is unharmed by refused rolls.
 	pos, err := r.Append(ctx, record(stream, 0, "x"))
 	require.NoError(t, err)
@@ -450,15 +450,15 @@ func TestOpenRefusesBeforeActing(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = roll.Open(ctx, nil, starA, e.Constants(2, 4), roll.Options{})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	bad := e.Constants(2, 4)
 	bad.Window = 0
 	_, err = roll.Open(ctx, p.Settler, starA, bad, roll.Options{})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{Writer: chain.WriterOptions{Backoff: clock.Backoff{Min: -1}}})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = roll.Open(ctx, p.Settler, starA, e.Constants(2, 4), roll.Options{Backoff: clock.Backoff{Min: -1}})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 
 	got, err := p.Minter.Get(ctx, starA, rec.Epoch)
 	require.NoError(t, err)

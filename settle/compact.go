@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
@@ -84,10 +84,10 @@ type Compactor struct {
 // zones, and the index x whose refs it moves.
 func NewCompactor(m *epoch.Minter, zones chain.Zones, x *RefIndex, opts CompactorOptions) (*Compactor, error) {
 	if m == nil {
-		return nil, &config.Error{Field: "minter", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "minter", Value: nil, Reason: "required"}
 	}
 	if x == nil {
-		return nil, &config.Error{Field: "index", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "index", Value: nil, Reason: "required"}
 	}
 	if err := epoch.ValidateName("Identity", opts.Identity); err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func NewCompactor(m *epoch.Minter, zones chain.Zones, x *RefIndex, opts Compacto
 		{"MaxParallel", &opts.MaxParallel, 192, MaxParallelLimit},
 	} {
 		if *b.v < 0 || *b.v > b.max {
-			return nil, &config.Error{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
+			return nil, &cutline.ConfigError{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
 		}
 		if *b.v == 0 {
 			*b.v = b.def
@@ -543,7 +543,7 @@ func (c *Compactor) planSegments(rec *epoch.Record, stream string, cands []*cand
 			Compactor: c.opts.Identity, Nonce: c.nonce()}
 		key := name.key(wire.KeysOf(rec))
 		if err := objstore.ValidateKey(key); err != nil {
-			return &config.Error{Field: "Identity", Value: c.opts.Identity, Reason: "segment keys of this epoch would not be valid object keys", Err: err}
+			return &cutline.ConfigError{Field: "Identity", Value: c.opts.Identity, Reason: "segment keys of this epoch would not be valid object keys", Err: err}
 		}
 		body := make([]byte, 0, size)
 		at := segmentHeaderLen(key)

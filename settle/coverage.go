@@ -163,7 +163,7 @@ type Locator func(payload []byte) ([]Span, error)
 // one offset without running past the offset space, and holds the bytes
 // [Start, End) with Start ≤ End ≤ len(payload); no two spans' byte ranges
 // overlap; and no stream has two spans in one flight. A failure matches
-// ErrLocate (and config.ErrInvalid for a bad stream name) and names the
+// ErrLocate (and cutline.ErrInvalid for a bad stream name) and names the
 // span.
 func CheckSpans(payload []byte, spans []Span) error {
 	if len(spans) == 0 {

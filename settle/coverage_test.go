@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/settletest"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/memstore"
@@ -397,7 +397,7 @@ func TestCheckSpans(t *testing.T) {
 		})
 	}
 	err := settle.CheckSpans(p, []settle.Span{sp("a/b", 0, 1, 0, 1)})
-	require.ErrorIs(t, err, config.ErrInvalid, "a bad stream name is a bad name too")
+	require.ErrorIs(t, err, cutline.ErrInvalid, "a bad stream name is a bad name too")
 }
 
 // The index checks the Locator's spans before it writes anything.
@@ -419,8 +419,8 @@ func TestRefIndexLocateChecksSpans(t *testing.T) {
 		require.ErrorIs(t, x.CoverSpan(ctx, starA, chain.Position{Epoch: 1}, s), settle.ErrLocate)
 	}
 	ok := settle.Span{Stream: "a", Count: 1}
-	require.ErrorIs(t, x.CoverSpan(ctx, "../star", chain.Position{Epoch: 1}, ok), config.ErrInvalid)
-	require.ErrorIs(t, x.CoverSpan(ctx, starA, chain.Position{Epoch: 0}, ok), config.ErrInvalid, "epoch numbers start at 1")
+	require.ErrorIs(t, x.CoverSpan(ctx, "../star", chain.Position{Epoch: 1}, ok), cutline.ErrInvalid)
+	require.ErrorIs(t, x.CoverSpan(ctx, starA, chain.Position{Epoch: 0}, ok), cutline.ErrInvalid, "epoch numbers start at 1")
 	require.Equal(t, rev, store.Revision())
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -449,12 +449,12 @@ func TestRefIndexBadInput(t *testing.T) {
 	for _, name := range []string{"", "a/b", "..", ".hidden", "-x", "sp ace", "new\nline", string(make([]byte, 65))} {
 		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
 			err := x.Cover(ctx, starA, flight(1, 0, []byte(name)))
-			require.ErrorIs(t, err, config.ErrInvalid)
+			require.ErrorIs(t, err, cutline.ErrInvalid)
 			require.ErrorIs(t, err, settle.ErrLocate)
 			_, err = x.Lookup(ctx, name, 0)
-			require.ErrorIs(t, err, config.ErrInvalid)
+			require.ErrorIs(t, err, cutline.ErrInvalid)
 			_, err = x.Next(ctx, name)
-			require.ErrorIs(t, err, config.ErrInvalid)
+			require.ErrorIs(t, err, cutline.ErrInvalid)
 		})
 	}
 	for _, err := range x.Refs(ctx, "ok-stream") {
@@ -462,11 +462,11 @@ func TestRefIndexBadInput(t *testing.T) {
 	}
 
 	_, err = settle.NewRefIndex(nil, "", locate)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = settle.NewRefIndex(memstore.New(memstore.Options{}), "", nil)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = settle.NewRefIndex(memstore.New(memstore.Options{}), "no-slash", locate)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 }
 
 // A page whose key and body disagree (hand-edited or corrupt) is

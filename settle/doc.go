@@ -373,11 +373,11 @@
 //
 // RefIndex returns ErrDoubleCover (*DoubleCoverError), ErrGap
 // (*GapError), ErrLocate for a payload the Locator cannot read or spans
-// CheckSpans refuses, config.ErrInvalid for an invalid stream or star
+// CheckSpans refuses, cutline.ErrInvalid for an invalid stream or star
 // name, ErrBelowRetention (*TrimmedError) below a stream's retention point,
 // ErrIndexFormat (*FormatError) for a stream in the old format, and a
 // *metastore.RecordError for a page or retention point that does not
-// decode or disagrees with its key. Invalid options are a *config.Error
+// decode or disagrees with its key. Invalid options are a *cutline.ConfigError
 // naming the field; so is a SettleFencedAt report that names no star.
 //
 // # Metastore keys

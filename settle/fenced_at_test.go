@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/settletest"
@@ -71,5 +71,5 @@ func TestSettleFencedAtSkipsSweepOnlyAtRelease(t *testing.T) {
 		})
 	}
 	_, err := settletest.NewMem(t, 3).NewParty(starA, settletest.PartyOptions{}).Settler.SettleFencedAt(ctx, fence.Report{})
-	require.ErrorIs(t, err, config.ErrInvalid, "a report that names no star")
+	require.ErrorIs(t, err, cutline.ErrInvalid, "a report that names no star")
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
@@ -125,16 +124,16 @@ type MaintainerOptions struct {
 func (o MaintainerOptions) validate() error {
 	switch {
 	case o.Interval != 0 && (o.Interval < MinMaintainInterval || o.Interval > MaxMaintainInterval):
-		return &config.Error{Field: "Interval", Value: o.Interval, Reason: fmt.Sprintf("must be 0 (%v) or %v to %v", DefaultMaintainInterval, MinMaintainInterval, MaxMaintainInterval)}
+		return &cutline.ConfigError{Field: "Interval", Value: o.Interval, Reason: fmt.Sprintf("must be 0 (%v) or %v to %v", DefaultMaintainInterval, MinMaintainInterval, MaxMaintainInterval)}
 	case o.Budget < 0:
-		return &config.Error{Field: "Budget", Value: o.Budget, Reason: "must be 0 (the interval) or more"}
+		return &cutline.ConfigError{Field: "Budget", Value: o.Budget, Reason: "must be 0 (the interval) or more"}
 	}
 	for _, b := range []struct {
 		field string
 		v     int
 	}{{"MaxEpochs", o.MaxEpochs}, {"MaxCollects", o.MaxCollects}, {"MaxStreams", o.MaxStreams}} {
 		if b.v < 0 || b.v > MaxMaintainBound {
-			return &config.Error{Field: b.field, Value: b.v, Reason: fmt.Sprintf("must be 0 (the default) to %d", MaxMaintainBound)}
+			return &cutline.ConfigError{Field: b.field, Value: b.v, Reason: fmt.Sprintf("must be 0 (the default) to %d", MaxMaintainBound)}
 		}
 	}
 	return o.Policy.validate()
@@ -203,21 +202,21 @@ type stuckAt struct {
 }
 
 // NewMaintainer returns a Maintainer. It refuses a missing input or an
-// option out of bounds with a *config.Error.
+// option out of bounds with a *cutline.ConfigError.
 func NewMaintainer(cfg MaintainerConfig, opts MaintainerOptions) (*Maintainer, error) {
 	switch {
 	case cfg.Store == nil:
-		return nil, &config.Error{Field: "Store", Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "Store", Reason: "required"}
 	case cfg.Minter == nil:
-		return nil, &config.Error{Field: "Minter", Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "Minter", Reason: "required"}
 	case cfg.Settler == nil:
-		return nil, &config.Error{Field: "Settler", Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "Settler", Reason: "required"}
 	case cfg.Compactor == nil:
-		return nil, &config.Error{Field: "Compactor", Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "Compactor", Reason: "required"}
 	case cfg.Refs == nil && (opts.Policy != (Policy{}) || opts.TrimUnneeded):
-		return nil, &config.Error{Field: "Refs", Reason: "required with a Policy or TrimUnneeded"}
+		return nil, &cutline.ConfigError{Field: "Refs", Reason: "required with a Policy or TrimUnneeded"}
 	case cfg.Streams == nil && opts.Policy != (Policy{}):
-		return nil, &config.Error{Field: "Streams", Reason: "required with a Policy"}
+		return nil, &cutline.ConfigError{Field: "Streams", Reason: "required with a Policy"}
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/settletest"
@@ -458,7 +458,7 @@ func TestMaintainerRun(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 }
 
-// Missing inputs and options out of bounds are *config.Errors naming the
+// Missing inputs and options out of bounds are *cutline.ConfigErrors naming the
 // field.
 func TestMaintainerRefuses(t *testing.T) {
 	e := settletest.NewMem(t, 3)
@@ -489,8 +489,8 @@ func TestMaintainerRefuses(t *testing.T) {
 			tc.cfg(&cfg)
 		}
 		_, err := settle.NewMaintainer(cfg, tc.opts)
-		require.ErrorIs(t, err, config.ErrInvalid, tc.field)
-		ce, ok := errors.AsType[*config.Error](err)
+		require.ErrorIs(t, err, cutline.ErrInvalid, tc.field)
+		ce, ok := errors.AsType[*cutline.ConfigError](err)
 		require.True(t, ok, tc.field)
 		require.Equal(t, tc.field, ce.Field)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -32,9 +32,9 @@ type Policy struct {
 func (p Policy) validate() error {
 	switch {
 	case p.MaxAge < 0:
-		return &config.Error{Field: "MaxAge", Value: p.MaxAge, Reason: "must not be negative (0: no limit)"}
+		return &cutline.ConfigError{Field: "MaxAge", Value: p.MaxAge, Reason: "must not be negative (0: no limit)"}
 	case p.MaxBytes < 0:
-		return &config.Error{Field: "MaxBytes", Value: p.MaxBytes, Reason: "must not be negative (0: no limit)"}
+		return &cutline.ConfigError{Field: "MaxBytes", Value: p.MaxBytes, Reason: "must not be negative (0: no limit)"}
 	}
 	return nil
 }
@@ -51,7 +51,7 @@ const (
 // index knows: the pages' times (MaxAge), the spans' byte ranges
 // (MaxBytes) and the stream's coverage (MaxRecords). It never moves the
 // point down, and never past the stream's coverage. A MaxAge on an index
-// without a clock is a *config.Error, since no page would carry a time.
+// without a clock is a *cutline.ConfigError, since no page would carry a time.
 // It costs a list of the stream's pages, and then what Retain costs.
 //
 // The flights and segments below the point are not deleted here: trim
@@ -66,7 +66,7 @@ func (x *RefIndex) RetainPolicy(ctx context.Context, stream string, policy Polic
 		return rep, err
 	}
 	if policy.MaxAge > 0 && x.clock == nil {
-		return rep, &config.Error{Field: "MaxAge", Value: policy.MaxAge, Reason: "the index has no clock (RefIndex.WithClock), so its pages carry no time"}
+		return rep, &cutline.ConfigError{Field: "MaxAge", Value: policy.MaxAge, Reason: "the index has no clock (RefIndex.WithClock), so its pages carry no time"}
 	}
 	point, by, err := x.policyPoint(ctx, stream, policy)
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/settle"
 )
@@ -120,9 +120,9 @@ func TestRetainPolicyPagesWithoutTime(t *testing.T) {
 	// An index without a clock cannot judge age; negative limits are
 	// refused.
 	_, err = old.RetainPolicy(ctx, "other", settle.Policy{MaxAge: time.Hour})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = x.RetainPolicy(ctx, "other", settle.Policy{MaxBytes: -1})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = x.RetainPolicy(ctx, "other", settle.Policy{MaxAge: -time.Second})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 }

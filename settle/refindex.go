@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 )
@@ -99,16 +99,16 @@ type head struct {
 // NewRefIndex returns a RefIndex under root ("" or ending in '/').
 func NewRefIndex(store metastore.Store, root string, locate Locator) (*RefIndex, error) {
 	if store == nil {
-		return nil, &config.Error{Field: "store", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "store", Value: nil, Reason: "required"}
 	}
 	if locate == nil {
-		return nil, &config.Error{Field: "locate", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "locate", Value: nil, Reason: "required"}
 	}
 	if root != "" && !strings.HasSuffix(root, "/") {
-		return nil, &config.Error{Field: "root", Value: fmt.Sprintf("%q", root), Reason: "must end with '/'"}
+		return nil, &cutline.ConfigError{Field: "root", Value: fmt.Sprintf("%q", root), Reason: "must end with '/'"}
 	}
 	if err := metastore.ValidatePrefix(root); err != nil {
-		return nil, &config.Error{Field: "root", Value: fmt.Sprintf("%q", root), Reason: "not a valid key prefix", Err: err}
+		return nil, &cutline.ConfigError{Field: "root", Value: fmt.Sprintf("%q", root), Reason: "not a valid key prefix", Err: err}
 	}
 	return &RefIndex{store: store, root: root, locate: locate, heads: map[string]head{}, v1Look: make(chan struct{}, 1)}, nil
 }
@@ -165,7 +165,7 @@ type spanAt struct {
 // Next that is not that ref is a *DoubleCoverError (ErrDoubleCover), one
 // starting above it a *GapError (ErrGap). A span that is not valid on its
 // own (see CheckSpans) matches ErrLocate, a bad star or epoch
-// config.ErrInvalid; nothing is written then.
+// cutline.ErrInvalid; nothing is written then.
 //
 // Streams are written in transactions of at most MaxTxnOps operations and
 // MaxTxnBytes bytes, several at once; each stream's writes of one round
@@ -180,7 +180,7 @@ func (x *RefIndex) CoverFlights(ctx context.Context, star string, flights []Plac
 	pending := map[string][]spanAt{}
 	for _, f := range flights {
 		if f.Position.Epoch == 0 {
-			return &config.Error{Field: "epoch", Value: f.Position.Epoch, Reason: "epoch numbers start at 1"}
+			return &cutline.ConfigError{Field: "epoch", Value: f.Position.Epoch, Reason: "epoch numbers start at 1"}
 		}
 		for _, s := range f.Spans {
 			if err := s.check(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/cutline/cutline"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/metastore"
@@ -116,7 +115,7 @@ func (x *RefIndex) Retain(ctx context.Context, stream string, offset uint64) (Re
 		return rep, err
 	}
 	if offset > h.page.Next {
-		return rep, &config.Error{Field: "offset", Value: offset, Reason: fmt.Sprintf("past the coverage of stream %s, which ends at %d", stream, h.page.Next)}
+		return rep, &cutline.ConfigError{Field: "offset", Value: offset, Reason: fmt.Sprintf("past the coverage of stream %s, which ends at %d", stream, h.page.Next)}
 	}
 	start, rev, err := x.start(ctx, stream)
 	if err != nil {

@@ -12,10 +12,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/planted"
@@ -71,10 +71,10 @@ type Settler struct {
 // covered yet.
 func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settler, error) {
 	if m == nil {
-		return nil, &config.Error{Field: "minter", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "minter", Value: nil, Reason: "required"}
 	}
 	if cov == nil {
-		return nil, &config.Error{Field: "coverage", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "coverage", Value: nil, Reason: "required"}
 	}
 	for _, b := range []struct {
 		field    string
@@ -85,7 +85,7 @@ func New(m *epoch.Minter, zones chain.Zones, cov Coverage, opts Options) (*Settl
 		{"MaxParallel", &opts.MaxParallel, 64, MaxParallelLimit},
 	} {
 		if *b.v < 0 || *b.v > b.max {
-			return nil, &config.Error{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
+			return nil, &cutline.ConfigError{Field: b.field, Value: *b.v, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %d (0 means %d)", b.field, b.max, b.def)}
 		}
 		if *b.v == 0 {
 			*b.v = b.def
@@ -170,7 +170,7 @@ func (s *Settler) Settle(ctx context.Context, star string, ep uint64) (SettleRep
 // the cut (harmless to readers, but never deleted).
 func (s *Settler) SettleFencedAt(ctx context.Context, fr fence.Report) (SettleReport, error) {
 	if fr.Star == "" {
-		return SettleReport{}, &config.Error{Field: "fence report", Value: fr.Star, Reason: "names no star: pass the report FenceAt returned"}
+		return SettleReport{}, &cutline.ConfigError{Field: "fence report", Value: fr.Star, Reason: "names no star: pass the report FenceAt returned"}
 	}
 	var skip *fence.Report
 	if fr.AtRelease {

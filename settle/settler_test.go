@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/settletest"
@@ -224,7 +224,7 @@ func TestSettleRequiresFence(t *testing.T) {
 	_, err = p.Settler.Settle(ctx, starA, l.ep+1)
 	require.ErrorIs(t, err, epoch.ErrNoRecord)
 	_, err = p.Settler.Settle(ctx, "bad/star", 1)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 }
 
 func TestSettleSettledIsNoop(t *testing.T) {
@@ -350,13 +350,13 @@ func TestNewValidates(t *testing.T) {
 	e := settletest.NewMem(t, 3)
 	p := e.NewParty("x", settletest.PartyOptions{})
 	_, err := settle.New(nil, p.Zones, p.Refs, settle.Options{})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = settle.New(p.Minter, p.Zones, nil, settle.Options{})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = settle.New(p.Minter, p.Zones, p.Refs, settle.Options{Retries: -1})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = settle.New(p.Minter, chain.Zones{}, p.Refs, settle.Options{})
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 }
 
 // Settling an epoch reads only that epoch: a later epoch whose first

@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/objstore"
@@ -234,13 +234,13 @@ type StreamReader struct {
 // and their buckets in zones.
 func NewStreamReader(m *epoch.Minter, zones chain.Zones, x *RefIndex, opts StreamReaderOptions) (*StreamReader, error) {
 	if m == nil {
-		return nil, &config.Error{Field: "minter", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "minter", Value: nil, Reason: "required"}
 	}
 	if x == nil {
-		return nil, &config.Error{Field: "index", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "index", Value: nil, Reason: "required"}
 	}
 	if opts.ReadAhead < 0 || opts.ReadAhead > MaxStreamReadAhead {
-		return nil, &config.Error{Field: "ReadAhead", Value: opts.ReadAhead, Reason: fmt.Sprintf("must satisfy 0 ≤ ReadAhead ≤ %d (0 means 4 MiB)", MaxStreamReadAhead)}
+		return nil, &cutline.ConfigError{Field: "ReadAhead", Value: opts.ReadAhead, Reason: fmt.Sprintf("must satisfy 0 ≤ ReadAhead ≤ %d (0 means 4 MiB)", MaxStreamReadAhead)}
 	}
 	if opts.ReadAhead == 0 {
 		opts.ReadAhead = 4 << 20

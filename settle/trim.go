@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 )
@@ -169,7 +169,7 @@ func (s *Settler) TrimRewritten(ctx context.Context, star string, ep uint64) (Tr
 func (s *Settler) TrimUnneeded(ctx context.Context, x *RefIndex, star string, ep uint64) (TrimReport, error) {
 	rep := TrimReport{Star: star, Epoch: ep}
 	if x == nil {
-		return rep, &config.Error{Field: "index", Value: nil, Reason: "required"}
+		return rep, &cutline.ConfigError{Field: "index", Value: nil, Reason: "required"}
 	}
 	rec, err := s.minter.Get(ctx, star, ep)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/settletest"
 )
@@ -178,7 +177,7 @@ func TestTrimUnneeded(t *testing.T) {
 	require.Equal(t, 3*10, tr.Deleted)
 
 	_, err = p.Settler.TrimUnneeded(ctx, nil, starA, rec.Epoch)
-	var cerr *config.Error
+	var cerr *cutline.ConfigError
 	require.ErrorAs(t, err, &cerr)
 }
 

@@ -19,7 +19,6 @@ import (
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/authority/authhttp"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/testlog"
 	"github.com/cutline/cutline/internal/testpki"
 )
@@ -313,9 +312,9 @@ func TestAnswers(t *testing.T) {
 	require.Contains(t, re.Reason, "for token 7")
 
 	require.NoError(t, a.Send(e.ctx, authority.Connect{Node: "node-a", Caps: promotable}), "the stream carried this Connect")
-	require.ErrorIs(t, a.Send(e.ctx, authority.Connect{Node: "node-a", Caps: promotable, Token: 3}), config.ErrInvalid)
-	require.ErrorIs(t, a.Send(e.ctx, authority.Disconnect{Node: "node-a"}), config.ErrInvalid)
-	require.ErrorIs(t, a.Send(e.ctx, authority.Tick{}), config.ErrInvalid)
+	require.ErrorIs(t, a.Send(e.ctx, authority.Connect{Node: "node-a", Caps: promotable, Token: 3}), cutline.ErrInvalid)
+	require.ErrorIs(t, a.Send(e.ctx, authority.Disconnect{Node: "node-a"}), cutline.ErrInvalid)
+	require.ErrorIs(t, a.Send(e.ctx, authority.Tick{}), cutline.ErrInvalid)
 
 	// The controller's election is lost: its driver fails.
 	e.store.Expire(e.sess)
@@ -419,20 +418,20 @@ func TestServerOptions(t *testing.T) {
 		{Operators: []string{"ops", ""}},
 	} {
 		_, err := authhttp.NewServer(opts)
-		require.ErrorIs(t, err, config.ErrInvalid, "%+v", opts)
+		require.ErrorIs(t, err, cutline.ErrInvalid, "%+v", opts)
 	}
 	srv, err := authhttp.NewServer(authhttp.ServerOptions{})
 	require.NoError(t, err)
 	var _ http.Handler = srv
 	for _, base := range []string{"http://ctl:80", "ctl:443", "https://user@ctl", "https://ctl/?q=1", "://"} {
 		_, err := authhttp.Dial(t.Context(), base, "node-a", promotable, 0, http.DefaultClient)
-		require.ErrorIs(t, err, config.ErrInvalid, base)
+		require.ErrorIs(t, err, cutline.ErrInvalid, base)
 	}
 	_, err = authhttp.Dial(t.Context(), "https://ctl", "../a", promotable, 0, http.DefaultClient)
-	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
 	_, err = authhttp.Dial(t.Context(), "https://ctl", "node-a", promotable, 0, nil)
-	require.ErrorIs(t, err, config.ErrInvalid)
-	require.ErrorIs(t, authhttp.Post(t.Context(), "https://ctl", authority.Connect{Node: "node-a"}, http.DefaultClient), config.ErrInvalid)
+	require.ErrorIs(t, err, cutline.ErrInvalid)
+	require.ErrorIs(t, authhttp.Post(t.Context(), "https://ctl", authority.Connect{Node: "node-a"}, http.DefaultClient), cutline.ErrInvalid)
 }
 
 // stuckWriter is a stream's response writer whose peer reads nothing: a

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -61,10 +61,10 @@ func (d *Dialer) check() (*url.URL, error) {
 		return nil, err
 	}
 	if d.Client == nil {
-		return nil, &config.Error{Field: "Client", Value: nil, Reason: "required: it carries the client certificate"}
+		return nil, &cutline.ConfigError{Field: "Client", Value: nil, Reason: "required: it carries the client certificate"}
 	}
 	if d.MaxMessage != 0 && (d.MaxMessage < 1<<10 || d.MaxMessage > 64<<20) {
-		return nil, &config.Error{Field: "MaxMessage", Value: d.MaxMessage, Reason: "must lie in [1KiB, 64MiB] (0 means the default)"}
+		return nil, &cutline.ConfigError{Field: "MaxMessage", Value: d.MaxMessage, Reason: "must lie in [1KiB, 64MiB] (0 means the default)"}
 	}
 	return u, nil
 }
@@ -138,7 +138,7 @@ var _ authority.Conn = (*conn)(nil)
 func Dial(ctx context.Context, base string, node string, caps authority.Capabilities, token authority.Token, hc *http.Client) (authority.Conn, error) {
 	d := &Dialer{Base: base, Client: hc}
 	if hc == nil {
-		return nil, &config.Error{Field: "hc", Value: nil, Reason: "required: it carries the client certificate"}
+		return nil, &cutline.ConfigError{Field: "hc", Value: nil, Reason: "required: it carries the client certificate"}
 	}
 	return d.Dial(ctx, node, caps, token)
 }
@@ -177,7 +177,7 @@ func (d *Dialer) Dial(ctx context.Context, node string, caps authority.Capabilit
 	if err != nil {
 		stop()
 		cancel()
-		return nil, &config.Error{Field: "base", Value: d.Base, Reason: "cannot form a request", Err: err}
+		return nil, &cutline.ConfigError{Field: "base", Value: d.Base, Reason: "cannot form a request", Err: err}
 	}
 	req.Header.Set("Accept", "application/x-ndjson")
 	resp, err := d.do(RouteStream, req)
@@ -214,7 +214,7 @@ func (d *Dialer) Dial(ctx context.Context, node string, caps authority.Capabilit
 // requests a handoff. It is (&Dialer{Base: base, Client: hc}).Post.
 func Post(ctx context.Context, base string, ev authority.Event, hc *http.Client) error {
 	if hc == nil {
-		return &config.Error{Field: "hc", Value: nil, Reason: "required: it carries the client certificate"}
+		return &cutline.ConfigError{Field: "hc", Value: nil, Reason: "required: it carries the client certificate"}
 	}
 	return (&Dialer{Base: base, Client: hc}).Post(ctx, ev)
 }
@@ -224,7 +224,7 @@ func Post(ctx context.Context, base string, ev authority.Event, hc *http.Client)
 // *StatusError for a request the server refused, a *RequestError when no
 // answer came, a *IdentityError for an answer from another certificate
 // than the controller's. Connect, Disconnect and Tick are refused (a
-// *config.Error): Dial and Close carry the first two.
+// *cutline.ConfigError): Dial and Close carry the first two.
 func (d *Dialer) Post(ctx context.Context, ev authority.Event) error {
 	u, err := d.check()
 	if err != nil {
@@ -241,10 +241,10 @@ func (d *Dialer) Post(ctx context.Context, ev authority.Event) error {
 func baseURL(base string) (*url.URL, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		return nil, &config.Error{Field: "base", Value: base, Reason: "not a URL", Err: err}
+		return nil, &cutline.ConfigError{Field: "base", Value: base, Reason: "not a URL", Err: err}
 	}
 	if u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, &config.Error{Field: "base", Value: base, Reason: "must be https://host[:port][/prefix]: the transport is mutual TLS"}
+		return nil, &cutline.ConfigError{Field: "base", Value: base, Reason: "must be https://host[:port][/prefix]: the transport is mutual TLS"}
 	}
 	return u, nil
 }
@@ -295,7 +295,7 @@ func (c *conn) Send(ctx context.Context, ev authority.Event) error {
 		if e.Node == c.node && e.Caps == c.caps && e.Token == c.token {
 			return nil
 		}
-		return &config.Error{Field: "Connect", Value: fmt.Sprintf("%s %s token %d", clip(e.Node), formatCaps(e.Caps), e.Token),
+		return &cutline.ConfigError{Field: "Connect", Value: fmt.Sprintf("%s %s token %d", clip(e.Node), formatCaps(e.Caps), e.Token),
 			Reason: fmt.Sprintf("the stream declared %s %s token %d: Dial anew to declare otherwise", c.node, formatCaps(c.caps), c.token)}
 	}
 	body, err := encodeEvent(ev)

@@ -16,9 +16,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/authority/authhttp"
-	"github.com/cutline/cutline/config"
 )
 
 // serveAs serves h over TLS under cert, asking clients for a certificate
@@ -87,11 +87,11 @@ func TestDialerOptions(t *testing.T) {
 		"base":       {Base: "http://ctl", Client: hc},
 	} {
 		_, err := d.Dial(t.Context(), "node-a", promotable, 0)
-		require.ErrorIs(t, err, config.ErrInvalid, field)
-		var ce *config.Error
+		require.ErrorIs(t, err, cutline.ErrInvalid, field)
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, field, ce.Field)
-		require.ErrorIs(t, d.Post(t.Context(), authority.Heartbeat{Node: "node-a"}), config.ErrInvalid, field)
+		require.ErrorIs(t, d.Post(t.Context(), authority.Heartbeat{Node: "node-a"}), cutline.ErrInvalid, field)
 	}
 }
 

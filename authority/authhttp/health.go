@@ -9,8 +9,8 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
-	"github.com/cutline/cutline/config"
 )
 
 // RouteHealth is a node's end of its direct health links: POST, one
@@ -39,10 +39,10 @@ type HealthOptions struct {
 // ServerTLS, whose certificate names this node.
 func NewHealthHandler(opts HealthOptions) (http.Handler, error) {
 	if opts.Node == "" {
-		return nil, &config.Error{Field: "Node", Value: "", Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "Node", Value: "", Reason: "required"}
 	}
 	if opts.Token == nil {
-		return nil, &config.Error{Field: "Token", Value: nil, Reason: "required"}
+		return nil, &cutline.ConfigError{Field: "Token", Value: nil, Reason: "required"}
 	}
 	if opts.Identity == nil {
 		opts.Identity = NodeIdentity

@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/authority/authhttp"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/testpki"
 )
 
@@ -63,8 +63,8 @@ func TestHealthHandlerOptions(t *testing.T) {
 		"Token": {Node: "node-a"},
 	} {
 		_, err := authhttp.NewHealthHandler(opts)
-		require.ErrorIs(t, err, config.ErrInvalid, field)
-		var ce *config.Error
+		require.ErrorIs(t, err, cutline.ErrInvalid, field)
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce, field)
 		require.Equal(t, field, ce.Field)
 	}

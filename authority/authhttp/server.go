@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -137,7 +137,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		opts.Buffer = DefaultBuffer
 	}
 	if opts.Buffer < 1 || opts.Buffer > 4096 {
-		return nil, &config.Error{Field: "Buffer", Value: opts.Buffer, Reason: "must lie in [1, 4096] (0 means the default)"}
+		return nil, &cutline.ConfigError{Field: "Buffer", Value: opts.Buffer, Reason: "must lie in [1, 4096] (0 means the default)"}
 	}
 	if opts.Identity == nil {
 		opts.Identity = NodeIdentity
@@ -148,7 +148,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	ops := map[string]bool{}
 	for _, o := range opts.Operators {
 		if o == "" {
-			return nil, &config.Error{Field: "Operators", Value: `""`, Reason: "an operator identity is empty"}
+			return nil, &cutline.ConfigError{Field: "Operators", Value: `""`, Reason: "an operator identity is empty"}
 		}
 		ops[o] = true
 	}
@@ -474,7 +474,7 @@ func (s *Server) stepError(w http.ResponseWriter, r *http.Request, id, kind stri
 		writeError(w, http.StatusConflict, re.Error(), &wireRefused{Node: re.Node, Event: re.Event, Reason: re.Reason})
 		return
 	}
-	if errors.Is(err, config.ErrInvalid) {
+	if errors.Is(err, cutline.ErrInvalid) {
 		writeError(w, http.StatusBadRequest, err.Error(), nil)
 		return
 	}

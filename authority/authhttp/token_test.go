@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/authority/authhttp"
-	"github.com/cutline/cutline/config"
 )
 
 // bigToken has decimal prefixes and low bits that are tokens too: a
@@ -54,7 +54,7 @@ func TestStreamTokenTruncatedOrExtended(t *testing.T) {
 
 	require.NoError(t, a.Send(e.ctx, authority.Connect{Node: "node-a", Caps: promotable, Token: bigToken}))
 	for _, v := range variants(bigToken) {
-		require.ErrorIs(t, a.Send(e.ctx, authority.Connect{Node: "node-a", Caps: promotable, Token: v}), config.ErrInvalid, "the stream declared %d, not %d", bigToken, v)
+		require.ErrorIs(t, a.Send(e.ctx, authority.Connect{Node: "node-a", Caps: promotable, Token: v}), cutline.ErrInvalid, "the stream declared %d, not %d", bigToken, v)
 		require.ErrorIs(t, a.Send(e.ctx, authority.Heartbeat{Node: "node-a", Token: v}), authority.ErrRefused, "a heartbeat under %d", v)
 	}
 	require.NoError(t, a.Send(e.ctx, authority.Heartbeat{Node: "node-a", Token: bigToken}))

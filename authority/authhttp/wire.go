@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/config"
 )
 
 // The protocol's routes, parameters and headers.
@@ -318,7 +318,7 @@ func encodeEvent(ev authority.Event) ([]byte, error) {
 	case authority.Challenge:
 		kind, body = KindChallenge, wireChallenge{Node: e.Node, Token: uint64(e.Token), Topology: e.Topology}
 	default:
-		return nil, &config.Error{Field: "event", Value: fmt.Sprintf("%T", ev), Reason: "not posted: Dial carries Connect, Close the goodbye, and the controller ticks itself"}
+		return nil, &cutline.ConfigError{Field: "event", Value: fmt.Sprintf("%T", ev), Reason: "not posted: Dial carries Connect, Close the goodbye, and the controller ticks itself"}
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	cutconfig "github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/internal/benchfix"
 	"github.com/cutline/cutline/metastore/memstore"
@@ -50,7 +50,7 @@ func checkPrices(prices []PriceClass) error {
 	for _, p := range prices {
 		for kind, v := range map[string]float64{"put": p.Put, "get": p.Get} {
 			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-				return &cutconfig.Error{Field: "-price-" + p.Flag + "-" + kind, Value: v, Reason: "a price is a finite number ≥ 0"}
+				return &cutline.ConfigError{Field: "-price-" + p.Flag + "-" + kind, Value: v, Reason: "a price is a finite number ≥ 0"}
 			}
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	cutconfig "github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/internal/benchfix"
 )
 
@@ -78,7 +78,7 @@ func TestCostModel(t *testing.T) {
 func TestPriceFlags(t *testing.T) {
 	var out, log bytes.Buffer
 	err := run(t.Context(), []string{"-price-standard-put", "-1"}, &out, &log)
-	if !errors.Is(err, cutconfig.ErrInvalid) || !strings.Contains(err.Error(), "-price-standard-put") {
+	if !errors.Is(err, cutline.ErrInvalid) || !strings.Contains(err.Error(), "-price-standard-put") {
 		t.Errorf("a negative price: %v", err)
 	}
 	if err := run(t.Context(), []string{"-price-express-get", "x"}, &out, &log); err == nil {

@@ -16,9 +16,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
-	cutconfig "github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/benchfix"
@@ -562,13 +562,13 @@ func streamsFlags(fs *flag.FlagSet) func(cfg *config, mode *string) error {
 		})
 		switch {
 		case *rate < 0 || math.IsNaN(*rate) || math.IsInf(*rate, 0):
-			return &cutconfig.Error{Field: "-streams-rate", Value: *rate, Reason: "a rate is a finite number ≥ 0 (0: the default)"}
+			return &cutline.ConfigError{Field: "-streams-rate", Value: *rate, Reason: "a rate is a finite number ≥ 0 (0: the default)"}
 		case *rate > 0:
 			cfg.streamsRate = *rate
 		}
 		switch {
 		case *load < 0:
-			return &cutconfig.Error{Field: "-streams-load", Value: load.String(), Reason: "a duration ≥ 0 (0: the default)"}
+			return &cutline.ConfigError{Field: "-streams-load", Value: load.String(), Reason: "a duration ≥ 0 (0: the default)"}
 		case *load > 0:
 			cfg.streamsLoad = *load
 		}
@@ -577,7 +577,7 @@ func streamsFlags(fs *flag.FlagSet) func(cfg *config, mode *string) error {
 			for c := range strings.SplitSeq(*counts, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(c))
 				if err != nil || n < 1 || n > lease.MaxOpenMany {
-					return &cutconfig.Error{Field: "-streams-counts", Value: *counts, Reason: fmt.Sprintf("stream counts are integers from 1 to %d", lease.MaxOpenMany), Err: err}
+					return &cutline.ConfigError{Field: "-streams-counts", Value: *counts, Reason: fmt.Sprintf("stream counts are integers from 1 to %d", lease.MaxOpenMany), Err: err}
 				}
 				ns = append(ns, n)
 			}

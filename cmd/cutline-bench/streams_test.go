@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	cutconfig "github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 )
 
 // TestStreamsFlags: the streams figure's flags set the run's sizes and
@@ -22,7 +22,7 @@ func TestStreamsFlags(t *testing.T) {
 	} {
 		var out, log bytes.Buffer
 		err := run(t.Context(), append(args, "-only", "streams"), &out, &log)
-		if !errors.Is(err, cutconfig.ErrInvalid) || !strings.Contains(err.Error(), args[0]) {
+		if !errors.Is(err, cutline.ErrInvalid) || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("%q: %v", args, err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/metastore"
 	etcdstore "github.com/cutline/cutline/metastore/etcd"
 )
@@ -47,7 +47,7 @@ var etcdFlags = map[string]string{"CAFile": "-etcd-ca", "CertFile": "-etcd-cert"
 // at the client's first request at the latest.
 func (c *cmd) etcdClient(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 	cli, err := etcdstore.Dial(ctx, c.g.etcdAuth.dialConfig(endpoints, c.g.timeout))
-	var ce *config.Error
+	var ce *cutline.ConfigError
 	switch {
 	case err == nil:
 		return cli, nil

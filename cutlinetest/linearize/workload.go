@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
@@ -673,7 +673,7 @@ func (r *run) retain(ctx context.Context, c int, p *Parts, point uint64) {
 	case err == nil:
 		pr.Acked()
 		r.maintained.Retains++
-	case errors.Is(err, config.ErrInvalid):
+	case errors.Is(err, cutline.ErrInvalid):
 		pr.Absent(err) // refused before it wrote
 	default:
 		pr.Unknown(err) // the point may have moved before a page delete failed

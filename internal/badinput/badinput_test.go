@@ -20,7 +20,6 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/testctx"
@@ -530,11 +529,11 @@ func impure(c badCase) badCase {
 	return c
 }
 
-// configField checks a *config.Error naming field.
+// configField checks a *cutline.ConfigError naming field.
 func configField(field string) func(*testing.T, *fixture, error) {
 	return func(t *testing.T, _ *fixture, err error) {
 		t.Helper()
-		var ce *config.Error
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, field, ce.Field, "the refused field: %v", err)
 	}
@@ -546,10 +545,10 @@ func withCause(c badCase, cause error) badCase {
 	return c
 }
 
-// cfg is a configuration refusal: a *config.Error naming field, and
+// cfg is a configuration refusal: a *cutline.ConfigError naming field, and
 // nothing changed.
 func cfg(cat, name, field string, run func(f *fixture) error) badCase {
-	return badCase{cat: cat, name: name, pure: true, run: run, want: is(config.ErrInvalid), as: configField(field)}
+	return badCase{cat: cat, name: name, pure: true, run: run, want: is(cutline.ErrInvalid), as: configField(field)}
 }
 
 func cursorErr(cursor string, to uint64) func(*testing.T, *fixture, error) {
@@ -974,13 +973,13 @@ func nameCases() []badCase {
 		cfg("names", "Mint/bucket-empty", "buckets[1]", mintWith(func(c *epoch.Constants) { c.Buckets[1] = "" })),
 		cfg("names", "Mint/bucket-dot-first", "buckets[2]", mintWith(func(c *epoch.Constants) { c.Buckets[2] = ".zone-c" })),
 		cfg("names", "Mint/bucket-control-char", "buckets[0]", mintWith(func(c *epoch.Constants) { c.Buckets[0] = "zone\na" })),
-		badCase{cat: "names", name: "RefIndex.Cover/stream-path-escape", pure: true, want: is(config.ErrInvalid), as: configField("stream"),
+		badCase{cat: "names", name: "RefIndex.Cover/stream-path-escape", pure: true, want: is(cutline.ErrInvalid), as: configField("stream"),
 			run: func(f *fixture) error {
 				x, err := settle.NewRefIndex(f.store, "", func([]byte) ([]settle.Span, error) { return []settle.Span{{Stream: "../orders", Count: 1}}, nil })
 				require.NoError(f.t, err)
 				return x.Cover(f.ctx, starA, f.acked[0])
 			}},
-		badCase{cat: "names", name: "RefIndex.Lookup/stream-slash", pure: true, want: is(config.ErrInvalid), as: configField("stream"),
+		badCase{cat: "names", name: "RefIndex.Lookup/stream-slash", pure: true, want: is(cutline.ErrInvalid), as: configField("stream"),
 			run: func(f *fixture) error {
 				x, err := settle.NewRefIndex(f.store, "", func([]byte) ([]settle.Span, error) { return []settle.Span{{Stream: "orders", Count: 1}}, nil })
 				require.NoError(f.t, err)
@@ -1461,7 +1460,7 @@ func readerObjectCases() []badCase {
 				_, err := f.reader().Read(f.ctx, starA, chain.Position{Epoch: 42})
 				return err
 			}},
-		{cat: "reader-objects", name: "zone-missing-from-reader", want: is(config.ErrInvalid), as: configField("buckets[2]"), pure: true,
+		{cat: "reader-objects", name: "zone-missing-from-reader", want: is(cutline.ErrInvalid), as: configField("buckets[2]"), pure: true,
 			run: func(f *fixture) error {
 				r, err := chain.NewReader(f.minter, chain.MustZones(f.buckets[:2]...), chain.ReaderOptions{})
 				require.NoError(f.t, err)
@@ -1597,7 +1596,7 @@ func fenceObjectCases() []badCase {
 				_, err := f.fencer().Fence(f.ctx, starA, 0)
 				return err
 			}},
-		{cat: "fence-objects", name: "zone-missing-from-fencer", pure: true, want: is(config.ErrInvalid), as: configField("buckets[2]"),
+		{cat: "fence-objects", name: "zone-missing-from-fencer", pure: true, want: is(cutline.ErrInvalid), as: configField("buckets[2]"),
 			run: func(f *fixture) error {
 				fn, err := fence.New(f.minter, chain.MustZones(f.buckets[:2]...), fence.Options{Clock: f.clk})
 				require.NoError(f.t, err)
@@ -1932,14 +1931,14 @@ func rollerCases() []badCase {
 		require.ErrorIs(t, err, epoch.ErrNoRecord, "no epoch was minted for the refused roll")
 	}
 	return []badCase{
-		{cat: "roller", name: "Roll/window-0", want: is(config.ErrInvalid),
+		{cat: "roller", name: "Roll/window-0", want: is(cutline.ErrInvalid),
 			as: func(t *testing.T, f *fixture, err error) { configField("window")(t, f, err); sameEpoch(t, f) },
 			run: func(f *fixture) error {
 				c := f.constants()
 				c.Window = 0
 				return f.roller().Roll(f.ctx, c)
 			}},
-		{cat: "roller", name: "Roll/unknown-zone", want: is(config.ErrInvalid),
+		{cat: "roller", name: "Roll/unknown-zone", want: is(cutline.ErrInvalid),
 			as: func(t *testing.T, f *fixture, err error) { configField("buckets[2]")(t, f, err); sameEpoch(t, f) },
 			run: func(f *fixture) error {
 				c := f.constants()

@@ -10,9 +10,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/internal/benchfix"
@@ -208,8 +208,8 @@ func TestLayRaggedEpochRefusesBadLayouts(t *testing.T) {
 	} {
 		l := good
 		zs := bad(&l)
-		if _, err := benchfix.LayRaggedEpoch(ctx, m, refs, zs, l); !errors.Is(err, config.ErrInvalid) {
-			t.Errorf("%s: %v, want config.ErrInvalid", name, err)
+		if _, err := benchfix.LayRaggedEpoch(ctx, m, refs, zs, l); !errors.Is(err, cutline.ErrInvalid) {
+			t.Errorf("%s: %v, want cutline.ErrInvalid", name, err)
 		}
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/settle"
@@ -45,15 +45,15 @@ type RaggedEpoch struct {
 func (l RaggedEpoch) validate(raw []objstore.Bucket) error {
 	switch {
 	case len(raw) != 3:
-		return &config.Error{Field: "buckets", Value: len(raw), Reason: "a ragged epoch is laid in exactly 3 zones"}
+		return &cutline.ConfigError{Field: "buckets", Value: len(raw), Reason: "a ragged epoch is laid in exactly 3 zones"}
 	case l.Window < 5:
-		return &config.Error{Field: "Window", Value: l.Window, Reason: "the ragged tail needs a window of at least 5"}
+		return &cutline.ConfigError{Field: "Window", Value: l.Window, Reason: "the ragged tail needs a window of at least 5"}
 	case l.Committed < 0 || l.Lag < 0 || l.Lag > l.Committed:
-		return &config.Error{Field: "Lag", Value: l.Lag, Reason: fmt.Sprintf("must be in [0, Committed=%d]", l.Committed)}
+		return &cutline.ConfigError{Field: "Lag", Value: l.Lag, Reason: fmt.Sprintf("must be in [0, Committed=%d]", l.Committed)}
 	case l.Laid < 0 || l.Laid > l.Committed:
-		return &config.Error{Field: "Laid", Value: l.Laid, Reason: fmt.Sprintf("must be in [0, Committed=%d]", l.Committed)}
+		return &cutline.ConfigError{Field: "Laid", Value: l.Laid, Reason: fmt.Sprintf("must be in [0, Committed=%d]", l.Committed)}
 	case l.Record == nil:
-		return &config.Error{Field: "Record", Value: nil, Reason: "required"}
+		return &cutline.ConfigError{Field: "Record", Value: nil, Reason: "required"}
 	}
 	return nil
 }

@@ -9,8 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain/wire"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 )
 
@@ -105,15 +105,15 @@ func (c Config) validate() (Config, error) {
 	}
 	switch {
 	case c.K < 1 || c.W < 1 || c.W > c.K:
-		return c, &config.Error{Field: "W", Value: c.W, Reason: fmt.Sprintf("must satisfy 1 ≤ W ≤ K (K=%d)", c.K)}
+		return c, &cutline.ConfigError{Field: "W", Value: c.W, Reason: fmt.Sprintf("must satisfy 1 ≤ W ≤ K (K=%d)", c.K)}
 	case c.Window < 1:
-		return c, &config.Error{Field: "Window", Value: c.Window, Reason: "must be at least 1"}
+		return c, &cutline.ConfigError{Field: "Window", Value: c.Window, Reason: "must be at least 1"}
 	case c.Slots < 0 || c.Slots > MaxSlots:
-		return c, &config.Error{Field: "Slots", Value: c.Slots, Reason: fmt.Sprintf("must satisfy 0 ≤ Slots ≤ %d", MaxSlots)}
+		return c, &cutline.ConfigError{Field: "Slots", Value: c.Slots, Reason: fmt.Sprintf("must satisfy 0 ≤ Slots ≤ %d", MaxSlots)}
 	case c.Workers < 1 || c.Workers > MaxWorkers:
-		return c, &config.Error{Field: "Workers", Value: c.Workers, Reason: fmt.Sprintf("must satisfy 1 ≤ Workers ≤ %d", MaxWorkers)}
+		return c, &cutline.ConfigError{Field: "Workers", Value: c.Workers, Reason: fmt.Sprintf("must satisfy 1 ≤ Workers ≤ %d", MaxWorkers)}
 	case c.Faults < 0 || c.Crashes < 0 || c.Fencers < 0:
-		return c, &config.Error{Field: "Faults", Value: c.Faults, Reason: "budgets must not be negative"}
+		return c, &cutline.ConfigError{Field: "Faults", Value: c.Faults, Reason: "budgets must not be negative"}
 	}
 	return c, nil
 }

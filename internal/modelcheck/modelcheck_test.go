@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 )
 
 var (
@@ -252,9 +252,9 @@ func TestConfigRefused(t *testing.T) {
 		{K: 1, W: 1, Window: 1, Slots: 1, Workers: MaxWorkers + 1},
 	} {
 		_, err := Explore(t, c)
-		var ce *config.Error
-		if !errors.As(err, &ce) || !errors.Is(err, config.ErrInvalid) {
-			t.Errorf("%+v: got %v, want a *config.Error", c, err)
+		var ce *cutline.ConfigError
+		if !errors.As(err, &ce) || !errors.Is(err, cutline.ErrInvalid) {
+			t.Errorf("%+v: got %v, want a *cutline.ConfigError", c, err)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 )
 
 // checkClient refuses a client the store cannot work with: one that
@@ -19,14 +19,14 @@ import (
 // in-process one, such as etcd's v3client) is fine.
 func checkClient(client *clientv3.Client) error {
 	if client == nil {
-		return &config.Error{Field: "client", Reason: "nil"}
+		return &cutline.ConfigError{Field: "client", Reason: "nil"}
 	}
 	if client.Ctx() == nil {
-		return &config.Error{Field: "client", Reason: "not made by clientv3.New or clientv3.NewCtxClient"}
+		return &cutline.ConfigError{Field: "client", Reason: "not made by clientv3.New or clientv3.NewCtxClient"}
 	}
 	for i, ep := range client.Endpoints() {
 		if reason := checkEndpoint(ep); reason != "" {
-			return &config.Error{
+			return &cutline.ConfigError{
 				Field:  fmt.Sprintf("clientv3.Config.Endpoints[%d]", i),
 				Value:  fmt.Sprintf("%q", redactEndpoint(ep)),
 				Reason: reason,

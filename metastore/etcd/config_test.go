@@ -8,7 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 )
 
 func TestCheckEndpoint(t *testing.T) {
@@ -71,7 +71,7 @@ func TestRedactEndpoint(t *testing.T) {
 }
 
 // TestNewChecksClientEndpoints: New refuses a client whose endpoints the
-// client would only fail to dial later, with a *config.Error that names the
+// client would only fail to dial later, with a *cutline.ConfigError that names the
 // endpoint's index and never shows credentials.
 func TestNewChecksClientEndpoints(t *testing.T) {
 	newClient := func(eps ...string) *clientv3.Client {
@@ -84,8 +84,8 @@ func TestNewChecksClientEndpoints(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = New(newClient("http://127.0.0.1:2379", "http://root:s3cret@127.0.0.1:22379"), Options{})
-	require.ErrorIs(t, err, config.ErrInvalid)
-	var ce *config.Error
+	require.ErrorIs(t, err, cutline.ErrInvalid)
+	var ce *cutline.ConfigError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "clientv3.Config.Endpoints[1]", ce.Field)
 	assert.Equal(t, `"http://…@127.0.0.1:22379"`, ce.Value)

@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -50,23 +50,23 @@ func (c DialConfig) TLS() bool { return c.CAFile != "" || c.CertFile != "" }
 func (c DialConfig) check() error {
 	switch {
 	case len(c.Endpoints) == 0:
-		return &config.Error{Field: "Endpoints", Reason: "required"}
+		return &cutline.ConfigError{Field: "Endpoints", Reason: "required"}
 	case (c.CertFile == "") != (c.KeyFile == ""):
-		return &config.Error{Field: "KeyFile", Value: c.KeyFile, Reason: "goes with CertFile"}
+		return &cutline.ConfigError{Field: "KeyFile", Value: c.KeyFile, Reason: "goes with CertFile"}
 	case (c.Username == "") != (c.Password == ""):
-		return &config.Error{Field: "Password", Reason: "goes with Username"}
+		return &cutline.ConfigError{Field: "Password", Reason: "goes with Username"}
 	case c.DialTimeout < 0:
-		return &config.Error{Field: "DialTimeout", Value: c.DialTimeout, Reason: "must not be negative"}
+		return &cutline.ConfigError{Field: "DialTimeout", Value: c.DialTimeout, Reason: "must not be negative"}
 	}
 	for i, ep := range c.Endpoints {
 		field := fmt.Sprintf("Endpoints[%d]", i)
 		if reason := checkEndpoint(ep); reason != "" {
-			return &config.Error{Field: field, Value: fmt.Sprintf("%q", redactEndpoint(ep)), Reason: reason}
+			return &cutline.ConfigError{Field: field, Value: fmt.Sprintf("%q", redactEndpoint(ep)), Reason: reason}
 		}
 		// The etcd client talks plain text to an http:// endpoint
 		// whatever TLS it is given.
 		if c.TLS() && strings.HasPrefix(ep, "http://") {
-			return &config.Error{Field: field, Value: fmt.Sprintf("%q", ep), Reason: "is plain text, with CAFile or CertFile: give https:// or host:port"}
+			return &cutline.ConfigError{Field: field, Value: fmt.Sprintf("%q", ep), Reason: "is plain text, with CAFile or CertFile: give https:// or host:port"}
 		}
 	}
 	return nil
@@ -75,7 +75,7 @@ func (c DialConfig) check() error {
 // ClientConfig returns the client configuration Dial uses: the files are
 // read, the pairs checked. A host that needs more of the client's
 // settings starts from it and calls clientv3.New itself. A refused
-// setting or an unreadable file is a *config.Error naming the field.
+// setting or an unreadable file is a *cutline.ConfigError naming the field.
 func (c DialConfig) ClientConfig() (clientv3.Config, error) {
 	if err := c.check(); err != nil {
 		return clientv3.Config{}, err
@@ -92,17 +92,17 @@ func (c DialConfig) ClientConfig() (clientv3.Config, error) {
 	if c.CAFile != "" {
 		raw, err := os.ReadFile(c.CAFile)
 		if err != nil {
-			return clientv3.Config{}, &config.Error{Field: "CAFile", Reason: "unreadable", Err: err}
+			return clientv3.Config{}, &cutline.ConfigError{Field: "CAFile", Reason: "unreadable", Err: err}
 		}
 		tc.RootCAs = x509.NewCertPool()
 		if !tc.RootCAs.AppendCertsFromPEM(raw) {
-			return clientv3.Config{}, &config.Error{Field: "CAFile", Value: c.CAFile, Reason: "holds no PEM certificate"}
+			return clientv3.Config{}, &cutline.ConfigError{Field: "CAFile", Value: c.CAFile, Reason: "holds no PEM certificate"}
 		}
 	}
 	if c.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
 		if err != nil {
-			return clientv3.Config{}, &config.Error{Field: "CertFile", Value: c.CertFile, Reason: "no certificate and key pair with KeyFile", Err: err}
+			return clientv3.Config{}, &cutline.ConfigError{Field: "CertFile", Value: c.CertFile, Reason: "no certificate and key pair with KeyFile", Err: err}
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
@@ -116,7 +116,7 @@ func (c DialConfig) ClientConfig() (clientv3.Config, error) {
 // refused password is Dial's error; a certificate etcd does not trust is
 // Dial's error with a user, and the first request's otherwise.
 //
-// A refused configuration is a *config.Error (config.ErrInvalid); a
+// A refused configuration is a *cutline.ConfigError (cutline.ErrInvalid); a
 // connection that did not come up in time matches
 // metastore.ErrUnavailable. No error holds the password, nor any
 // credential an endpoint carries.

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/internal/testpki"
 	"github.com/cutline/cutline/metastore"
 )
@@ -105,7 +105,7 @@ func TestDialTLSAndPassword(t *testing.T) {
 		}
 		require.Error(t, err, name)
 		require.NotContains(t, err.Error(), dialPassword, name)
-		require.NotErrorIs(t, err, config.ErrInvalid, name)
+		require.NotErrorIs(t, err, cutline.ErrInvalid, name)
 		if name == "wrong password" {
 			require.ErrorIs(t, err, rpctypes.ErrAuthFailed, name)
 		} else {
@@ -120,7 +120,7 @@ func TestDialTLSAndPassword(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 }
 
-// A configuration that cannot work is a *config.Error naming the field,
+// A configuration that cannot work is a *cutline.ConfigError naming the field,
 // before anything is dialled; none shows the password.
 func TestDialRefuses(t *testing.T) {
 	dir := t.TempDir()
@@ -147,8 +147,8 @@ func TestDialRefuses(t *testing.T) {
 		{"CertFile", DialConfig{Endpoints: base.Endpoints, CertFile: cert, KeyFile: notPEM, Password: dialPassword, Username: "u"}},
 	} {
 		_, err := Dial(t.Context(), tc.c)
-		require.ErrorIs(t, err, config.ErrInvalid, tc.field)
-		ce, ok := errors.AsType[*config.Error](err)
+		require.ErrorIs(t, err, cutline.ErrInvalid, tc.field)
+		ce, ok := errors.AsType[*cutline.ConfigError](err)
 		require.True(t, ok, tc.field)
 		require.Equal(t, tc.field, ce.Field, err.Error())
 		require.NotContains(t, err.Error(), dialPassword, tc.field)

@@ -17,7 +17,7 @@
 //
 // It refuses pairs given half (CertFile without KeyFile, Username without
 // Password), an http:// endpoint with TLS (the client would talk plain
-// text to it) and files that hold no certificate with a *config.Error
+// text to it) and files that hold no certificate with a *cutline.ConfigError
 // naming the field; with a user it authenticates before it returns, so a
 // wrong password is its error (rpctypes.ErrAuthFailed), and a connection
 // that does not come up within DialTimeout matches
@@ -69,7 +69,7 @@
 // http://host:port, https://host:port, unix://path, unixs://path or a bare
 // host:port, without credentials in it (the client takes those from
 // clientv3.Config.Username and Password). A refused setting is a
-// *config.Error matching config.ErrInvalid that names the field (such as
+// *cutline.ConfigError matching cutline.ErrInvalid that names the field (such as
 // "ListPageSize" or "clientv3.Config.Endpoints[1]"); an endpoint is
 // shown with any user information cut out. A client made by
 // clientv3.NewCtxClient (in-process, without endpoints) is accepted.

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -82,7 +82,7 @@ func TestOptions(t *testing.T) {
 	cases := []struct {
 		name string
 		opts Options
-		err  string // the field the *config.Error names
+		err  string // the field the *cutline.ConfigError names
 	}{
 		{"zero value", Options{}, ""},
 		{"custom root", Options{Root: "/apps/x/"}, ""},
@@ -96,8 +96,8 @@ func TestOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := New(cli, tc.opts)
 			if tc.err != "" {
-				require.ErrorIs(t, err, config.ErrInvalid)
-				var ce *config.Error
+				require.ErrorIs(t, err, cutline.ErrInvalid)
+				var ce *cutline.ConfigError
 				require.ErrorAs(t, err, &ce)
 				assert.Equal(t, tc.err, ce.Field)
 				assert.ErrorContains(t, err, tc.err)
@@ -115,8 +115,8 @@ func TestOptions(t *testing.T) {
 	assert.Equal(t, DefaultListPageSize, st.page)
 	for name, c := range map[string]*clientv3.Client{"nil client": nil, "zero client": {}} {
 		_, err = New(c, Options{})
-		require.ErrorIs(t, err, config.ErrInvalid, name)
-		var ce *config.Error
+		require.ErrorIs(t, err, cutline.ErrInvalid, name)
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce, name)
 		assert.Equal(t, "client", ce.Field, name)
 	}

@@ -11,8 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/metastore"
 )
 
@@ -59,23 +59,23 @@ func (o *Options) validate() error {
 		o.Root = DefaultRoot
 	}
 	if err := metastore.ValidateKey(o.Root); err != nil {
-		return &config.Error{Field: "Root", Value: fmt.Sprintf("%.40q", o.Root), Reason: "not a valid key", Err: err}
+		return &cutline.ConfigError{Field: "Root", Value: fmt.Sprintf("%.40q", o.Root), Reason: "not a valid key", Err: err}
 	}
 	if !strings.HasSuffix(o.Root, "/") {
-		return &config.Error{Field: "Root", Value: fmt.Sprintf("%q", o.Root), Reason: `must end with "/"`}
+		return &cutline.ConfigError{Field: "Root", Value: fmt.Sprintf("%q", o.Root), Reason: `must end with "/"`}
 	}
 	if len(o.Root) > 256 {
-		return &config.Error{Field: "Root", Value: fmt.Sprintf("%.40q", o.Root), Reason: "longer than 256 bytes"}
+		return &cutline.ConfigError{Field: "Root", Value: fmt.Sprintf("%.40q", o.Root), Reason: "longer than 256 bytes"}
 	}
 	switch {
 	case o.RequestTimeout < 0:
-		return &config.Error{Field: "RequestTimeout", Value: o.RequestTimeout.String(), Reason: "negative"}
+		return &cutline.ConfigError{Field: "RequestTimeout", Value: o.RequestTimeout.String(), Reason: "negative"}
 	case o.RequestTimeout == 0:
 		o.RequestTimeout = DefaultRequestTimeout
 	}
 	switch {
 	case o.ListPageSize < 0:
-		return &config.Error{Field: "ListPageSize", Value: fmt.Sprint(o.ListPageSize), Reason: "negative"}
+		return &cutline.ConfigError{Field: "ListPageSize", Value: fmt.Sprint(o.ListPageSize), Reason: "negative"}
 	case o.ListPageSize == 0:
 		o.ListPageSize = DefaultListPageSize
 	}
@@ -104,7 +104,7 @@ var _ metastore.Store = (*Store)(nil)
 // client's endpoints, TLS and authentication are the host's business, but
 // New checks the endpoints the client has now: each must be
 // http(s)://host:port, unix(s)://path or host:port, without credentials. A
-// refused option or endpoint is a *config.Error (config.ErrInvalid) naming
+// refused option or endpoint is a *cutline.ConfigError (cutline.ErrInvalid) naming
 // the field. New does no I/O.
 func New(client *clientv3.Client, opts Options) (*Store, error) {
 	if err := checkClient(client); err != nil {

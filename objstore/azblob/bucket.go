@@ -14,8 +14,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -76,14 +76,14 @@ var _ objstore.Bucket = (*Bucket)(nil)
 func New(client *sdk.Client, containerName string, opts Options) (*Bucket, error) {
 	switch {
 	case client == nil:
-		return nil, &config.Error{Field: "client", Reason: "nil"}
+		return nil, &cutline.ConfigError{Field: "client", Reason: "nil"}
 	case containerName == "":
-		return nil, &config.Error{Field: "container", Reason: "empty"}
+		return nil, &cutline.ConfigError{Field: "container", Reason: "empty"}
 	case !validContainer(containerName):
-		return nil, &config.Error{Field: "container", Value: fmt.Sprintf("%q", containerName),
+		return nil, &cutline.ConfigError{Field: "container", Value: fmt.Sprintf("%q", containerName),
 			Reason: "not a container name (3 to 63 of a-z, 0-9 and '-', starting with a letter or digit, no '--')"}
 	case opts.Retries < 0 || opts.Retries > MaxRetries:
-		return nil, &config.Error{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
+		return nil, &cutline.ConfigError{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
 	}
 	if err := opts.Backoff.Validate("Backoff"); err != nil {
 		return nil, err

@@ -7,8 +7,8 @@ import (
 	sdk "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore/azblob"
 )
 
@@ -37,7 +37,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{"too many retries", c, "zone-a", azblob.Options{Retries: azblob.MaxRetries + 1}, "Retries"},
 	} {
 		_, err := azblob.New(tc.client, tc.container, tc.opts)
-		var ce *config.Error
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce, tc.name)
 		require.Equal(t, tc.field, ce.Field, tc.name)
 	}

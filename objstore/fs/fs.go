@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cutline/cutline"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/internal/errkind"
 	"github.com/cutline/cutline/objstore"
 )
@@ -101,7 +100,7 @@ var _ objstore.Bucket = (*Bucket)(nil)
 // unless opts.CreateRoot is set; a missing root is a *MissingRootError.
 func New(root string, opts Options) (*Bucket, error) {
 	if root == "" {
-		return nil, &config.Error{Field: "root", Reason: "empty", Err: objstore.ErrNoSuchBucket}
+		return nil, &cutline.ConfigError{Field: "root", Reason: "empty", Err: objstore.ErrNoSuchBucket}
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cutline/cutline"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/fs"
 	"github.com/cutline/cutline/objstore/objstoretest"
@@ -259,8 +258,8 @@ func TestReopenAndName(t *testing.T) {
 
 func TestNewRefusesBadRoots(t *testing.T) {
 	_, err := fs.New("", fs.Options{})
-	require.ErrorIs(t, err, config.ErrInvalid)
-	var ce *config.Error
+	require.ErrorIs(t, err, cutline.ErrInvalid)
+	var ce *cutline.ConfigError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "root", ce.Field)
 	file := filepath.Join(t.TempDir(), "file")

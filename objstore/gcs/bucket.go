@@ -12,8 +12,8 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -67,13 +67,13 @@ const MaxRetries = 100
 func New(client *storage.Client, bucket string, opts Options) (*Bucket, error) {
 	switch {
 	case client == nil:
-		return nil, &config.Error{Field: "client", Reason: "nil"}
+		return nil, &cutline.ConfigError{Field: "client", Reason: "nil"}
 	case bucket == "":
-		return nil, &config.Error{Field: "bucket", Reason: "empty"}
+		return nil, &cutline.ConfigError{Field: "bucket", Reason: "empty"}
 	case strings.ContainsAny(bucket, "/\\ ") || len(bucket) > 222:
-		return nil, &config.Error{Field: "bucket", Value: fmt.Sprintf("%q", bucket), Reason: "not a bucket name"}
+		return nil, &cutline.ConfigError{Field: "bucket", Value: fmt.Sprintf("%q", bucket), Reason: "not a bucket name"}
 	case opts.Retries < 0 || opts.Retries > MaxRetries:
-		return nil, &config.Error{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
+		return nil, &cutline.ConfigError{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
 	}
 	if err := opts.Backoff.Validate("Backoff"); err != nil {
 		return nil, err

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/option"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/gcs"
 	"github.com/cutline/cutline/objstore/internal/testclock"
@@ -367,8 +367,8 @@ func TestGCSNewValidates(t *testing.T) {
 		{"too many retries", c, "b", gcs.Options{Retries: gcs.MaxRetries + 1}, "Retries"},
 	} {
 		_, err := gcs.New(tc.client, tc.bucket, tc.opts)
-		require.ErrorIs(t, err, config.ErrInvalid, tc.name)
-		var ce *config.Error
+		require.ErrorIs(t, err, cutline.ErrInvalid, tc.name)
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce, tc.name)
 		require.Equal(t, tc.field, ce.Field, tc.name)
 	}

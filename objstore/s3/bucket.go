@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 )
 
@@ -81,13 +81,13 @@ var _ objstore.Bucket = (*Bucket)(nil)
 func New(client *awss3.Client, bucket string, opts Options) (*Bucket, error) {
 	switch {
 	case client == nil:
-		return nil, &config.Error{Field: "client", Reason: "nil"}
+		return nil, &cutline.ConfigError{Field: "client", Reason: "nil"}
 	case bucket == "":
-		return nil, &config.Error{Field: "bucket", Reason: "empty"}
+		return nil, &cutline.ConfigError{Field: "bucket", Reason: "empty"}
 	case strings.ContainsAny(bucket, "/\\ ") || len(bucket) > 255:
-		return nil, &config.Error{Field: "bucket", Value: fmt.Sprintf("%q", bucket), Reason: "not a bucket name"}
+		return nil, &cutline.ConfigError{Field: "bucket", Value: fmt.Sprintf("%q", bucket), Reason: "not a bucket name"}
 	case opts.Retries < 0 || opts.Retries > MaxRetries:
-		return nil, &config.Error{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
+		return nil, &cutline.ConfigError{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
 	}
 	if err := opts.Backoff.Validate("Backoff"); err != nil {
 		return nil, err

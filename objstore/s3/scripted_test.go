@@ -22,8 +22,8 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/internal/testclock"
 	"github.com/cutline/cutline/objstore/s3"
@@ -591,8 +591,8 @@ func TestS3NewValidates(t *testing.T) {
 		{"too many retries", c, "b", s3.Options{Retries: s3.MaxRetries + 1}, "Retries"},
 	} {
 		_, err := s3.New(tc.client, tc.bucket, tc.opts)
-		require.ErrorIs(t, err, config.ErrInvalid, tc.name)
-		var ce *config.Error
+		require.ErrorIs(t, err, cutline.ErrInvalid, tc.name)
+		var ce *cutline.ConfigError
 		require.ErrorAs(t, err, &ce, tc.name)
 		require.Equal(t, tc.field, ce.Field, tc.name)
 	}

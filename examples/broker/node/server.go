@@ -24,7 +24,6 @@ import (
 	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/authority/authhttp"
-	"github.com/cutline/cutline/config"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
@@ -475,7 +474,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusConflict, ErrorBody{Error: err.Error()})
 	case errors.Is(err, errStreamQuota):
 		writeJSON(w, http.StatusTooManyRequests, ErrorBody{Error: err.Error()})
-	case errors.Is(err, config.ErrInvalid):
+	case errors.Is(err, cutline.ErrInvalid):
 		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error()})
 	case errors.Is(err, lease.ErrDeferred), errors.Is(err, errStarting), errors.Is(err, errShuttingDown), errors.Is(err, errUnknownOutcome),
 		errors.Is(err, cutline.ErrClosed), errors.Is(err, lease.ErrSessionLost), errors.Is(err, lease.ErrTenureLost),
