@@ -149,6 +149,7 @@ func TestLifecycleCompactsAndTrims(t *testing.T) {
 	c.runPass(t, b)
 	rec = epochOf(t, c, "node-a", ep)
 	require.Equal(t, epoch.StateSettled, rec.State)
+	require.Equal(t, float64(1), b.api.metric(`cutline_broker_settles_total{result="settled",source="lifecycle"}`), "the pass settled it")
 	require.Equal(t, rec.Cursors.Checkpoint, rec.Cursors.Rewritten, "%+v", rec.Cursors)
 	require.Equal(t, rec.Cursors.Checkpoint, rec.Cursors.Trimmed, "%+v", rec.Cursors)
 	requireTrimmed(t, c, "node-a", ep, rec.Cut)
