@@ -5,10 +5,10 @@ go 1.26.0
 require (
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/cutline/cutline v0.0.0
+	github.com/cutline/cutline/internal/etcdlocal v0.0.0
 	github.com/cutline/cutline/objstore/azblob v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stretchr/testify v1.12.1
-	go.etcd.io/etcd/client/pkg/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
@@ -68,6 +68,7 @@ require (
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/pkg/v3 v3.7.3 // indirect
 	go.etcd.io/raft/v3 v3.7.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -100,3 +101,5 @@ require (
 replace github.com/cutline/cutline => ../..
 
 replace github.com/cutline/cutline/objstore/azblob => ../../objstore/azblob
+
+replace github.com/cutline/cutline/internal/etcdlocal => ../../internal/etcdlocal

@@ -118,7 +118,7 @@ func OpenBackends(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *Back
 		be.Store = memstore.New(memstore.Options{})
 		log.Warn("in-memory metastore: everything is gone at exit")
 	default:
-		cli, err := newEtcdClient(cfg)
+		cli, err := newEtcdClient(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -73,13 +73,11 @@ func startTLSEtcd(t *testing.T) *tlsEtcd {
 	te := &tlsEtcd{endpoint: client.String(), ca: ca, caFile: ca.CAFile(), certFile: certFile, keyFile: keyFile}
 
 	// Authentication on: the root user, and the broker's.
-	cc, err := etcdAuth{CA: te.caFile, Cert: certFile, Key: keyFile}.clientConfig([]string{te.endpoint})
-	require.NoError(t, err)
-	cli, err := clientv3.New(cc)
-	require.NoError(t, err)
-	defer cli.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
+	cli, err := etcdstore.Dial(ctx, etcdAuth{CA: te.caFile, Cert: certFile, Key: keyFile}.dialConfig(te.endpoint))
+	require.NoError(t, err)
+	defer cli.Close()
 	for _, step := range []func() error{
 		func() error { _, err := cli.UserAdd(ctx, "root", "root-password"); return err },
 		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
@@ -139,7 +137,7 @@ func TestEtcdOverTLS(t *testing.T) {
 		t.Helper()
 		c := *cfg
 		mutate(&c)
-		cli, err := newEtcdClient(&c)
+		cli, err := newEtcdClient(t.Context(), &c)
 		if err == nil {
 			defer cli.Close()
 			s, serr := etcdstore.New(cli, etcdstore.Options{Root: c.EtcdRoot})
@@ -158,21 +156,26 @@ func TestEtcdOverTLS(t *testing.T) {
 	refused("another CA", func(c *Settings) { c.etcdAuth.CA = other.CAFile() })
 	refused("plain text", func(c *Settings) { c.etcdAuth = etcdAuth{}; c.Etcd = "http://" + c.Etcd[len("https://"):] })
 
-	for _, bad := range [][]string{
-		{"-etcd-ca", te.caFile},                                   // without -etcd
-		{"-etcd", te.endpoint, "-etcd-cert", te.certFile},         // without the key
-		{"-etcd", te.endpoint, "-etcd-user", "broker"},            // without the password
-		{"-etcd", "http://127.0.0.1:2379", "-etcd-ca", te.caFile}, // TLS asked for, plain text named
+	// Refused when the flags are parsed, naming the flag.
+	for _, bad := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"-etcd-ca", te.caFile}, "need -etcd"},
+		{[]string{"-etcd", te.endpoint, "-etcd-cert", te.certFile}, "-etcd-key"},      // without the key
+		{[]string{"-etcd", te.endpoint, "-etcd-user", "broker"}, "-etcd-password"},    // without the password
+		{[]string{"-etcd", "http://127.0.0.1:2379", "-etcd-ca", te.caFile}, "-etcd:"}, // TLS asked for, plain text named
+		{[]string{"-etcd", te.endpoint, "-etcd-ca", te.certFile + ".missing"}, "-etcd-ca"},
 	} {
-		_, err := parseFlags(append([]string{"-role", "all"}, bad...), func(string) string { return "" }, &bytes.Buffer{})
-		require.Error(t, err, "%v", bad)
+		_, err := parseFlags(append([]string{"-role", "all"}, bad.args...), func(string) string { return "" }, &bytes.Buffer{})
+		require.ErrorContains(t, err, bad.flag, "%v", bad.args)
 	}
 }
 
 // etcdStore is the metastore over the client the flags make.
 func etcdStore(t *testing.T, cfg *Settings) metastore.Store {
 	t.Helper()
-	cli, err := newEtcdClient(cfg)
+	cli, err := newEtcdClient(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	st, err := etcdstore.New(cli, etcdstore.Options{Root: cfg.EtcdRoot})

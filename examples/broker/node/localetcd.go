@@ -1,31 +1,25 @@
 package node
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
+
+	"github.com/cutline/cutline/internal/etcdlocal"
+	etcdstore "github.com/cutline/cutline/metastore/etcd"
 )
 
 // localEtcd is the metastore of a broker given no -etcd: an etcd server
-// embedded in the process (go.etcd.io/etcd/server/v3/embed), whose data
+// embedded in the process (internal/etcdlocal), whose data
 // lies in the data directory next to the zones, so that a broker started
 // again on the same directory goes on where it stopped, and whose client
 // address on this machine's loopback lets cutline inspect it. -ephemeral
@@ -50,14 +44,6 @@ const (
 	// it compacts every revision older than that (periodic compaction),
 	// so that the stream index's rewritten pages do not pile up.
 	localEtcdRetention = 10 * time.Minute
-	// localEtcdDefrag is the free space past which etcd defragments its
-	// database at start-up: a file that compaction emptied shrinks on
-	// the next start.
-	localEtcdDefrag = 64 // MiB
-	// localEtcdSnapshots is the committed writes between etcd's
-	// snapshots, which bound its write-ahead log in memory.
-	localEtcdSnapshots = 10000
-	localEtcdReady     = time.Minute
 )
 
 func (l *localEtcd) register(fs *flag.FlagSet) {
@@ -120,173 +106,67 @@ func loopbackAddr(addr string) error {
 
 // localServer is a running embedded etcd and the broker's client of it.
 type localServer struct {
-	e    *embed.Etcd
-	cli  *clientv3.Client
-	lock *fileutil.LockedFile // of the data directory's etcd, held while it runs
-	// closing quiets etcd's log while it stops: its listeners' errors say
-	// only that they were closed.
-	closing *atomic.Bool
-	once    sync.Once
-	// Endpoint is its client address, as -etcd takes it.
+	srv *etcdlocal.Server
+	cli *clientv3.Client
+	// Endpoint is its client address, host:port as -etcd takes it.
 	Endpoint string
 }
 
 // startLocalEtcd starts the embedded etcd with its data in dir/etcd and
 // returns once it serves, with a client of it.
 func startLocalEtcd(ctx context.Context, listen, dir string, log *slog.Logger) (_ *localServer, err error) {
-	cfg := embed.NewConfig()
-	cfg.Name = "broker"
-	cfg.Dir = filepath.Join(dir, "etcd")
-	client := url.URL{Scheme: "http", Host: listen}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	// One member, which no peer ever joins: no peer listener. Its peer
-	// URL is only a name in its own membership, and stays the same from
-	// run to run.
-	cfg.ListenPeerUrls = nil
-	cfg.AdvertisePeerUrls = []url.URL{{Scheme: "http", Host: "127.0.0.1:2480"}}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.InitialClusterToken = "cutline-broker"
-	cfg.QuotaBackendBytes = localEtcdQuota
-	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = embed.CompactorModePeriodic, localEtcdRetention.String()
-	cfg.BootstrapDefragThresholdMegabytes = localEtcdDefrag
-	cfg.SnapshotCount = localEtcdSnapshots
-	cfg.Logger = "zap"
-	closing := &atomic.Bool{}
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(&slogCore{log: log, closing: closing}))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	srv, err := etcdlocal.Start(ctx, etcdlocal.Config{
+		Name: "broker", Dir: filepath.Join(dir, "etcd"), ClientAddr: listen,
+		// The data directories of earlier runs were made with this token.
+		ClusterToken: "cutline-broker",
+		QuotaBytes:   localEtcdQuota, CompactionRetention: localEtcdRetention,
+		// A database file that compaction emptied shrinks on the next
+		// start; snapshots bound etcd's write-ahead log in memory.
+		DefragThresholdMB: 64, SnapshotCount: 10000,
+		// etcd would wait for the lock of its log, silently: a second
+		// broker on the directory is refused at once instead.
+		LockFile: filepath.Join(dir, "etcd.lock"), Log: log, ReadyTimeout: time.Minute,
+	})
+	switch {
+	case errors.Is(err, etcdlocal.ErrInUse):
+		return nil, fmt.Errorf("the data directory %s is in use by another broker: its embedded etcd runs (%w)", dir, err)
+	case err != nil:
+		return nil, fmt.Errorf("the embedded etcd (-etcd-listen %s): %w", listen, err)
 	}
-	// etcd would wait for the lock of its log, silently: a second broker
-	// on the directory is refused at once instead.
-	lock, err := fileutil.TryLockFile(filepath.Join(dir, "etcd.lock"), os.O_WRONLY|os.O_CREATE, 0o600)
-	if errors.Is(err, fileutil.ErrLocked) {
-		return nil, fmt.Errorf("the data directory %s is in use by another broker: its embedded etcd runs", dir)
-	}
-	if err != nil {
-		return nil, err
-	}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		_ = lock.Close()
-		return nil, fmt.Errorf("the embedded etcd (data %s, -etcd-listen %s): %w", cfg.Dir, listen, err)
-	}
-	s := &localServer{e: e, lock: lock, Endpoint: listen, closing: closing}
+	s := &localServer{srv: srv, Endpoint: listen}
 	defer func() {
 		if err != nil {
 			s.stop(true)
 		}
 	}()
-	t := time.NewTimer(localEtcdReady)
-	defer t.Stop()
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		return nil, fmt.Errorf("the embedded etcd: %w", err)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-t.C:
-		return nil, fmt.Errorf("the embedded etcd (data %s) was not ready after %v", cfg.Dir, localEtcdReady)
+	if s.cli, err = etcdstore.Dial(ctx, etcdstore.DialConfig{Endpoints: []string{srv.Endpoint()}}); err != nil {
+		return nil, err
 	}
-	s.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
+	// A NOSPACE alarm of an earlier run: compaction and the start-up
+	// defragmentation freed what they could, and etcd raises it again at
+	// its next write if that was not enough.
+	switch n, err := srv.DisarmAlarms(ctx); {
+	case err != nil:
+		log.Warn("the embedded etcd's alarms stay", "err", err)
+	case n > 0:
+		log.Warn("the embedded etcd's database was full (NOSPACE alarm); disarmed after its compaction and defragmentation",
+			"alarms", n, "quota_bytes", localEtcdQuota)
 	}
-	s.disarm(ctx, log)
 	return s, nil
 }
 
-// disarm clears a NOSPACE alarm the database raised in an earlier run:
-// compaction and the start-up defragmentation freed what they could,
-// and etcd raises the alarm again at its next write if that was not
-// enough.
-func (s *localServer) disarm(ctx context.Context, log *slog.Logger) {
-	resp, err := s.cli.AlarmList(ctx)
-	if err != nil || len(resp.Alarms) == 0 {
-		return
-	}
-	log.Warn("the embedded etcd's database was full (NOSPACE alarm); disarming it after its compaction and defragmentation",
-		"quota_bytes", localEtcdQuota)
-	for _, a := range resp.Alarms {
-		if _, err := s.cli.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
-			log.Warn("the embedded etcd's alarm stays", "err", err)
-		}
-	}
-}
-
 // stop closes the client and stops the server: gracefully, or (hard) as
-// a crash would leave it. Only its first call does anything.
+// a crash would leave it. Only its first call stops the server.
 func (s *localServer) stop(hard bool) {
-	s.once.Do(func() {
-		s.closing.Store(true)
-		if s.cli != nil {
-			_ = s.cli.Close()
-		}
-		if hard {
-			s.e.Server.HardStop()
-		}
-		s.e.Close()
-		_ = s.lock.Close()
-	})
+	if s.cli != nil {
+		_ = s.cli.Close()
+	}
+	if hard {
+		s.srv.Crash()
+	} else {
+		s.srv.Stop()
+	}
 }
-
-// slogCore is a zapcore.Core that passes etcd's warnings and errors to
-// the process's log: etcd logs with zap, the broker with slog.
-type slogCore struct {
-	log     *slog.Logger
-	closing *atomic.Bool
-	fields  []zapcore.Field
-}
-
-// quietNotices are etcd's warnings that say nothing to this broker's
-// operator: one port for gRPC and HTTP is all a loopback metastore
-// needs, and nothing uses etcd's authentication (whose tokens are the
-// "simple" ones) on it.
-var quietNotices = []string{"Running http and grpc server on single port", "simple token is not cryptographically signed"}
-
-func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
-
-func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
-	return &slogCore{log: c.log, closing: c.closing, fields: append(slices.Clip(c.fields), fields...)}
-}
-
-func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.Enabled(e.Level) {
-		return ce.AddCore(e, c)
-	}
-	return ce
-}
-
-func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
-	for _, q := range quietNotices {
-		if strings.HasPrefix(e.Message, q) {
-			return nil
-		}
-	}
-	enc := zapcore.NewMapObjectEncoder()
-	for _, f := range append(slices.Clip(c.fields), fields...) {
-		f.AddTo(enc)
-	}
-	keys := make([]string, 0, len(enc.Fields))
-	for k := range enc.Fields {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, cmp.Compare)
-	attrs := make([]any, 0, 2*len(keys))
-	for _, k := range keys {
-		attrs = append(attrs, k, enc.Fields[k])
-	}
-	level := slog.LevelWarn
-	switch {
-	case c.closing.Load():
-		level = slog.LevelDebug
-	case e.Level >= zapcore.ErrorLevel:
-		level = slog.LevelError
-	}
-	c.log.Log(context.Background(), level, "etcd: "+e.Message, attrs...)
-	return nil
-}
-
-func (c *slogCore) Sync() error { return nil }
 
 // openDir opens the data directory (-dir): the embedded etcd's data, the
 // filesystem zones and the run's credentials, whichever the process

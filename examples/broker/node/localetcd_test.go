@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cutline/cutline/internal/etcdlocal"
 )
 
 // The data directory and embedded etcd flags: by default an embedded
@@ -103,6 +105,7 @@ func TestLocalEtcdTaken(t *testing.T) {
 	require.NoError(t, err)
 	defer s.stop(false)
 	_, err = startLocalEtcd(ctx, freeAddr(t), dir, slog.New(slog.DiscardHandler))
+	require.ErrorIs(t, err, etcdlocal.ErrInUse)
 	require.ErrorContains(t, err, "the data directory "+dir+" is in use by another broker")
 	_, err = startLocalEtcd(ctx, addr, t.TempDir(), slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "-etcd-listen "+addr)
