@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/cutline/cutline/config"
+	"github.com/cutline/cutline"
 	etcdstore "github.com/cutline/cutline/metastore/etcd"
 )
 
@@ -50,7 +50,7 @@ func (a etcdAuth) check(endpoints string) error {
 	}
 	if _, err := a.dialConfig(endpoints).ClientConfig(); err != nil {
 		flag := "etcd"
-		if ce, ok := errors.AsType[*config.Error](err); ok {
+		if ce, ok := errors.AsType[*cutline.ConfigError](err); ok {
 			flag = cmp.Or(etcdFlags[ce.Field], flag)
 		}
 		return fmt.Errorf("-%s: %w", flag, err)
