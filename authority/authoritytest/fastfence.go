@@ -130,16 +130,7 @@ func (c *cluster) topology() uint64 {
 // concerns end its grant on the fast path; the successor admits only
 // after its grant, which waits for the old deadline.
 func partitionedHolder(t *testing.T, b Backend) {
-	c := newCluster(t, b)
-	h := c.join("holder", promotable)
-	nb := c.join("voter-0", promotable)
-	c.join("voter-1", voter)
-	g := c.grantTo("holder")
-	for range 3 {
-		c.pingRound("holder", g.Token, nil)
-		require.NoError(t, c.heartbeat("holder", chain.Position{Epoch: 1, Slot: 4}))
-		c.advance(authority.PingEvery)
-	}
+	c, h, nb, g := healthyHolder(t, b)
 	deadline := h.Grant().Deadline
 	c.nodes["holder"].partitioned = true
 	start := c.now
@@ -205,16 +196,7 @@ func (c *cluster) runPartition(holder string, token authority.Token, down func(a
 // confirms it unhealthy after the fact: the next token waits only for
 // the self-fence.
 func crashedHolderConfirmedLate(t *testing.T, b Backend) {
-	c := newCluster(t, b)
-	h := c.join("holder", promotable)
-	nb := c.join("voter-0", promotable)
-	c.join("voter-1", voter)
-	g := c.grantTo("holder")
-	for range 3 {
-		c.pingRound("holder", g.Token, nil)
-		require.NoError(t, c.heartbeat("holder", chain.Position{Epoch: 1, Slot: 4}))
-		c.advance(authority.PingEvery)
-	}
+	c, h, nb, g := healthyHolder(t, b)
 	deadline := h.Grant().Deadline
 	start := c.now
 	c.disconnect("holder", true) // the crash

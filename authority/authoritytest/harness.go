@@ -234,3 +234,23 @@ func (c *cluster) grantTo(name string) authority.Grant {
 	c.t.Fatalf("%s got no grant: %s", name, c.state())
 	return authority.Grant{}
 }
+
+// healthyHolder starts the cluster most fast-fence scenarios start from:
+// a promotable holder, a promotable voter-0 and a voter-1, the holder
+// granted and then seen healthy for three ping rounds, each with a
+// heartbeat at 1/4. It returns the holder's and voter-0's runtimes and
+// the grant.
+func healthyHolder(t *testing.T, b Backend) (c *cluster, h, nb *authority.Runtime, g authority.Grant) {
+	t.Helper()
+	c = newCluster(t, b)
+	h = c.join("holder", promotable)
+	nb = c.join("voter-0", promotable)
+	c.join("voter-1", voter)
+	g = c.grantTo("holder")
+	for range 3 {
+		c.pingRound("holder", g.Token, nil)
+		require.NoError(t, c.heartbeat("holder", chain.Position{Epoch: 1, Slot: 4}))
+		c.advance(authority.PingEvery)
+	}
+	return c, h, nb, g
+}

@@ -121,16 +121,7 @@ func formerHolderReconnects(t *testing.T, b Backend) {
 // grant, then reconnects it, holding the controller's answers back.
 func reconnectFormerHolder(t *testing.T, b Backend, replaced, fenced bool) formerHolder {
 	t.Helper()
-	c := newCluster(t, b)
-	h := c.join("holder", promotable)
-	nb := c.join("voter-0", promotable)
-	c.join("voter-1", voter)
-	g := c.grantTo("holder")
-	for range 3 {
-		c.pingRound("holder", g.Token, nil)
-		require.NoError(t, c.heartbeat("holder", chain.Position{Epoch: 1, Slot: 4}))
-		c.advance(authority.PingEvery)
-	}
+	c, h, nb, g := healthyHolder(t, b)
 	held := h.Grant()
 	nd := c.nodes["holder"]
 	nextPing := c.now
