@@ -328,7 +328,7 @@ func TestRollerRepublishWrongLength(t *testing.T) {
 }
 
 // A roller closed while its hook keeps failing fails the pooled appends
-// with ErrRollerClosed; the new epoch stays empty and the next start
+// with the roller's closed error; the new epoch stays empty and the next start
 // settles it.
 func TestRollerRepublishCloseWhileFailing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -331,7 +331,7 @@ func TestRollerConcurrentSubmitsAndRolls(t *testing.T) {
 }
 
 // A roller that cannot finish (every zone down) is closed with a deadline:
-// its pending appends fail with ErrRollerClosed, and the next incarnation
+// its pending appends fail with the roller's closed error, and the next incarnation
 // settles what they left.
 func TestRollerCloseGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
