@@ -1,7 +1,6 @@
 package node
 
 import (
-	"flag"
 	"io"
 	"log/slog"
 	"strings"
@@ -9,24 +8,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline/examples/internal/cliflags"
 	"github.com/cutline/cutline/internal/testservers"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/azblob"
 )
 
-// parseAzure parses args with only the Azure flags and checks them.
-func parseAzure(t *testing.T, s3 bool, args ...string) (azureZones, int, error) {
+// parseAzure parses args, with S3 zones too when s3 is set, and returns
+// the Azure containers and K.
+func parseAzure(t *testing.T, s3 bool, args ...string) (*Settings, int, error) {
 	t.Helper()
-	var a azureZones
-	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Int("k", 3, "")
-	a.register(fs)
-	set, err := cliflags.Parse(fs, args)
-	require.NoError(t, err)
-	k := fs.Lookup("k").Value.(flag.Getter).Get().(int)
-	return a, k, a.check(s3, set, &k)
+	if s3 {
+		args = append(args, "-s3-endpoint", "https://s3.example.com", "-s3-buckets", "a,b,c")
+	}
+	cfg, err := parseFlags(append(args, "-ephemeral"), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		return nil, 0, err
+	}
+	return cfg, cfg.K, nil
 }
 
 // The Azure zone flags: the number of containers is K, and a zone set
@@ -37,7 +35,7 @@ func TestAzureZoneFlags(t *testing.T) {
 		"-azure-account", "acct", "-azure-key", "a2V5")
 	require.NoError(t, err)
 	require.Equal(t, 4, k)
-	require.Equal(t, []string{"a1", "b1", "c1", "d1"}, a.containers)
+	require.Equal(t, []string{"a1", "b1", "c1", "d1"}, a.azureContainers)
 
 	_, _, err = parseAzure(t, false)
 	require.NoError(t, err, "no Azure zones")
@@ -82,13 +80,13 @@ func TestAzureZonesOpen(t *testing.T) {
 	var logged strings.Builder
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	open := func(urls string, containers string) []objstore.Bucket {
-		a, _, err := parseAzure(t, false, "-azure-url", urls, "-azure-containers", containers,
+		cfg, _, err := parseAzure(t, false, "-azure-url", urls, "-azure-containers", containers,
 			"-azure-account", srv.Account, "-azure-key", srv.Key)
 		require.NoError(t, err)
-		zones, closeIdle, err := a.open(t.Context(), 16, log)
-		require.NoError(t, err)
-		t.Cleanup(closeIdle)
-		return zones
+		be := &Backends{}
+		require.NoError(t, be.openZones(t.Context(), cfg, log))
+		t.Cleanup(be.Close)
+		return be.Zones
 	}
 	zones := open(srv.Endpoint, "zone-a,zone-b,zone-c")
 	require.Equal(t, []string{"zone-a", "zone-b", "zone-c"}, []string{zones[0].Name(), zones[1].Name(), zones[2].Name()})
