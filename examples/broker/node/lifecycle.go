@@ -165,7 +165,7 @@ func (n *Node) pass(ctx context.Context, clk clock.Clock, m *settle.Maintainer, 
 	// cause, which is no failure.
 	r, _ := m.Pass(ctx)
 	errs = append(errs, r.Errors...)
-	met := n.Metrics
+	met, took := n.Metrics, clk.Now().Sub(start)
 	met.compactedBytes.Add(float64(r.Bytes))
 	met.segmentsWritten.Add(float64(r.Segments))
 	met.objectsDeleted.WithLabelValues("flight").Add(float64(r.FlightsDeleted))
@@ -180,23 +180,17 @@ func (n *Node) pass(ctx context.Context, clk clock.Clock, m *settle.Maintainer, 
 	for _, e := range errs {
 		met.lifecycleErrors.WithLabelValues(e.Stage).Inc()
 	}
-	result := "ok"
-	if len(errs) > 0 {
-		result = "error"
-	}
-	met.lifecyclePasses.WithLabelValues(result).Inc()
-	took := clk.Now().Sub(start)
 	met.lifecycleSeconds.Observe(took.Seconds())
 	met.backlog.Set(float64(r.Backlog))
 	met.oldestUncompacted.Set(r.OldestUncompacted.Seconds())
-
-	level := slog.LevelDebug
+	result, level := "ok", slog.LevelDebug
 	switch {
 	case len(errs) > 0:
-		level = slog.LevelWarn
+		result, level = "error", slog.LevelWarn
 	case r.Did():
 		level = slog.LevelInfo
 	}
+	met.lifecyclePasses.WithLabelValues(result).Inc()
 	attrs := []any{"streams", r.Streams, "retained", r.Retained, "records_expired", r.Expired, "ref_pages_dropped", r.PagesDropped,
 		"settled", len(r.Settled), "epochs", r.Epochs, "segments_written", r.Segments, "pages_moved", r.Pages, "bytes_compacted", r.Bytes,
 		"flights_deleted", r.FlightsDeleted, "epochs_collected", r.Collected, "segments_deleted", r.SegmentsDeleted,
