@@ -85,19 +85,20 @@ func (c Config) check() error {
 	case c.PeerAddr == "" && c.InitialCluster != "":
 		return errors.New("etcdlocal: InitialCluster needs PeerAddr")
 	}
-	if err := loopback(c.ClientAddr); err != nil {
+	if err := Loopback(c.ClientAddr); err != nil {
 		return fmt.Errorf("etcdlocal: ClientAddr %q: %w", c.ClientAddr, err)
 	}
 	if c.PeerAddr != "" {
-		if err := loopback(c.PeerAddr); err != nil {
+		if err := Loopback(c.PeerAddr); err != nil {
 			return fmt.Errorf("etcdlocal: PeerAddr %q: %w", c.PeerAddr, err)
 		}
 	}
 	return nil
 }
 
-// loopback checks an address of this machine's loopback, with a port.
-func loopback(addr string) error {
+// Loopback checks an address of this machine's loopback, with a port:
+// what ClientAddr and PeerAddr must be.
+func Loopback(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err

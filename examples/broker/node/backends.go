@@ -1,20 +1,27 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/cutline/cutline"
+	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/metastore"
 	etcdstore "github.com/cutline/cutline/metastore/etcd"
 	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/azblob"
 	"github.com/cutline/cutline/objstore/fs"
 	"github.com/cutline/cutline/objstore/latency"
 	"github.com/cutline/cutline/objstore/s3"
@@ -26,20 +33,18 @@ type Backends struct {
 	Zones []objstore.Bucket // zone order; named zone-a, zone-b, …
 	// Dir is the data directory: the filesystem zones', the embedded
 	// etcd's and the run's credentials ("" when there is none).
-	Dir string
-	// local is the embedded etcd (nil with -etcd or -ephemeral).
-	local   *localServer
-	closers []func() // run in reverse order by close
+	Dir     string
+	local   *localServer // the embedded etcd (nil with -etcd or -ephemeral)
+	closers []func()     // run in reverse order by Close
 }
 
 func (b *Backends) Close() {
-	if b == nil {
-		return
-	}
-	for i := len(b.closers) - 1; i >= 0; i-- {
+	for i := len(b.closers) - 1; b != nil && i >= 0; i-- {
 		b.closers[i]()
 	}
-	b.closers = nil
+	if b != nil {
+		b.closers = nil
+	}
 }
 
 // MaxZones bounds K: zone-a to zone-z.
@@ -47,49 +52,195 @@ const MaxZones = 26
 
 func ZoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
 
-// checkStores refuses S3 flags that do not name one distinct store per
-// zone: an endpoint that is not an http or https URL, an empty bucket
-// name, more buckets than zone names, or one bucket on one endpoint given
-// for two zones, which would count one physical copy as two. Two names of
-// one server (localhost and 127.0.0.1) look distinct here: the start-up
-// check of the zones (objstore.VerifyZones) catches those.
-func checkStores(endpoints, buckets []string) error {
-	servers := make([]string, len(endpoints))
-	for i, e := range endpoints {
-		u, err := url.Parse(e)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return Refuse("s3-endpoint", strings.Join(endpoints, ","), "http or https URLs, comma-separated; %q is not one", e)
+// remoteKind is a kind of zones reached over HTTP, one bucket (or
+// container) per zone, on one service URL or one per zone: S3 or Azure.
+type remoteKind struct {
+	name, urlFlag, nameFlag, urlNoun, noun string
+	// secretURLs: a URL may carry a credential (an Azure SAS), so it is
+	// never echoed.
+	secretURLs bool
+}
+
+var (
+	s3Kind    = remoteKind{"S3", "s3-endpoint", "s3-buckets", "endpoint", "bucket", false}
+	azureKind = remoteKind{"Azure", "azure-url", "azure-containers", "URL", "container", true}
+)
+
+// check refuses flags of a kind that do not name one distinct store per
+// zone, and sets *k to the number of buckets. Two names of one server
+// (localhost and 127.0.0.1) look distinct here: the start-up check of the
+// zones (objstore.VerifyZones) catches those.
+func (z remoteKind) check(urls, names []string, creds bool, set map[string]bool, k *int) error {
+	joined := strings.Join(names, ",")
+	switch {
+	case len(urls) == 0 && (len(names) > 0 || creds):
+		return fmt.Errorf("-%s and the %s credentials need -%s", z.nameFlag, z.name, z.urlFlag)
+	case len(urls) == 0:
+		return nil
+	case len(names) == 0:
+		return fmt.Errorf("-%s needs -%s, one %s per zone", z.urlFlag, z.nameFlag, z.noun)
+	case len(urls) > 1 && len(urls) != len(names):
+		return fmt.Errorf("%d %ss in -%s for %d %ss: give one %s, or one per %s", len(urls), z.urlNoun, z.urlFlag, len(names), z.noun, z.urlNoun, z.noun)
+	case len(names) > MaxZones:
+		return Refuse(z.nameFlag, joined, "1 to %d %ss, one per zone", MaxZones, z.noun)
+	}
+	servers := make([]string, len(urls))
+	for i, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			if z.secretURLs {
+				return Refuse(z.urlFlag, fmt.Sprintf("(URL %d)", i+1), "http or https URLs with a host, comma-separated")
+			}
+			return Refuse(z.urlFlag, strings.Join(urls, ","), "http or https URLs, comma-separated; %q is not one", raw)
 		}
 		// Scheme and host are case-insensitive; a trailing slash changes
-		// nothing.
+		// nothing. The path names the account on an emulator.
 		servers[i] = strings.ToLower(u.Scheme+"://"+u.Host) + strings.TrimRight(u.Path, "/")
 	}
-	flag := strings.Join(buckets, ",")
-	if len(buckets) > MaxZones {
-		return Refuse("s3-buckets", flag, "1 to %d buckets, one per zone", MaxZones)
-	}
-	zoneOf := make(map[string]int, len(buckets))
-	for i, name := range buckets {
+	zoneOf := map[string]int{}
+	for i, name := range names {
 		if name == "" {
-			return Refuse("s3-buckets", flag, "one bucket name per zone, none empty")
+			return Refuse(z.nameFlag, joined, "one %s name per zone, none empty", z.noun)
 		}
-		server, where := servers[0], fmt.Sprintf("%q", name)
-		if len(servers) > 1 {
-			server, where = servers[i], fmt.Sprintf("%q at %s", name, endpoints[i])
+		server, where := servers[min(i, len(servers)-1)], strconv.Quote(name)
+		if len(urls) > 1 && !z.secretURLs {
+			where += " at " + urls[i]
 		}
 		if j, dup := zoneOf[server+" "+name]; dup {
-			return Refuse("s3-buckets", flag, "one distinct store per zone: bucket %s is given for %s and %s, which would count one physical copy as two",
-				where, ZoneName(j), ZoneName(i))
+			return Refuse(z.nameFlag, joined, "one distinct store per zone: %s %s is given for %s and %s, which would count one physical copy as two",
+				z.noun, where, ZoneName(j), ZoneName(i))
 		}
 		zoneOf[server+" "+name] = i
+	}
+	if set["k"] && *k != len(names) {
+		return Refuse("k", *k, "%d, the number of %ss in -%s", len(names), z.noun, z.nameFlag)
+	}
+	*k = len(names)
+	return nil
+}
+
+// open opens the buckets over one HTTP client sized for window requests
+// in flight to each of them; be closes its idle connections. bucket opens
+// one zone's bucket.
+func (z remoteKind) open(urls, names []string, window int, be *Backends, log *slog.Logger,
+	bucket func(url, name, zone string, hc *http.Client) (objstore.Bucket, error)) error {
+	perHost := window
+	if len(urls) == 1 {
+		perHost *= len(names)
+	}
+	hc := s3.NewHTTPClient(perHost) // sized for the window; nothing S3 in it
+	be.closers = append(be.closers, hc.CloseIdleConnections)
+	for i, name := range names {
+		raw := urls[min(i, len(urls)-1)]
+		b, err := bucket(raw, name, ZoneName(i), hc)
+		if err != nil {
+			return fmt.Errorf("zone %s: %w", ZoneName(i), err)
+		}
+		be.Zones = append(be.Zones, b)
+		u, _ := url.Parse(raw)
+		log.Info("zone: "+z.name, "zone", ZoneName(i), "url", u.Scheme+"://"+u.Host+u.Path, z.noun, name)
 	}
 	return nil
 }
 
+// CheckBackends refuses backend flags that do not go together: -etcd,
+// the zones (-k, or the S3 or Azure flags), -w and -window. The demo
+// shares it.
+func (c *Settings) CheckBackends(set map[string]bool) error {
+	if c.Etcd != "" && strings.Contains(","+c.Etcd+",", ",,") {
+		return Refuse("etcd", c.Etcd, "endpoints separated by single commas, none empty")
+	}
+	if err := c.checkEtcdAuth(); err != nil {
+		return err
+	}
+	if err := s3Kind.check(c.S3Endpoints, c.S3Buckets, c.S3AccessKey != "" || c.S3SecretKey != "", set, &c.K); err != nil {
+		return err
+	}
+	if len(c.azureURLs) > 0 && len(c.S3Endpoints) > 0 {
+		return errors.New("-azure-url and -s3-endpoint: give the zones of one kind")
+	}
+	if err := azureKind.check(c.azureURLs, c.azureContainers, c.azureAccount != "" || c.azureKey != "", set, &c.K); err != nil {
+		return err
+	}
+	switch {
+	case (c.azureAccount == "") != (c.azureKey == ""):
+		return errors.New("-azure-account and -azure-key go together")
+	case c.K < 1 || c.K > MaxZones:
+		return Refuse("k", c.K, "1 to %d zones", MaxZones)
+	case c.W < 1 || c.W > c.K:
+		return Refuse("w", c.W, "1 ≤ W ≤ K=%d", c.K)
+	case c.Window < 1 || c.Window > epoch.MaxWindow:
+		return Refuse("window", c.Window, "1 to %d", epoch.MaxWindow)
+	}
+	return nil
+}
+
+// etcdFlags names the flag of each field of etcdstore.DialConfig; the
+// endpoints are -etcd.
+var etcdFlags = map[string]string{"CAFile": "etcd-ca", "CertFile": "etcd-cert", "KeyFile": "etcd-key", "Username": "etcd-user", "Password": "etcd-password"}
+
+// etcdAuth is how a process reaches etcd: over TLS with a CA of its own
+// and a client certificate, and as an etcd user. None of it is logged.
+type etcdAuth struct{ CA, Cert, Key, User, Password string }
+
+func (a etcdAuth) tls() bool { return a.CA != "" || a.Cert != "" }
+
+// dialConfig is how etcdstore.Dial reaches etcd at endpoints (-etcd).
+func (a etcdAuth) dialConfig(endpoints string) etcdstore.DialConfig {
+	return etcdstore.DialConfig{Endpoints: strings.Split(endpoints, ","), CAFile: a.CA, CertFile: a.Cert, KeyFile: a.Key,
+		Username: a.User, Password: a.Password}
+}
+
+// checkEtcdAuth refuses, naming the flag, what etcdstore.Dial would: a
+// certificate without its key, a user without a password, a plain-text
+// endpoint with TLS, a file it cannot read.
+func (c *Settings) checkEtcdAuth() error {
+	a := c.etcdAuth
+	if c.Etcd == "" {
+		if a != (etcdAuth{}) {
+			return errors.New("-etcd-ca, -etcd-cert, -etcd-key, -etcd-user and -etcd-password need -etcd")
+		}
+		return nil
+	}
+	if _, err := a.dialConfig(c.Etcd).ClientConfig(); err != nil {
+		flag := "etcd"
+		if ce, ok := errors.AsType[*cutline.ConfigError](err); ok {
+			flag = cmp.Or(etcdFlags[ce.Field], flag)
+		}
+		return fmt.Errorf("-%s: %w", flag, err)
+	}
+	return nil
+}
+
+// modeFlag is a flag of a permission, in octal.
+type modeFlag struct{ m *os.FileMode }
+
+func (f modeFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	return fmt.Sprintf("%04o", uint32(*f.m))
+}
+
+func (f modeFlag) Set(v string) error {
+	n, err := strconv.ParseUint(v, 8, 32)
+	if err != nil || n > 0o777 {
+		return errors.New("a permission in octal, 0000 to 0777")
+	}
+	*f.m = os.FileMode(n)
+	return nil
+}
+
+// zoneOptions are the options of the filesystem zone name, with the
+// permissions -zone-file-mode and -zone-dir-mode give (before the umask).
+func (c *Settings) zoneOptions(name string) fs.Options {
+	return fs.Options{Name: name, CreateRoot: true, FileMode: c.zoneFileMode, DirMode: c.zoneDirMode}
+}
+
 // OpenBackends opens the store and the zones the flags name: by default
 // an embedded etcd and K filesystem zones in the data directory (-dir);
-// etcd and S3 when their flags are given; with -ephemeral (or settings
-// that name neither etcd nor a directory, as the demonstration's) an
+// etcd, S3 or Azure when their flags are given; with -ephemeral (or
+// settings that name neither etcd nor a directory, as the demo's) an
 // in-memory metastore and zones in a temporary directory. The zones are
 // verified (create-only, also under concurrent creates, K distinct
 // stores) before anything is written to them.
@@ -118,79 +269,29 @@ func OpenBackends(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *Back
 		be.Store = memstore.New(memstore.Options{})
 		log.Warn("in-memory metastore: everything is gone at exit")
 	default:
-		cli, err := newEtcdClient(ctx, cfg)
+		// A refused password is the dial's error; a certificate etcd
+		// does not trust, the first request's.
+		cli, err := etcdstore.Dial(ctx, cfg.etcdAuth.dialConfig(cfg.Etcd))
 		if err != nil {
 			return nil, err
 		}
 		be.closers = append(be.closers, func() { _ = cli.Close() })
-		st, err := etcdstore.New(cli, etcdstore.Options{Root: cfg.EtcdRoot, Logger: log})
-		if err != nil {
+		if be.Store, err = etcdstore.New(cli, etcdstore.Options{Root: cfg.EtcdRoot, Logger: log}); err != nil {
 			return nil, err
 		}
 		// Fail early and clearly when nobody answers.
-		if _, err := st.Get(ctx, "ping"); err != nil && !errors.Is(err, metastore.ErrNotFound) {
+		if _, err := be.Store.Get(ctx, "ping"); err != nil && !errors.Is(err, metastore.ErrNotFound) {
 			return nil, fmt.Errorf("etcd at %s: %w", cfg.Etcd, err)
 		}
-		be.Store = st
 		log.Info("metastore: etcd", "endpoints", cfg.Etcd, "root", cfg.EtcdRoot)
 	}
 	if cfg.Role == roleController {
 		return be, nil // the controller keeps nothing in the zones
 	}
-	switch {
-	case cfg.azure.given():
-		zones, closeIdle, err := cfg.azure.open(ctx, cfg.Window, log)
-		if err != nil {
-			return nil, err
-		}
-		be.closers = append(be.closers, closeIdle)
-		be.Zones = zones
-	case len(cfg.S3Endpoints) == 0:
-		dir := be.Dir
-		for i := range cfg.K {
-			b, err := fs.New(filepath.Join(dir, ZoneName(i)), cfg.zoneOptions(ZoneName(i)))
-			if err != nil {
-				return nil, err
-			}
-			be.closers = append(be.closers, func() { _ = b.Close() })
-			be.Zones = append(be.Zones, b)
-		}
-		log.Info("zones: filesystem", "k", cfg.K, "dir", dir)
-	default:
-		// Idle connections per host for every request in flight to it: the
-		// window times the buckets an endpoint serves.
-		perHost := cfg.Window
-		if len(cfg.S3Endpoints) == 1 {
-			perHost *= len(cfg.S3Buckets)
-		}
-		hc := s3.NewHTTPClient(perHost)
-		be.closers = append(be.closers, hc.CloseIdleConnections)
-		clients := map[string]*awss3.Client{}
-		for i, name := range cfg.S3Buckets {
-			endpoint := cfg.S3Endpoints[0]
-			if len(cfg.S3Endpoints) > 1 {
-				endpoint = cfg.S3Endpoints[i]
-			}
-			client := clients[endpoint]
-			if client == nil {
-				client, err = s3.NewClient(ctx, s3.ClientConfig{Endpoint: endpoint, Region: cfg.S3Region,
-					AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, PathStyle: true, HTTPClient: hc})
-				if err != nil {
-					return nil, err
-				}
-				clients[endpoint] = client
-			}
-			b, err := s3.New(client, name, s3.Options{Name: ZoneName(i)})
-			if err != nil {
-				return nil, err
-			}
-			be.Zones = append(be.Zones, b)
-			log.Info("zone: S3", "zone", ZoneName(i), "endpoint", endpoint, "bucket", name)
-		}
+	if err := be.openZones(ctx, cfg, log); err != nil {
+		return nil, err
 	}
-	// One check of the zone set, before anything is written to it: each
-	// zone create-only, one request at a time and under concurrent
-	// creates, and the zones as many physical stores as zones.
+	// One check of the zone set, before anything is written to it.
 	if err := objstore.VerifyZones(ctx, be.Zones, objstore.VerifyOptions{}); err != nil {
 		return nil, fmt.Errorf("zones: %w", err)
 	}
@@ -203,4 +304,41 @@ func OpenBackends(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *Back
 		log.Warn("injected latency before every zone request (-latency)", "latency", cfg.latency)
 	}
 	return be, nil
+}
+
+// openZones opens the zones of the kind the flags name.
+func (be *Backends) openZones(ctx context.Context, cfg *Settings, log *slog.Logger) error {
+	switch {
+	case len(cfg.azureURLs) > 0:
+		return azureKind.open(cfg.azureURLs, cfg.azureContainers, cfg.Window, be, log, func(u, name, zone string, hc *http.Client) (objstore.Bucket, error) {
+			client, err := azblob.NewClient(ctx, azblob.ClientConfig{ServiceURL: u, Account: cfg.azureAccount, Key: cfg.azureKey, HTTPClient: hc})
+			if err != nil {
+				return nil, err
+			}
+			return azblob.New(client, name, azblob.Options{Name: zone})
+		})
+	case len(cfg.S3Endpoints) > 0:
+		clients := map[string]*awss3.Client{} // one per endpoint
+		return s3Kind.open(cfg.S3Endpoints, cfg.S3Buckets, cfg.Window, be, log, func(u, name, zone string, hc *http.Client) (objstore.Bucket, error) {
+			if clients[u] == nil {
+				client, err := s3.NewClient(ctx, s3.ClientConfig{Endpoint: u, Region: cfg.S3Region,
+					AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, PathStyle: true, HTTPClient: hc})
+				if err != nil {
+					return nil, err
+				}
+				clients[u] = client
+			}
+			return s3.New(clients[u], name, s3.Options{Name: zone})
+		})
+	}
+	for i := range cfg.K {
+		b, err := fs.New(filepath.Join(be.Dir, ZoneName(i)), cfg.zoneOptions(ZoneName(i)))
+		if err != nil {
+			return err
+		}
+		be.closers = append(be.closers, func() { _ = b.Close() })
+		be.Zones = append(be.Zones, b)
+	}
+	log.Info("zones: filesystem", "k", cfg.K, "dir", be.Dir)
+	return nil
 }

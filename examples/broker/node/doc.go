@@ -37,14 +37,14 @@
 //  9. controller.go: the authority controller: the election, the
 //     grants, the handoff requests of the operators.
 //  10. process.go and flags.go: one process (Run): its flags and their
-//     CUTLINE_ variables (parsed by package examples/internal/cliflags),
-//     what its role starts, its listeners, its shutdown. backends.go,
-//     backends_azure.go, zonemodes.go, etcd.go and localetcd.go open the
-//     metastore and the zones the flags name (an embedded etcd by
-//     default); security.go the certificates and the token (package
+//     CUTLINE_ variables (parsed by package examples/internal/cliflags,
+//     their bounds checked from one table), what its role starts, its
+//     listeners, its shutdown. backends.go opens the metastore and the
+//     zones the flags name (filesystem, S3 or Azure, the last two checked
+//     and opened alike), localetcd.go the etcd embedded by default;
+//     security.go the certificates and the token (package
 //     examples/internal/selfsigned makes them for a run); tryit.go logs
-//     the commands to paste; nofile.go reads the limit of open files the
-//     connection bounds are checked against.
+//     the commands to paste.
 //
 // The tests sit next to the code they test: a file's tests are in its
 // _test.go; helpers_test.go holds what they share (settings, an API

@@ -137,7 +137,7 @@ func TestEtcdOverTLS(t *testing.T) {
 		t.Helper()
 		c := *cfg
 		mutate(&c)
-		cli, err := newEtcdClient(t.Context(), &c)
+		cli, err := etcdstore.Dial(t.Context(), c.etcdAuth.dialConfig(c.Etcd))
 		if err == nil {
 			defer cli.Close()
 			s, serr := etcdstore.New(cli, etcdstore.Options{Root: c.EtcdRoot})
@@ -175,7 +175,7 @@ func TestEtcdOverTLS(t *testing.T) {
 // etcdStore is the metastore over the client the flags make.
 func etcdStore(t *testing.T, cfg *Settings) metastore.Store {
 	t.Helper()
-	cli, err := newEtcdClient(t.Context(), cfg)
+	cli, err := etcdstore.Dial(t.Context(), cfg.etcdAuth.dialConfig(cfg.Etcd))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	st, err := etcdstore.New(cli, etcdstore.Options{Root: cfg.EtcdRoot})

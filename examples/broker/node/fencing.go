@@ -1,10 +1,10 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -32,23 +32,14 @@ func (s *server) installToken(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	mode := lease.Mode(r.URL.Query().Get("mode"))
-	switch mode {
-	case "":
-		mode = lease.Fenced
-	case lease.Fenced, lease.Any:
-	default:
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "mode: fenced (the default: every produce presents the token) or any (a produce without a token passes too)"})
+	mode := lease.Mode(cmp.Or(r.URL.Query().Get("mode"), string(lease.Fenced)))
+	if mode != lease.Fenced && mode != lease.Any {
+		writeError(w, http.StatusBadRequest, "mode: fenced (the default: every produce presents the token) or any (a produce without a token passes too)")
 		return
 	}
 	// The longest token, and a CRLF.
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lease.MaxTokenLen+2))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: fmt.Sprintf("a fencing token is at most %d bytes", lease.MaxTokenLen)})
-			return
-		}
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "reading the body: " + err.Error()})
+	raw, ok := body(w, r, lease.MaxTokenLen+2, http.StatusBadRequest, fmt.Sprintf("a fencing token is at most %d bytes", lease.MaxTokenLen))
+	if !ok {
 		return
 	}
 	token := strings.TrimSuffix(strings.TrimSuffix(string(raw), "\n"), "\r")
@@ -56,21 +47,20 @@ func (s *server) installToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if mode == lease.Fenced && token == "" {
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "a fenced stream needs a token: send it as the body (or ?mode=any with an empty body removes the token)"})
+		writeError(w, http.StatusBadRequest, "a fenced stream needs a token: send it as the body (or ?mode=any with an empty body removes the token)")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), produceTimeout)
 	defer cancel()
 	installed, err := s.n.installToken(ctx, name, mode, token)
-	if errors.Is(err, metastore.ErrConflict) {
-		writeJSON(w, http.StatusConflict, ErrorBody{Error: "the stream's token changed while this one was installed; read the answer of that install, or retry"})
-		return
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, metastore.ErrConflict):
+		writeError(w, http.StatusConflict, "the stream's token changed while this one was installed; read the answer of that install, or retry")
+	case err != nil:
 		s.fail(w, r, err)
-		return
+	default:
+		writeJSON(w, http.StatusOK, tokenAnswer{Stream: name, Mode: installed.Mode, Token: installed.Token})
 	}
-	writeJSON(w, http.StatusOK, tokenAnswer{Stream: name, Mode: installed.Mode, Token: installed.Token})
 }
 
 // validToken answers 400 and reports false when token (from where) is not
@@ -78,7 +68,7 @@ func (s *server) installToken(w http.ResponseWriter, r *http.Request) {
 // of UTF-8 without control characters. The error never shows it.
 func validToken(w http.ResponseWriter, where, token string) bool {
 	if err := lease.ValidateToken(token); err != nil {
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: fmt.Sprintf("%s: not a fencing token: %v", where, err)})
+		writeError(w, http.StatusBadRequest, "%s: not a fencing token: %v", where, err)
 		return false
 	}
 	return true

@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -73,35 +71,12 @@ func (c LifecycleConfig) or() LifecycleConfig {
 	return c
 }
 
-// lifecycleFlags are the flags of the lifecycle.
+// lifecycleFlags are the flags of the lifecycle (flags.go registers and
+// checks them).
 type lifecycleFlags struct {
-	interval time.Duration
-	age      time.Duration
-	bytes    int64
-	records  uint64
-}
-
-func (f *lifecycleFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&f.interval, "compact-interval", settle.DefaultMaintainInterval, fmt.Sprintf("time between the holder's passes that apply retention, compact flights into per-stream segments, trim them and collect garbage, %v to %v (0: none; the zones and the index then keep every flight and ref)", settle.MinMaintainInterval, settle.MaxMaintainInterval))
-	fs.DurationVar(&f.age, "retention-age", 0, "drop a stream's records once they joined the index longer ago than this, a ref page (64 records) at a time, 1m to 100 years (0: no limit by age)")
-	fs.Int64Var(&f.bytes, "retention-bytes", 0, "keep at most this many bytes of each stream's records, the newest, 1 KiB or more (0: no limit by size)")
-	fs.Uint64Var(&f.records, "retention-records", 0, "keep at most this many of each stream's records, the newest (0: no limit by count)")
-}
-
-// check refuses a value out of its bounds, and retention without passes
-// to apply it.
-func (f *lifecycleFlags) check() error {
-	switch {
-	case f.interval != 0 && (f.interval < settle.MinMaintainInterval || f.interval > settle.MaxMaintainInterval):
-		return Refuse("compact-interval", f.interval, "0 (none) or %v to %v", settle.MinMaintainInterval, settle.MaxMaintainInterval)
-	case f.age != 0 && (f.age < time.Minute || f.age > maxRetentionAge):
-		return Refuse("retention-age", f.age, "0 (no limit) or 1m to %v", maxRetentionAge)
-	case f.bytes != 0 && f.bytes < minRetentionBytes:
-		return Refuse("retention-bytes", f.bytes, "0 (no limit) or %d bytes or more", minRetentionBytes)
-	case f.interval == 0 && f.policy() != (settle.Policy{}):
-		return Refuse("compact-interval", f.interval, "more than 0 with -retention-age, -retention-bytes or -retention-records: the holder's passes apply them")
-	}
-	return nil
+	interval, age time.Duration
+	bytes         int64
+	records       uint64
 }
 
 func (f *lifecycleFlags) policy() settle.Policy {
@@ -190,7 +165,7 @@ func (n *Node) pass(ctx context.Context, clk clock.Clock, m *settle.Maintainer, 
 	// cause, which is no failure.
 	r, _ := m.Pass(ctx)
 	errs = append(errs, r.Errors...)
-	met := n.Metrics
+	met, took := n.Metrics, clk.Now().Sub(start)
 	met.compactedBytes.Add(float64(r.Bytes))
 	met.segmentsWritten.Add(float64(r.Segments))
 	met.objectsDeleted.WithLabelValues("flight").Add(float64(r.FlightsDeleted))
@@ -205,23 +180,17 @@ func (n *Node) pass(ctx context.Context, clk clock.Clock, m *settle.Maintainer, 
 	for _, e := range errs {
 		met.lifecycleErrors.WithLabelValues(e.Stage).Inc()
 	}
-	result := "ok"
-	if len(errs) > 0 {
-		result = "error"
-	}
-	met.lifecyclePasses.WithLabelValues(result).Inc()
-	took := clk.Now().Sub(start)
 	met.lifecycleSeconds.Observe(took.Seconds())
 	met.backlog.Set(float64(r.Backlog))
 	met.oldestUncompacted.Set(r.OldestUncompacted.Seconds())
-
-	level := slog.LevelDebug
+	result, level := "ok", slog.LevelDebug
 	switch {
 	case len(errs) > 0:
-		level = slog.LevelWarn
+		result, level = "error", slog.LevelWarn
 	case r.Did():
 		level = slog.LevelInfo
 	}
+	met.lifecyclePasses.WithLabelValues(result).Inc()
 	attrs := []any{"streams", r.Streams, "retained", r.Retained, "records_expired", r.Expired, "ref_pages_dropped", r.PagesDropped,
 		"settled", len(r.Settled), "epochs", r.Epochs, "segments_written", r.Segments, "pages_moved", r.Pages, "bytes_compacted", r.Bytes,
 		"flights_deleted", r.FlightsDeleted, "epochs_collected", r.Collected, "segments_deleted", r.SegmentsDeleted,

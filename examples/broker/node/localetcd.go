@@ -3,10 +3,8 @@ package node
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,17 +17,15 @@ import (
 )
 
 // localEtcd is the metastore of a broker given no -etcd: an etcd server
-// embedded in the process (internal/etcdlocal), whose data
-// lies in the data directory next to the zones, so that a broker started
-// again on the same directory goes on where it stopped, and whose client
-// address on this machine's loopback lets cutline inspect it. -ephemeral
-// keeps the metastore in memory instead, and the zones in a temporary
-// directory: both gone at exit.
+// embedded in the process (internal/etcdlocal), its data in the data
+// directory next to the zones, so that a broker started again on the
+// directory goes on where it stopped, and its client address on the
+// loopback, where cutline inspects it. -ephemeral keeps the metastore in
+// memory instead, and the zones in a temporary directory.
 type localEtcd struct {
 	// Listen is the embedded etcd's client address (-etcd-listen); ""
 	// when the broker runs none (-etcd, -ephemeral, another role).
-	Listen string
-	// Ephemeral keeps everything in memory and in a temporary directory.
+	Listen    string
 	Ephemeral bool
 }
 
@@ -40,21 +36,16 @@ const (
 	// localEtcdQuota bounds etcd's database file: past it, etcd refuses
 	// writes (its NOSPACE alarm) until space is freed.
 	localEtcdQuota = 1 << 30
-	// localEtcdRetention is how much history the embedded etcd keeps:
-	// it compacts every revision older than that (periodic compaction),
-	// so that the stream index's rewritten pages do not pile up.
+	// localEtcdRetention is the history kept: older revisions are
+	// compacted, so that the index's rewritten pages do not pile up.
 	localEtcdRetention = 10 * time.Minute
 )
 
-func (l *localEtcd) register(fs *flag.FlagSet) {
-	fs.BoolVar(&l.Ephemeral, "ephemeral", false, "keep the metastore in memory and the filesystem zones in a temporary directory, both gone at exit (default: an embedded etcd, and the zones, under -dir)")
-	fs.StringVar(&l.Listen, "etcd-listen", defaultEtcdListen, "loopback address of the embedded etcd the broker runs without -etcd, where cutline -etcd reaches it")
-}
-
-// check refuses the data directory and embedded etcd flags that do not
-// go together, makes -dir absolute (the paths the broker logs are
+// checkLocal refuses the data directory and embedded etcd flags that do
+// not go together, makes -dir absolute (the paths the broker logs are
 // pasted elsewhere), and says whether the embedded etcd runs (Listen).
-func (l *localEtcd) check(c *Settings, set map[string]bool) error {
+func (c *Settings) checkLocal(set map[string]bool) error {
+	l := &c.local
 	switch {
 	case l.Ephemeral && c.Etcd != "":
 		return Refuse("ephemeral", true, "nothing with -etcd, whose state outlives the process")
@@ -69,47 +60,26 @@ func (l *localEtcd) check(c *Settings, set map[string]bool) error {
 		}
 		l.Listen = ""
 	default:
-		if err := loopbackAddr(l.Listen); err != nil {
+		if err := etcdlocal.Loopback(l.Listen); err != nil {
 			return Refuse("etcd-listen", l.Listen, "a loopback address with a port, 127.0.0.1:2479 say: the embedded etcd serves this machine only (%v)", err)
 		}
 		if !strings.HasSuffix(c.EtcdRoot, "/") {
 			return Refuse("etcd-root", c.EtcdRoot, "a key prefix ending in '/'")
 		}
 	}
-	if c.Dir == "" {
-		return Refuse("dir", `""`, "a directory (-ephemeral runs on a temporary one)")
-	}
 	abs, err := filepath.Abs(c.Dir)
-	if err != nil {
-		return Refuse("dir", c.Dir, "a directory: %v", err)
+	if c.Dir == "" || err != nil {
+		return Refuse("dir", fmt.Sprintf("%q", c.Dir), "a directory (-ephemeral runs on a temporary one)")
 	}
 	c.Dir = abs
 	return nil
 }
 
-// loopbackAddr checks an address of this machine's loopback, with a port.
-func loopbackAddr(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	ip := net.ParseIP(host)
-	switch {
-	case ip == nil || !ip.IsLoopback():
-		return fmt.Errorf("%q is not a loopback IP address", host)
-	case port == "" || port == "0":
-		return errors.New("a port is required")
-	}
-	_, err = net.LookupPort("tcp", port)
-	return err
-}
-
 // localServer is a running embedded etcd and the broker's client of it.
 type localServer struct {
-	srv *etcdlocal.Server
-	cli *clientv3.Client
-	// Endpoint is its client address, host:port as -etcd takes it.
-	Endpoint string
+	srv      *etcdlocal.Server
+	cli      *clientv3.Client
+	Endpoint string // its client address, host:port as -etcd takes it
 }
 
 // startLocalEtcd starts the embedded etcd with its data in dir/etcd and
@@ -134,17 +104,12 @@ func startLocalEtcd(ctx context.Context, listen, dir string, log *slog.Logger) (
 		return nil, fmt.Errorf("the embedded etcd (-etcd-listen %s): %w", listen, err)
 	}
 	s := &localServer{srv: srv, Endpoint: listen}
-	defer func() {
-		if err != nil {
-			s.stop(true)
-		}
-	}()
 	if s.cli, err = etcdstore.Dial(ctx, etcdstore.DialConfig{Endpoints: []string{srv.Endpoint()}}); err != nil {
+		s.stop(true)
 		return nil, err
 	}
-	// A NOSPACE alarm of an earlier run: compaction and the start-up
-	// defragmentation freed what they could, and etcd raises it again at
-	// its next write if that was not enough.
+	// A NOSPACE alarm of an earlier run: compaction and defragmentation
+	// freed what they could; etcd raises it again if that was not enough.
 	switch n, err := srv.DisarmAlarms(ctx); {
 	case err != nil:
 		log.Warn("the embedded etcd's alarms stay", "err", err)
@@ -168,15 +133,14 @@ func (s *localServer) stop(hard bool) {
 	}
 }
 
-// openDir opens the data directory (-dir): the embedded etcd's data, the
-// filesystem zones and the run's credentials, whichever the process
-// keeps (made owner-only when new). Without one (-ephemeral, the
-// demonstration) it is a temporary directory, removed by close.
+// openDir opens the data directory (-dir), made owner-only when new, if
+// the process keeps anything there. Without one (-ephemeral, the demo)
+// it is a temporary directory, removed by Close.
 func (be *Backends) openDir(cfg *Settings, log *slog.Logger) error {
-	if cfg.Role == roleController {
+	switch {
+	case cfg.Role == roleController:
 		return nil // it keeps nothing on disk
-	}
-	if cfg.Dir == "" {
+	case cfg.Dir == "":
 		dir, err := os.MkdirTemp("", "cutline-broker-")
 		if err != nil {
 			return err
@@ -184,9 +148,7 @@ func (be *Backends) openDir(cfg *Settings, log *slog.Logger) error {
 		be.closers = append(be.closers, func() { _ = os.RemoveAll(dir) })
 		be.Dir = dir
 		return nil
-	}
-	fsZones := len(cfg.S3Endpoints) == 0 && !cfg.azure.given()
-	if cfg.local.Listen == "" && !fsZones && !cfg.makesCredentials() {
+	case cfg.local.Listen == "" && (len(cfg.S3Endpoints) > 0 || len(cfg.azureURLs) > 0) && !cfg.makesCredentials():
 		return nil
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/cutline/cutline/examples/internal/connlimit"
 	"github.com/cutline/cutline/fence"
@@ -100,40 +101,32 @@ func newMetrics(inflight, undecidedAge, linksUp, absorbBacklog func() float64) *
 
 // The metrics' constructors register each with r, its name under the
 // prefix cutline_broker_.
-const metricPrefix = "cutline_broker_"
+func opts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: "cutline", Subsystem: "broker", Name: name, Help: help}
+}
 
 func newCounter(r *prometheus.Registry, name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + name, Help: help})
-	r.MustRegister(c)
-	return c
+	return promauto.With(r).NewCounter(prometheus.CounterOpts(opts(name, help)))
 }
 
 func newCounterVec(r *prometheus.Registry, name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + name, Help: help}, labels)
-	r.MustRegister(c)
-	return c
+	return promauto.With(r).NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels)
 }
 
 func newGauge(r *prometheus.Registry, name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help})
-	r.MustRegister(g)
-	return g
+	return promauto.With(r).NewGauge(prometheus.GaugeOpts(opts(name, help)))
 }
 
 func newGaugeFunc(r *prometheus.Registry, name, help string, f func() float64) {
-	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help}, f))
-}
-
-func newHistogram(r *prometheus.Registry, name, help string, buckets []float64) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: metricPrefix + name, Help: help, Buckets: buckets})
-	r.MustRegister(h)
-	return h
+	promauto.With(r).NewGaugeFunc(prometheus.GaugeOpts(opts(name, help)), f)
 }
 
 func newHistogramVec(r *prometheus.Registry, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metricPrefix + name, Help: help, Buckets: buckets}, labels)
-	r.MustRegister(h)
-	return h
+	return promauto.With(r).NewHistogramVec(prometheus.HistogramOpts{Namespace: "cutline", Subsystem: "broker", Name: name, Help: help, Buckets: buckets}, labels)
+}
+
+func newHistogram(r *prometheus.Registry, name, help string, buckets []float64) prometheus.Histogram {
+	return promauto.With(r).NewHistogram(prometheus.HistogramOpts{Namespace: "cutline", Subsystem: "broker", Name: name, Help: help, Buckets: buckets})
 }
 
 // gate records what the open gate decided, and the settlement it ran.
@@ -179,7 +172,7 @@ func (m *metrics) counting(buckets []objstore.Bucket) []objstore.Bucket {
 	return out
 }
 
-func (c *countingBucket) count(op string, err error) {
+func (c *countingBucket) count(op string, err error) error {
 	result := "ok"
 	switch {
 	case err == nil:
@@ -195,36 +188,30 @@ func (c *countingBucket) count(op string, err error) {
 		result = "error"
 	}
 	c.reqs.WithLabelValues(c.inner.Name(), op, result).Inc()
+	return err
 }
 
 func (c *countingBucket) Name() string { return c.inner.Name() }
 
 func (c *countingBucket) Create(ctx context.Context, key string, data []byte) error {
-	err := c.inner.Create(ctx, key, data)
-	c.count("create", err)
-	return err
+	return c.count("create", c.inner.Create(ctx, key, data))
 }
 
 func (c *countingBucket) Get(ctx context.Context, key string) ([]byte, error) {
 	b, err := c.inner.Get(ctx, key)
-	c.count("get", err)
-	return b, err
+	return b, c.count("get", err)
 }
 
 func (c *countingBucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	b, err := c.inner.GetRange(ctx, key, offset, length)
-	c.count("get_range", err)
-	return b, err
+	return b, c.count("get_range", err)
 }
 
 func (c *countingBucket) Delete(ctx context.Context, key string) error {
-	err := c.inner.Delete(ctx, key)
-	c.count("delete", err)
-	return err
+	return c.count("delete", c.inner.Delete(ctx, key))
 }
 
 func (c *countingBucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
 	out, err := c.inner.List(ctx, prefix, startAfter, limit)
-	c.count("list", err)
-	return out, err
+	return out, c.count("list", err)
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,65 +123,47 @@ func metricsHandler(n *Node) http.Handler {
 // path it did not name.
 func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := s.n.clk.Now()
-	w := &statusRecorder{ResponseWriter: rw}
-	route := "none"
-	if _, pattern := s.mux.Handler(r); pattern != "" && r.URL.Path == path.Clean(r.URL.Path) {
-		route = pattern
+	w := &statusRecorder{ResponseWriter: rw, code: http.StatusOK}
+	_, route := s.mux.Handler(r)
+	if r.URL.Path != path.Clean(r.URL.Path) {
+		route = ""
 	}
 	defer func() {
-		code := w.code
-		if code == 0 {
-			code = http.StatusOK
-		}
-		s.n.Metrics.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-		s.n.Metrics.httpSeconds.WithLabelValues(route).Observe(s.n.clk.Now().Sub(start).Seconds())
+		s.n.Metrics.httpRequests.WithLabelValues(cmp.Or(route, "none"), strconv.Itoa(w.code)).Inc()
+		s.n.Metrics.httpSeconds.WithLabelValues(cmp.Or(route, "none")).Observe(s.n.clk.Now().Sub(start).Seconds())
 	}()
-	if r.URL.Path != path.Clean(r.URL.Path) {
-		writeJSON(w, http.StatusNotFound, ErrorBody{Error: "no such route: " + r.Method + " " + r.URL.Path})
-		return
-	}
-	if _, pattern := s.mux.Handler(r); pattern != "" {
+	if route != "" {
 		s.mux.ServeHTTP(w, r)
 		return
 	}
 	// The mux's own answer tells a wrong method (405, with Allow) from a
 	// wrong path; its plain-text body is replaced.
 	probe := &statusProbe{header: http.Header{}}
-	s.mux.ServeHTTP(probe, r)
-	if probe.code == http.StatusMethodNotAllowed {
-		w.Header().Set("Allow", probe.header.Get("Allow"))
-		writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, probe.header.Get("Allow"))})
+	if r.URL.Path == path.Clean(r.URL.Path) {
+		s.mux.ServeHTTP(probe, r)
+	}
+	if allow := probe.header.Get("Allow"); probe.code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, "method %s is not allowed here; allowed: %s", r.Method, allow)
 		return
 	}
-	writeJSON(w, http.StatusNotFound, ErrorBody{Error: "no such route: " + r.Method + " " + r.URL.Path})
+	writeError(w, http.StatusNotFound, "no such route: %s %s", r.Method, r.URL.Path)
 }
 
 // statusRecorder passes an answer on and keeps its status code for the
-// request metrics. It flushes, and unwraps for http.ResponseController, as
-// the writer under it does: reads stream their records.
+// request metrics. It unwraps for http.ResponseController, which flushes
+// the records of a read as they are written.
 type statusRecorder struct {
 	http.ResponseWriter
-	code int
+	code    int
+	written bool
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
+	if !r.written {
+		r.code, r.written = code, true
 	}
 	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *statusRecorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
 }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
@@ -198,17 +182,14 @@ func (p *statusProbe) WriteHeader(code int)        { p.code = code }
 // so that not even its length shows).
 func (s *server) auth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.Token != nil {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			d := sha256.Sum256([]byte(got))
-			if subtle.ConstantTimeCompare(d[:], s.want[:]) != 1 || !ok {
-				// Nothing more is served on this connection: a client
-				// without the token holds no descriptor past its answer.
-				w.Header().Set("Connection", "close")
-				w.Header().Set("WWW-Authenticate", `Bearer realm="cutline"`)
-				writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "a valid bearer token is required"})
-				return
-			}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if d := sha256.Sum256([]byte(got)); s.opts.Token != nil && (subtle.ConstantTimeCompare(d[:], s.want[:]) != 1 || !ok) {
+			// Nothing more is served on this connection: a client
+			// without the token holds no descriptor past its answer.
+			w.Header().Set("Connection", "close")
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cutline"`)
+			writeError(w, http.StatusUnauthorized, "a valid bearer token is required")
+			return
 		}
 		h(w, r)
 	})
@@ -225,21 +206,44 @@ type ErrorBody struct {
 	Start *uint64 `json:"start,omitempty"`
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+// startJSON starts a JSON answer with its status code.
+func startJSON(w http.ResponseWriter, code int) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	startJSON(w, code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, ErrorBody{Error: fmt.Sprintf(format, args...)})
 }
 
 // stream reads and checks the path's stream name.
 func stream(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := r.PathValue("stream")
 	if err := epoch.ValidateName("stream", name); err != nil {
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error()})
+		writeError(w, http.StatusBadRequest, "%v", err)
 		return "", false
 	}
 	return name, true
+}
+
+// body reads a request's body, at most limit bytes; past it the answer
+// is code, saying tooBig.
+func body(w http.ResponseWriter, r *http.Request, limit int64, code int, tooBig string) ([]byte, bool) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		writeError(w, code, "%s", tooBig)
+		return nil, false
+	} else if err != nil {
+		writeError(w, http.StatusBadRequest, "reading the body: %v", err)
+		return nil, false
+	}
+	return data, true
 }
 
 // produce: POST /v1/streams/{stream}/records.
@@ -250,40 +254,32 @@ func (s *server) produce(w http.ResponseWriter, r *http.Request) {
 	}
 	p := produceReq{stream: name, producer: r.Header.Get(HeaderProducer), token: r.Header.Get(headerToken)}
 	seq := r.Header.Get(HeaderSequence)
+	var err error
 	switch {
 	case !validToken(w, headerToken, p.token):
 		return
 	case (p.producer == "") != (seq == ""):
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: HeaderProducer + " and " + HeaderSequence + " go together"})
+		writeError(w, http.StatusBadRequest, "%s and %s go together", HeaderProducer, HeaderSequence)
 		return
 	case len(p.producer) > maxProducerLen || !utf8.ValidString(p.producer) || strings.ContainsFunc(p.producer, func(c rune) bool { return c < 0x20 || c == 0x7f }):
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: fmt.Sprintf("%s: at most %d bytes of UTF-8 without control characters", HeaderProducer, maxProducerLen)})
+		writeError(w, http.StatusBadRequest, "%s: at most %d bytes of UTF-8 without control characters", HeaderProducer, maxProducerLen)
 		return
 	case seq != "":
-		var err error
 		if p.seq, err = strconv.ParseUint(seq, 10, 64); err != nil {
-			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: HeaderSequence + ": an unsigned decimal integer"})
+			writeError(w, http.StatusBadRequest, "%s: an unsigned decimal integer", HeaderSequence)
 			return
 		}
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxRecord))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{Error: fmt.Sprintf("a record is at most %d bytes", s.opts.MaxRecord)})
-			return
-		}
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "reading the body: " + err.Error()})
+	if p.data, ok = body(w, r, s.opts.MaxRecord, http.StatusRequestEntityTooLarge, fmt.Sprintf("a record is at most %d bytes", s.opts.MaxRecord)); !ok {
 		return
 	}
-	p.data = data
 	ctx, cancel := context.WithTimeout(r.Context(), produceTimeout)
 	defer cancel()
-	a, err := s.n.produce(ctx, p)
-	if err != nil {
+	if a, err := s.n.produce(ctx, p); err != nil {
 		s.fail(w, r, err)
-		return
+	} else {
+		writeJSON(w, http.StatusOK, a)
 	}
-	writeJSON(w, http.StatusOK, a)
 }
 
 // consume: GET /v1/streams/{stream}/records?offset=N&limit=M. The
@@ -295,15 +291,13 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	from, err := uintParam(q.Get("offset"), 0)
+	from, err := strconv.ParseUint(cmp.Or(r.URL.Query().Get("offset"), "0"), 10, 64)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "offset: " + err.Error()})
+		writeError(w, http.StatusBadRequest, "offset: an unsigned decimal integer (0 to 18446744073709551615) is required")
 		return
 	}
-	limit, err := uintParam(q.Get("limit"), defaultLimit)
-	if err != nil || limit < 1 || limit > maxLimit {
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: fmt.Sprintf("limit: 1 to %d", maxLimit)})
+	limit, ok := limitParam(w, r)
+	if !ok {
 		return
 	}
 	select {
@@ -311,49 +305,47 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-s.reads }()
 	default:
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: fmt.Sprintf("this broker serves %d reads at once; retry", s.opts.MaxReads)})
+		writeError(w, http.StatusServiceUnavailable, "this broker serves %d reads at once; retry", s.opts.MaxReads)
 		return
 	}
-	refs, next, err := s.n.planRead(r.Context(), name, from, int(limit), s.opts.MaxReadBytes)
+	refs, next, err := s.n.planRead(r.Context(), name, from, limit, s.opts.MaxReadBytes)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	if next == 0 {
+	} else if next == 0 {
 		// Nothing was ever covered: the stream is unknown (or its first
 		// records are not covered yet), which a read past a stream's end
 		// (200, an empty list) must not look like.
-		writeJSON(w, http.StatusNotFound, ErrorBody{Error: fmt.Sprintf("stream %q holds no records", name)})
+		writeError(w, http.StatusNotFound, "stream %q holds no records", name)
 		return
 	}
-	var first Record
 	readNext, stop := s.n.records(r.Context(), name, from)
 	defer stop()
+	read := func(want uint64) (Record, error) {
+		rec, _, err := readNext()
+		if err == nil && rec.Offset != want {
+			err = fmt.Errorf("read %s: offset %d where the plan had %d", name, rec.Offset, want)
+		}
+		return rec, err
+	}
+	var first Record
 	if len(refs) > 0 {
 		// The first record is read before the answer starts: what fails
 		// there (a retention point that passed it meanwhile) still gets
 		// its status.
-		if first, _, err = readNext(); err == nil && first.Offset != refs[0].Offset {
-			err = fmt.Errorf("read %s: offset %d where the plan had %d", name, first.Offset, refs[0].Offset)
-		}
-		if err != nil {
+		if first, err = read(refs[0].Offset); err != nil {
 			s.fail(w, r, err)
 			return
 		}
 	}
 	w.Header().Set(HeaderNext, strconv.FormatUint(next, 10))
 	w.Header().Set(HeaderContinue, strconv.FormatUint(from+uint64(len(refs)), 10))
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
+	startJSON(w, http.StatusOK)
 	_, _ = io.WriteString(w, "[")
 	for i, ref := range refs {
 		rec := first
 		if i > 0 {
-			if rec, _, err = readNext(); err == nil && rec.Offset != ref.Offset {
-				err = fmt.Errorf("read %s: offset %d where the plan had %d", name, rec.Offset, ref.Offset)
-			}
-			if err != nil {
+			if rec, err = read(ref.Offset); err != nil {
 				// The answer has begun: all that is left is to cut it, so
 				// that the client sees a failed read, not a short one.
 				if r.Context().Err() == nil {
@@ -393,19 +385,14 @@ func answerBytes(size uint64) int64 {
 	return int64(len(`{"offset":18446744073709551615,"data":""},`)) + int64(base64.StdEncoding.EncodedLen(int(size)))
 }
 
-// errNotUint is a query parameter that is not an unsigned decimal
-// integer; it says so in the API's words, not strconv's.
-var errNotUint = errors.New("an unsigned decimal integer (0 to 18446744073709551615) is required")
-
-func uintParam(v string, def uint64) (uint64, error) {
-	if v == "" {
-		return def, nil
+// limitParam reads ?limit=, 1 to maxLimit (defaultLimit when absent).
+func limitParam(w http.ResponseWriter, r *http.Request) (int, bool) {
+	limit, err := strconv.ParseUint(cmp.Or(r.URL.Query().Get("limit"), strconv.Itoa(defaultLimit)), 10, 64)
+	if err != nil || limit < 1 || limit > maxLimit {
+		writeError(w, http.StatusBadRequest, "limit: 1 to %d", maxLimit)
+		return 0, false
 	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, errNotUint
-	}
-	return n, nil
+	return int(limit), true
 }
 
 // streamPage is an answer of GET /v1/streams: Next, when there are more
@@ -417,21 +404,16 @@ type streamPage struct {
 }
 
 // list: GET /v1/streams?after=NAME&limit=N, the streams after NAME (from
-// the first by default), N at most (1 to 1000, 100 by default), in name
-// order.
+// the first by default), N at most, in name order.
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	limit, err := uintParam(q.Get("limit"), defaultLimit)
-	if err != nil || limit < 1 || limit > maxLimit {
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: fmt.Sprintf("limit: 1 to %d", maxLimit)})
+	limit, ok := limitParam(w, r)
+	if !ok {
 		return
 	}
-	after := q.Get("after")
-	if after != "" {
-		if err := epoch.ValidateName("after", after); err != nil {
-			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error()})
-			return
-		}
+	after := r.URL.Query().Get("after")
+	if err := epoch.ValidateName("after", after); after != "" && err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
 	}
 	// The holder covers what it acknowledged first, so that next is the
 	// stream's real end, as a read would see it.
@@ -440,7 +422,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("absorb before a listing", "err", err)
 		}
 	}
-	infos, more, err := s.n.streams(r.Context(), after, int(limit))
+	infos, more, err := s.n.streams(r.Context(), after, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -452,49 +434,54 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
+// Errors by status: fail answers an error with the first status whose
+// list holds it.
+var (
+	errsConflict    = []error{lease.ErrStaleToken, errSequenceTooOld, errPayloadConflict}
+	errsUnavailable = []error{lease.ErrDeferred, errStarting, errShuttingDown, errUnknownOutcome, cutline.ErrClosed,
+		lease.ErrSessionLost, lease.ErrTenureLost, lease.ErrDeparting, lease.ErrNotHeld, lease.ErrLimbo,
+		metastore.ErrUnavailable, context.DeadlineExceeded}
+)
+
+func isAny(err error, targets []error) bool {
+	return slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) })
+}
+
 // fail answers an error: 410 for a read below a stream's retention point
 // (saying where the stream now starts), 503 when another node holds the
 // grant (naming it) or this one cannot take the request now, 409 for a
-// stale fencing token, 429 past the quota of streams, 400 for a refused
-// value, 500 otherwise. The error's text never holds a token: the library's errors
-// never show one. A 500 says only that it happened, and names it by a
-// request id under which the broker logs its cause: the cause may name
-// keys, paths and servers that are none of the client's business.
+// stale fencing token or a producer sequence refused, 429 past the quota
+// of streams, 400 for a refused value, 500 otherwise. The library's
+// errors never show a token. A 500 says only that it happened, and names
+// it by a request id under which the broker logs its cause: the cause
+// may name keys, paths and servers that are none of the client's
+// business.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if te, ok := errors.AsType[*settle.TrimmedError](err); ok {
+	te, trimmed := errors.AsType[*settle.TrimmedError](err)
+	switch {
+	case trimmed:
 		w.Header().Set(headerStart, strconv.FormatUint(te.Start, 10))
 		writeJSON(w, http.StatusGone, ErrorBody{Error: fmt.Sprintf("offset %d of stream %q is below its retention point: its records are gone; the stream now starts at %d", te.Offset, te.Stream, te.Start), Start: &te.Start})
-		return
-	}
-	switch {
 	case errors.Is(err, authority.ErrNotAdmitted), errors.Is(err, authority.ErrStaleGrant):
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "this node does not hold the authority grant", Holder: s.n.holderName(r.Context())})
-	case errors.Is(err, lease.ErrStaleToken), errors.Is(err, errSequenceTooOld), errors.Is(err, errPayloadConflict):
-		writeJSON(w, http.StatusConflict, ErrorBody{Error: err.Error()})
+	case isAny(err, errsConflict):
+		writeError(w, http.StatusConflict, "%v", err)
 	case errors.Is(err, errStreamQuota):
-		writeJSON(w, http.StatusTooManyRequests, ErrorBody{Error: err.Error()})
+		writeError(w, http.StatusTooManyRequests, "%v", err)
 	case errors.Is(err, cutline.ErrInvalid):
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: err.Error()})
-	case errors.Is(err, lease.ErrDeferred), errors.Is(err, errStarting), errors.Is(err, errShuttingDown), errors.Is(err, errUnknownOutcome),
-		errors.Is(err, cutline.ErrClosed), errors.Is(err, lease.ErrSessionLost), errors.Is(err, lease.ErrTenureLost),
-		errors.Is(err, lease.ErrDeparting), errors.Is(err, lease.ErrNotHeld), errors.Is(err, lease.ErrLimbo),
-		errors.Is(err, metastore.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusBadRequest, "%v", err)
+	case isAny(err, errsUnavailable):
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: err.Error(), Holder: s.n.holderName(r.Context())})
 	case r.Context().Err() != nil:
 		// The client went away: nobody reads the answer.
 	default:
-		id := requestID()
+		var b [8]byte // 64 random bits
+		_, _ = rand.Read(b[:])
+		id := hex.EncodeToString(b[:])
 		s.log.Error("request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set(headerRequestID, id)
 		writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "internal error: the broker logged its cause under request id " + id, RequestID: id})
 	}
-}
-
-// requestID names one failed request in the log: 64 random bits.
-func requestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
