@@ -631,8 +631,8 @@ func (r *run) maintain(ctx context.Context, c int, p *Parts) {
 // takeovers settle), the flights no retained ref needs trimmed.
 func (r *run) maintainer(p *Parts) (*settle.Maintainer, error) {
 	mo := r.o.Maintenance
-	comp, err := settle.NewCompactor(p.Minter, r.zones, p.Refs, settle.CompactorOptions{
-		Identity: p.Name, SegmentBytes: mo.SegmentBytes, PassSlots: mo.PassSlots, Logger: r.o.Logger})
+	comp, err := settle.NewCompactor(p.Minter, r.zones, p.Refs, p.Name, settle.CompactorOptions{
+		SegmentBytes: mo.SegmentBytes, PassSlots: mo.PassSlots, Logger: r.o.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -196,7 +196,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	// The compactor's identity, in its segments' keys, is the node's.
-	if n.compactor, err = settle.NewCompactor(n.minter, zones, n.refs, settle.CompactorOptions{Identity: cfg.Name, Logger: n.log}); err != nil {
+	if n.compactor, err = settle.NewCompactor(n.minter, zones, n.refs, cfg.Name, settle.CompactorOptions{Logger: n.log}); err != nil {
 		return nil, err
 	}
 	return n, nil
