@@ -57,7 +57,7 @@ type RecoverableHost interface {
 	Recoverable(ctx context.Context, star string) (chain.Position, error)
 }
 
-// AgentOptions configures an Agent.
+// AgentOptions tunes an Agent. The zero value works.
 type AgentOptions struct {
 	// HeartbeatEvery is how often the holder heartbeats. 0 means 1 s;
 	// between 1 ms and 1 min.

@@ -17,7 +17,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 )
 
-// ServerOptions configures a Server.
+// ServerOptions tunes a Server. The zero value works.
 type ServerOptions struct {
 	// Identity maps a verified client certificate to the identity it
 	// authenticates: a node's name, or one of Operators. An error refuses
