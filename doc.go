@@ -104,6 +104,19 @@
 // package imports nothing of the library, so that every package can
 // import it.
 //
+// # Configuration
+//
+// Every constructor follows one rule. What it cannot work without (a
+// store, the zones, a name, a callback) are its required inputs: one or
+// two are positional arguments (settle.NewCompactor's identity,
+// authority.NewDriver's send), more make a Config struct (lease.Config,
+// settle.MaintainerConfig). Required inputs are validated, and a missing
+// or invalid one is refused with a *ConfigError naming the argument or
+// field. An Options struct (XOptions) only tunes: every field is
+// optional, its zero value works and picks the documented defaults, and
+// a value out of its bounds is refused with a *ConfigError naming the
+// field.
+//
 // # Metastore keys
 //
 // Each package keeps its keys below a root prefix the host passes it

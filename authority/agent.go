@@ -57,7 +57,7 @@ type RecoverableHost interface {
 	Recoverable(ctx context.Context, star string) (chain.Position, error)
 }
 
-// AgentOptions configures an Agent.
+// AgentOptions tunes an Agent. The zero value works.
 type AgentOptions struct {
 	// HeartbeatEvery is how often the holder heartbeats. 0 means 1 s;
 	// between 1 ms and 1 min.
@@ -132,8 +132,8 @@ func (a *Agent) Grant() Grant {
 // HealthPeers returns the peers the node keeps a direct health link with
 // under the topology the controller last described, and the token those
 // links are bound to (Runtime.HealthPeers): the token a host's health
-// handler answers for (authhttp.HealthOptions.Token). It is (nil, 0)
-// before any topology, and while no node holds the grant.
+// handler answers for (authhttp.NewHealthHandler's token). It is
+// (nil, 0) before any topology, and while no node holds the grant.
 func (a *Agent) HealthPeers() ([]string, Token) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

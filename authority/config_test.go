@@ -18,7 +18,7 @@ func TestRequiredArguments(t *testing.T) {
 	require.NoError(t, err)
 	conn := &fakeConn{msgs: make(chan authority.Msg)}
 	store := memstore.New(memstore.Options{})
-	send := authority.DriverOptions{Send: func(authority.Msg) {}}
+	send := func(authority.Msg) {}
 	for _, tc := range []struct {
 		field string
 		call  func() error
@@ -26,10 +26,16 @@ func TestRequiredArguments(t *testing.T) {
 		{"rt", func() error { _, err := authority.NewAgent(nil, conn, nopHost{}, authority.AgentOptions{}); return err }},
 		{"conn", func() error { _, err := authority.NewAgent(rt, nil, nopHost{}, authority.AgentOptions{}); return err }},
 		{"host", func() error { _, err := authority.NewAgent(rt, conn, nil, authority.AgentOptions{}); return err }},
-		{"el", func() error { _, err := authority.NewDriver(nil, &authority.Controller{}, send); return err }},
-		{"ctl", func() error { _, err := authority.NewDriver(&authority.Election{}, nil, send); return err }},
-		{"Send", func() error {
-			_, err := authority.NewDriver(&authority.Election{}, &authority.Controller{}, authority.DriverOptions{})
+		{"el", func() error {
+			_, err := authority.NewDriver(nil, &authority.Controller{}, send, authority.DriverOptions{})
+			return err
+		}},
+		{"ctl", func() error {
+			_, err := authority.NewDriver(&authority.Election{}, nil, send, authority.DriverOptions{})
+			return err
+		}},
+		{"send", func() error {
+			_, err := authority.NewDriver(&authority.Election{}, &authority.Controller{}, nil, authority.DriverOptions{})
 			return err
 		}},
 		{"store", func() error {

@@ -12,13 +12,8 @@ import (
 	"github.com/cutline/cutline/clock"
 )
 
-// DriverOptions configures a Driver.
+// DriverOptions tunes a Driver. The zero value works.
 type DriverOptions struct {
-	// Send delivers a message to its node. Delivery is best effort: a
-	// node that misses one learns the state on its next event. It is
-	// called with the driver's lock held: it must not block and must not
-	// call the driver. Required.
-	Send func(Msg)
 	// TickEvery is how often the controller's clock ticks. 0 means
 	// 100 ms; between 1 ms and 1 s.
 	TickEvery time.Duration
@@ -35,6 +30,7 @@ type DriverOptions struct {
 // concurrent use.
 type Driver struct {
 	el    *Election
+	send  func(Msg)
 	opts  DriverOptions
 	mu    sync.Mutex // guards ctl, conns and stale
 	ctl   *Controller
@@ -44,9 +40,13 @@ type Driver struct {
 	stale bool
 }
 
-// NewDriver returns a driver of ctl under el.
-func NewDriver(el *Election, ctl *Controller, opts DriverOptions) (*Driver, error) {
-	if err := required(arg{"el", el == nil}, arg{"ctl", ctl == nil}, arg{"Send", opts.Send == nil}); err != nil {
+// NewDriver returns a driver of ctl under el that sends its messages
+// through send. send delivers a message to its node; delivery is best
+// effort: a node that misses one learns the state on its next event. It
+// is called with the driver's lock held: it must not block and must not
+// call the driver (Local.Send and authhttp's Server.Send do neither).
+func NewDriver(el *Election, ctl *Controller, send func(Msg), opts DriverOptions) (*Driver, error) {
+	if err := required(arg{"el", el == nil}, arg{"ctl", ctl == nil}, arg{"send", send == nil}); err != nil {
 		return nil, err
 	}
 	if opts.TickEvery == 0 {
@@ -59,7 +59,7 @@ func NewDriver(el *Election, ctl *Controller, opts DriverOptions) (*Driver, erro
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{el: el, ctl: ctl, opts: opts, conns: map[string]Connect{}}, nil
+	return &Driver{el: el, ctl: ctl, send: send, opts: opts, conns: map[string]Connect{}}, nil
 }
 
 // Step applies an event now and returns the controller's answer (a
@@ -126,7 +126,7 @@ func (d *Driver) flushLocked(ctx context.Context) error {
 	for range 16 {
 		rd := d.ctl.Ready()
 		for _, m := range rd.Msgs {
-			d.opts.Send(m)
+			d.send(m)
 		}
 		if rd.Persist == nil {
 			if len(rd.Msgs) == 0 {

@@ -42,7 +42,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	d, err := authority.NewDriver(el, ctl, authority.DriverOptions{Send: func(m authority.Msg) { _ = rt.Step(m) }})
+	d, err := authority.NewDriver(el, ctl, func(m authority.Msg) { _ = rt.Step(m) }, authority.DriverOptions{})
 	if err != nil {
 		panic(err)
 	}

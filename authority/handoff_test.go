@@ -91,11 +91,11 @@ func newWorldLatency(t testing.TB, objectLatency time.Duration) *world {
 	require.NoError(t, err)
 	ctl, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, st, w.clk.Now())
 	require.NoError(t, err)
-	w.d, err = authority.NewDriver(el, ctl, authority.DriverOptions{Clock: w.clk, Send: func(m authority.Msg) {
+	w.d, err = authority.NewDriver(el, ctl, func(m authority.Msg) {
 		if n := w.nodes[m.Recipient()]; n != nil {
 			n.queue = append(n.queue, m)
 		}
-	}})
+	}, authority.DriverOptions{Clock: w.clk})
 	require.NoError(t, err)
 	return w
 }

@@ -30,11 +30,11 @@ var (
 // controller and its brokers) or a test wires, where package authhttp
 // would carry the same events and messages between processes.
 //
-// The driver is built after the transport, because its DriverOptions.Send
-// is the transport's Send:
+// The driver is built after the transport, because the driver sends
+// through the transport's Send:
 //
 //	local := authority.NewLocal()
-//	d, err := authority.NewDriver(el, ctl, authority.DriverOptions{Send: local.Send})
+//	d, err := authority.NewDriver(el, ctl, local.Send, authority.DriverOptions{})
 //	local.SetDriver(d)
 //	go d.Run(ctx)
 //	conn, err := local.Dial("node-a", caps, 0)
@@ -80,7 +80,7 @@ func (l *Local) SetDriver(d *Driver) {
 }
 
 // Send delivers a controller message to its node's connection: pass it
-// as DriverOptions.Send. It never blocks and never calls the driver. A
+// as NewDriver's send. It never blocks and never calls the driver. A
 // message for a node without a connection is dropped (the node learns the
 // state when it connects). When a connection's queue (LocalBuffer
 // messages) is full, the connection is closed rather than a message

@@ -40,13 +40,13 @@ func newLocalRig(t *testing.T) *localRig {
 	require.NoError(t, err)
 	ctl, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, st, r.clk.Now())
 	require.NoError(t, err)
-	r.d, err = authority.NewDriver(el, ctl, authority.DriverOptions{Clock: r.clk, Send: func(m authority.Msg) {
+	r.d, err = authority.NewDriver(el, ctl, func(m authority.Msg) {
 		r.local.Send(m)
 		select {
 		case r.sent <- m:
 		default:
 		}
-	}})
+	}, authority.DriverOptions{Clock: r.clk})
 	require.NoError(t, err)
 	r.local.SetDriver(r.d)
 	return r

@@ -14,7 +14,7 @@ import (
 func (r *bundleRun) compact(t *testing.T) {
 	ctx := t.Context()
 	p := r.env.Party("compactor")
-	c, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, settle.CompactorOptions{Identity: "compactor-1"})
+	c, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, "compactor-1", settle.CompactorOptions{})
 	require.NoError(t, err)
 	rep, err := c.Compact(ctx, starA, r.rec.Epoch)
 	require.NoError(t, err)

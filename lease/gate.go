@@ -50,7 +50,8 @@ type Tenure struct {
 	Settled *settle.SettleReport
 }
 
-// OpenOptions are the producer-facing parts of an open.
+// OpenOptions are the producer-facing parts of an open. The zero value
+// works: it presents no token and breaks no lease.
 type OpenOptions struct {
 	// Token is the producer's fencing token, judged by exact equality
 	// with the stream's installed one ("" presents none).

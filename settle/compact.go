@@ -20,14 +20,8 @@ import (
 	"github.com/cutline/cutline/objstore"
 )
 
-// CompactorOptions configures a Compactor. Identity is required; every
-// other zero value works.
+// CompactorOptions tunes a Compactor. The zero value works.
 type CompactorOptions struct {
-	// Identity names the compactor in the keys of the segments it writes,
-	// so that two compactors never write one key. It must be a valid name
-	// (epoch.ValidateName) and unique among the processes that compact
-	// one star.
-	Identity string
 	// SegmentBytes bounds the body of one segment: pages of a stream go
 	// into one segment until the next would pass it (a page larger than
 	// the bound gets a segment of its own). Default 16 MiB, at most
@@ -69,6 +63,7 @@ type Compactor struct {
 	zones  chain.Zones
 	index  *RefIndex
 	reader *chain.Reader
+	ident  string // names the compactor in its segment keys
 	opts   CompactorOptions
 
 	mu  sync.Mutex
@@ -81,15 +76,18 @@ type Compactor struct {
 }
 
 // NewCompactor returns a Compactor over the epochs of m, their buckets in
-// zones, and the index x whose refs it moves.
-func NewCompactor(m *epoch.Minter, zones chain.Zones, x *RefIndex, opts CompactorOptions) (*Compactor, error) {
+// zones, and the index x whose refs it moves. identity names the
+// compactor in the keys of the segments it writes, so that two compactors
+// never write one key: it must be a valid name (epoch.ValidateName) and
+// unique among the processes that compact one star.
+func NewCompactor(m *epoch.Minter, zones chain.Zones, x *RefIndex, identity string, opts CompactorOptions) (*Compactor, error) {
 	if m == nil {
 		return nil, &cutline.ConfigError{Field: "minter", Value: nil, Reason: "required"}
 	}
 	if x == nil {
 		return nil, &cutline.ConfigError{Field: "index", Value: nil, Reason: "required"}
 	}
-	if err := epoch.ValidateName("Identity", opts.Identity); err != nil {
+	if err := epoch.ValidateName("identity", identity); err != nil {
 		return nil, err
 	}
 	for _, b := range []struct {
@@ -116,7 +114,7 @@ func NewCompactor(m *epoch.Minter, zones chain.Zones, x *RefIndex, opts Compacto
 	if err != nil {
 		return nil, err
 	}
-	return &Compactor{minter: m, zones: zones, index: x, reader: r, opts: opts,
+	return &Compactor{minter: m, zones: zones, index: x, reader: r, ident: identity, opts: opts,
 		rnd: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), scans: map[scanKey]*scanState{}}, nil
 }
 
@@ -540,10 +538,10 @@ func (c *Compactor) planSegments(rec *epoch.Record, stream string, cands []*cand
 			return nil
 		}
 		name := segmentName{Star: rec.Star, Epoch: rec.Epoch, Stream: stream, First: cur[0].page.First, Next: cur[len(cur)-1].page.Next,
-			Compactor: c.opts.Identity, Nonce: c.nonce()}
+			Compactor: c.ident, Nonce: c.nonce()}
 		key := name.key(wire.KeysOf(rec))
 		if err := objstore.ValidateKey(key); err != nil {
-			return &cutline.ConfigError{Field: "Identity", Value: c.opts.Identity, Reason: "segment keys of this epoch would not be valid object keys", Err: err}
+			return &cutline.ConfigError{Field: "identity", Value: c.ident, Reason: "segment keys of this epoch would not be valid object keys", Err: err}
 		}
 		body := make([]byte, 0, size)
 		at := segmentHeaderLen(key)

@@ -37,7 +37,7 @@ func Example_compaction() {
 		panic(err)
 	}
 
-	compactor, _ := settle.NewCompactor(minter, zones, refs, settle.CompactorOptions{Identity: "compactor-1"})
+	compactor, _ := settle.NewCompactor(minter, zones, refs, "compactor-1", settle.CompactorOptions{})
 	rep, err := compactor.Compact(ctx, "broker-1", rec.Epoch)
 	if err != nil {
 		panic(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/epoch"
@@ -91,8 +92,7 @@ func readAll(t testing.TB, r *settle.StreamReader, n uint64) (fromSegments int) 
 
 func newCompactor(t testing.TB, p *settletest.Party, id string, opts settle.CompactorOptions) *settle.Compactor {
 	t.Helper()
-	opts.Identity = id
-	c, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, opts)
+	c, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, id, opts)
 	require.NoError(t, err)
 	return c
 }
@@ -353,18 +353,25 @@ func (b *flakyBucket) Create(ctx context.Context, key string, data []byte) error
 	return b.Bucket.Create(ctx, key, bad)
 }
 
-// TestCompactorOptions: bad options are refused, naming the field.
+// TestCompactorOptions: a bad identity or bad options are refused, naming
+// the field.
 func TestCompactorOptions(t *testing.T) {
 	e := settletest.NewMem(t, 1)
 	p := e.NewParty("host", settletest.PartyOptions{})
-	for _, o := range []settle.CompactorOptions{
-		{},
-		{Identity: "a/b"},
-		{Identity: "c", SegmentBytes: -1},
-		{Identity: "c", PassSlots: settle.MaxPassSlots + 1},
+	for _, c := range []struct {
+		identity string
+		opts     settle.CompactorOptions
+		field    string
+	}{
+		{"", settle.CompactorOptions{}, "identity"},
+		{"a/b", settle.CompactorOptions{}, "identity"},
+		{"c", settle.CompactorOptions{SegmentBytes: -1}, "SegmentBytes"},
+		{"c", settle.CompactorOptions{PassSlots: settle.MaxPassSlots + 1}, "PassSlots"},
 	} {
-		_, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, o)
-		require.Error(t, err, "%+v", o)
+		_, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, c.identity, c.opts)
+		var ce *cutline.ConfigError
+		require.ErrorAs(t, err, &ce, "%q %+v", c.identity, c.opts)
+		require.Equal(t, c.field, ce.Field, "%q %+v", c.identity, c.opts)
 	}
 	_, err := settle.NewStreamReader(p.Minter, p.Zones, p.Refs, settle.StreamReaderOptions{ReadAhead: -1})
 	require.Error(t, err)

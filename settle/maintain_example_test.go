@@ -39,7 +39,7 @@ func ExampleMaintainer() {
 
 	fencer, _ := fence.New(minter, zones, fence.Options{Identity: "broker-2"})
 	settler, _ := settle.New(minter, zones, refs, settle.Options{Fencer: fencer})
-	compactor, _ := settle.NewCompactor(minter, zones, refs, settle.CompactorOptions{Identity: "broker-2"})
+	compactor, _ := settle.NewCompactor(minter, zones, refs, "broker-2", settle.CompactorOptions{})
 	m, err := settle.NewMaintainer(settle.MaintainerConfig{
 		Store: store, Minter: minter, Settler: settler, Compactor: compactor, Refs: refs,
 		Streams: func(context.Context) ([]string, error) { return []string{"orders"}, nil },

@@ -104,7 +104,7 @@ func (l *interleaved) readStream(tb testing.TB, r *settle.StreamReader, i int) f
 
 func (l *interleaved) compact(tb testing.TB) settle.CompactReport {
 	tb.Helper()
-	c, err := settle.NewCompactor(l.minter, l.zones, l.refs, settle.CompactorOptions{Identity: "bench"})
+	c, err := settle.NewCompactor(l.minter, l.zones, l.refs, "bench", settle.CompactorOptions{})
 	require.NoError(tb, err)
 	rep, err := c.Compact(context.Background(), starA, l.rec.Epoch)
 	require.NoError(tb, err)

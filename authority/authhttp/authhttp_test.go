@@ -538,7 +538,7 @@ func TestNewController(t *testing.T) {
 	require.NoError(t, err)
 	ctl, err := authority.NewController(authority.ControllerConfig{Domain: domain, Lease: lease}, st, e.clock.Now())
 	require.NoError(t, err)
-	d2, err := authority.NewDriver(el, ctl, authority.DriverOptions{Send: e.srv.Send, Clock: e.clock})
+	d2, err := authority.NewDriver(el, ctl, e.srv.Send, authority.DriverOptions{Clock: e.clock})
 	require.NoError(t, err)
 	e.srv.SetDriver(d2)
 	recvClosed(t, a.Msgs())

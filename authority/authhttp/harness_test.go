@@ -124,7 +124,7 @@ func newEnvWith(t *testing.T, opts authhttp.ServerOptions, h2 bool, at *authorit
 	}
 	e.srv, err = authhttp.NewServer(opts)
 	require.NoError(t, err)
-	e.d, err = authority.NewDriver(el, ctl, authority.DriverOptions{Send: e.srv.Send, Clock: e.clock})
+	e.d, err = authority.NewDriver(el, ctl, e.srv.Send, authority.DriverOptions{Clock: e.clock})
 	require.NoError(t, err)
 	e.srv.SetDriver(e.d)
 	e.start()

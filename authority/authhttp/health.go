@@ -17,13 +17,8 @@ import (
 // round trip per ping.
 const RouteHealth = "/v1/health"
 
-// HealthOptions configures a node's health handler.
+// HealthOptions tunes a node's health handler. The zero value works.
 type HealthOptions struct {
-	// Node is this node's identity.
-	Node string
-	// Token returns the token this node's links are bound to now (the
-	// grant of the current holder, as its topology says).
-	Token func() authority.Token
 	// Identity maps a peer's verified certificate to its node name. Nil
 	// means NodeIdentity.
 	Identity func(*x509.Certificate) (string, error)
@@ -31,18 +26,21 @@ type HealthOptions struct {
 	Logger *slog.Logger
 }
 
-// NewHealthHandler returns the handler of RouteHealth. A ping is one round
-// trip on the link between the authenticated peer and this node, bound to
-// both identities and to a token: it is answered 200 only when the peer's
-// token is this node's, 409 otherwise (a link of another grant), 403 for
-// a request without a verified node certificate. Serve it under
-// ServerTLS, whose certificate names this node.
-func NewHealthHandler(opts HealthOptions) (http.Handler, error) {
-	if opts.Node == "" {
-		return nil, &cutline.ConfigError{Field: "Node", Value: "", Reason: "required"}
+// NewHealthHandler returns the handler of RouteHealth for node, this
+// node's identity. token returns the token this node's links are bound
+// to now (the grant of the current holder, as its topology says:
+// authority.Agent.HealthPeers). A ping is one round trip on the link
+// between the authenticated peer and this node, bound to both identities
+// and to a token: it is answered 200 only when the peer's token is this
+// node's, 409 otherwise (a link of another grant), 403 for a request
+// without a verified node certificate. Serve it under ServerTLS, whose
+// certificate names this node.
+func NewHealthHandler(node string, token func() authority.Token, opts HealthOptions) (http.Handler, error) {
+	if node == "" {
+		return nil, &cutline.ConfigError{Field: "node", Value: "", Reason: "required"}
 	}
-	if opts.Token == nil {
-		return nil, &cutline.ConfigError{Field: "Token", Value: nil, Reason: "required"}
+	if token == nil {
+		return nil, &cutline.ConfigError{Field: "token", Value: nil, Reason: "required"}
 	}
 	if opts.Identity == nil {
 		opts.Identity = NodeIdentity
@@ -69,8 +67,8 @@ func NewHealthHandler(opts HealthOptions) (http.Handler, error) {
 			writeError(w, http.StatusBadRequest, "token is not a decimal integer", nil)
 			return
 		}
-		if mine := opts.Token(); authority.Token(tok) != mine {
-			writeError(w, http.StatusConflict, fmt.Sprintf("%s's links are bound to token %d, not %d", opts.Node, mine, tok), nil)
+		if mine := token(); authority.Token(tok) != mine {
+			writeError(w, http.StatusConflict, fmt.Sprintf("%s's links are bound to token %d, not %d", node, mine, tok), nil)
 			return
 		}
 		w.WriteHeader(http.StatusOK)

@@ -21,7 +21,7 @@ func TestHealthLinks(t *testing.T) {
 	ca := testpki.New(t, "cutline test CA")
 	var tokenB atomic.Uint64
 	tokenB.Store(3)
-	hb, err := authhttp.NewHealthHandler(authhttp.HealthOptions{Node: "node-b", Token: func() authority.Token { return authority.Token(tokenB.Load()) }})
+	hb, err := authhttp.NewHealthHandler("node-b", func() authority.Token { return authority.Token(tokenB.Load()) }, authhttp.HealthOptions{})
 	require.NoError(t, err)
 	serve := func(name string) *httptest.Server {
 		srv := httptest.NewUnstartedServer(hb)
@@ -58,14 +58,17 @@ func TestHealthLinks(t *testing.T) {
 // missing.
 func TestHealthHandlerOptions(t *testing.T) {
 	token := func() authority.Token { return 1 }
-	for field, opts := range map[string]authhttp.HealthOptions{
-		"Node":  {Token: token},
-		"Token": {Node: "node-a"},
+	for _, tc := range []struct {
+		field, node string
+		token       func() authority.Token
+	}{
+		{"node", "", token},
+		{"token", "node-a", nil},
 	} {
-		_, err := authhttp.NewHealthHandler(opts)
-		require.ErrorIs(t, err, cutline.ErrInvalid, field)
+		_, err := authhttp.NewHealthHandler(tc.node, tc.token, authhttp.HealthOptions{})
+		require.ErrorIs(t, err, cutline.ErrInvalid, tc.field)
 		var ce *cutline.ConfigError
-		require.ErrorAs(t, err, &ce, field)
-		require.Equal(t, field, ce.Field)
+		require.ErrorAs(t, err, &ce, tc.field)
+		require.Equal(t, tc.field, ce.Field)
 	}
 }

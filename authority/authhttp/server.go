@@ -17,7 +17,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 )
 
-// ServerOptions configures a Server.
+// ServerOptions tunes a Server. The zero value works.
 type ServerOptions struct {
 	// Identity maps a verified client certificate to the identity it
 	// authenticates: a node's name, or one of Operators. An error refuses
@@ -43,11 +43,11 @@ const DefaultBuffer = 64
 // serving the routes of the protocol (see the package documentation) for
 // one authority.Driver. Serve it over TLS with ServerTLS's configuration.
 //
-// The driver is built after the server, because its DriverOptions.Send
-// is the server's Send:
+// The driver is built after the server, because the driver sends
+// through the server's Send:
 //
 //	srv, err := authhttp.NewServer(authhttp.ServerOptions{Operators: ops})
-//	d, err := authority.NewDriver(el, ctl, authority.DriverOptions{Send: srv.Send})
+//	d, err := authority.NewDriver(el, ctl, srv.Send, authority.DriverOptions{})
 //	srv.SetDriver(d)
 //	go d.Run(ctx)
 //	httpServer.RegisterOnShutdown(srv.Close)
@@ -202,7 +202,7 @@ func (s *Server) clearLocked() []*stream {
 }
 
 // Send delivers a controller message to its node's stream: pass it as
-// DriverOptions.Send. It never blocks: a message for a node without a
+// NewDriver's send. It never blocks: a message for a node without a
 // stream is dropped (the node learns the state when it connects), and a
 // stream whose queue is full is closed.
 func (s *Server) Send(m authority.Msg) {

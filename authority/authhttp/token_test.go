@@ -63,7 +63,7 @@ func TestStreamTokenTruncatedOrExtended(t *testing.T) {
 // A health link answers only under its exact token.
 func TestHealthTokenTruncatedOrExtended(t *testing.T) {
 	e := newEnv(t, authhttp.ServerOptions{})
-	h, err := authhttp.NewHealthHandler(authhttp.HealthOptions{Node: "node-b", Token: func() authority.Token { return bigToken }})
+	h, err := authhttp.NewHealthHandler("node-b", func() authority.Token { return bigToken }, authhttp.HealthOptions{})
 	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(h)
 	srv.TLS = authhttp.ServerTLS(e.ca.Pool, e.ca.Node("node-b"))

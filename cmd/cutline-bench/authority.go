@@ -55,7 +55,7 @@ func measureAuthorityIdle(ctx context.Context, period time.Duration) (authorityI
 	if err != nil {
 		return authorityIdle{}, err
 	}
-	d, err := authority.NewDriver(el, ctl, authority.DriverOptions{Send: func(m authority.Msg) { _ = rt.Step(m) }, TickEvery: tickEvery})
+	d, err := authority.NewDriver(el, ctl, func(m authority.Msg) { _ = rt.Step(m) }, authority.DriverOptions{TickEvery: tickEvery})
 	if err != nil {
 		return authorityIdle{}, err
 	}

@@ -281,7 +281,7 @@ func figCatchup(s *scope, cfg config) ([]Row, error) {
 		before.add(c)
 	}
 
-	compactor, err := settle.NewCompactor(r.minter, cz, r.refs, settle.CompactorOptions{Identity: "bench-compactor"})
+	compactor, err := settle.NewCompactor(r.minter, cz, r.refs, "bench-compactor", settle.CompactorOptions{})
 	if err != nil {
 		return nil, err
 	}

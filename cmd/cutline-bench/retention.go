@@ -151,7 +151,7 @@ func runRetentionDay(ctx context.Context, d retentionDay) (*retentionRun, error)
 	if err != nil {
 		return nil, err
 	}
-	compactor, err := settle.NewCompactor(m, zones, x, settle.CompactorOptions{Identity: "bench-compactor"})
+	compactor, err := settle.NewCompactor(m, zones, x, "bench-compactor", settle.CompactorOptions{})
 	if err != nil {
 		return nil, err
 	}

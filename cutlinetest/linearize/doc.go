@@ -73,9 +73,8 @@
 //
 // # A test
 //
-//	hist, rep, err := linearize.Run(ctx, linearize.Options{
-//		Store: store, Zones: zones, Constants: c, Rolls: []epoch.Constants{c2, c},
-//		Appends: 150, Steps: []linearize.Step{
+//	hist, rep, err := linearize.Run(ctx, linearize.Config{Store: store, Zones: zones, Constants: c}, linearize.Options{
+//		Rolls: []epoch.Constants{c2, c}, Appends: 150, Steps: []linearize.Step{
 //			{After: 30, Kind: linearize.Roll},
 //			{After: 60, Kind: linearize.Crash},
 //			{After: 90, Kind: linearize.Handoff},

@@ -168,9 +168,8 @@ func memHistory(t *testing.T, seed uint64, appends int) memResult {
 	c3.W, c3.Window = 3, 16 // a zone down holds this epoch's appends until it is back
 	steps, stop := plan(rng, appends, zones)
 	defer stop()
-	hist, rep, err := linearize.Run(ctx, linearize.Options{
-		Store: store, Zones: buckets, Constants: c, Rolls: []epoch.Constants{c2, c3, c},
-		Appends: appends, Steps: steps,
+	hist, rep, err := linearize.Run(ctx, linearize.Config{Store: store, Zones: buckets, Constants: c}, linearize.Options{
+		Rolls: []epoch.Constants{c2, c3, c}, Appends: appends, Steps: steps,
 		EndSession:  func(_ context.Context, s metastore.Session) error { store.Expire(s); return nil },
 		Maintenance: linearize.Maintenance{Every: 5 * time.Millisecond, Keep: uint64(appends / 2), PassSlots: 16},
 		Logf:        t.Logf,

@@ -121,8 +121,9 @@ type Step struct {
 	Do   func(ctx context.Context) error
 }
 
-// Options configures Run.
-type Options struct {
+// Config is what Run requires: where the history runs, and how its first
+// epoch is made.
+type Config struct {
 	// Store is the metastore; Root the stars' root in it ("" or ending in
 	// '/').
 	Store metastore.Store
@@ -130,11 +131,30 @@ type Options struct {
 	// Zones are the buckets every party writes and reads through (fault
 	// injection, or real servers).
 	Zones []objstore.Bucket
-	// Constants are the epoch constants the first star starts with.
-	// Rolls, when set, are those each Roll moves to, in turn (cycling);
-	// every successor starts with the constants in effect.
+	// Constants are the epoch constants the first star starts with; every
+	// successor starts with the constants in effect (Options.Rolls).
 	Constants epoch.Constants
-	Rolls     []epoch.Constants
+}
+
+// validate refuses a Config that cannot run a history, naming the field.
+func (c Config) validate() error {
+	if c.Store == nil {
+		return &cutline.ConfigError{Field: "Store", Value: nil, Reason: "required"}
+	}
+	if len(c.Zones) == 0 {
+		return &cutline.ConfigError{Field: "Zones", Value: "[]", Reason: "required"}
+	}
+	if err := c.Constants.Validate(); err != nil {
+		return fmt.Errorf("linearize: Constants: %w", err)
+	}
+	return nil
+}
+
+// Options tunes Run. The zero value works.
+type Options struct {
+	// Rolls are the constants each Roll step moves to, in turn (cycling).
+	// Only Roll steps need them: one without Rolls fails.
+	Rolls []epoch.Constants
 	// Stream is the stream appended to. Default "s".
 	Stream string
 	// Appenders and Readers are the concurrent clients. Defaults 3 and 2.
@@ -172,7 +192,7 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// Maintenance configures the maintenance process of Options. Each round,
+// Maintenance tunes the maintenance process of Options. Each round,
 // every Every, when Keep is set it moves the stream's retention point to
 // Keep records before the end of its coverage (RefIndex.Retain, recorded
 // in the history as a Retain); then a pass of a settle.Maintainer
@@ -224,10 +244,15 @@ type Report struct {
 // It ends once Options.Appends appends were acknowledged: the serving star
 // closes cleanly and one last read is recorded.
 //
-// The history is returned also when Run fails; the error joins what went
-// wrong beyond a history's verdict: a step that failed, a read that found
-// the stream inconsistent (ErrInconsistent), a setup that failed.
-func Run(ctx context.Context, o Options) (*History, Report, error) {
+// A Config without a Store, without Zones or with invalid Constants is
+// refused with a *cutline.ConfigError naming the field, before anything
+// runs. The history is returned also when Run fails; the error joins what
+// went wrong beyond a history's verdict: a step that failed, a read that
+// found the stream inconsistent (ErrInconsistent), a setup that failed.
+func Run(ctx context.Context, cfg Config, o Options) (*History, Report, error) {
+	if err := cfg.validate(); err != nil {
+		return &History{}, Report{}, err
+	}
 	if o.Stream == "" {
 		o.Stream = "s"
 	}
@@ -263,7 +288,7 @@ func Run(ctx context.Context, o Options) (*History, Report, error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	r := &run{o: o, hist: &History{}, changed: make(chan struct{}), stop: make(chan struct{}), constants: o.Constants}
+	r := &run{cfg: cfg, o: o, hist: &History{}, changed: make(chan struct{}), stop: make(chan struct{}), constants: cfg.Constants}
 	start := time.Now()
 	err := r.run(ctx)
 	r.report.Elapsed = time.Since(start)
@@ -273,6 +298,7 @@ func Run(ctx context.Context, o Options) (*History, Report, error) {
 }
 
 type run struct {
+	cfg       Config
 	o         Options
 	hist      *History
 	zones     chain.Zones
@@ -326,7 +352,7 @@ func (r *run) done() bool {
 
 func (r *run) run(ctx context.Context) error {
 	var err error
-	if r.zones, err = chain.NewZones(r.o.Zones...); err != nil {
+	if r.zones, err = chain.NewZones(r.cfg.Zones...); err != nil {
 		return err
 	}
 	first, err := r.startHost(ctx, r.starName())
@@ -336,7 +362,7 @@ func (r *run) run(ctx context.Context) error {
 	r.serve(first)
 	var readers []*Parts
 	for i := range r.o.Readers + 1 { // the last one reads once, at the end
-		p, err := NewParts(fmt.Sprintf("reader-%d", i), r.o.Store, r.o.Root, r.zones, r.o.Backoff, r.o.Logger)
+		p, err := NewParts(fmt.Sprintf("reader-%d", i), r.cfg.Store, r.cfg.Root, r.zones, r.o.Backoff, r.o.Logger)
 		if err != nil {
 			return err
 		}
@@ -351,7 +377,7 @@ func (r *run) run(ctx context.Context) error {
 		wg.Go(func() { r.reader(ctx, r.o.Appenders+i, readers[i]) })
 	}
 	if r.o.Maintenance.Every > 0 {
-		p, err := NewParts("maintenance", r.o.Store, r.o.Root, r.zones, r.o.Backoff, r.o.Logger)
+		p, err := NewParts("maintenance", r.cfg.Store, r.cfg.Root, r.zones, r.o.Backoff, r.o.Logger)
 		if err != nil {
 			r.end()
 			wg.Wait()
@@ -416,16 +442,16 @@ func (r *run) starName() string {
 func (r *run) startHost(ctx context.Context, name string) (*host, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.o.StepTimeout)
 	defer cancel()
-	parts, err := NewParts(name, r.o.Store, r.o.Root, r.zones, r.o.Backoff, r.o.Logger)
+	parts, err := NewParts(name, r.cfg.Store, r.cfg.Root, r.zones, r.o.Backoff, r.o.Logger)
 	if err != nil {
 		return nil, err
 	}
-	sess, err := r.o.Store.NewSession(ctx, r.o.SessionTTL)
+	sess, err := r.cfg.Store.NewSession(ctx, r.o.SessionTTL)
 	if err != nil {
 		return nil, fmt.Errorf("%s: session: %w", name, err)
 	}
 	star, err := lease.Start(ctx, lease.Config{
-		Star: name, Store: r.o.Store, Root: r.o.Root, Session: sess,
+		Star: name, Store: r.cfg.Store, Root: r.cfg.Root, Session: sess,
 		Minter: parts.Minter, Settler: parts.Settler, Index: parts.Refs, Constants: r.constants,
 	}, lease.Options{
 		Roller:  roll.Options{Backoff: r.o.Backoff, Writer: chain.WriterOptions{Backoff: r.o.Backoff, Logger: r.o.Logger}, Logger: r.o.Logger},
@@ -631,12 +657,12 @@ func (r *run) maintain(ctx context.Context, c int, p *Parts) {
 // takeovers settle), the flights no retained ref needs trimmed.
 func (r *run) maintainer(p *Parts) (*settle.Maintainer, error) {
 	mo := r.o.Maintenance
-	comp, err := settle.NewCompactor(p.Minter, r.zones, p.Refs, settle.CompactorOptions{
-		Identity: p.Name, SegmentBytes: mo.SegmentBytes, PassSlots: mo.PassSlots, Logger: r.o.Logger})
+	comp, err := settle.NewCompactor(p.Minter, r.zones, p.Refs, p.Name, settle.CompactorOptions{
+		SegmentBytes: mo.SegmentBytes, PassSlots: mo.PassSlots, Logger: r.o.Logger})
 	if err != nil {
 		return nil, err
 	}
-	return settle.NewMaintainer(settle.MaintainerConfig{Store: r.o.Store, Minter: p.Minter, Settler: p.Settler, Compactor: comp, Refs: p.Refs},
+	return settle.NewMaintainer(settle.MaintainerConfig{Store: r.cfg.Store, Minter: p.Minter, Settler: p.Settler, Compactor: comp, Refs: p.Refs},
 		settle.MaintainerOptions{TrimUnneeded: mo.Keep > 0, MaxEpochs: settle.MaxMaintainBound, MaxCollects: settle.MaxMaintainBound})
 }
 

@@ -83,7 +83,7 @@ func scenarioCompact(t *testing.T, sw *crashpoint.Switch) {
 	env := cutlinetest.NewMem(t, 3)
 	rec := compactEpoch(t, ctx, env)
 	rivalParty := env.Party("rival")
-	rival, err := settle.NewCompactor(rivalParty.Minter, rivalParty.Zones, rivalParty.Refs, settle.CompactorOptions{Identity: "rival"})
+	rival, err := settle.NewCompactor(rivalParty.Minter, rivalParty.Zones, rivalParty.Refs, "rival", settle.CompactorOptions{})
 	require.NoError(t, err)
 
 	p := newProcess(t, env, "compactor-1", sw)
@@ -93,7 +93,7 @@ func scenarioCompact(t *testing.T, sw *crashpoint.Switch) {
 	}}
 	refs, err := settle.NewRefIndex(st, "", cutlinetest.Locate)
 	require.NoError(t, err)
-	c, err := settle.NewCompactor(p.Minter, p.Zones, refs, settle.CompactorOptions{Identity: "compactor-1", PassSlots: 64})
+	c, err := settle.NewCompactor(p.Minter, p.Zones, refs, "compactor-1", settle.CompactorOptions{PassSlots: 64})
 	require.NoError(t, err)
 	pctx := sw.Bind(ctx)
 	if _, err := c.Compact(pctx, starA, rec.Epoch); err != nil {
@@ -103,7 +103,7 @@ func scenarioCompact(t *testing.T, sw *crashpoint.Switch) {
 	}
 
 	q := env.Party("compactor-2")
-	c2, err := settle.NewCompactor(q.Minter, q.Zones, q.Refs, settle.CompactorOptions{Identity: "compactor-2"})
+	c2, err := settle.NewCompactor(q.Minter, q.Zones, q.Refs, "compactor-2", settle.CompactorOptions{})
 	require.NoError(t, err)
 	rep, err := c2.Compact(ctx, starA, rec.Epoch)
 	require.NoError(t, err)

@@ -49,7 +49,7 @@ func (w *world) compact() {
 		return
 	}
 	p := w.party("compactor")
-	c, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, settle.CompactorOptions{Identity: p.Name, PassSlots: 1 + w.r.IntN(8)})
+	c, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, p.Name, settle.CompactorOptions{PassSlots: 1 + w.r.IntN(8)})
 	if err != nil {
 		w.t.Fatalf("compactor: %v", err)
 	}
@@ -148,7 +148,7 @@ func (w *world) retain() {
 // twice, the second finding nothing left to delete.
 func (w *world) compactAll() {
 	p := w.party("final-compactor")
-	c, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, settle.CompactorOptions{Identity: p.Name})
+	c, err := settle.NewCompactor(p.Minter, p.Zones, p.Refs, p.Name, settle.CompactorOptions{})
 	if err != nil {
 		w.t.Fatalf("compactor: %v", err)
 	}

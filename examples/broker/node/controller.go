@@ -113,7 +113,7 @@ func (c *Controller) term(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := authority.NewDriver(el, ctl, authority.DriverOptions{Send: c.send, Clock: c.clk, Logger: c.log})
+	d, err := authority.NewDriver(el, ctl, c.send, authority.DriverOptions{Clock: c.clk, Logger: c.log})
 	if err != nil {
 		return err
 	}

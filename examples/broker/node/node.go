@@ -163,7 +163,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	}
 	n.Metrics = newMetrics(n.inflight, n.undecidedAge, n.linksUp, n.absorbBacklog)
 	var err error
-	if n.health, err = authhttp.NewHealthHandler(authhttp.HealthOptions{Node: cfg.Name, Token: n.HealthToken, Logger: n.log}); err != nil {
+	if n.health, err = authhttp.NewHealthHandler(cfg.Name, n.HealthToken, authhttp.HealthOptions{Logger: n.log}); err != nil {
 		return nil, err
 	}
 	if n.guard, err = authority.NewGuarded(cfg.Store, cfg.Root, cfg.Domain); err != nil {
@@ -196,7 +196,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	// The compactor's identity, in its segments' keys, is the node's.
-	if n.compactor, err = settle.NewCompactor(n.minter, zones, n.refs, settle.CompactorOptions{Identity: cfg.Name, Logger: n.log}); err != nil {
+	if n.compactor, err = settle.NewCompactor(n.minter, zones, n.refs, cfg.Name, settle.CompactorOptions{Logger: n.log}); err != nil {
 		return nil, err
 	}
 	return n, nil

@@ -62,7 +62,7 @@ func TestEtcdLeaderRestartDuringHandoff(t *testing.T) {
 	ctl, err := authority.NewController(authority.ControllerConfig{Domain: "orders"}, loaded, clk.Now())
 	require.NoError(t, err)
 	var sent []authority.Msg
-	d, err := authority.NewDriver(el, ctl, authority.DriverOptions{Send: func(m authority.Msg) { sent = append(sent, m) }, Clock: clk})
+	d, err := authority.NewDriver(el, ctl, func(m authority.Msg) { sent = append(sent, m) }, authority.DriverOptions{Clock: clk})
 	require.NoError(t, err)
 
 	caps := authority.Capabilities{Vote: true, Promotable: true}

@@ -141,8 +141,7 @@ func (w *world) party(t *testing.T, name string, wrap func(metastore.Store) meta
 
 func (p *party) compactor(t *testing.T, id string, opts settle.CompactorOptions) *settle.Compactor {
 	t.Helper()
-	opts.Identity = id
-	c, err := settle.NewCompactor(p.minter, p.zones, p.refs, opts)
+	c, err := settle.NewCompactor(p.minter, p.zones, p.refs, id, opts)
 	require.NoError(t, err)
 	return c
 }

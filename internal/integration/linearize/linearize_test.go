@@ -89,9 +89,8 @@ func TestLinearizableEtcdS3(t *testing.T) {
 			defer cancel()
 			defer killed.Restart() // a no-op unless a step failed before the restart
 			const appends = 120
-			hist, rep, err := linearize.Run(ctx, linearize.Options{
-				Store: store, Zones: buckets, Constants: c, Rolls: []epoch.Constants{c2, c},
-				Appends: appends, Appenders: 3, Readers: 2, ReadEvery: 10 * time.Millisecond,
+			hist, rep, err := linearize.Run(ctx, linearize.Config{Store: store, Zones: buckets, Constants: c}, linearize.Options{
+				Rolls: []epoch.Constants{c2, c}, Appends: appends, Appenders: 3, Readers: 2, ReadEvery: 10 * time.Millisecond,
 				Backoff: clock.Backoff{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond},
 				Steps: []linearize.Step{
 					{After: 15, Kind: linearize.Hook, Name: "kill " + killed.Bucket, Do: func(context.Context) error { killed.Stop(); return nil }},
