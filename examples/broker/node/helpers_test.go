@@ -39,7 +39,7 @@ func testSettings(t testing.TB, args ...string) *Settings {
 // waitHolding waits until n holds the grant and its star runs.
 func waitHolding(t testing.TB, n *Node) {
 	t.Helper()
-	require.Eventually(t, func() bool { _, err := n.holder(); return err == nil }, 20*time.Second, 10*time.Millisecond, "%s never held the grant", n.Config.Name)
+	require.Eventually(t, func() bool { _, err := n.holder(); return err == nil }, time.Minute, 10*time.Millisecond, "%s never held the grant", n.Config.Name)
 }
 
 // apiClient speaks the broker's API.
