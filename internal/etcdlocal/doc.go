@@ -21,6 +21,8 @@
 // etcd's authentication takes the common name of a client's certificate
 // as the user of a request that gives no password. A Config that cannot
 // be served is refused with a *cutline.ConfigError naming the field.
+// For tests, etcdtlstest starts one over TLS with client certificates and
+// a user with a password.
 //
 // etcd logs with zap: Config.Log receives its warnings and errors as
 // slog records (at debug level while the server stops, when its

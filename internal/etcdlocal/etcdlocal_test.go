@@ -161,8 +161,9 @@ func TestClientTLS(t *testing.T) {
 		t.Cleanup(func() { _ = cli.Close() })
 		return cli
 	}
-	put := func(cli *clientv3.Client) error {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	// wait is long for a request to be served, short for one refused.
+	put := func(wait time.Duration, cli *clientv3.Client) error {
+		ctx, cancel := context.WithTimeout(t.Context(), wait)
 		defer cancel()
 		_, err := cli.Put(ctx, "k", "v")
 		return err
@@ -170,16 +171,16 @@ func TestClientTLS(t *testing.T) {
 
 	t.Run("server certificate only", func(t *testing.T) {
 		s := start(etcdlocal.TLSFiles{CertFile: srvCert, KeyFile: srvKey})
-		require.NoError(t, put(dial(s.Endpoint(), &transport.TLSInfo{TrustedCAFile: ca.CAFile()})), "no client certificate asked for")
-		require.Error(t, put(dial("http://"+s.Endpoint()[len("https://"):], nil)), "plain text")
+		require.NoError(t, put(30*time.Second, dial(s.Endpoint(), &transport.TLSInfo{TrustedCAFile: ca.CAFile()})), "no client certificate asked for")
+		require.Error(t, put(2*time.Second, dial("http://"+s.Endpoint()[len("https://"):], nil)), "plain text")
 	})
 	t.Run("client certificates", func(t *testing.T) {
 		s := start(etcdlocal.TLSFiles{CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: ca.CAFile(), ClientCertAuth: true})
 		cli := dial(s.Endpoint(), &transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: ca.CAFile()})
-		require.NoError(t, put(cli))
-		require.Error(t, put(dial(s.Endpoint(), &transport.TLSInfo{TrustedCAFile: ca.CAFile()})), "no client certificate")
-		require.Error(t, put(dial(s.Endpoint(), &transport.TLSInfo{CertFile: otherCert, KeyFile: otherKey, TrustedCAFile: ca.CAFile()})), "a client certificate of another CA")
-		require.Error(t, put(dial("http://"+s.Endpoint()[len("https://"):], nil)), "plain text")
+		require.NoError(t, put(30*time.Second, cli))
+		require.Error(t, put(2*time.Second, dial(s.Endpoint(), &transport.TLSInfo{TrustedCAFile: ca.CAFile()})), "no client certificate")
+		require.Error(t, put(2*time.Second, dial(s.Endpoint(), &transport.TLSInfo{CertFile: otherCert, KeyFile: otherKey, TrustedCAFile: ca.CAFile()})), "a client certificate of another CA")
+		require.Error(t, put(2*time.Second, dial("http://"+s.Endpoint()[len("https://"):], nil)), "plain text")
 
 		// Authentication on, with the user root alone: the certificate
 		// named root is that user, the one named client is nobody.
@@ -189,8 +190,8 @@ func TestClientTLS(t *testing.T) {
 		require.NoError(t, err)
 		_, err = cli.AuthEnable(t.Context())
 		require.NoError(t, err)
-		require.NoError(t, put(dial(s.Endpoint(), &transport.TLSInfo{CertFile: rootCert, KeyFile: rootKey, TrustedCAFile: ca.CAFile()})), "the certificate's name is the user")
-		require.Error(t, put(dial(s.Endpoint(), &transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: ca.CAFile()})), "a certificate naming no user")
+		require.NoError(t, put(30*time.Second, dial(s.Endpoint(), &transport.TLSInfo{CertFile: rootCert, KeyFile: rootKey, TrustedCAFile: ca.CAFile()})), "the certificate's name is the user")
+		require.Error(t, put(2*time.Second, dial(s.Endpoint(), &transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: ca.CAFile()})), "a certificate naming no user")
 	})
 }
 
