@@ -5,29 +5,23 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
+	"github.com/cutline/cutline/internal/etcdlocal/etcdtlstest"
 	"github.com/cutline/cutline/internal/testpki"
 	"github.com/cutline/cutline/metastore"
 	etcdstore "github.com/cutline/cutline/metastore/etcd"
 )
 
-// tlsEtcd is an embedded etcd that serves its clients over TLS only, asks
-// them for a certificate of its CA, and has authentication on: a user
-// "broker" with a role that may read and write every key.
+// tlsEtcd is an etcd (etcdtlstest) that serves its clients over TLS
+// only, asks them for a certificate of its CA, and has authentication
+// on: a user "broker" with a role that may read and write every key.
 type tlsEtcd struct {
 	endpoint string
-	ca       *testpki.CA
 	// caFile, certFile and keyFile are a client's: the CA and a client
 	// certificate of it.
 	caFile, certFile, keyFile string
@@ -37,72 +31,8 @@ const etcdTestPassword = "pa55-w0rd-of-the-broker"
 
 func startTLSEtcd(t *testing.T) *tlsEtcd {
 	t.Helper()
-	ca := testpki.New(t, "etcd CA")
-	srvCert, srvKey := ca.Files("etcd-server", ca.Node("etcd-server"))
-	certFile, keyFile := ca.Files("broker-client", ca.Client("broker-client"))
-	cfg := embed.NewConfig()
-	cfg.Name = "tls"
-	cfg.Dir = t.TempDir()
-	// Its warnings go to the test's log if it fails.
-	var logs lockedBuffer
-	cfg.Logger = "zap"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
-		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(&logs), zapcore.WarnLevel)))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("etcd's warnings:\n%s", logs.String())
-		}
-	})
-	client, peer := freeURL(t, "https"), freeURL(t, "http")
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = srvCert, srvKey
-	cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = ca.CAFile(), true
-	cfg.UnsafeNoFsync = true
-	e, err := embed.StartEtcd(cfg)
-	require.NoError(t, err)
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		t.Fatalf("etcd: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready after 30s")
-	}
-	te := &tlsEtcd{endpoint: client.String(), ca: ca, caFile: ca.CAFile(), certFile: certFile, keyFile: keyFile}
-
-	// Authentication on: the root user, and the broker's.
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cli, err := etcdstore.Dial(ctx, etcdAuth{CA: te.caFile, Cert: certFile, Key: keyFile}.dialConfig(te.endpoint))
-	require.NoError(t, err)
-	defer cli.Close()
-	for _, step := range []func() error{
-		func() error { _, err := cli.UserAdd(ctx, "root", "root-password"); return err },
-		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := cli.RoleAdd(ctx, "cutline"); return err },
-		func() error {
-			_, err := cli.RoleGrantPermission(ctx, "cutline", "\x00", "\x00", clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := cli.UserAdd(ctx, "broker", etcdTestPassword); return err },
-		func() error { _, err := cli.UserGrantRole(ctx, "broker", "cutline"); return err },
-		func() error { _, err := cli.AuthEnable(ctx); return err },
-	} {
-		require.NoError(t, step())
-	}
-	return te
-}
-
-// freeURL is a URL of scheme on a loopback port that was free a moment
-// ago.
-func freeURL(t *testing.T, scheme string) url.URL {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return url.URL{Scheme: scheme, Host: l.Addr().String()}
+	s := etcdtlstest.Start(t, "broker", etcdTestPassword)
+	return &tlsEtcd{endpoint: s.Endpoint, caFile: s.CAFile, certFile: s.CertFile, keyFile: s.KeyFile}
 }
 
 // The broker reaches etcd over TLS, with a client certificate and a
