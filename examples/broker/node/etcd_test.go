@@ -2,17 +2,13 @@ package node
 
 import (
 	"bytes"
-	"context"
 	"flag"
-	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/internal/etcdlocal/etcdtlstest"
-	"github.com/cutline/cutline/internal/testpki"
+	"github.com/cutline/cutline/internal/testlog"
 	"github.com/cutline/cutline/metastore"
 	etcdstore "github.com/cutline/cutline/metastore/etcd"
 )
@@ -21,6 +17,7 @@ import (
 // only, asks them for a certificate of its CA, and has authentication
 // on: a user "broker" with a role that may read and write every key.
 type tlsEtcd struct {
+	*etcdtlstest.Server
 	endpoint string
 	// caFile, certFile and keyFile are a client's: the CA and a client
 	// certificate of it.
@@ -32,7 +29,7 @@ const etcdTestPassword = "pa55-w0rd-of-the-broker"
 func startTLSEtcd(t *testing.T) *tlsEtcd {
 	t.Helper()
 	s := etcdtlstest.Start(t, "broker", etcdTestPassword)
-	return &tlsEtcd{endpoint: s.Endpoint, caFile: s.CAFile, certFile: s.CertFile, keyFile: s.KeyFile}
+	return &tlsEtcd{Server: s, endpoint: s.Endpoint, caFile: s.CAFile, certFile: s.CertFile, keyFile: s.KeyFile}
 }
 
 // The broker reaches etcd over TLS, with a client certificate and a
@@ -54,36 +51,25 @@ func TestEtcdOverTLS(t *testing.T) {
 	cfg, err := parseFlags(args, getenv, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Equal(t, etcdAuth{CA: te.caFile, Cert: te.certFile, Key: te.keyFile, User: "broker", Password: etcdTestPassword}, cfg.etcdAuth)
-	st := etcdStore(t, cfg)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	_, err = metastore.Put(ctx, st, "probe", []byte("over TLS"), 0)
-	require.NoError(t, err)
-	kv, err := st.Get(ctx, "probe")
-	require.NoError(t, err)
-	require.Equal(t, "over TLS", string(kv.Value))
+	te.Serves(t, etcdStore(t, cfg))
 
 	refused := func(name string, mutate func(c *Settings)) {
 		t.Helper()
 		c := *cfg
 		mutate(&c)
 		cli, err := newEtcdClient(t.Context(), &c)
+		var st metastore.Store
 		if err == nil {
 			defer cli.Close()
-			s, serr := etcdstore.New(cli, etcdstore.Options{Root: c.EtcdRoot})
-			require.NoError(t, serr)
-			rctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-			defer cancel()
-			_, err = s.Get(rctx, "probe")
+			st, err = etcdstore.New(cli, etcdstore.Options{Root: c.EtcdRoot})
+			require.NoError(t, err)
 		}
-		require.Error(t, err, name)
-		require.NotContains(t, fmt.Sprint(err), etcdTestPassword, name)
+		te.Refuses(t, name, st, err)
 	}
 	refused("wrong password", func(c *Settings) { c.etcdAuth.Password = "not-" + etcdTestPassword })
 	refused("no password", func(c *Settings) { c.etcdAuth.User, c.etcdAuth.Password = "", "" })
 	refused("no client certificate", func(c *Settings) { c.etcdAuth.Cert, c.etcdAuth.Key = "", "" })
-	other := testpki.New(t, "another CA")
-	refused("another CA", func(c *Settings) { c.etcdAuth.CA = other.CAFile() })
+	refused("another CA", func(c *Settings) { c.etcdAuth.CA = te.OtherCAFile })
 	refused("plain text", func(c *Settings) { c.etcdAuth = etcdAuth{}; c.Etcd = "http://" + c.Etcd[len("https://"):] })
 
 	// Refused when the flags are parsed, naming the flag.
@@ -114,19 +100,4 @@ func etcdStore(t *testing.T, cfg *Settings) metastore.Store {
 }
 
 // lockedBuffer is a buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type lockedBuffer = testlog.Buffer

@@ -6,6 +6,12 @@
 //
 //	srv := etcdtlstest.Start(t, "operator", password)
 //	// srv.Endpoint, srv.CAFile, srv.CertFile, srv.KeyFile, srv.User, srv.Password
+//	srv.Serves(t, store)                  // a metastore over the client the flags made
+//	srv.Refuses(t, "no password", st, err) // one the server must refuse
+//
+// OtherCAFile is the certificate of a CA that signed nothing the server
+// knows, for a client that must not trust the server. Refuses also checks
+// that the error does not show the password.
 //
 // The client certificate's common name is no etcd user: etcd takes it
 // as the user of a request that gives no password, so such a request is

@@ -1,11 +1,11 @@
 package etcdtlstest
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +14,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cutline/cutline/internal/etcdlocal"
+	"github.com/cutline/cutline/internal/testlog"
 	"github.com/cutline/cutline/internal/testpki"
+	"github.com/cutline/cutline/metastore"
 )
 
 // Server is a running etcd and what a client needs to reach it.
@@ -26,6 +28,10 @@ type Server struct {
 	// CAFile is the CA's certificate; CertFile and KeyFile are a client
 	// certificate of the CA and its key.
 	CAFile, CertFile, KeyFile string
+	// OtherCAFile is the certificate of another CA, which signed neither
+	// the server's certificate nor the client's: a client that trusts
+	// only it refuses the server.
+	OtherCAFile string
 	// User and Password are the etcd user Start added, whose role may
 	// read and write every key.
 	User, Password string
@@ -48,8 +54,9 @@ func Start(t testing.TB, user, password string) *Server {
 	srvCert, srvKey := ca.Files("etcd-server", ca.Node("etcd-server"))
 	s := &Server{CA: ca, CAFile: ca.CAFile(), User: user, Password: password}
 	s.CertFile, s.KeyFile = ca.Files(user+"-client", ca.Client(user+"-client"))
+	s.OtherCAFile = testpki.New(t, "another CA").CAFile()
 
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("etcd's warnings:\n%s", logs.String())
@@ -69,6 +76,51 @@ func Start(t testing.TB, user, password string) *Server {
 		t.Fatalf("etcdtlstest: authentication: %v", err)
 	}
 	return s
+}
+
+// probeKey is the key Serves writes and Refuses reads.
+const probeKey = "probe"
+
+// Serves checks that st, a metastore over a client of the server,
+// writes a key and reads it back.
+func (s *Server) Serves(t testing.TB, st metastore.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), readyTimeout)
+	defer cancel()
+	want := "over TLS"
+	if _, err := metastore.Put(ctx, st, probeKey, []byte(want), 0); err != nil {
+		t.Fatalf("etcdtlstest: write: %v", err)
+	}
+	kv, err := st.Get(ctx, probeKey)
+	if err != nil {
+		t.Fatalf("etcdtlstest: read: %v", err)
+	}
+	if string(kv.Value) != want {
+		t.Fatalf("etcdtlstest: read %q, want %q", kv.Value, want)
+	}
+}
+
+// refuseWait bounds the read Refuses expects to fail.
+const refuseWait = 2 * time.Second
+
+// Refuses checks that the server refused a client, named name: err,
+// the error of making the client or its metastore, is not nil, or else
+// a read with st, the metastore over it, fails within refuseWait (an
+// answer that the key is not there is served). The error must not show
+// the password.
+func (s *Server) Refuses(t testing.TB, name string, st metastore.Store, err error) {
+	t.Helper()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(t.Context(), refuseWait)
+		defer cancel()
+		_, err = st.Get(ctx, probeKey)
+	}
+	switch {
+	case err == nil || errors.Is(err, metastore.ErrNotFound):
+		t.Errorf("etcdtlstest: %s: served", name)
+	case strings.Contains(err.Error(), s.Password):
+		t.Errorf("etcdtlstest: %s: the error shows the password: %v", name, err)
+	}
 }
 
 // addUsers adds root and the user, the latter with a role that may read
@@ -118,22 +170,4 @@ func freeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// syncBuffer is a buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

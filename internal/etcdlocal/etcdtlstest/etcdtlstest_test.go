@@ -2,7 +2,11 @@ package etcdtlstest_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +18,8 @@ import (
 
 	"github.com/cutline/cutline/internal/etcdlocal/etcdtlstest"
 	"github.com/cutline/cutline/internal/testpki"
+	etcdstore "github.com/cutline/cutline/metastore/etcd"
+	"github.com/cutline/cutline/metastore/memstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,6 +35,7 @@ func TestStart(t *testing.T) {
 	require.Equal(t, "someone", s.User)
 	require.Equal(t, password, s.Password)
 	require.Equal(t, s.CA.CAFile(), s.CAFile)
+	require.NotEqual(t, s.CAFile, s.OtherCAFile)
 
 	// wait is long for a request to be served (the password's hash is
 	// slow to check), short for one to be refused.
@@ -56,6 +63,7 @@ func TestStart(t *testing.T) {
 	other := testpki.New(t, "another CA")
 	otherCert, otherKey := other.Files("client", other.Client("client"))
 	for name, err := range map[string]error{
+		"server of another CA":  put(2*time.Second, s.Endpoint, &transport.TLSInfo{CertFile: s.CertFile, KeyFile: s.KeyFile, TrustedCAFile: s.OtherCAFile}, s.User, s.Password),
 		"no password":           put(2*time.Second, s.Endpoint, files, "", ""),
 		"wrong password":        put(2*time.Second, s.Endpoint, files, s.User, "not-"+s.Password),
 		"no client certificate": put(2*time.Second, s.Endpoint, &transport.TLSInfo{TrustedCAFile: s.CAFile}, s.User, s.Password),
@@ -64,4 +72,66 @@ func TestStart(t *testing.T) {
 	} {
 		require.Error(t, err, name)
 	}
+}
+
+// Serves passes for a metastore over a client the server serves, and
+// fails for one that cannot read back what it wrote; Refuses passes for
+// an error or a metastore the server refuses, and fails for one it
+// serves or an error that shows the password.
+func TestServesAndRefuses(t *testing.T) {
+	s := etcdtlstest.Start(t, "someone", "a-password")
+	tc, err := (&transport.TLSInfo{CertFile: s.CertFile, KeyFile: s.KeyFile, TrustedCAFile: s.CAFile}).ClientConfig()
+	require.NoError(t, err)
+	store := func(user, password string) *etcdstore.Store {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, TLS: tc, Username: user, Password: password,
+			DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cli.Close() })
+		st, err := etcdstore.New(cli, etcdstore.Options{})
+		require.NoError(t, err)
+		return st
+	}
+	served := store(s.User, s.Password)
+	require.Empty(t, failures(t, func(tb testing.TB) { s.Serves(tb, served) }))
+	require.Empty(t, failures(t, func(tb testing.TB) { s.Refuses(tb, "no user", store("", ""), nil) }))
+	require.Empty(t, failures(t, func(tb testing.TB) { s.Refuses(tb, "an error", nil, errors.New("refused")) }))
+
+	require.NotEmpty(t, failures(t, func(tb testing.TB) { s.Serves(tb, store("", "")) }), "a store the server refuses")
+	require.NotEmpty(t, failures(t, func(tb testing.TB) { s.Refuses(tb, "served", served, nil) }), "a store the server serves")
+	require.NotEmpty(t, failures(t, func(tb testing.TB) { s.Refuses(tb, "in memory", memstore.New(memstore.Options{}), nil) }), "a store that serves")
+	require.NotEmpty(t, failures(t, func(tb testing.TB) {
+		s.Refuses(tb, "shown", nil, fmt.Errorf("user %s password %s", s.User, s.Password))
+	}), "an error that shows the password")
+}
+
+// failures runs f with a testing.TB that records its failures instead
+// of failing the test, and returns them.
+func failures(t *testing.T, f func(tb testing.TB)) []string {
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(r)
+	}()
+	<-done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+type recorder struct {
+	testing.TB
+	mu     sync.Mutex
+	failed []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failed = append(r.failed, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	runtime.Goexit()
 }
