@@ -2,98 +2,28 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"fmt"
-	"net"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
-	"github.com/cutline/cutline/internal/testpki"
+	"github.com/cutline/cutline/internal/etcdlocal/etcdtlstest"
 	"github.com/cutline/cutline/metastore"
 	etcdstore "github.com/cutline/cutline/metastore/etcd"
 )
 
 const etcdTestPassword = "pa55-w0rd-of-the-operator"
 
-// startTLSEtcd starts an embedded etcd that serves its clients over TLS
-// only, requires a client certificate of its CA, and has authentication
-// on, with the user "operator" allowed every key. It returns its endpoint
-// and the tool's flags that reach it. The client certificate's common
-// name is no etcd user: etcd takes a certificate's as the user when no
-// password is given.
-func startTLSEtcd(t *testing.T) (string, etcdAuth) {
+// startTLSEtcd starts an etcd (etcdtlstest) that serves its clients
+// over TLS only, wants a client certificate of its CA, and has
+// authentication on, with the user "operator" allowed every key. It
+// returns the server and the tool's flags that reach it. The client
+// certificate's common name is no etcd user: etcd takes a certificate's
+// as the user when no password is given.
+func startTLSEtcd(t *testing.T) (*etcdtlstest.Server, etcdAuth) {
 	t.Helper()
-	ca := testpki.New(t, "etcd CA")
-	srvCert, srvKey := ca.Files("etcd-server", ca.Node("etcd-server"))
-	certFile, keyFile := ca.Files("operator-client", ca.Client("operator-client"))
-	cfg := embed.NewConfig()
-	cfg.Name, cfg.Dir, cfg.UnsafeNoFsync = "tls", t.TempDir(), true
-	var logs lockedBuffer
-	cfg.Logger = "zap"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
-		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(&logs), zapcore.WarnLevel)))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("etcd's warnings:\n%s", logs.String())
-		}
-	})
-	client, peer := freeURL(t, "https"), freeURL(t, "http")
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = srvCert, srvKey
-	cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = ca.CAFile(), true
-	e, err := embed.StartEtcd(cfg)
-	require.NoError(t, err)
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		t.Fatalf("etcd: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready after 30s")
-	}
-	auth := etcdAuth{ca: ca.CAFile(), cert: certFile, key: keyFile}
-	cli, err := etcdstore.Dial(t.Context(), auth.dialConfig([]string{client.String()}, 5*time.Second))
-	require.NoError(t, err)
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	for _, step := range []func() error{
-		func() error { _, err := cli.UserAdd(ctx, "root", "root-password"); return err },
-		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := cli.RoleAdd(ctx, "cutline"); return err },
-		func() error {
-			_, err := cli.RoleGrantPermission(ctx, "cutline", "\x00", "\x00", clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := cli.UserAdd(ctx, "operator", etcdTestPassword); return err },
-		func() error { _, err := cli.UserGrantRole(ctx, "operator", "cutline"); return err },
-		func() error { _, err := cli.AuthEnable(ctx); return err },
-	} {
-		require.NoError(t, step())
-	}
-	auth.user, auth.password = "operator", etcdTestPassword
-	return client.String(), auth
-}
-
-// freeURL is a URL of scheme on a loopback port that was free a moment
-// ago.
-func freeURL(t *testing.T, scheme string) url.URL {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return url.URL{Scheme: scheme, Host: l.Addr().String()}
+	s := etcdtlstest.Start(t, "operator", etcdTestPassword)
+	return s, etcdAuth{ca: s.CAFile, cert: s.CertFile, key: s.KeyFile, user: s.User, password: s.Password}
 }
 
 // The tool reaches etcd over TLS with a client certificate and a
@@ -101,7 +31,8 @@ func freeURL(t *testing.T, scheme string) url.URL {
 // the certificate, with another CA or with a wrong password, and no
 // error shows the password.
 func TestEtcdOverTLS(t *testing.T) {
-	endpoint, auth := startTLSEtcd(t)
+	srv, auth := startTLSEtcd(t)
+	endpoint := srv.Endpoint
 	env := map[string]string{"CUTLINE_ETCD": endpoint, "CUTLINE_ETCD_CA": auth.ca, "CUTLINE_ETCD_PASSWORD": etcdTestPassword}
 	c := &cmd{env: Env{Getenv: func(k string) string { return env[k] }}, g: defaultGlobals()}
 	top := c.flags("top")
@@ -121,29 +52,16 @@ func TestEtcdOverTLS(t *testing.T) {
 	}
 	st, err := store(c.g.etcdAuth, c.g.etcd)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	_, err = metastore.Put(ctx, st, "probe", []byte("over TLS"), 0)
-	require.NoError(t, err)
-	kv, err := st.Get(ctx, "probe")
-	require.NoError(t, err)
-	require.Equal(t, "over TLS", string(kv.Value))
+	srv.Serves(t, st)
 
-	other := testpki.New(t, "another CA")
 	for name, a := range map[string]etcdAuth{
 		"wrong password":        {ca: auth.ca, cert: auth.cert, key: auth.key, user: "operator", password: "not-" + etcdTestPassword},
 		"no password":           {ca: auth.ca, cert: auth.cert, key: auth.key},
 		"no client certificate": {ca: auth.ca, user: "operator", password: etcdTestPassword},
-		"another CA":            {ca: other.CAFile(), cert: auth.cert, key: auth.key, user: "operator", password: etcdTestPassword},
+		"another CA":            {ca: srv.OtherCAFile, cert: auth.cert, key: auth.key, user: "operator", password: etcdTestPassword},
 	} {
 		st, err := store(a, endpoint)
-		if err == nil {
-			rctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-			_, err = st.Get(rctx, "probe")
-			cancel()
-		}
-		require.Error(t, err, name)
-		require.NotContains(t, fmt.Sprint(err), etcdTestPassword, name)
+		srv.Refuses(t, name, st, err)
 	}
 	_, err = store(auth, "http://"+endpoint[len("https://"):])
 	var ue *UsageError
@@ -168,22 +86,4 @@ func TestEtcdOverTLS(t *testing.T) {
 	delete(env, "CUTLINE_ETCD_PASSWORD")
 	code, out = tool("-timeout", "3s", "stream", "orders")
 	require.NotEqual(t, 0, code, "without TLS and a password etcd refuses the tool: %s", out)
-}
-
-// lockedBuffer is a buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

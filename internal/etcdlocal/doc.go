@@ -15,6 +15,15 @@
 // a second server on the same directory fail at once (ErrInUse) rather
 // than wait for etcd's own lock, silently.
 //
+// ClientTLS serves the clients over TLS only (the endpoint is then
+// https://): the server's certificate and key, and, to refuse a client
+// without a certificate of a CA, that CA's file. With ClientCertAuth,
+// etcd's authentication takes the common name of a client's certificate
+// as the user of a request that gives no password. A Config that cannot
+// be served is refused with a *cutline.ConfigError naming the field.
+// For tests, etcdtlstest starts one over TLS with client certificates and
+// a user with a password.
+//
 // etcd logs with zap: Config.Log receives its warnings and errors as
 // slog records (at debug level while the server stops, when its
 // listeners' errors say only that they were closed), or Config.Zap takes

@@ -21,6 +21,8 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/cutline/cutline"
 )
 
 // ErrInUse: another server holds Config.LockFile.
@@ -71,6 +73,26 @@ type Config struct {
 	// ReadyTimeout bounds the wait for the server to serve; 0 means
 	// DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+	// ClientTLS, when set, makes the server serve its clients over TLS
+	// only, at https://ClientAddr; nil: plain text, at http://.
+	ClientTLS *TLSFiles
+}
+
+// TLSFiles are the PEM files of a TLS listener, and how it checks its
+// clients.
+type TLSFiles struct {
+	// CertFile and KeyFile are the server's certificate and its key
+	// (required). With a TrustedCAFile the certificate must be good for
+	// client authentication too: etcd's HTTP gateway reaches its own
+	// listener with it.
+	CertFile, KeyFile string
+	// TrustedCAFile, when set, holds the CA certificates a client's
+	// certificate must be of: the server refuses a client without one.
+	TrustedCAFile string
+	// ClientCertAuth makes etcd's authentication, when it is on, take
+	// the common name of a client's certificate as the user of a request
+	// that carries no password token. It needs TrustedCAFile.
+	ClientCertAuth bool
 }
 
 // peerPlaceholder is the peer URL a single member without a peer
@@ -81,19 +103,44 @@ const peerPlaceholder = "http://127.0.0.1:2480"
 func (c Config) check() error {
 	switch {
 	case c.Dir == "":
-		return errors.New("etcdlocal: Dir is required")
+		return invalid("Dir", nil, "required", nil)
 	case c.PeerAddr == "" && c.InitialCluster != "":
-		return errors.New("etcdlocal: InitialCluster needs PeerAddr")
+		return invalid("InitialCluster", c.InitialCluster, "needs PeerAddr", nil)
 	}
 	if err := Loopback(c.ClientAddr); err != nil {
-		return fmt.Errorf("etcdlocal: ClientAddr %q: %w", c.ClientAddr, err)
+		return invalid("ClientAddr", fmt.Sprintf("%q", c.ClientAddr), "not a loopback address with a port", err)
 	}
 	if c.PeerAddr != "" {
 		if err := Loopback(c.PeerAddr); err != nil {
-			return fmt.Errorf("etcdlocal: PeerAddr %q: %w", c.PeerAddr, err)
+			return invalid("PeerAddr", fmt.Sprintf("%q", c.PeerAddr), "not a loopback address with a port", err)
+		}
+	}
+	if t := c.ClientTLS; t != nil {
+		switch {
+		case t.CertFile == "":
+			return invalid("ClientTLS.CertFile", nil, "required", nil)
+		case t.KeyFile == "":
+			return invalid("ClientTLS.KeyFile", nil, "required", nil)
+		case t.ClientCertAuth && t.TrustedCAFile == "":
+			return invalid("ClientTLS.TrustedCAFile", nil, "required with ClientCertAuth", nil)
+		}
+		for _, f := range []struct{ field, path string }{
+			{"ClientTLS.CertFile", t.CertFile}, {"ClientTLS.KeyFile", t.KeyFile}, {"ClientTLS.TrustedCAFile", t.TrustedCAFile},
+		} {
+			if f.path == "" {
+				continue
+			}
+			if _, err := os.Stat(f.path); err != nil {
+				return invalid(f.field, f.path, "no such file", err)
+			}
 		}
 	}
 	return nil
+}
+
+// invalid is a refused Config field: a *cutline.ConfigError.
+func invalid(field string, value any, reason string, err error) error {
+	return fmt.Errorf("etcdlocal: %w", &cutline.ConfigError{Field: field, Value: value, Reason: reason, Err: err})
 }
 
 // Loopback checks an address of this machine's loopback, with a port:
@@ -133,6 +180,11 @@ func Start(ctx context.Context, c Config) (_ *Server, err error) {
 	cfg.Name = cmp.Or(c.Name, "cutline")
 	cfg.Dir = c.Dir
 	client := url.URL{Scheme: "http", Host: c.ClientAddr}
+	if t := c.ClientTLS; t != nil {
+		client.Scheme = "https"
+		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = t.CertFile, t.KeyFile
+		cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = t.TrustedCAFile, t.ClientCertAuth
+	}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	if c.PeerAddr == "" {
 		cfg.ListenPeerUrls = nil
@@ -210,7 +262,8 @@ func Start(ctx context.Context, c Config) (_ *Server, err error) {
 	}
 }
 
-// Endpoint is the client URL, http://host:port.
+// Endpoint is the client URL: https://host:port with Config.ClientTLS,
+// http://host:port without.
 func (s *Server) Endpoint() string { return s.endpoint }
 
 // Etcd is the embedded server.
