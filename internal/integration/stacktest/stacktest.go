@@ -90,18 +90,26 @@ const buildTimeout = 5 * time.Minute
 // BuildBroker builds the broker command into a temporary directory with
 // the go command go test put first on the test's PATH, with the race
 // detector when the test runs with it (Race).
-func BuildBroker(t testing.TB) string {
+func BuildBroker(t testing.TB) string { return build(t, ".", "broker") }
+
+// BuildDemo builds the broker's takeover demonstration (examples/broker/demo)
+// as BuildBroker builds the broker.
+func BuildDemo(t testing.TB) string { return build(t, "./demo", "demo") }
+
+// build builds the package pkg of the broker's module into a temporary
+// directory as name.
+func build(t testing.TB, pkg, name string) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	require.NoError(t, err, "the go command builds the broker")
 	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "broker")
+	bin := filepath.Join(t.TempDir(), name)
 	args := []string{"build", "-o", bin}
 	if Race {
 		args = append(args, "-race")
 	}
-	args = append(args, ".")
+	args = append(args, pkg)
 	cmd := exec.CommandContext(ctx, goTool, args...)
 	cmd.Dir = BrokerDir(t)
 	out, err := cmd.CombinedOutput()

@@ -22,19 +22,19 @@ var (
 	runIDRE   = regexp.MustCompile(`(?m)^cutline broker demonstration \((run-[0-9a-f]+)\)$`)
 )
 
-// TestDemoOnEtcdAndS3 builds the broker and runs its takeover
-// demonstration (broker demo) as its own process against the embedded
+// TestDemoOnEtcdAndS3 builds the broker's takeover demonstration
+// (examples/broker/demo) and runs it as its own process against the embedded
 // etcd and three versitygw zones, through the flags a user gives: it must
 // exit 0 with nothing lost or duplicated, its last line the verdict, keep
 // its metadata in etcd, and never print the secret key.
 func TestDemoOnEtcdAndS3(t *testing.T) {
-	bin := stacktest.BuildBroker(t)
+	bin := stacktest.BuildDemo(t)
 	cluster := etcdtest.StartCluster(t, 1)
 	zones := stacktest.StartZones(t, zonesK, "demo-")
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "demo",
+	cmd := exec.CommandContext(ctx, bin,
 		"-etcd", cluster.Endpoints()[0],
 		"-s3-endpoint", zones.Endpoints(),
 		"-s3-buckets", zones.Buckets(),

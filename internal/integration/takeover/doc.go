@@ -36,8 +36,8 @@
 //     calls answer metastore.ErrUnavailable (never "not found"), appends keep
 //     being acknowledged, a roll requested during the outage completes after
 //     the restart, and the fence retried afterwards publishes the same cut.
-//   - TestDemoOnEtcdAndS3: the takeover demonstration (the demo subcommand
-//     of the examples/broker command), built and run as a separate process
+//   - TestDemoOnEtcdAndS3: the takeover demonstration (examples/broker/demo,
+//     the broker module's second command), built and run as a separate process
 //     against the embedded etcd and three versitygw zones.
 //
 // When the servers cannot be started the tests are skipped, except with
