@@ -42,7 +42,10 @@
 // writer that settles its own epochs through a settle.Settler, not a step
 // of settlement. The packages below the path (epoch, fence, settle) are
 // what the steps use: epoch records, the fence that ends an epoch, and
-// the settlement that finishes it.
+// the settlement that finishes it. The authority layer (authority) is
+// top-level for the same reason from the other side: it decides which
+// node holds a domain of streams, above the path and beside lease, and
+// imports nothing of lease; a host that runs without it leaves it out.
 //
 // # Takeover: the fence and the settlement
 //
