@@ -180,10 +180,10 @@ func (w *world) appendN(n *hostNode, prefix string, count int) {
 		p := cutlinetest.Record("orders", next, fmt.Sprintf("%s-%d", prefix, i))
 		f, err := n.star.Submit(w.ctx, p)
 		require.NoError(w.t, err)
-		ev := w.hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: fmt.Sprintf("%s-%d", prefix, i), Payload: p})
+		ev := w.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: fmt.Sprintf("%s-%d", prefix, i), Payload: p})
 		pos, err := f.Wait(w.ctx)
 		require.NoError(w.t, err)
-		w.hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Host: n.name, Star: n.name, Of: ev, Pos: pos})
+		w.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Host: n.name, Star: n.name, Of: ev, Pos: pos})
 	}
 }
 

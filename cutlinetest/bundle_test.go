@@ -113,10 +113,10 @@ func newBundleRun(t *testing.T, cover int) *bundleRun {
 
 // append appends p, recording its submission and acknowledgement.
 func (r *bundleRun) append(t *testing.T, id string, p []byte) chain.Flight {
-	of := r.hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: "host-a", Star: starA, ID: id, Payload: p})
+	of := r.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Host: "host-a", Star: starA, ID: id, Payload: p})
 	pos, err := r.w.Append(t.Context(), p)
 	require.NoError(t, err)
-	r.hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Host: "host-a", Star: starA, ID: id, Of: of, Pos: pos})
+	r.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Host: "host-a", Star: starA, ID: id, Of: of, Pos: pos})
 	f := chain.Flight{Position: pos, Payload: p}
 	r.flights = append(r.flights, f)
 	return f

@@ -142,7 +142,7 @@ func Check(ctx context.Context, run Run) Violations {
 		return Violations{{0, fmt.Sprintf("cannot check: %v", err)}}
 	}
 	evs := run.History.Events()
-	answers := map[int]Entry{}
+	answers := map[int]HistoryEvent{}
 	var stars []string
 	for i, ev := range evs {
 		if ev.Star != "" && !slices.Contains(stars, ev.Star) {
@@ -296,7 +296,7 @@ func (v view) describe() string {
 }
 
 // checkAcks checks guarantees 1 and 2 for every acknowledgement.
-func (c *checker) checkAcks(evs []Entry, answers map[int]Entry) {
+func (c *checker) checkAcks(evs []HistoryEvent, answers map[int]HistoryEvent) {
 	for _, of := range slices.Sorted(maps.Keys(answers)) {
 		a := answers[of]
 		if a.Op != Acked {
@@ -324,7 +324,7 @@ func (c *checker) checkAcks(evs []Entry, answers map[int]Entry) {
 
 // checkSlots checks guarantees 3 and 4 on one epoch, and 6 for an open
 // epoch's checkpoint.
-func (c *checker) checkSlots(rec *epoch.Record, evs []Entry, answers map[int]Entry) {
+func (c *checker) checkSlots(rec *epoch.Record, evs []HistoryEvent, answers map[int]HistoryEvent) {
 	name := fmt.Sprintf("%s/%d", rec.Star, rec.Epoch)
 	w, b := rec.Constants.W, rec.Constants.B()
 	end, bound := rec.Cursors.Checkpoint, "checkpoint"
@@ -531,7 +531,7 @@ func bundledKey(r BundleRecord) string {
 // span holds in a submitted payload. A record below its stream's
 // retention point may be gone from the index, one in a trimmed slot
 // from the chain: each is found at most once there.
-func (c *checker) checkReads(evs []Entry, answers map[int]Entry, stars []string) {
+func (c *checker) checkReads(evs []HistoryEvent, answers map[int]HistoryEvent, stars []string) {
 	// What each span of every submitted payload holds, by its stream,
 	// offset and count.
 	type spanKey struct {
@@ -676,7 +676,7 @@ func (c *checker) checkReads(evs []Entry, answers map[int]Entry, stars []string)
 // with what was submitted and acknowledged. gone says whether an
 // acknowledged unit (by its key, and the star and position it was
 // acknowledged at) may be missing: deleted on purpose.
-func (c *checker) exactlyOnce(how string, found map[string]int, evs []Entry, answers map[int]Entry, gone func(key, star string, pos chain.Position) bool) {
+func (c *checker) exactlyOnce(how string, found map[string]int, evs []HistoryEvent, answers map[int]HistoryEvent, gone func(key, star string, pos chain.Position) bool) {
 	type group struct {
 		id, star    string
 		acked, open int   // submissions acknowledged; with an unknown outcome

@@ -174,9 +174,9 @@ func rewrite(t *testing.T, e *cutlinetest.Env, star string, ep uint64, f func(*e
 
 // ackAt records that a host acknowledged a record nobody wrote at pos.
 func ackAt(s *scenario, name string, pos chain.Position) {
-	of := s.hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: "planted", Star: starA, ID: name,
+	of := s.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Host: "planted", Star: starA, ID: name,
 		Payload: cutlinetest.Record("s", 1000+pos.Slot, name)})
-	s.hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Host: "planted", Star: starA, ID: name, Of: of, Pos: pos})
+	s.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Host: "planted", Star: starA, ID: name, Of: of, Pos: pos})
 }
 
 // plants break one guarantee each, on a finished clean takeover.

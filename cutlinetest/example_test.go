@@ -32,9 +32,9 @@ func ExampleCheck() {
 	w := must(chain.NewWriter(rec, zoneSet, chain.WriterOptions{}))
 	for i, id := range []string{"a", "b", "c"} {
 		p := cutlinetest.Record("orders", uint64(i), id)
-		of := hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Star: "star-a", ID: id, Payload: p})
+		of := hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Star: "star-a", ID: id, Payload: p})
 		pos := must(w.Append(ctx, p))
-		hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Star: "star-a", ID: id, Of: of, Pos: pos})
+		hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Star: "star-a", ID: id, Of: of, Pos: pos})
 	}
 	w.Abort() // the host crashes
 
@@ -46,8 +46,8 @@ func ExampleCheck() {
 	run := cutlinetest.Run{History: &hist, Store: store, Zones: zones}
 	fmt.Println("violations:", len(cutlinetest.Check(ctx, run)))
 
-	of := hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Star: "star-a", ID: "d", Payload: cutlinetest.Record("orders", 3, "d")})
-	hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Star: "star-a", ID: "d", Of: of, Pos: chain.Position{Epoch: rec.Epoch, Slot: 3}})
+	of := hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Star: "star-a", ID: "d", Payload: cutlinetest.Record("orders", 3, "d")})
+	hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Star: "star-a", ID: "d", Of: of, Pos: chain.Position{Epoch: rec.Epoch, Slot: 3}})
 	for _, v := range cutlinetest.Check(ctx, run) {
 		fmt.Println(v)
 	}

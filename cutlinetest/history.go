@@ -9,12 +9,12 @@ import (
 	"github.com/cutline/cutline/roll"
 )
 
-// EntryKind is what an Entry records.
-type EntryKind int
+// EventKind is what a HistoryEvent records.
+type EventKind int
 
 const (
 	// Submitted: a host accepted a record and placed it in its writer.
-	Submitted EntryKind = iota + 1
+	Submitted EventKind = iota + 1
 	// Acked: the host acknowledged a submitted record at Pos.
 	Acked
 	// Failed: a submitted record was not acknowledged: Err says why.
@@ -24,7 +24,7 @@ const (
 	Refused
 )
 
-func (o EntryKind) String() string {
+func (o EventKind) String() string {
 	switch o {
 	case Submitted:
 		return "submitted"
@@ -38,9 +38,9 @@ func (o EntryKind) String() string {
 	return fmt.Sprintf("Op(%d)", int(o))
 }
 
-// Entry is one step of a run as a producer saw it.
-type Entry struct {
-	Op   EntryKind
+// HistoryEvent is one step of a run as a producer saw it.
+type HistoryEvent struct {
+	Op   EventKind
 	Host string
 	Star string
 	ID   string
@@ -62,12 +62,12 @@ type Entry struct {
 // Add.
 type History struct {
 	mu     sync.Mutex
-	events []Entry
+	events []HistoryEvent
 }
 
 // Add appends ev and returns its index, which the Of of an Acked or Failed
 // event refers to.
-func (h *History) Add(ev Entry) int {
+func (h *History) Add(ev HistoryEvent) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events = append(h.events, ev)
@@ -75,10 +75,10 @@ func (h *History) Add(ev Entry) int {
 }
 
 // Events returns a copy of the events so far.
-func (h *History) Events() []Entry {
+func (h *History) Events() []HistoryEvent {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]Entry(nil), h.events...)
+	return append([]HistoryEvent(nil), h.events...)
 }
 
 // fate says what became of one submission.
@@ -103,7 +103,7 @@ const (
 
 // fateOf classifies submission i of evs given the answers (Acked or
 // Failed events) by submission.
-func fateOf(evs []Entry, i int, answers map[int]Entry) fate {
+func fateOf(evs []HistoryEvent, i int, answers map[int]HistoryEvent) fate {
 	if evs[i].Op == Refused {
 		return absent
 	}

@@ -195,7 +195,7 @@ func (h *Host) History() *History { return h.opts.History }
 func (h *Host) Submit(ctx context.Context, id string) error {
 	h.subMu.Lock()
 	defer h.subMu.Unlock()
-	ev := Entry{Host: h.opts.Name, Star: h.star, ID: id, Payload: Record(h.opts.Stream, h.next, id)}
+	ev := HistoryEvent{Host: h.opts.Name, Star: h.star, ID: id, Payload: Record(h.opts.Stream, h.next, id)}
 	w, err := waiter(nil), error(ErrStopped)
 	if !h.shut {
 		w, err = h.a.submit(ctx, ev.Payload)
@@ -214,7 +214,7 @@ func (h *Host) Submit(ctx context.Context, id string) error {
 	case <-h.dead:
 		// Killed while the writer took it: it may or may not end up in
 		// the chain.
-		h.answer(Entry{Op: Failed, Host: h.opts.Name, Star: h.star, ID: id, Of: it.of, Err: ErrStopped})
+		h.answer(HistoryEvent{Op: Failed, Host: h.opts.Name, Star: h.star, ID: id, Of: it.of, Err: ErrStopped})
 		return ErrStopped
 	}
 }
@@ -228,7 +228,7 @@ func (h *Host) run() {
 		if h.killed() {
 			err = stopped(err)
 		}
-		ev := Entry{Op: Acked, Host: h.opts.Name, Star: h.star, ID: it.id, Of: it.of, Pos: pos}
+		ev := HistoryEvent{Op: Acked, Host: h.opts.Name, Star: h.star, ID: it.id, Of: it.of, Pos: pos}
 		if err != nil {
 			ev.Op, ev.Pos, ev.Err = Failed, chain.Position{}, err
 		}
@@ -256,7 +256,7 @@ func stopped(err error) error {
 	return fmt.Errorf("%w: %w", ErrStopped, err)
 }
 
-func (h *Host) answer(ev Entry) {
+func (h *Host) answer(ev HistoryEvent) {
 	h.opts.History.Add(ev)
 	h.mu.Lock()
 	defer h.mu.Unlock()

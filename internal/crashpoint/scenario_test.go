@@ -174,7 +174,7 @@ func requireReadBack(t *testing.T, env *cutlinetest.Env, hist *cutlinetest.Histo
 }
 
 // answered reports whether a submission got an answer in evs.
-func answered(evs []cutlinetest.Entry, sub cutlinetest.Entry) bool {
+func answered(evs []cutlinetest.HistoryEvent, sub cutlinetest.HistoryEvent) bool {
 	for _, ev := range evs {
 		if (ev.Op == cutlinetest.Acked || ev.Op == cutlinetest.Failed) && evs[ev.Of].ID == sub.ID && evs[ev.Of].Host == sub.Host {
 			return true
@@ -236,7 +236,7 @@ func deadEpoch(t *testing.T, ctx context.Context, env *cutlinetest.Env, hist *cu
 	h.Kill()
 	place := func(s uint64, id string, zones ...int) {
 		payload := cutlinetest.Record("s", s, id)
-		hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: "writer", Star: starA, ID: id, Payload: payload})
+		hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Host: "writer", Star: starA, ID: id, Payload: payload})
 		for _, z := range zones {
 			require.NoError(t, env.Raw[z].Create(ctx, cutlinetest.Slot(rec, s).Key(), wire.EncodeFlight(starA, rec.Epoch, s, payload)))
 		}
@@ -413,18 +413,18 @@ func (h *leaseHost) append(ctx context.Context, stream, id string) error {
 	payload := cutlinetest.Record(stream, next, id)
 	f, err := h.star.Submit(ctx, payload)
 	if err != nil {
-		h.hist.Add(cutlinetest.Entry{Op: cutlinetest.Refused, Host: h.name, Star: h.name, ID: id, Payload: payload, Err: err})
+		h.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Refused, Host: h.name, Star: h.name, ID: id, Payload: payload, Err: err})
 		h.left[stream] = append(h.left[stream], id)
 		return err
 	}
-	of := h.hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: h.name, Star: h.name, ID: id, Payload: payload})
+	of := h.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Host: h.name, Star: h.name, ID: id, Payload: payload})
 	pos, err := f.Wait(ctx) // a crash ends the process's ctx: the outcome is unknown then
 	if err != nil {
-		h.hist.Add(cutlinetest.Entry{Op: cutlinetest.Failed, Host: h.name, Star: h.name, ID: id, Of: of, Err: err})
+		h.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Failed, Host: h.name, Star: h.name, ID: id, Of: of, Err: err})
 		h.left[stream] = append(h.left[stream], id)
 		return err
 	}
-	h.hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Host: h.name, Star: h.name, ID: id, Of: of, Pos: pos})
+	h.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Host: h.name, Star: h.name, ID: id, Of: of, Pos: pos})
 	return nil
 }
 

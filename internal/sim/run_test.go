@@ -370,11 +370,11 @@ func (w *world) burst(n *node, stream string, count int) {
 			f, err := n.star.Submit(ctx, p)
 			cancel()
 			if err != nil {
-				w.hist.Add(cutlinetest.Entry{Op: cutlinetest.Refused, Host: n.name, Star: n.name, ID: id, Payload: p, Err: err})
+				w.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Refused, Host: n.name, Star: n.name, ID: id, Payload: p, Err: err})
 				<-n.lock
 				break
 			}
-			ev := w.hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: id, Payload: p})
+			ev := w.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: id, Payload: p})
 			<-n.lock
 			subs = append(subs, sub{f, ev})
 		}
@@ -383,10 +383,10 @@ func (w *world) burst(n *node, stream string, count int) {
 			pos, err := s.f.Wait(ctx)
 			cancel()
 			if err != nil {
-				w.hist.Add(cutlinetest.Entry{Op: cutlinetest.Failed, Host: n.name, Star: n.name, Of: s.ev, Err: err})
+				w.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Failed, Host: n.name, Star: n.name, Of: s.ev, Err: err})
 				continue
 			}
-			w.hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Host: n.name, Star: n.name, Of: s.ev, Pos: pos})
+			w.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Host: n.name, Star: n.name, Of: s.ev, Pos: pos})
 		}
 	}()
 }

@@ -219,10 +219,10 @@ func (n *node) submit(stream, id string) (*lease.Future, int, error) {
 	p := cutlinetest.Record(stream, next, id)
 	f, err := n.star.Submit(n.f.ctx, p)
 	if err != nil {
-		n.f.hist.Add(cutlinetest.Entry{Op: cutlinetest.Refused, Host: n.name, Star: n.name, ID: id, Payload: p, Err: err})
+		n.f.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Refused, Host: n.name, Star: n.name, ID: id, Payload: p, Err: err})
 		return nil, 0, err
 	}
-	ev := n.f.hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: id, Payload: p})
+	ev := n.f.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: id, Payload: p})
 	return f, ev, nil
 }
 
@@ -231,10 +231,10 @@ func (n *node) answer(f *lease.Future, ev int) (chain.Position, error) {
 	defer cancel()
 	pos, err := f.Wait(ctx)
 	if err != nil {
-		n.f.hist.Add(cutlinetest.Entry{Op: cutlinetest.Failed, Host: n.name, Star: n.name, Of: ev, Err: err})
+		n.f.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Failed, Host: n.name, Star: n.name, Of: ev, Err: err})
 		return pos, err
 	}
-	n.f.hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Host: n.name, Star: n.name, Of: ev, Pos: pos})
+	n.f.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Host: n.name, Star: n.name, Of: ev, Pos: pos})
 	return pos, nil
 }
 
@@ -452,7 +452,7 @@ func (n *node) appendBundles(prefix string, count int, streams ...string) {
 		if err != nil {
 			n.f.t.Fatalf("%s: submit bundle %d: %v", n.name, i, err)
 		}
-		ev := n.f.hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: id, Payload: p})
+		ev := n.f.hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Host: n.name, Star: n.name, ID: id, Payload: p})
 		subs = append(subs, sub{fu, ev})
 	}
 	for i, s := range subs {

@@ -160,8 +160,8 @@ type Options struct {
 	StragglerDelay time.Duration
 }
 
-// Stats counts calls. Maps are keyed by operation and are copies.
-type Stats struct {
+// Counts counts calls. Maps are keyed by operation and are copies.
+type Counts struct {
 	// Calls is every call the wrapper received.
 	Calls map[Method]int
 	// Forwarded is the calls that reached the inner bucket (including lost
@@ -188,7 +188,7 @@ type Bucket struct {
 	rng        *rand.Rand
 	rules      []*ruleState
 	down       bool
-	stats      Stats
+	stats      Counts
 	stragglers []*straggler // queued, in order
 	landing    int          // stragglers being landed by a timer
 	landed     *sync.Cond   // signalled when landing drops
@@ -268,7 +268,7 @@ func (b *Bucket) Down() bool {
 }
 
 // Stats returns a snapshot of the counters.
-func (b *Bucket) Stats() Stats {
+func (b *Bucket) Stats() Counts {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.stats
@@ -286,7 +286,7 @@ func (b *Bucket) ResetStats() {
 }
 
 func (b *Bucket) resetStats() {
-	b.stats = Stats{Calls: map[Method]int{}, Forwarded: map[Method]int{}, Injected: map[Method]int{}}
+	b.stats = Counts{Calls: map[Method]int{}, Forwarded: map[Method]int{}, Injected: map[Method]int{}}
 	for _, op := range ops {
 		b.stats.Calls[op], b.stats.Forwarded[op], b.stats.Injected[op] = 0, 0, 0
 	}

@@ -75,9 +75,9 @@ func (d *demo) verify(ctx context.Context) error {
 		}
 		id := fmt.Sprint(seq)
 		payload := node.Record{Stream: demoStream, Offset: a.Offset, Producer: p.id, Seq: seq, Data: p.data(seq)}.Encode()
-		of := hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Star: r.Star, ID: id, Payload: payload})
+		of := hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Star: r.Star, ID: id, Payload: payload})
 		if ok {
-			hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Star: r.Star, ID: id, Of: of, Pos: r.Position()})
+			hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Star: r.Star, ID: id, Of: of, Pos: r.Position()})
 		}
 	}
 

@@ -510,8 +510,8 @@ func (ck *checker) history(ctx context.Context, c *cluster) (*cutlinetest.Histor
 		}
 		id := fmt.Sprintf("%s/%s/%d", e.stream, e.producer, e.seq)
 		payload := brokerRecord(e.stream, e.offset, e.producer, e.seq, fmt.Appendf(nil, "%s/%d", e.producer, e.seq))
-		of := hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: e.broker, Star: star, ID: id, Payload: payload})
-		hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Host: e.broker, Star: star, ID: id, Of: of, Pos: chain.Position{Epoch: e.epoch, Slot: e.slot}})
+		of := hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Host: e.broker, Star: star, ID: id, Payload: payload})
+		hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Host: e.broker, Star: star, ID: id, Of: of, Pos: chain.Position{Epoch: e.epoch, Slot: e.slot}})
 		if slots[star] == nil {
 			slots[star] = map[uint64][]uint64{}
 		}

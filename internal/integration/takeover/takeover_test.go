@@ -213,12 +213,12 @@ func appendAll(t *testing.T, ctx context.Context, p *party, w *chain.Writer, fro
 		require.NoError(t, err)
 		fs = append(fs, f)
 		payloads = append(payloads, payload)
-		ofs = append(ofs, hist.Add(cutlinetest.Entry{Op: cutlinetest.Submitted, Host: p.name, Star: star, ID: id, Payload: payload}))
+		ofs = append(ofs, hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Submitted, Host: p.name, Star: star, ID: id, Payload: payload}))
 	}
 	for i, f := range fs {
 		pos, err := f.Wait(ctx)
 		require.NoError(t, err)
-		hist.Add(cutlinetest.Entry{Op: cutlinetest.Acked, Host: p.name, Star: star, ID: ids[i], Of: ofs[i], Pos: pos})
+		hist.Add(cutlinetest.HistoryEvent{Op: cutlinetest.Acked, Host: p.name, Star: star, ID: ids[i], Of: ofs[i], Pos: pos})
 		require.Equal(t, chain.Position{Epoch: ep, Slot: uint64(i)}, pos)
 		require.NoError(t, p.refs.Cover(ctx, star, chain.Flight{Position: pos, Payload: payloads[i]}))
 	}
