@@ -1,4 +1,4 @@
-// Package linearize checks linearizability on real processes: histories
+// Package linearizestore checks linearizability on real processes: histories
 // of appends and reads on one stream, recorded by the reference workload
 // of cutlinetest/linearize (lease.Star hosts appending, consumers reading
 // the stream back through the index and the chain reader) on an embedded
@@ -10,4 +10,4 @@
 //
 // When the servers cannot be started the test is skipped, except with
 // CI=true, where it fails.
-package linearize
+package linearizestore

@@ -1,4 +1,4 @@
-package linearize_test
+package linearizestore_test
 
 import (
 	"testing"
