@@ -40,11 +40,16 @@ func ClassifyStatus(status int) error {
 // Remote is what a Bucket over a remote store does around each request,
 // written once for every such backend: the checks before a request is
 // sent, the classification of the store's failures, and the *OpError that
-// names the operation, the bucket and the key. A backend keeps one and
-// supplies only its own table of error codes (Classify).
+// names the operation, the bucket and the key. A backend keeps the one
+// NewRemote returns and supplies only its own table of error codes
+// (Classify).
 type Remote struct {
-	// Name is the bucket's name in errors.
-	Name string
+	// RemoteOptions are the bucket's settings with the store's defaults
+	// filled: Name is the bucket's name in errors, the rest are those of
+	// Create's retries (see Resender).
+	RemoteOptions
+	// Kind names the backend in log records ("s3", "gcs", "azblob").
+	Kind string
 	// Classify maps a client's error onto the sentinel of this package it
 	// means (ClassifyStatus serving for what its codes do not place). It
 	// is never called with nil, nor once the caller's context has ended.
@@ -92,16 +97,21 @@ func (r Remote) CheckRange(ctx context.Context, key string, offset, length int64
 	return nil
 }
 
-// CheckList is List's check: ctx's error, then ValidatePrefix's.
-func (r Remote) CheckList(ctx context.Context, prefix string) error {
+// CheckList is List's check: ctx's error, then ValidatePrefix's. It
+// returns the page size to ask for: limit, or pageMax, the store's own
+// page limit, when limit is not positive or is larger.
+func (r Remote) CheckList(ctx context.Context, prefix string, limit, pageMax int) (int, error) {
 	const op = "list"
 	if err := ctx.Err(); err != nil {
-		return r.Err(op, prefix, err)
+		return 0, r.Err(op, prefix, err)
 	}
 	if err := ValidatePrefix(prefix); err != nil {
-		return r.Err(op, prefix, err)
+		return 0, r.Err(op, prefix, err)
 	}
-	return nil
+	if limit <= 0 || limit > pageMax {
+		limit = pageMax
+	}
+	return limit, nil
 }
 
 // Call classifies err, the failure of a request made under ctx, into the

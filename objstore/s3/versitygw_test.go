@@ -25,7 +25,7 @@ import (
 func newVersityBucket(t *testing.T) (*testservers.S3Server, *s3.Bucket) {
 	t.Helper()
 	srv := testservers.StartVersityGW(t, testservers.S3Options{})
-	b, err := s3.New(srv.Client, srv.Bucket, s3.Options{Name: "versitygw"})
+	b, err := s3.New(srv.Client, srv.Bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "versitygw"}})
 	require.NoError(t, err)
 	return srv, b
 }
@@ -37,7 +37,7 @@ func TestS3VersityGWConformance(t *testing.T) {
 	srv := testservers.StartVersityGW(t, testservers.S3Options{})
 	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
 		name := srv.NewBucketName(t)
-		b, err := s3.New(srv.Client, name, s3.Options{Name: "versitygw-" + name})
+		b, err := s3.New(srv.Client, name, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "versitygw-" + name}})
 		require.NoError(t, err)
 		return b
 	})
@@ -74,7 +74,7 @@ func TestS3VersityGWStoppedZoneIsUnavailable(t *testing.T) {
 	client := srv.NewClient(&http.Client{Transport: tr, Timeout: 5 * time.Second}, func(o *awss3.Options) {
 		o.RetryMaxAttempts = 1 // fail fast; the SDK's retries are not under test here
 	})
-	b, err := s3.New(client, srv.Bucket, s3.Options{Name: "zone-a"})
+	b, err := s3.New(client, srv.Bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-a"}})
 	require.NoError(t, err)
 	ctx := t.Context()
 	require.NoError(t, b.Create(ctx, "before", []byte("kept")))
@@ -199,7 +199,7 @@ func TestS3VersityGWVerifyDistinct(t *testing.T) {
 	srv := testservers.StartVersityGW(t, testservers.S3Options{})
 	ctx := t.Context()
 	open := func(bucket, name string) *s3.Bucket {
-		b, err := s3.New(srv.Client, bucket, s3.Options{Name: name})
+		b, err := s3.New(srv.Client, bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: name}})
 		require.NoError(t, err)
 		return b
 	}
@@ -208,7 +208,7 @@ func TestS3VersityGWVerifyDistinct(t *testing.T) {
 	require.NoError(t, objstore.VerifyDistinct(ctx, a, b))
 
 	// The same bucket again, through another client, under another name.
-	again, err := s3.New(srv.NewClient(nil), srv.Bucket, s3.Options{Name: "zone-c"})
+	again, err := s3.New(srv.NewClient(nil), srv.Bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-c"}})
 	require.NoError(t, err)
 	err = objstore.VerifyDistinct(ctx, a, b, again)
 	require.ErrorIs(t, err, objstore.ErrAliased)

@@ -180,7 +180,7 @@ func OpenBackends(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *Back
 				}
 				clients[endpoint] = client
 			}
-			b, err := s3.New(client, name, s3.Options{Name: ZoneName(i)})
+			b, err := s3.New(client, name, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: ZoneName(i)}})
 			if err != nil {
 				return nil, err
 			}
