@@ -140,9 +140,10 @@
 // ErrObjectTooLarge; List's page size), Resender for Create's re-sends,
 // Call and Fail to classify a failure with the
 // backend's own table of codes (ClassifyStatus serving for a bare HTTP
-// status), DeleteFailed and RangeFailed for the answers Delete and
-// GetRange settle themselves (a missing object, ErrUnsatisfiableRange),
-// and ReadBody; the s3, gcs and azblob backends supply only their codes.
+// status), Delete around the store's request (a missing object is a
+// success), RangeFailed for the answer GetRange settles itself
+// (ErrUnsatisfiableRange), and ReadBody; the s3, gcs and azblob backends
+// supply only their requests and codes.
 // Underneath are:
 //
 //   - Precheck before sending anything: the context's error or a

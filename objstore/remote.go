@@ -131,15 +131,23 @@ func (r Remote) Fail(ctx context.Context, op, key string, err error) error {
 	return r.Err(op, key, r.Call(ctx, err))
 }
 
-// DeleteFailed is Delete's answer to a failed request: nil when the
-// object was not there (deleting a missing object succeeds; a missing
-// bucket does not), Fail's error otherwise.
-func (r Remote) DeleteFailed(ctx context.Context, key string, err error) error {
+// Delete is what Delete does around send, the store's request: Check
+// first, then send, whose failure is classified. A missing object is a
+// success (deleting it again changes nothing); a missing bucket is not.
+func (r Remote) Delete(ctx context.Context, key string, send func(context.Context) error) error {
+	const op = "delete"
+	if err := r.Check(ctx, op, key); err != nil {
+		return err
+	}
+	err := send(ctx)
+	if err == nil {
+		return nil
+	}
 	cerr := r.Call(ctx, err)
 	if errors.Is(cerr, ErrNotFound) {
 		return nil
 	}
-	return r.Err("delete", key, cerr)
+	return r.Err(op, key, cerr)
 }
 
 // RangeFailed is GetRange's answer to a failed request: an empty result

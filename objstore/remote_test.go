@@ -112,11 +112,23 @@ func TestRemoteClassifies(t *testing.T) {
 	as := func(sentinel error) objstore.Remote {
 		return objstore.Remote{RemoteOptions: objstore.RemoteOptions{Name: "zone-a"}, Classify: func(error) error { return sentinel }}
 	}
-	require.NoError(t, as(objstore.ErrNotFound).DeleteFailed(ctx, "k", cause), "deleting a missing object succeeds")
-	err = as(objstore.ErrNoSuchBucket).DeleteFailed(ctx, "k", cause)
+	sent := 0
+	send := func(err error) func(context.Context) error {
+		return func(context.Context) error { sent++; return err }
+	}
+	require.NoError(t, as(objstore.ErrExists).Delete(ctx, "k", send(nil)))
+	require.NoError(t, as(objstore.ErrNotFound).Delete(ctx, "k", send(cause)), "deleting a missing object succeeds")
+	err = as(objstore.ErrNoSuchBucket).Delete(ctx, "k", send(cause))
 	require.ErrorIs(t, err, objstore.ErrNoSuchBucket, "a missing bucket does not")
+	require.ErrorIs(t, err, cause)
 	require.ErrorAs(t, err, &op)
 	require.Equal(t, "delete", op.Op)
+	require.Equal(t, 3, sent)
+	err = as(objstore.ErrNotFound).Delete(ctx, "a//b", send(nil))
+	require.ErrorIs(t, err, objstore.ErrInvalidKey, "checked before anything is sent")
+	err = as(objstore.ErrNotFound).Delete(ended, "k", send(nil))
+	require.ErrorIs(t, err, context.Canceled, "an ended context is not a missing object")
+	require.Equal(t, 3, sent, "nothing sent")
 
 	data, err := as(objstore.ErrUnsatisfiableRange).RangeFailed(ctx, "k", cause)
 	require.NoError(t, err, "a range past the end is an empty result")

@@ -135,15 +135,10 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 // Delete implements objstore.Bucket, with the blob's snapshots. Deleting a
 // missing blob succeeds; a missing container does not.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
-	const op = "delete"
-	if err := b.remote.Check(ctx, op, key); err != nil {
+	return b.remote.Delete(ctx, key, func(ctx context.Context) error {
+		_, err := b.container.NewBlobClient(key).Delete(ctx, &blob.DeleteOptions{DeleteSnapshots: to.Ptr(blob.DeleteSnapshotsOptionTypeInclude)})
 		return err
-	}
-	_, err := b.container.NewBlobClient(key).Delete(ctx, &blob.DeleteOptions{DeleteSnapshots: to.Ptr(blob.DeleteSnapshotsOptionTypeInclude)})
-	if err != nil {
-		return b.remote.DeleteFailed(ctx, key, err)
-	}
-	return nil
+	})
 }
 
 // List implements objstore.Bucket with List Blobs (Prefix, StartFrom,

@@ -45,7 +45,6 @@ var store = objstore.RemoteStore{
 // safe for concurrent use. Create it with New.
 type Bucket struct {
 	bkt    *storage.BucketHandle
-	bucket string
 	remote objstore.Remote
 }
 
@@ -59,14 +58,14 @@ func New(client *storage.Client, bucket string, opts Options) (*Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bucket{bkt: client.Bucket(bucket), bucket: bucket, remote: remote}, nil
+	return &Bucket{bkt: client.Bucket(bucket), remote: remote}, nil
 }
 
 // Name implements objstore.Bucket.
 func (b *Bucket) Name() string { return b.remote.Name }
 
 // BucketName returns the GCS bucket name.
-func (b *Bucket) BucketName() string { return b.bucket }
+func (b *Bucket) BucketName() string { return b.bkt.BucketName() }
 
 // Get implements objstore.Bucket.
 func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
@@ -116,14 +115,7 @@ func (b *Bucket) read(ctx context.Context, op, key string, r *storage.Reader, le
 // Delete implements objstore.Bucket. Deleting a missing object succeeds; a
 // missing bucket does not.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
-	const op = "delete"
-	if err := b.remote.Check(ctx, op, key); err != nil {
-		return err
-	}
-	if err := b.bkt.Object(key).Delete(ctx); err != nil {
-		return b.remote.DeleteFailed(ctx, key, err)
-	}
-	return nil
+	return b.remote.Delete(ctx, key, b.bkt.Object(key).Delete)
 }
 
 // List implements objstore.Bucket with an object listing from

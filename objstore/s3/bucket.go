@@ -135,15 +135,10 @@ func rangeHeader(offset, length int64) string {
 // Delete implements objstore.Bucket. Deleting a missing object succeeds; a
 // missing bucket does not.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
-	const op = "delete"
-	if err := b.remote.Check(ctx, op, key); err != nil {
+	return b.remote.Delete(ctx, key, func(ctx context.Context) error {
+		_, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &b.bucket, Key: &key})
 		return err
-	}
-	_, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &b.bucket, Key: &key})
-	if err != nil {
-		return b.remote.DeleteFailed(ctx, key, err)
-	}
-	return nil
+	})
 }
 
 // List implements objstore.Bucket with ListObjectsV2 (Prefix, StartAfter,
