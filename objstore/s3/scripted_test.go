@@ -22,9 +22,9 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/internal/remotetest"
 	"github.com/cutline/cutline/objstore/internal/testclock"
 	"github.com/cutline/cutline/objstore/s3"
 )
@@ -577,31 +577,11 @@ func TestS3ScriptedMalformedListIsUnavailable(t *testing.T) {
 func TestS3NewValidates(t *testing.T) {
 	f := newScriptedS3(t)
 	c := f.client("s", 1)
-	for _, tc := range []struct {
-		name   string
-		client *awss3.Client
-		bucket string
-		opts   s3.Options
-		field  string
-	}{
-		{"nil client", nil, "b", s3.Options{}, "client"},
-		{"empty bucket", c, "", s3.Options{}, "bucket"},
-		{"slash bucket", c, "a/b", s3.Options{}, "bucket"},
-		{"negative retries", c, "b", s3.Options{RemoteOptions: objstore.RemoteOptions{Retries: -1}}, "Retries"},
-		{"too many retries", c, "b", s3.Options{RemoteOptions: objstore.RemoteOptions{Retries: s3.MaxRetries + 1}}, "Retries"},
-	} {
-		_, err := s3.New(tc.client, tc.bucket, tc.opts)
-		require.ErrorIs(t, err, cutline.ErrInvalid, tc.name)
-		var ce *cutline.ConfigError
-		require.ErrorAs(t, err, &ce, tc.name)
-		require.Equal(t, tc.field, ce.Field, tc.name)
-	}
-	b, err := s3.New(c, "bkt", s3.Options{})
+	remotetest.NewValidates(t, func(c *awss3.Client, name string, o objstore.RemoteOptions) (objstore.Bucket, error) {
+		return s3.New(c, name, s3.Options{RemoteOptions: o})
+	}, c, "bucket", "a/b", "a b", strings.Repeat("b", 256))
+	b, err := s3.New(c, "bkt", s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-b"}})
 	require.NoError(t, err)
-	require.Equal(t, "bkt", b.Name())
-	b, err = s3.New(c, "bkt", s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-b"}})
-	require.NoError(t, err)
-	require.Equal(t, "zone-b", b.Name())
 	require.Equal(t, "bkt", b.BucketName())
 }
 

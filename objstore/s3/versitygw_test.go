@@ -16,6 +16,7 @@ import (
 
 	"github.com/cutline/cutline/internal/testservers"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/internal/remotetest"
 	"github.com/cutline/cutline/objstore/objstoretest"
 	"github.com/cutline/cutline/objstore/s3"
 )
@@ -45,10 +46,7 @@ func TestS3VersityGWConformance(t *testing.T) {
 
 func TestS3VersityGWPreconditionFailedIsExists(t *testing.T) {
 	_, b := newVersityBucket(t)
-	require.NoError(t, b.Create(t.Context(), "k", []byte("first")))
-	err := b.Create(t.Context(), "k", []byte("second"))
-	require.ErrorIs(t, err, objstore.ErrExists)
-	require.NotErrorIs(t, err, objstore.ErrUnavailable)
+	err := remotetest.CreateTwice(t, b)
 
 	// It is the server's 412 PreconditionFailed, not a guess.
 	var re *awshttp.ResponseError
@@ -57,10 +55,6 @@ func TestS3VersityGWPreconditionFailedIsExists(t *testing.T) {
 	var apiErr smithy.APIError
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "PreconditionFailed", apiErr.ErrorCode())
-	var opErr *objstore.OpError
-	require.ErrorAs(t, err, &opErr)
-	require.Equal(t, "create", opErr.Op)
-	require.Equal(t, "k", opErr.Key)
 }
 
 // TestS3VersityGWStoppedZoneIsUnavailable kills the server while a writer is
@@ -125,20 +119,7 @@ func TestS3VersityGWStoppedZoneIsUnavailable(t *testing.T) {
 	require.NotEmpty(t, acked)
 
 	// The zone is down: nothing may read as absent or present.
-	for _, key := range []string{"before", "never-written"} {
-		_, err := b.Get(ctx, key)
-		require.ErrorIs(t, err, objstore.ErrUnavailable, "get %s", key)
-		require.NotErrorIs(t, err, objstore.ErrNotFound, "get %s: unknown is not absent", key)
-		_, err = b.GetRange(ctx, key, 0, 1)
-		require.ErrorIs(t, err, objstore.ErrUnavailable, "getrange %s", key)
-		require.NotErrorIs(t, err, objstore.ErrNotFound)
-	}
-	err = b.Create(ctx, "before", []byte("x"))
-	require.ErrorIs(t, err, objstore.ErrUnavailable)
-	require.NotErrorIs(t, err, objstore.ErrExists, "a down zone cannot say the key is taken")
-	require.ErrorIs(t, b.Delete(ctx, "before"), objstore.ErrUnavailable, "a delete on a down zone is not a success")
-	_, err = b.List(ctx, "", "", 10)
-	require.ErrorIs(t, err, objstore.ErrUnavailable)
+	remotetest.ZoneDown(t, ctx, b)
 
 	// Back up: the acknowledged objects survived.
 	srv.Restart()
@@ -182,14 +163,8 @@ func TestS3VersityGWWrongCredentialsAreDenied(t *testing.T) {
 // a time and under concurrent creates, so Verify accepts it, in every one
 // of many runs.
 func TestS3VersityGWVerify(t *testing.T) {
-	const runs = 20
 	_, b := newVersityBucket(t)
-	for i := range runs {
-		require.NoError(t, objstore.Verify(t.Context(), b), "run %d", i)
-	}
-	page, err := b.List(t.Context(), "", "", 10)
-	require.NoError(t, err)
-	require.Empty(t, page, "Verify removes its probes")
+	remotetest.VerifyRuns(t, b, 20)
 }
 
 // TestS3VersityGWVerifyDistinct: one S3 bucket listed under two zone
