@@ -6,7 +6,7 @@
 //
 // A backend's classify maps a client error to the class it stands for (an
 // objstore sentinel, or one of the backend's own, narrower ones);
-// classifyCall is what callers see: that class wrapped with the client's
+// Remote.Call is what callers see: that class wrapped with the client's
 // error, or the context's error when the context is done.
 package classifytest
 
