@@ -71,7 +71,7 @@ func versityBackend(t *testing.T) []objstore.Bucket {
 	client := srv.NewClient(&http.Client{Transport: tr, Timeout: 10 * time.Second})
 	var out []objstore.Bucket
 	for i := range 3 {
-		b, err := s3.New(client, srv.NewBucketName(t), s3.Options{Name: fmt.Sprintf("zone-%c", 'a'+i)})
+		b, err := s3.New(client, srv.NewBucketName(t), s3.Options{RemoteOptions: objstore.RemoteOptions{Name: fmt.Sprintf("zone-%c", 'a'+i)}})
 		require.NoError(t, err)
 		out = append(out, b)
 	}

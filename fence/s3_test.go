@@ -50,7 +50,7 @@ func (z *s3Zones) buckets(t *testing.T, k int) []objstore.Bucket {
 	out := make([]objstore.Bucket, k)
 	for i := range out {
 		name := z.servers[i].NewBucketName(t)
-		b, err := s3.New(z.clients[i], name, s3.Options{Name: string(rune('a' + i))})
+		b, err := s3.New(z.clients[i], name, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: string(rune('a' + i))}})
 		require.NoError(t, err)
 		out[i] = b
 	}

@@ -129,15 +129,21 @@
 // # Writing a backend
 //
 // A backend classifies every failure inside itself, with these helpers so
-// that all backends answer alike. A backend over a remote store keeps a
-// Remote, which does around each request what every such backend does:
+// that all backends answer alike. A backend over a remote store takes
+// RemoteOptions as its Options (Name, Logger, Clock, Retries, Backoff,
+// with the store's own defaults), and its New is NewRemote, which checks
+// the client, the bucket's name and the options, each refusal a
+// *cutline.ConfigError naming the field. The Remote it returns does
+// around each request what every such backend does:
 // CheckCreate, CheckRange, CheckList and Check before anything is sent
 // (the key, the range, the size against MaxObjectSize, refused with
-// ErrObjectTooLarge), Call and Fail to classify a failure with the
+// ErrObjectTooLarge; List's page size), Resender for Create's re-sends,
+// Call and Fail to classify a failure with the
 // backend's own table of codes (ClassifyStatus serving for a bare HTTP
-// status), DeleteFailed and RangeFailed for the answers Delete and
-// GetRange settle themselves (a missing object, ErrUnsatisfiableRange),
-// and ReadBody; the s3, gcs and azblob backends supply only their codes.
+// status), Delete around the store's request (a missing object is a
+// success), RangeFailed for the answer GetRange settles itself
+// (ErrUnsatisfiableRange), and ReadBody; the s3, gcs and azblob backends
+// supply only their requests and codes.
 // Underneath are:
 //
 //   - Precheck before sending anything: the context's error or a

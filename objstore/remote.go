@@ -40,11 +40,16 @@ func ClassifyStatus(status int) error {
 // Remote is what a Bucket over a remote store does around each request,
 // written once for every such backend: the checks before a request is
 // sent, the classification of the store's failures, and the *OpError that
-// names the operation, the bucket and the key. A backend keeps one and
-// supplies only its own table of error codes (Classify).
+// names the operation, the bucket and the key. A backend keeps the one
+// NewRemote returns and supplies only its own table of error codes
+// (Classify).
 type Remote struct {
-	// Name is the bucket's name in errors.
-	Name string
+	// RemoteOptions are the bucket's settings with the store's defaults
+	// filled: Name is the bucket's name in errors, the rest are those of
+	// Create's retries (see Resender).
+	RemoteOptions
+	// Kind names the backend in log records ("s3", "gcs", "azblob").
+	Kind string
 	// Classify maps a client's error onto the sentinel of this package it
 	// means (ClassifyStatus serving for what its codes do not place). It
 	// is never called with nil, nor once the caller's context has ended.
@@ -92,16 +97,21 @@ func (r Remote) CheckRange(ctx context.Context, key string, offset, length int64
 	return nil
 }
 
-// CheckList is List's check: ctx's error, then ValidatePrefix's.
-func (r Remote) CheckList(ctx context.Context, prefix string) error {
+// CheckList is List's check: ctx's error, then ValidatePrefix's. It
+// returns the page size to ask for: limit, or pageMax, the store's own
+// page limit, when limit is not positive or is larger.
+func (r Remote) CheckList(ctx context.Context, prefix string, limit, pageMax int) (int, error) {
 	const op = "list"
 	if err := ctx.Err(); err != nil {
-		return r.Err(op, prefix, err)
+		return 0, r.Err(op, prefix, err)
 	}
 	if err := ValidatePrefix(prefix); err != nil {
-		return r.Err(op, prefix, err)
+		return 0, r.Err(op, prefix, err)
 	}
-	return nil
+	if limit <= 0 || limit > pageMax {
+		limit = pageMax
+	}
+	return limit, nil
 }
 
 // Call classifies err, the failure of a request made under ctx, into the
@@ -121,15 +131,23 @@ func (r Remote) Fail(ctx context.Context, op, key string, err error) error {
 	return r.Err(op, key, r.Call(ctx, err))
 }
 
-// DeleteFailed is Delete's answer to a failed request: nil when the
-// object was not there (deleting a missing object succeeds; a missing
-// bucket does not), Fail's error otherwise.
-func (r Remote) DeleteFailed(ctx context.Context, key string, err error) error {
+// Delete is what Delete does around send, the store's request: Check
+// first, then send, whose failure is classified. A missing object is a
+// success (deleting it again changes nothing); a missing bucket is not.
+func (r Remote) Delete(ctx context.Context, key string, send func(context.Context) error) error {
+	const op = "delete"
+	if err := r.Check(ctx, op, key); err != nil {
+		return err
+	}
+	err := send(ctx)
+	if err == nil {
+		return nil
+	}
 	cerr := r.Call(ctx, err)
 	if errors.Is(cerr, ErrNotFound) {
 		return nil
 	}
-	return r.Err("delete", key, cerr)
+	return r.Err(op, key, cerr)
 }
 
 // RangeFailed is GetRange's answer to a failed request: an empty result

@@ -39,7 +39,7 @@ func TestClassifyStatus(t *testing.T) {
 
 // remote classifies every failure as ErrExists, so that a test can tell
 // its classifier was asked.
-var remote = objstore.Remote{Name: "zone-a", Classify: func(error) error { return objstore.ErrExists }}
+var remote = objstore.Remote{RemoteOptions: objstore.RemoteOptions{Name: "zone-a"}, Classify: func(error) error { return objstore.ErrExists }}
 
 func TestRemoteChecks(t *testing.T) {
 	ctx := t.Context()
@@ -69,9 +69,15 @@ func TestRemoteChecks(t *testing.T) {
 	}
 	require.ErrorIs(t, remote.CheckRange(ctx, "/k", 0, 1), objstore.ErrInvalidKey)
 
-	require.NoError(t, remote.CheckList(ctx, ""))
-	require.NoError(t, remote.CheckList(ctx, "a/"))
-	require.ErrorIs(t, remote.CheckList(ctx, "/"), objstore.ErrInvalidKey)
+	for _, tc := range []struct{ limit, want int }{{0, 100}, {-1, 100}, {1, 1}, {100, 100}, {101, 100}} {
+		got, err := remote.CheckList(ctx, "a/", tc.limit, 100)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, "limit %d", tc.limit)
+	}
+	_, err = remote.CheckList(ctx, "", 10, 100)
+	require.NoError(t, err)
+	_, err = remote.CheckList(ctx, "/", 10, 100)
+	require.ErrorIs(t, err, objstore.ErrInvalidKey)
 
 	ended, cancel := context.WithCancel(ctx)
 	cancel()
@@ -79,7 +85,7 @@ func TestRemoteChecks(t *testing.T) {
 		"Check":       remote.Check(ended, "get", "k"),
 		"CheckCreate": remote.CheckCreate(ended, "k", nil),
 		"CheckRange":  remote.CheckRange(ended, "k", 0, 1),
-		"CheckList":   remote.CheckList(ended, ""),
+		"CheckList":   func() error { _, err := remote.CheckList(ended, "", 10, 100); return err }(),
 	} {
 		require.ErrorIs(t, err, context.Canceled, name)
 	}
@@ -104,13 +110,25 @@ func TestRemoteClassifies(t *testing.T) {
 	require.ErrorIs(t, err, cause)
 
 	as := func(sentinel error) objstore.Remote {
-		return objstore.Remote{Name: "zone-a", Classify: func(error) error { return sentinel }}
+		return objstore.Remote{RemoteOptions: objstore.RemoteOptions{Name: "zone-a"}, Classify: func(error) error { return sentinel }}
 	}
-	require.NoError(t, as(objstore.ErrNotFound).DeleteFailed(ctx, "k", cause), "deleting a missing object succeeds")
-	err = as(objstore.ErrNoSuchBucket).DeleteFailed(ctx, "k", cause)
+	sent := 0
+	send := func(err error) func(context.Context) error {
+		return func(context.Context) error { sent++; return err }
+	}
+	require.NoError(t, as(objstore.ErrExists).Delete(ctx, "k", send(nil)))
+	require.NoError(t, as(objstore.ErrNotFound).Delete(ctx, "k", send(cause)), "deleting a missing object succeeds")
+	err = as(objstore.ErrNoSuchBucket).Delete(ctx, "k", send(cause))
 	require.ErrorIs(t, err, objstore.ErrNoSuchBucket, "a missing bucket does not")
+	require.ErrorIs(t, err, cause)
 	require.ErrorAs(t, err, &op)
 	require.Equal(t, "delete", op.Op)
+	require.Equal(t, 3, sent)
+	err = as(objstore.ErrNotFound).Delete(ctx, "a//b", send(nil))
+	require.ErrorIs(t, err, objstore.ErrInvalidKey, "checked before anything is sent")
+	err = as(objstore.ErrNotFound).Delete(ended, "k", send(nil))
+	require.ErrorIs(t, err, context.Canceled, "an ended context is not a missing object")
+	require.Equal(t, 3, sent, "nothing sent")
 
 	data, err := as(objstore.ErrUnsatisfiableRange).RangeFailed(ctx, "k", cause)
 	require.NoError(t, err, "a range past the end is an empty result")

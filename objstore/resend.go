@@ -35,6 +35,12 @@ type Resender struct {
 	Logger *slog.Logger
 }
 
+// Resender is the Resender of r's bucket b: it re-sends as r's options
+// say and logs as r.Kind.
+func (r Remote) Resender(b Bucket) Resender {
+	return Resender{Bucket: b, Kind: r.Kind, Retries: r.Retries, Backoff: r.Backoff, Clock: r.Clock, Logger: r.Logger}
+}
+
 // Create runs send until it answers, re-sending it while its outcome is
 // unknown. classify maps send's error onto this package's sentinels
 // (ContextEnded once ctx has ended). The outcome, as an *OpError of

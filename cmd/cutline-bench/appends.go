@@ -123,7 +123,7 @@ func s3Zones(s *scope, n int) (func() ([]objstore.Bucket, error), error) {
 			if err != nil {
 				return nil, err
 			}
-			b, err := s3.New(cli, srv.NewBucketName(s), s3.Options{Name: zoneName(i)})
+			b, err := s3.New(cli, srv.NewBucketName(s), s3.Options{RemoteOptions: objstore.RemoteOptions{Name: zoneName(i)}})
 			if err != nil {
 				return nil, err
 			}

@@ -182,7 +182,7 @@ func (c *cmd) s3Buckets(ctx context.Context) ([]objstore.Bucket, error) {
 		if err != nil {
 			return nil, usagef("bad S3 zone %q at %s: %v", spec, endpoint, err)
 		}
-		b, err := s3.New(client, bucket, s3.Options{Name: name})
+		b, err := s3.New(client, bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: name}})
 		if err != nil {
 			return nil, usagef("bad S3 zone %q: %v", spec, err)
 		}

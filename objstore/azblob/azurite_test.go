@@ -15,6 +15,7 @@ import (
 	"github.com/cutline/cutline/internal/testservers"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/azblob"
+	"github.com/cutline/cutline/objstore/internal/remotetest"
 	"github.com/cutline/cutline/objstore/objstoretest"
 )
 
@@ -77,15 +78,9 @@ func TestAzuriteConformance(t *testing.T) {
 // it in every one of many runs; the start-up check of three containers
 // passes, and refuses one container under two zone names.
 func TestAzuriteVerify(t *testing.T) {
-	const runs = 20
 	e := startAzurite(t)
 	b := e.bucket(t, azblob.Options{Name: "zone-a"})
-	for i := range runs {
-		require.NoError(t, objstore.Verify(t.Context(), b), "run %d", i)
-	}
-	page, err := b.List(t.Context(), "", "", 10)
-	require.NoError(t, err)
-	require.Empty(t, page, "Verify removes its probes")
+	remotetest.VerifyRuns(t, b, 20)
 
 	c, d := e.bucket(t, azblob.Options{Name: "zone-b"}), e.bucket(t, azblob.Options{Name: "zone-c"})
 	require.NoError(t, objstore.VerifyZones(t.Context(), []objstore.Bucket{b, c, d}, objstore.VerifyOptions{}))
@@ -102,20 +97,11 @@ func TestAzuriteVerify(t *testing.T) {
 func TestAzuriteExists(t *testing.T) {
 	e := startAzurite(t)
 	b := e.bucket(t, azblob.Options{})
-	require.NoError(t, b.Create(t.Context(), "k", []byte("first")))
-	err := b.Create(t.Context(), "k", []byte("second"))
-	require.ErrorIs(t, err, objstore.ErrExists)
-	require.NotErrorIs(t, err, objstore.ErrUnavailable)
+	err := remotetest.CreateTwice(t, b)
 	var re *azcore.ResponseError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, http.StatusConflict, re.StatusCode)
 	require.Equal(t, "BlobAlreadyExists", re.ErrorCode)
-	var opErr *objstore.OpError
-	require.ErrorAs(t, err, &opErr)
-	require.Equal(t, "create", opErr.Op)
-	got, err := b.Get(t.Context(), "k")
-	require.NoError(t, err)
-	require.Equal(t, "first", string(got))
 }
 
 func TestAzuriteNoSuchContainer(t *testing.T) {
@@ -189,20 +175,8 @@ func TestAzuriteStoppedZoneIsUnavailable(t *testing.T) {
 	}
 	require.Positive(t, failed, "creates after the stop failed")
 
-	for _, key := range []string{"before", "never-written"} {
-		_, err := b.Get(ctx, key)
-		require.ErrorIs(t, err, objstore.ErrUnavailable, "get %s", key)
-		require.NotErrorIs(t, err, objstore.ErrNotFound, "get %s: unknown is not absent", key)
-		_, err = b.GetRange(ctx, key, 0, 1)
-		require.ErrorIs(t, err, objstore.ErrUnavailable, "getrange %s", key)
-	}
-	err := b.Create(ctx, "before", []byte("x"))
-	require.ErrorIs(t, err, objstore.ErrUnavailable)
-	require.NotErrorIs(t, err, objstore.ErrExists, "a down zone cannot say the key is taken")
-	require.ErrorIs(t, b.Delete(ctx, "before"), objstore.ErrUnavailable)
-	_, err = b.List(ctx, "", "", 10)
-	require.ErrorIs(t, err, objstore.ErrUnavailable)
-	err = objstore.Verify(ctx, b)
+	remotetest.ZoneDown(t, ctx, b)
+	err := objstore.Verify(ctx, b)
 	require.ErrorIs(t, err, objstore.ErrUnavailable)
 	require.NotErrorIs(t, err, objstore.ErrNotCreateOnly)
 }

@@ -3,8 +3,6 @@ package azblob
 import (
 	"cmp"
 	"context"
-	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
-	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 )
@@ -24,7 +21,7 @@ import (
 const DefaultRetries = 3
 
 // MaxRetries bounds the retries of one Create that Options allows.
-const MaxRetries = 100
+const MaxRetries = objstore.MaxRetries
 
 // maxListPage is Azure's page size limit for List Blobs.
 const maxListPage = 5000
@@ -34,36 +31,30 @@ const maxListPage = 5000
 // with objstore.ErrObjectTooLarge, as an objstore.ErrRejected.
 const MaxObjectSize = objstore.MaxObjectSize
 
-// Options are the optional settings of a Bucket. The zero value works.
-type Options struct {
-	// Name identifies the bucket in logs and errors (a zone name such as
-	// "zone-d"). Default: the container name.
-	Name string
-	// Logger receives debug and warning records. Default: discard.
-	Logger *slog.Logger
-	// Clock times the backoff between Create's retries. Default: the wall
-	// clock.
-	Clock clock.Clock
-	// Retries bounds how often Create re-sends an upload after an answer
-	// that left the outcome unknown (5xx, 408, 429, a dropped connection),
-	// at most MaxRetries. 0 means DefaultRetries.
-	Retries int
-	// Backoff spaces those retries, jittered so that racing creators
-	// spread out. Zero fields mean 100ms and 2s.
-	Backoff clock.Backoff
+// Options are the optional settings of a Bucket, those of every remote
+// backend; the zero value works. Here Name defaults to the container
+// name; Retries bounds how often Create re-sends an upload after an
+// answer that left the outcome unknown (5xx, 408, 429, a dropped
+// connection), DefaultRetries when 0; Backoff's zero fields mean 100ms
+// and 2s.
+type Options = objstore.RemoteOptions
+
+// store is what New checks and fills in.
+var store = objstore.RemoteStore{
+	Kind:      "azblob",
+	NameField: "container",
+	ValidName: validContainer,
+	NameRule:  "not a container name (3 to 63 of a-z, 0-9 and '-', starting with a letter or digit, no '--')",
+	Defaults:  Options{Retries: DefaultRetries, Backoff: clock.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}},
+	Classify:  classify,
 }
 
 // Bucket is an objstore.Bucket over one Azure Blob Storage container. It
 // is safe for concurrent use. Create it with New.
 type Bucket struct {
-	backoff    clock.Backoff
-	container  *container.Client
-	cname      string
-	name       string
-	log        *slog.Logger
-	clk        clock.Clock
-	maxRetries int
-	remote     objstore.Remote
+	container *container.Client
+	cname     string
+	remote    objstore.Remote
 }
 
 var _ objstore.Bucket = (*Bucket)(nil)
@@ -74,40 +65,11 @@ var _ objstore.Bucket = (*Bucket)(nil)
 // retry policy for reads are used untouched. New sends no request; run
 // objstore.VerifyZones at start-up.
 func New(client *sdk.Client, containerName string, opts Options) (*Bucket, error) {
-	switch {
-	case client == nil:
-		return nil, &cutline.ConfigError{Field: "client", Reason: "nil"}
-	case containerName == "":
-		return nil, &cutline.ConfigError{Field: "container", Reason: "empty"}
-	case !validContainer(containerName):
-		return nil, &cutline.ConfigError{Field: "container", Value: fmt.Sprintf("%q", containerName),
-			Reason: "not a container name (3 to 63 of a-z, 0-9 and '-', starting with a letter or digit, no '--')"}
-	case opts.Retries < 0 || opts.Retries > MaxRetries:
-		return nil, &cutline.ConfigError{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
-	}
-	if err := opts.Backoff.Validate("Backoff"); err != nil {
+	remote, err := objstore.NewRemote(client, containerName, opts, store)
+	if err != nil {
 		return nil, err
 	}
-	b := &Bucket{
-		container:  client.ServiceClient().NewContainerClient(containerName),
-		cname:      containerName,
-		name:       opts.Name,
-		log:        opts.Logger,
-		clk:        clock.Or(opts.Clock),
-		maxRetries: opts.Retries,
-		backoff:    opts.Backoff.Or(clock.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}),
-	}
-	if b.name == "" {
-		b.name = containerName
-	}
-	if b.log == nil {
-		b.log = slog.New(slog.DiscardHandler)
-	}
-	if b.maxRetries == 0 {
-		b.maxRetries = DefaultRetries
-	}
-	b.remote = objstore.Remote{Name: b.name, Classify: classify}
-	return b, nil
+	return &Bucket{container: client.ServiceClient().NewContainerClient(containerName), cname: containerName, remote: remote}, nil
 }
 
 // validContainer is Azure's rule for container names, checked before
@@ -126,7 +88,7 @@ func validContainer(name string) bool {
 }
 
 // Name implements objstore.Bucket.
-func (b *Bucket) Name() string { return b.name }
+func (b *Bucket) Name() string { return b.remote.Name }
 
 // ContainerName returns the Azure container name.
 func (b *Bucket) ContainerName() string { return b.cname }
@@ -173,15 +135,10 @@ func (b *Bucket) GetRange(ctx context.Context, key string, offset, length int64)
 // Delete implements objstore.Bucket, with the blob's snapshots. Deleting a
 // missing blob succeeds; a missing container does not.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
-	const op = "delete"
-	if err := b.remote.Check(ctx, op, key); err != nil {
+	return b.remote.Delete(ctx, key, func(ctx context.Context) error {
+		_, err := b.container.NewBlobClient(key).Delete(ctx, &blob.DeleteOptions{DeleteSnapshots: to.Ptr(blob.DeleteSnapshotsOptionTypeInclude)})
 		return err
-	}
-	_, err := b.container.NewBlobClient(key).Delete(ctx, &blob.DeleteOptions{DeleteSnapshots: to.Ptr(blob.DeleteSnapshotsOptionTypeInclude)})
-	if err != nil {
-		return b.remote.DeleteFailed(ctx, key, err)
-	}
-	return nil
+	})
 }
 
 // List implements objstore.Bucket with List Blobs (Prefix, StartFrom,
@@ -189,11 +146,9 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 // skipped. A page holds at most 5000 objects whatever limit asks.
 func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
 	const op = "list"
-	if err := b.remote.CheckList(ctx, prefix); err != nil {
+	limit, err := b.remote.CheckList(ctx, prefix, limit, maxListPage)
+	if err != nil {
 		return nil, err
-	}
-	if limit <= 0 || limit > maxListPage {
-		limit = maxListPage
 	}
 	o := &container.ListBlobsFlatOptions{MaxResults: to.Ptr(int32(min(limit+1, maxListPage)))}
 	if prefix != "" {

@@ -1,15 +1,10 @@
 package azblob
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -27,11 +22,7 @@ func respErr(status int, code string) error {
 }
 
 func TestAzureClassify(t *testing.T) {
-	cases := []struct {
-		name string
-		err  error
-		want error
-	}{
+	classifytest.Run(t, classifytest.Remote(classify), []classifytest.Case{
 		{"404 BlobNotFound", respErr(404, "BlobNotFound"), objstore.ErrNotFound},
 		{"404 ContainerNotFound", respErr(404, "ContainerNotFound"), objstore.ErrNoSuchBucket},
 		{"409 ContainerBeingDeleted", respErr(409, "ContainerBeingDeleted"), objstore.ErrNoSuchBucket},
@@ -54,22 +45,9 @@ func TestAzureClassify(t *testing.T) {
 		{"400 InvalidHeaderValue", respErr(400, "InvalidHeaderValue"), objstore.ErrRejected},
 		{"400 Md5Mismatch", respErr(400, "Md5Mismatch"), objstore.ErrRejected},
 		{"200 with an error", respErr(200, ""), objstore.ErrUnavailable},
-		{"connection refused", &url.Error{Op: "Put", URL: "http://127.0.0.1:1/acct/c/k",
-			Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, objstore.ErrUnavailable},
-		{"unexpected EOF", fmt.Errorf("download: %w", io.ErrUnexpectedEOF), objstore.ErrUnavailable},
-		{"deadline not ours", context.DeadlineExceeded, objstore.ErrUnavailable},
-		{"unknown", errors.New("odd"), objstore.ErrUnavailable},
-	}
-	backend := classifytest.Backend{Classify: classify, Call: objstore.Remote{Classify: classify}.Call, Narrowed: []classifytest.Narrowed{
-		{Class: objstore.ErrUnsatisfiableRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
-	}}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { classifytest.Check(t, backend, tc.err, tc.want) })
-	}
+	}, classifytest.Transport(nil))
 }
 
 func TestAzureClassifyCallPrefersTheContext(t *testing.T) {
-	classifytest.CallPrefersTheContext(t, objstore.Remote{Classify: classify}.Call,
-		&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled},
-		context.DeadlineExceeded)
+	classifytest.CallPrefersTheContext(t, classifytest.Remote(classify).Call, nil)
 }

@@ -10,8 +10,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-
-	"github.com/cutline/cutline/objstore"
 )
 
 // Create implements objstore.Bucket with Put Blob and "If-None-Match: *",
@@ -47,6 +45,5 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 		_, err := client.Upload(once, streaming.NopCloser(bytes.NewReader(data)), opts)
 		return err
 	}
-	return objstore.Resender{Bucket: b, Kind: "azblob", Retries: b.maxRetries, Backoff: b.backoff, Clock: b.clk, Logger: b.log}.
-		Create(ctx, key, data, send, b.remote.Call)
+	return b.remote.Resender(b).Create(ctx, key, data, send, b.remote.Call)
 }

@@ -3,6 +3,7 @@ package azblob_test
 import (
 	"context"
 	"log"
+	"os"
 
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/azblob"
@@ -11,11 +12,12 @@ import (
 // A host opens one container per zone with its own client and checks the
 // zone set once at start-up.
 func Example() {
+	key := os.Getenv("AZURE_STORAGE_KEY") // the account's key, from the host's secret store
 	ctx := context.Background()
 	client, err := azblob.NewClient(ctx, azblob.ClientConfig{
 		ServiceURL: "https://myaccount.blob.core.windows.net/",
 		Account:    "myaccount",
-		Key:        "a2V5IG9mIHRoZSBhY2NvdW50IChiYXNlNjQp", // from the host's secret store
+		Key:        key,
 	})
 	if err != nil {
 		log.Fatal(err)

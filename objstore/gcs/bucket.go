@@ -3,8 +3,6 @@ package gcs
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"math"
 	"strings"
 	"time"
@@ -12,7 +10,6 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
 
-	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 )
@@ -21,90 +18,54 @@ import (
 // outcome was unknown, when Options.Retries is 0.
 const DefaultRetries = 3
 
+// MaxRetries bounds the retries of one Create that Options allows.
+const MaxRetries = objstore.MaxRetries
+
 // maxListPage bounds a List page (GCS's own page limit).
 const maxListPage = 1000
 
-// Options are the optional settings of a Bucket. The zero value works.
-type Options struct {
-	// Name identifies the bucket in logs and errors (a zone name such as
-	// "zone-c"). Default: the GCS bucket name.
-	Name string
-	// Logger receives debug and warning records. Default: discard.
-	Logger *slog.Logger
-	// Clock times the backoff between Create's retries. Default: the wall
-	// clock.
-	Clock clock.Clock
-	// Retries bounds how often Create re-sends an upload after an answer
-	// that left the outcome unknown (5xx, 429, a dropped connection), at
-	// most MaxRetries. 0 means DefaultRetries.
-	Retries int
-	// Backoff spaces those retries, jittered so that racing creators
-	// spread out. Zero fields mean 100ms and 2s.
-	Backoff clock.Backoff
+// Options are the optional settings of a Bucket, those of every remote
+// backend; the zero value works. Here Name defaults to the GCS bucket
+// name; Retries bounds how often Create re-sends an upload after an
+// answer that left the outcome unknown (5xx, 429, a dropped connection),
+// DefaultRetries when 0; Backoff's zero fields mean 100ms and 2s.
+type Options = objstore.RemoteOptions
+
+// store is what New checks and fills in.
+var store = objstore.RemoteStore{
+	Kind:      "gcs",
+	NameField: "bucket",
+	ValidName: func(name string) bool { return !strings.ContainsAny(name, "/\\ ") && len(name) <= 222 },
+	NameRule:  "not a bucket name",
+	Defaults:  Options{Retries: DefaultRetries, Backoff: clock.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}},
+	Classify:  classify,
 }
 
 // Bucket is an objstore.Bucket over one Google Cloud Storage bucket. It is
 // safe for concurrent use. Create it with New.
 type Bucket struct {
-	backoff    clock.Backoff
-	bkt        *storage.BucketHandle
-	bucket     string
-	name       string
-	log        *slog.Logger
-	clk        clock.Clock
-	maxRetries int
-	remote     objstore.Remote
+	bkt    *storage.BucketHandle
+	remote objstore.Remote
 }
 
 var _ objstore.Bucket = (*Bucket)(nil)
-
-// MaxRetries bounds the retries of one Create that Options allows.
-const MaxRetries = 100
 
 // New returns a Bucket that stores objects in bucket through client. The
 // client is the host's (credentials, endpoint, transport, retry policy for
 // reads). New sends no request; run objstore.Verify at start-up.
 func New(client *storage.Client, bucket string, opts Options) (*Bucket, error) {
-	switch {
-	case client == nil:
-		return nil, &cutline.ConfigError{Field: "client", Reason: "nil"}
-	case bucket == "":
-		return nil, &cutline.ConfigError{Field: "bucket", Reason: "empty"}
-	case strings.ContainsAny(bucket, "/\\ ") || len(bucket) > 222:
-		return nil, &cutline.ConfigError{Field: "bucket", Value: fmt.Sprintf("%q", bucket), Reason: "not a bucket name"}
-	case opts.Retries < 0 || opts.Retries > MaxRetries:
-		return nil, &cutline.ConfigError{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
-	}
-	if err := opts.Backoff.Validate("Backoff"); err != nil {
+	remote, err := objstore.NewRemote(client, bucket, opts, store)
+	if err != nil {
 		return nil, err
 	}
-	b := &Bucket{
-		bkt:        client.Bucket(bucket),
-		bucket:     bucket,
-		name:       opts.Name,
-		log:        opts.Logger,
-		clk:        clock.Or(opts.Clock),
-		maxRetries: opts.Retries,
-		backoff:    opts.Backoff.Or(clock.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}),
-	}
-	if b.name == "" {
-		b.name = bucket
-	}
-	if b.log == nil {
-		b.log = slog.New(slog.DiscardHandler)
-	}
-	if b.maxRetries == 0 {
-		b.maxRetries = DefaultRetries
-	}
-	b.remote = objstore.Remote{Name: b.name, Classify: classify}
-	return b, nil
+	return &Bucket{bkt: client.Bucket(bucket), remote: remote}, nil
 }
 
 // Name implements objstore.Bucket.
-func (b *Bucket) Name() string { return b.name }
+func (b *Bucket) Name() string { return b.remote.Name }
 
 // BucketName returns the GCS bucket name.
-func (b *Bucket) BucketName() string { return b.bucket }
+func (b *Bucket) BucketName() string { return b.bkt.BucketName() }
 
 // Get implements objstore.Bucket.
 func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
@@ -154,14 +115,7 @@ func (b *Bucket) read(ctx context.Context, op, key string, r *storage.Reader, le
 // Delete implements objstore.Bucket. Deleting a missing object succeeds; a
 // missing bucket does not.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
-	const op = "delete"
-	if err := b.remote.Check(ctx, op, key); err != nil {
-		return err
-	}
-	if err := b.bkt.Object(key).Delete(ctx); err != nil {
-		return b.remote.DeleteFailed(ctx, key, err)
-	}
-	return nil
+	return b.remote.Delete(ctx, key, b.bkt.Object(key).Delete)
 }
 
 // List implements objstore.Bucket with an object listing from
@@ -169,11 +123,9 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 // holds at most 1000 objects whatever limit asks.
 func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
 	const op = "list"
-	if err := b.remote.CheckList(ctx, prefix); err != nil {
+	limit, err := b.remote.CheckList(ctx, prefix, limit, maxListPage)
+	if err != nil {
 		return nil, err
-	}
-	if limit <= 0 || limit > maxListPage {
-		limit = maxListPage
 	}
 	q := &storage.Query{Prefix: prefix}
 	if startAfter > prefix {

@@ -1,13 +1,7 @@
 package gcs
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
-	"syscall"
 	"testing"
 
 	"cloud.google.com/go/storage"
@@ -33,11 +27,7 @@ func grpcErr(c codes.Code) error {
 }
 
 func TestGCSClassify(t *testing.T) {
-	cases := []struct {
-		name string
-		err  error
-		want error
-	}{
+	classifytest.Run(t, classifytest.Remote(classify), []classifytest.Case{
 		{"ErrObjectNotExist", storage.ErrObjectNotExist, objstore.ErrNotFound},
 		{"ErrObjectNotExist wrapped over a 404", fmt.Errorf("%w: %w", storage.ErrObjectNotExist, httpErr(404, "notFound")), objstore.ErrNotFound},
 		{"ErrBucketNotExist", fmt.Errorf("%w: %w", storage.ErrBucketNotExist, httpErr(404, "notFound")), objstore.ErrNoSuchBucket},
@@ -65,22 +55,9 @@ func TestGCSClassify(t *testing.T) {
 		{"grpc Internal", grpcErr(codes.Internal), objstore.ErrUnavailable},
 		{"grpc InvalidArgument", grpcErr(codes.InvalidArgument), objstore.ErrRejected},
 		{"raw grpc status", status.Error(codes.Unavailable, "x"), objstore.ErrUnavailable},
-		{"connection refused", &url.Error{Op: "Post", URL: "http://127.0.0.1:1/upload",
-			Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, objstore.ErrUnavailable},
-		{"unexpected EOF", fmt.Errorf("upload: %w", io.ErrUnexpectedEOF), objstore.ErrUnavailable},
-		{"deadline not ours", context.DeadlineExceeded, objstore.ErrUnavailable},
-		{"unknown", errors.New("odd"), objstore.ErrUnavailable},
-	}
-	backend := classifytest.Backend{Classify: classify, Call: objstore.Remote{Classify: classify}.Call, Narrowed: []classifytest.Narrowed{
-		{Class: objstore.ErrUnsatisfiableRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
-	}}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { classifytest.Check(t, backend, tc.err, tc.want) })
-	}
+	}, classifytest.Transport(nil))
 }
 
 func TestGCSClassifyCallPrefersTheContext(t *testing.T) {
-	classifytest.CallPrefersTheContext(t, objstore.Remote{Classify: classify}.Call,
-		&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled},
-		context.DeadlineExceeded)
+	classifytest.CallPrefersTheContext(t, classifytest.Remote(classify).Call, nil)
 }

@@ -5,8 +5,6 @@ import (
 	"hash/crc32"
 
 	"cloud.google.com/go/storage"
-
-	"github.com/cutline/cutline/objstore"
 )
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
@@ -33,13 +31,8 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 		If(storage.Conditions{DoesNotExist: true}).
 		Retryer(storage.WithPolicy(storage.RetryNever))
 	sum := crc32.Checksum(data, crc32c)
-	return b.resender().Create(ctx, key, data,
+	return b.remote.Resender(b).Create(ctx, key, data,
 		func(ctx context.Context) error { return upload(ctx, obj, data, sum) }, b.remote.Call)
-}
-
-// resender re-sends an upload whose outcome was unknown (see Create).
-func (b *Bucket) resender() objstore.Resender {
-	return objstore.Resender{Bucket: b, Kind: "gcs", Retries: b.maxRetries, Backoff: b.backoff, Clock: b.clk, Logger: b.log}
 }
 
 // upload sends one attempt. The error that matters (a failed precondition

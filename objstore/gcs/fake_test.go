@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/option"
 
-	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/gcs"
+	"github.com/cutline/cutline/objstore/internal/remotetest"
 	"github.com/cutline/cutline/objstore/internal/testclock"
 	"github.com/cutline/cutline/objstore/objstoretest"
 )
@@ -113,10 +113,7 @@ func TestGCSFakeServerNetworkConformance(t *testing.T) {
 func TestGCSPreconditionFailedIsExists(t *testing.T) {
 	srv := startFakeGCS(t)
 	b := newBucket(t, inProcessClient(t, srv), freshBucket(t, srv), gcs.Options{})
-	require.NoError(t, b.Create(t.Context(), "k", []byte("first")))
-	err := b.Create(t.Context(), "k", []byte("second"))
-	require.ErrorIs(t, err, objstore.ErrExists)
-	require.NotErrorIs(t, err, objstore.ErrUnavailable)
+	err := remotetest.CreateTwice(t, b)
 	require.ErrorContains(t, err, "412", "the server's conditionNotMet, read from Writer.Close")
 }
 
@@ -124,16 +121,9 @@ func TestGCSPreconditionFailedIsExists(t *testing.T) {
 // time and under concurrent creates, so Verify accepts it, in every one
 // of many runs, through the in-process client and over TCP.
 func TestGCSVerify(t *testing.T) {
-	const runs = 20
 	srv := startFakeGCS(t)
 	for _, c := range []*storage.Client{inProcessClient(t, srv), networkClient(t, srv, nil)} {
-		b := newBucket(t, c, freshBucket(t, srv), gcs.Options{})
-		for i := range runs {
-			require.NoError(t, objstore.Verify(t.Context(), b), "run %d", i)
-		}
-		page, err := b.List(t.Context(), "", "", 10)
-		require.NoError(t, err)
-		require.Empty(t, page, "Verify removes its probes")
+		remotetest.VerifyRuns(t, newBucket(t, c, freshBucket(t, srv), gcs.Options{}), 20)
 	}
 }
 
@@ -171,19 +161,7 @@ func TestGCSStoppedServerIsUnavailable(t *testing.T) {
 	// Reads use the client's own retry policy; bound them.
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for _, key := range []string{"before", "never-written"} {
-		_, err := b.Get(rctx, key)
-		require.ErrorIs(t, err, objstore.ErrUnavailable, "get %s", key)
-		require.NotErrorIs(t, err, objstore.ErrNotFound, "get %s: unknown is not absent", key)
-		_, err = b.GetRange(rctx, key, 0, 1)
-		require.ErrorIs(t, err, objstore.ErrUnavailable, "getrange %s", key)
-	}
-	err := b.Create(rctx, "before", []byte("x"))
-	require.ErrorIs(t, err, objstore.ErrUnavailable)
-	require.NotErrorIs(t, err, objstore.ErrExists)
-	require.ErrorIs(t, b.Delete(rctx, "before"), objstore.ErrUnavailable)
-	_, err = b.List(rctx, "", "", 10)
-	require.ErrorIs(t, err, objstore.ErrUnavailable)
+	remotetest.ZoneDown(t, rctx, b)
 }
 
 // faultyTransport forwards requests to next, except for the uploads it is
@@ -353,28 +331,10 @@ func TestGCSAccessDeniedIsNeverNotFound(t *testing.T) {
 func TestGCSNewValidates(t *testing.T) {
 	srv := startFakeGCS(t)
 	c := inProcessClient(t, srv)
-	for _, tc := range []struct {
-		name   string
-		client *storage.Client
-		bucket string
-		opts   gcs.Options
-		field  string
-	}{
-		{"nil client", nil, "b", gcs.Options{}, "client"},
-		{"empty bucket", c, "", gcs.Options{}, "bucket"},
-		{"slash bucket", c, "a/b", gcs.Options{}, "bucket"},
-		{"negative retries", c, "b", gcs.Options{Retries: -1}, "Retries"},
-		{"too many retries", c, "b", gcs.Options{Retries: gcs.MaxRetries + 1}, "Retries"},
-	} {
-		_, err := gcs.New(tc.client, tc.bucket, tc.opts)
-		require.ErrorIs(t, err, cutline.ErrInvalid, tc.name)
-		var ce *cutline.ConfigError
-		require.ErrorAs(t, err, &ce, tc.name)
-		require.Equal(t, tc.field, ce.Field, tc.name)
-	}
-	b := newBucket(t, c, "bkt", gcs.Options{})
-	require.Equal(t, "bkt", b.Name())
-	b = newBucket(t, c, "bkt", gcs.Options{Name: "zone-c"})
+	remotetest.NewValidates(t, func(c *storage.Client, name string, o gcs.Options) (objstore.Bucket, error) {
+		return gcs.New(c, name, o)
+	}, c, "bucket", "a/b", "a b", strings.Repeat("b", 223))
+	b := newBucket(t, c, "bkt", gcs.Options{Name: "zone-c"})
 	require.Equal(t, "zone-c", b.Name())
 	require.Equal(t, "bkt", b.BucketName())
 }

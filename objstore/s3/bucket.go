@@ -3,14 +3,12 @@ package s3
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
 )
@@ -19,15 +17,15 @@ import (
 // ConditionalRequestConflict when Options.Retries is 0.
 const DefaultRetries = 5
 
+// MaxRetries bounds the retries of one Create that Options allows.
+const MaxRetries = objstore.MaxRetries
+
 // maxListKeys is S3's page size limit for ListObjectsV2.
 const maxListKeys = 1000
 
 // directoryBucketSuffix ends the name of every S3 Express One Zone
 // (directory) bucket.
 const directoryBucketSuffix = "--x-s3"
-
-// MaxRetries bounds the retries of one Create that Options allows.
-const MaxRetries = 100
 
 // MaxObjectSize is the largest object, in bytes, that Create writes and
 // Get and GetRange read (objstore.MaxObjectSize). A larger one is refused
@@ -36,39 +34,34 @@ const MaxObjectSize = objstore.MaxObjectSize
 
 // Options are the optional settings of a Bucket. The zero value works.
 type Options struct {
-	// Name identifies the bucket in logs and errors (a zone name such as
-	// "zone-a"). Default: the S3 bucket name.
-	Name string
-	// Logger receives debug and warning records. Default: discard.
-	Logger *slog.Logger
-	// Clock times the backoff between Create's conflict retries. Default:
-	// the wall clock.
-	Clock clock.Clock
-	// Retries bounds how often Create retries after a 409
-	// ConditionalRequestConflict, at most MaxRetries. 0 means
-	// DefaultRetries.
-	Retries int
-	// Backoff spaces those retries, jittered so that racing creators
-	// spread out. Zero fields mean 25ms and 1s.
-	Backoff clock.Backoff
+	// RemoteOptions are the settings of every remote backend. Here Name
+	// defaults to the S3 bucket name; Retries bounds how often Create
+	// retries after a 409 ConditionalRequestConflict, DefaultRetries
+	// when 0; Backoff's zero fields mean 25ms and 1s.
+	objstore.RemoteOptions
 	// DirectoryBucket makes List work around directory-bucket listing (no
 	// StartAfter, prefixes only up to a '/', no lexical order). It is
 	// switched on automatically for bucket names ending in "--x-s3".
 	DirectoryBucket bool
 }
 
+// store is what New checks and fills in.
+var store = objstore.RemoteStore{
+	Kind:      "s3",
+	NameField: "bucket",
+	ValidName: func(name string) bool { return !strings.ContainsAny(name, "/\\ ") && len(name) <= 255 },
+	NameRule:  "not a bucket name",
+	Defaults:  objstore.RemoteOptions{Retries: DefaultRetries, Backoff: clock.Backoff{Min: 25 * time.Millisecond, Max: time.Second}},
+	Classify:  classify,
+}
+
 // Bucket is an objstore.Bucket over one S3 bucket. It is safe for
 // concurrent use. Create it with New.
 type Bucket struct {
-	backoff     clock.Backoff
-	client      *awss3.Client
-	bucket      string
-	name        string
-	log         *slog.Logger
-	clk         clock.Clock
-	maxConflict int
-	directory   bool
-	remote      objstore.Remote
+	client    *awss3.Client
+	bucket    string
+	directory bool
+	remote    objstore.Remote
 }
 
 var _ objstore.Bucket = (*Bucket)(nil)
@@ -79,44 +72,16 @@ var _ objstore.Bucket = (*Bucket)(nil)
 // objstore.Verify at start-up to check that the store enforces create-only
 // writes.
 func New(client *awss3.Client, bucket string, opts Options) (*Bucket, error) {
-	switch {
-	case client == nil:
-		return nil, &cutline.ConfigError{Field: "client", Reason: "nil"}
-	case bucket == "":
-		return nil, &cutline.ConfigError{Field: "bucket", Reason: "empty"}
-	case strings.ContainsAny(bucket, "/\\ ") || len(bucket) > 255:
-		return nil, &cutline.ConfigError{Field: "bucket", Value: fmt.Sprintf("%q", bucket), Reason: "not a bucket name"}
-	case opts.Retries < 0 || opts.Retries > MaxRetries:
-		return nil, &cutline.ConfigError{Field: "Retries", Value: opts.Retries, Reason: fmt.Sprintf("must satisfy 0 ≤ Retries ≤ %d", MaxRetries)}
-	}
-	if err := opts.Backoff.Validate("Backoff"); err != nil {
+	remote, err := objstore.NewRemote(client, bucket, opts.RemoteOptions, store)
+	if err != nil {
 		return nil, err
 	}
-	b := &Bucket{
-		client:      client,
-		bucket:      bucket,
-		name:        opts.Name,
-		log:         opts.Logger,
-		clk:         clock.Or(opts.Clock),
-		maxConflict: opts.Retries,
-		backoff:     opts.Backoff.Or(clock.Backoff{Min: 25 * time.Millisecond, Max: time.Second}),
-		directory:   opts.DirectoryBucket || strings.HasSuffix(bucket, directoryBucketSuffix),
-	}
-	if b.name == "" {
-		b.name = bucket
-	}
-	if b.log == nil {
-		b.log = slog.New(slog.DiscardHandler)
-	}
-	if b.maxConflict == 0 {
-		b.maxConflict = DefaultRetries
-	}
-	b.remote = objstore.Remote{Name: b.name, Classify: classify}
-	return b, nil
+	directory := opts.DirectoryBucket || strings.HasSuffix(bucket, directoryBucketSuffix)
+	return &Bucket{client: client, bucket: bucket, directory: directory, remote: remote}, nil
 }
 
 // Name implements objstore.Bucket.
-func (b *Bucket) Name() string { return b.name }
+func (b *Bucket) Name() string { return b.remote.Name }
 
 // BucketName returns the S3 bucket name.
 func (b *Bucket) BucketName() string { return b.bucket }
@@ -170,26 +135,19 @@ func rangeHeader(offset, length int64) string {
 // Delete implements objstore.Bucket. Deleting a missing object succeeds; a
 // missing bucket does not.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
-	const op = "delete"
-	if err := b.remote.Check(ctx, op, key); err != nil {
+	return b.remote.Delete(ctx, key, func(ctx context.Context) error {
+		_, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &b.bucket, Key: &key})
 		return err
-	}
-	_, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &b.bucket, Key: &key})
-	if err != nil {
-		return b.remote.DeleteFailed(ctx, key, err)
-	}
-	return nil
+	})
 }
 
 // List implements objstore.Bucket with ListObjectsV2 (Prefix, StartAfter,
 // MaxKeys). A page holds at most 1000 objects whatever limit asks.
 func (b *Bucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
 	const op = "list"
-	if err := b.remote.CheckList(ctx, prefix); err != nil {
+	limit, err := b.remote.CheckList(ctx, prefix, limit, maxListKeys)
+	if err != nil {
 		return nil, err
-	}
-	if limit <= 0 || limit > maxListKeys {
-		limit = maxListKeys
 	}
 	if b.directory {
 		return b.listDirectory(ctx, prefix, startAfter, limit)

@@ -1,14 +1,10 @@
 package s3
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
-	"syscall"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
@@ -46,12 +42,13 @@ func transportError(err error) error {
 	return &smithy.OperationError{ServiceID: "S3", OperationName: "PutObject", Err: err}
 }
 
+// backend is s3's classification: a Remote over classify, whose own
+// class errConflict only Create tells apart.
+var backend = classifytest.Remote(classify,
+	classifytest.Narrowed{Class: errConflict, Seen: objstore.ErrUnavailable, Why: "a conflict outside Create is unknown"})
+
 func TestS3Classify(t *testing.T) {
-	cases := []struct {
-		name string
-		err  error
-		want error
-	}{
+	classifytest.Run(t, backend, []classifytest.Case{
 		{"NoSuchKey typed", sdkError(404, &types.NoSuchKey{}), objstore.ErrNotFound},
 		{"NoSuchKey generic", sdkError(404, apiErr("NoSuchKey")), objstore.ErrNotFound},
 		{"HEAD NotFound typed", sdkError(404, &types.NotFound{}), objstore.ErrNotFound},
@@ -86,27 +83,11 @@ func TestS3Classify(t *testing.T) {
 		{"retry quota joined with 500", errors.Join(sdkError(500, apiErr("InternalError")),
 			fmt.Errorf("failed to get rate limit token, %w", ratelimit.QuotaExceededError{Available: 1, Requested: 5})), objstore.ErrUnavailable},
 		{"retry quota alone", fmt.Errorf("failed to get rate limit token, %w", ratelimit.QuotaExceededError{}), objstore.ErrUnavailable},
-		{"connection refused", transportError(&url.Error{Op: "Put", URL: "http://127.0.0.1:1/b/k",
-			Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}), objstore.ErrUnavailable},
-		{"connection reset", transportError(&url.Error{Op: "Get", URL: "http://x/b/k", Err: syscall.ECONNRESET}), objstore.ErrUnavailable},
-		{"unexpected EOF", transportError(io.ErrUnexpectedEOF), objstore.ErrUnavailable},
-		{"timeout", transportError(&net.DNSError{IsTimeout: true}), objstore.ErrUnavailable},
-		{"deadline not ours", transportError(context.DeadlineExceeded), objstore.ErrUnavailable},
 		{"deserialization", transportError(&smithy.DeserializationError{Err: io.ErrUnexpectedEOF}), objstore.ErrUnavailable},
 		{"200 with a decode error", sdkError(200, &smithy.DeserializationError{Err: errors.New("bad xml")}), objstore.ErrUnavailable},
-		{"unknown", errors.New("something odd"), objstore.ErrUnavailable},
-	}
-	backend := classifytest.Backend{Classify: classify, Call: objstore.Remote{Classify: classify}.Call, Narrowed: []classifytest.Narrowed{
-		{Class: errConflict, Seen: objstore.ErrUnavailable, Why: "a conflict outside Create is unknown"},
-		{Class: objstore.ErrUnsatisfiableRange, Seen: objstore.ErrRejected, Why: "a 416 outside GetRange is a rejection"},
-	}}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { classifytest.Check(t, backend, tc.err, tc.want) })
-	}
+	}, classifytest.Transport(transportError))
 }
 
 func TestS3ClassifyCallPrefersTheContext(t *testing.T) {
-	classifytest.CallPrefersTheContext(t, objstore.Remote{Classify: classify}.Call,
-		transportError(&url.Error{Op: "Get", URL: "http://x", Err: context.Canceled}),
-		transportError(context.DeadlineExceeded))
+	classifytest.CallPrefersTheContext(t, backend.Call, transportError)
 }

@@ -52,8 +52,8 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 			if sent <= 1 {
 				return b.remote.Err(op, key, cerr)
 			}
-			b.log.WarnContext(ctx, "s3 create: precondition failed after a re-sent request; reading the key back",
-				"bucket", b.name, "key", key, "attempts", sent)
+			b.remote.Logger.WarnContext(ctx, "s3 create: precondition failed after a re-sent request; reading the key back",
+				"bucket", b.remote.Name, "key", key, "attempts", sent)
 			if err := objstore.ReadBack(ctx, b, key, data, err); err != nil {
 				return b.remote.Err(op, key, err)
 			}
@@ -72,14 +72,14 @@ func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
 					return b.remote.Err(op, key, objstore.ContextEnded(ctx.Err(), err))
 				}
 			}
-			if retry >= b.maxConflict {
+			if retry >= b.remote.Retries {
 				return b.remote.Err(op, key, objstore.Unavailable(
 					fmt.Errorf("conflicting writes after %d retries: %w", retry, err)))
 			}
-			d := b.backoff.Delay(retry, rand.Uint64())
-			b.log.DebugContext(ctx, "s3 create: conflicting write, retrying",
-				"bucket", b.name, "key", key, "retry", retry+1, "backoff", d)
-			if serr := clock.Sleep(ctx, b.clk, d); serr != nil {
+			d := b.remote.Backoff.Delay(retry, rand.Uint64())
+			b.remote.Logger.DebugContext(ctx, "s3 create: conflicting write, retrying",
+				"bucket", b.remote.Name, "key", key, "retry", retry+1, "backoff", d)
+			if serr := clock.Sleep(ctx, b.remote.Clock, d); serr != nil {
 				return b.remote.Err(op, key, objstore.ContextEnded(serr, err))
 			}
 		case errors.Is(cerr, objstore.ErrNotFound):

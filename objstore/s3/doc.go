@@ -7,7 +7,7 @@
 // credentials, retry policy are all the host's) and hands it over with the
 // bucket name:
 //
-//	b, err := s3.New(client, "zone-a-bucket", s3.Options{Name: "zone-a"})
+//	b, err := s3.New(client, "zone-a-bucket", s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-a"}})
 //	...
 //	// at start-up, over every zone the host writes to:
 //	if err := objstore.VerifyZones(ctx, zones, objstore.VerifyOptions{}); err != nil { ... }

@@ -25,7 +25,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := s3.New(client, "zone-a", s3.Options{Name: "zone-a"})
+	b, err := s3.New(client, "zone-a", s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-a"}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func ExampleNewHTTPClient() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if _, err := s3.New(client, "cutline", s3.Options{Name: zone}); err != nil {
+		if _, err := s3.New(client, "cutline", s3.Options{RemoteOptions: objstore.RemoteOptions{Name: zone}}); err != nil {
 			log.Fatal(err)
 		}
 	}

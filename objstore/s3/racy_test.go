@@ -59,7 +59,7 @@ func (f *s3Front) bucket() *s3.Bucket {
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 	})
-	b, err := s3.New(client, "front", s3.Options{Name: "front-" + f.store.Name()})
+	b, err := s3.New(client, "front", s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "front-" + f.store.Name()}})
 	require.NoError(f.t, err)
 	return b
 }

@@ -44,7 +44,7 @@ func (f *fakeBody) Close() error {
 }
 
 func testBucket(t testing.TB) *Bucket {
-	b, err := New(awss3.New(awss3.Options{Region: "us-east-1"}), "bkt", Options{Name: "zone-a"})
+	b, err := New(awss3.New(awss3.Options{Region: "us-east-1"}), "bkt", Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-a"}})
 	require.NoError(t, err)
 	return b
 }

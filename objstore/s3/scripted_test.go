@@ -22,9 +22,9 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/internal/remotetest"
 	"github.com/cutline/cutline/objstore/internal/testclock"
 	"github.com/cutline/cutline/objstore/s3"
 )
@@ -257,7 +257,7 @@ func writeError(w http.ResponseWriter, status int, code string) {
 func TestS3ScriptedCreateConflictThenSuccess(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &testclock.Instant{}
-	b := f.bucket(s3.Options{Clock: clk})
+	b := f.bucket(s3.Options{RemoteOptions: objstore.RemoteOptions{Clock: clk}})
 	f.push("PUT", answer{status: 409, code: "ConditionalRequestConflict"})
 	require.NoError(t, b.Create(t.Context(), "k", []byte("mine")))
 	require.Equal(t, []string{"PUT k", "PUT k"}, f.callLog(), "one conflict, one retry, no read-back")
@@ -267,7 +267,7 @@ func TestS3ScriptedCreateConflictThenSuccess(t *testing.T) {
 func TestS3ScriptedCreateConflictObservesOwnBytes(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &testclock.Instant{}
-	b := f.bucket(s3.Options{Clock: clk})
+	b := f.bucket(s3.Options{RemoteOptions: objstore.RemoteOptions{Clock: clk}})
 	// The first PUT lands but answers 409; the retry conflicts again and
 	// the read-back finds our bytes.
 	f.push("PUT",
@@ -280,7 +280,7 @@ func TestS3ScriptedCreateConflictObservesOwnBytes(t *testing.T) {
 func TestS3ScriptedCreateConflictObservesOtherBytes(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &testclock.Instant{}
-	b := f.bucket(s3.Options{Clock: clk})
+	b := f.bucket(s3.Options{RemoteOptions: objstore.RemoteOptions{Clock: clk}})
 	f.put("k", []byte("theirs"))
 	f.push("PUT",
 		answer{status: 409, code: "ConditionalRequestConflict"},
@@ -293,7 +293,7 @@ func TestS3ScriptedCreateConflictObservesOtherBytes(t *testing.T) {
 func TestS3ScriptedCreateConflictAbsentRetriesThenUnavailable(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &testclock.Instant{}
-	b := f.bucket(s3.Options{Clock: clk, Retries: 3})
+	b := f.bucket(s3.Options{RemoteOptions: objstore.RemoteOptions{Clock: clk, Retries: 3}})
 	for range 4 {
 		f.push("PUT", answer{status: 409, code: "ConditionalRequestConflict"})
 	}
@@ -307,7 +307,7 @@ func TestS3ScriptedCreateConflictAbsentRetriesThenUnavailable(t *testing.T) {
 func TestS3ScriptedCreateConflictAbsentThenWins(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := &testclock.Instant{}
-	b := f.bucket(s3.Options{Clock: clk})
+	b := f.bucket(s3.Options{RemoteOptions: objstore.RemoteOptions{Clock: clk}})
 	f.push("PUT",
 		answer{status: 409, code: "ConditionalRequestConflict"},
 		answer{status: 409, code: "ConditionalRequestConflict"})
@@ -318,7 +318,7 @@ func TestS3ScriptedCreateConflictAbsentThenWins(t *testing.T) {
 func TestS3ScriptedCreateCanceledDuringBackoff(t *testing.T) {
 	f := newScriptedS3(t)
 	clk := clock.NewFake(time.Unix(1000, 0))
-	b := f.bucket(s3.Options{Clock: clk})
+	b := f.bucket(s3.Options{RemoteOptions: objstore.RemoteOptions{Clock: clk}})
 	f.push("PUT", answer{status: 409, code: "ConditionalRequestConflict"})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -406,7 +406,7 @@ func TestS3ScriptedCreateResentAndUnreadableIsUnavailable(t *testing.T) {
 func TestS3ScriptedVerifyRefusesStoreIgnoringIfNoneMatch(t *testing.T) {
 	f := newScriptedS3(t)
 	f.ignoreIfNoneMatch = true
-	err := objstore.Verify(t.Context(), f.bucket(s3.Options{Name: "lax"}))
+	err := objstore.Verify(t.Context(), f.bucket(s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "lax"}}))
 	require.ErrorIs(t, err, objstore.ErrNotCreateOnly)
 	require.ErrorContains(t, err, "lax")
 
@@ -438,7 +438,7 @@ func TestS3ScriptedServerErrorsAreUnavailable(t *testing.T) {
 func TestS3ScriptedAccessDeniedIsNeverNotFound(t *testing.T) {
 	const secret = "secret-that-must-not-leak-0123456789"
 	f := newScriptedS3(t)
-	b, err := s3.New(f.client(secret, 3), "scripted", s3.Options{Name: "zone-a"})
+	b, err := s3.New(f.client(secret, 3), "scripted", s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-a"}})
 	require.NoError(t, err)
 	for _, code := range []string{"AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId"} {
 		f.push("GET", answer{status: 403, code: code})
@@ -577,31 +577,11 @@ func TestS3ScriptedMalformedListIsUnavailable(t *testing.T) {
 func TestS3NewValidates(t *testing.T) {
 	f := newScriptedS3(t)
 	c := f.client("s", 1)
-	for _, tc := range []struct {
-		name   string
-		client *awss3.Client
-		bucket string
-		opts   s3.Options
-		field  string
-	}{
-		{"nil client", nil, "b", s3.Options{}, "client"},
-		{"empty bucket", c, "", s3.Options{}, "bucket"},
-		{"slash bucket", c, "a/b", s3.Options{}, "bucket"},
-		{"negative retries", c, "b", s3.Options{Retries: -1}, "Retries"},
-		{"too many retries", c, "b", s3.Options{Retries: s3.MaxRetries + 1}, "Retries"},
-	} {
-		_, err := s3.New(tc.client, tc.bucket, tc.opts)
-		require.ErrorIs(t, err, cutline.ErrInvalid, tc.name)
-		var ce *cutline.ConfigError
-		require.ErrorAs(t, err, &ce, tc.name)
-		require.Equal(t, tc.field, ce.Field, tc.name)
-	}
-	b, err := s3.New(c, "bkt", s3.Options{})
+	remotetest.NewValidates(t, func(c *awss3.Client, name string, o objstore.RemoteOptions) (objstore.Bucket, error) {
+		return s3.New(c, name, s3.Options{RemoteOptions: o})
+	}, c, "bucket", "a/b", "a b", strings.Repeat("b", 256))
+	b, err := s3.New(c, "bkt", s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-b"}})
 	require.NoError(t, err)
-	require.Equal(t, "bkt", b.Name())
-	b, err = s3.New(c, "bkt", s3.Options{Name: "zone-b"})
-	require.NoError(t, err)
-	require.Equal(t, "zone-b", b.Name())
 	require.Equal(t, "bkt", b.BucketName())
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cutline/cutline/internal/testservers"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/internal/remotetest"
 	"github.com/cutline/cutline/objstore/objstoretest"
 	"github.com/cutline/cutline/objstore/s3"
 )
@@ -25,7 +26,7 @@ import (
 func newVersityBucket(t *testing.T) (*testservers.S3Server, *s3.Bucket) {
 	t.Helper()
 	srv := testservers.StartVersityGW(t, testservers.S3Options{})
-	b, err := s3.New(srv.Client, srv.Bucket, s3.Options{Name: "versitygw"})
+	b, err := s3.New(srv.Client, srv.Bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "versitygw"}})
 	require.NoError(t, err)
 	return srv, b
 }
@@ -37,7 +38,7 @@ func TestS3VersityGWConformance(t *testing.T) {
 	srv := testservers.StartVersityGW(t, testservers.S3Options{})
 	objstoretest.Run(t, func(t *testing.T) objstore.Bucket {
 		name := srv.NewBucketName(t)
-		b, err := s3.New(srv.Client, name, s3.Options{Name: "versitygw-" + name})
+		b, err := s3.New(srv.Client, name, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "versitygw-" + name}})
 		require.NoError(t, err)
 		return b
 	})
@@ -45,10 +46,7 @@ func TestS3VersityGWConformance(t *testing.T) {
 
 func TestS3VersityGWPreconditionFailedIsExists(t *testing.T) {
 	_, b := newVersityBucket(t)
-	require.NoError(t, b.Create(t.Context(), "k", []byte("first")))
-	err := b.Create(t.Context(), "k", []byte("second"))
-	require.ErrorIs(t, err, objstore.ErrExists)
-	require.NotErrorIs(t, err, objstore.ErrUnavailable)
+	err := remotetest.CreateTwice(t, b)
 
 	// It is the server's 412 PreconditionFailed, not a guess.
 	var re *awshttp.ResponseError
@@ -57,10 +55,6 @@ func TestS3VersityGWPreconditionFailedIsExists(t *testing.T) {
 	var apiErr smithy.APIError
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "PreconditionFailed", apiErr.ErrorCode())
-	var opErr *objstore.OpError
-	require.ErrorAs(t, err, &opErr)
-	require.Equal(t, "create", opErr.Op)
-	require.Equal(t, "k", opErr.Key)
 }
 
 // TestS3VersityGWStoppedZoneIsUnavailable kills the server while a writer is
@@ -74,7 +68,7 @@ func TestS3VersityGWStoppedZoneIsUnavailable(t *testing.T) {
 	client := srv.NewClient(&http.Client{Transport: tr, Timeout: 5 * time.Second}, func(o *awss3.Options) {
 		o.RetryMaxAttempts = 1 // fail fast; the SDK's retries are not under test here
 	})
-	b, err := s3.New(client, srv.Bucket, s3.Options{Name: "zone-a"})
+	b, err := s3.New(client, srv.Bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-a"}})
 	require.NoError(t, err)
 	ctx := t.Context()
 	require.NoError(t, b.Create(ctx, "before", []byte("kept")))
@@ -125,20 +119,7 @@ func TestS3VersityGWStoppedZoneIsUnavailable(t *testing.T) {
 	require.NotEmpty(t, acked)
 
 	// The zone is down: nothing may read as absent or present.
-	for _, key := range []string{"before", "never-written"} {
-		_, err := b.Get(ctx, key)
-		require.ErrorIs(t, err, objstore.ErrUnavailable, "get %s", key)
-		require.NotErrorIs(t, err, objstore.ErrNotFound, "get %s: unknown is not absent", key)
-		_, err = b.GetRange(ctx, key, 0, 1)
-		require.ErrorIs(t, err, objstore.ErrUnavailable, "getrange %s", key)
-		require.NotErrorIs(t, err, objstore.ErrNotFound)
-	}
-	err = b.Create(ctx, "before", []byte("x"))
-	require.ErrorIs(t, err, objstore.ErrUnavailable)
-	require.NotErrorIs(t, err, objstore.ErrExists, "a down zone cannot say the key is taken")
-	require.ErrorIs(t, b.Delete(ctx, "before"), objstore.ErrUnavailable, "a delete on a down zone is not a success")
-	_, err = b.List(ctx, "", "", 10)
-	require.ErrorIs(t, err, objstore.ErrUnavailable)
+	remotetest.ZoneDown(t, ctx, b)
 
 	// Back up: the acknowledged objects survived.
 	srv.Restart()
@@ -182,14 +163,8 @@ func TestS3VersityGWWrongCredentialsAreDenied(t *testing.T) {
 // a time and under concurrent creates, so Verify accepts it, in every one
 // of many runs.
 func TestS3VersityGWVerify(t *testing.T) {
-	const runs = 20
 	_, b := newVersityBucket(t)
-	for i := range runs {
-		require.NoError(t, objstore.Verify(t.Context(), b), "run %d", i)
-	}
-	page, err := b.List(t.Context(), "", "", 10)
-	require.NoError(t, err)
-	require.Empty(t, page, "Verify removes its probes")
+	remotetest.VerifyRuns(t, b, 20)
 }
 
 // TestS3VersityGWVerifyDistinct: one S3 bucket listed under two zone
@@ -199,7 +174,7 @@ func TestS3VersityGWVerifyDistinct(t *testing.T) {
 	srv := testservers.StartVersityGW(t, testservers.S3Options{})
 	ctx := t.Context()
 	open := func(bucket, name string) *s3.Bucket {
-		b, err := s3.New(srv.Client, bucket, s3.Options{Name: name})
+		b, err := s3.New(srv.Client, bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: name}})
 		require.NoError(t, err)
 		return b
 	}
@@ -208,7 +183,7 @@ func TestS3VersityGWVerifyDistinct(t *testing.T) {
 	require.NoError(t, objstore.VerifyDistinct(ctx, a, b))
 
 	// The same bucket again, through another client, under another name.
-	again, err := s3.New(srv.NewClient(nil), srv.Bucket, s3.Options{Name: "zone-c"})
+	again, err := s3.New(srv.NewClient(nil), srv.Bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: "zone-c"}})
 	require.NoError(t, err)
 	err = objstore.VerifyDistinct(ctx, a, b, again)
 	require.ErrorIs(t, err, objstore.ErrAliased)

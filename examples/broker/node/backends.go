@@ -328,7 +328,7 @@ func (be *Backends) openZones(ctx context.Context, cfg *Settings, log *slog.Logg
 				}
 				clients[u] = client
 			}
-			return s3.New(clients[u], name, s3.Options{Name: zone})
+			return s3.New(clients[u], name, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: zone}})
 		})
 	}
 	for i := range cfg.K {

@@ -407,7 +407,7 @@ func newChecker(t testing.TB, c *cluster) *checker {
 	t.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	for i, srv := range c.zones.Servers {
-		b, err := s3.New(srv.NewClient(hc, func(o *awss3.Options) { o.RetryMaxAttempts = 1 }), srv.Bucket, s3.Options{Name: stacktest.ZoneName(i)})
+		b, err := s3.New(srv.NewClient(hc, func(o *awss3.Options) { o.RetryMaxAttempts = 1 }), srv.Bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: stacktest.ZoneName(i)}})
 		require.NoError(t, err)
 		ck.buckets = append(ck.buckets, b)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/s3"
 )
 
@@ -106,7 +107,7 @@ func (f *fakeS3) client() *awss3.Client {
 
 func (f *fakeS3) bucket(t testing.TB, bucket, name string) *s3.Bucket {
 	t.Helper()
-	b, err := s3.New(f.client(), bucket, s3.Options{Name: name})
+	b, err := s3.New(f.client(), bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: name}})
 	require.NoError(t, err)
 	return b
 }

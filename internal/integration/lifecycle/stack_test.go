@@ -70,7 +70,7 @@ func startS3(t *testing.T) func(t *testing.T) []objstore.Bucket {
 		hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 		var out []objstore.Bucket
 		for i, srv := range zones.Servers {
-			b, err := s3.New(srv.NewClient(hc), srv.Bucket, s3.Options{Name: stacktest.ZoneName(i)})
+			b, err := s3.New(srv.NewClient(hc), srv.Bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: stacktest.ZoneName(i)}})
 			require.NoError(t, err)
 			out = append(out, b)
 		}

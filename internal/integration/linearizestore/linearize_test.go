@@ -67,7 +67,7 @@ func TestLinearizableEtcdS3(t *testing.T) {
 		// No SDK retries: a zone whose server is down answers at once
 		// (connection refused), and the library's retries are the ones
 		// under test.
-		b, err := s3.New(srv.NewClient(hc, func(o *awss3.Options) { o.RetryMaxAttempts = 1 }), srv.Bucket, s3.Options{Name: zoneName(i)})
+		b, err := s3.New(srv.NewClient(hc, func(o *awss3.Options) { o.RetryMaxAttempts = 1 }), srv.Bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: zoneName(i)}})
 		require.NoError(t, err)
 		require.NoError(t, objstore.Verify(t.Context(), b))
 		buckets = append(buckets, b)

@@ -116,7 +116,7 @@ func (s *stack) party(t *testing.T, name string, o partyOpts) *party {
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	for i, srv := range s.zones {
 		client := srv.NewClient(hc, func(o *awss3.Options) { o.RetryMaxAttempts = 1 })
-		b, err := s3.New(client, srv.Bucket, s3.Options{Name: stacktest.ZoneName(i)})
+		b, err := s3.New(client, srv.Bucket, s3.Options{RemoteOptions: objstore.RemoteOptions{Name: stacktest.ZoneName(i)}})
 		require.NoError(t, err)
 		p.buckets = append(p.buckets, b)
 	}

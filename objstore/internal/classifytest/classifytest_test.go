@@ -50,7 +50,8 @@ func TestCheck(t *testing.T) {
 	classifytest.Check(t, backend, fmt.Errorf("wrapped: %w", errTaken), objstore.ErrExists)
 	classifytest.Check(t, backend, errBusy, errNarrow)
 	classifytest.Check(t, backend, context.DeadlineExceeded, objstore.ErrUnavailable)
-	classifytest.CallPrefersTheContext(t, toyCall, fmt.Errorf("get: %w", context.Canceled), context.DeadlineExceeded)
+	classifytest.CallPrefersTheContext(t, toyCall, nil)
+	classifytest.CallPrefersTheContext(t, toyCall, func(err error) error { return fmt.Errorf("get: %w", err) })
 }
 
 // recorder notes a failure instead of failing the test.
@@ -86,4 +87,25 @@ func TestCheckFails(t *testing.T) {
 			require.True(t, r.failed)
 		})
 	}
+}
+
+func TestRun(t *testing.T) {
+	classifytest.Run(t, backend, []classifytest.Case{
+		{"missing", errMissing, objstore.ErrNotFound},
+		{"narrow", errBusy, errNarrow},
+	}, classifytest.Transport(nil), classifytest.Transport(func(err error) error { return fmt.Errorf("op: %w", err) }))
+}
+
+// TestRemote: the Backend of a Remote calls through objstore.Remote and
+// narrows ErrUnsatisfiableRange besides the backend's own classes.
+func TestRemote(t *testing.T) {
+	b := classifytest.Remote(toy, classifytest.Narrowed{Class: errNarrow, Seen: objstore.ErrUnavailable})
+	require.Equal(t, []classifytest.Narrowed{classifytest.RangeRejected, b.Narrowed[1]}, b.Narrowed)
+	require.Equal(t, errNarrow, b.Narrowed[1].Class)
+	classifytest.Check(t, b, errBusy, errNarrow)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, b.Call(ctx, errMissing), context.Canceled)
+	classifytest.Check(t, classifytest.Remote(func(error) error { return objstore.ErrUnsatisfiableRange }),
+		errors.New("416"), objstore.ErrUnsatisfiableRange)
 }
