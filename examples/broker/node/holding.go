@@ -39,7 +39,7 @@ type Holding struct {
 	// asks for the saves due by count, stopSnapshots ends them.
 	kick     chan struct{}
 	snapStop context.CancelFunc
-	snaps    sync.WaitGroup
+	snapDone chan struct{}
 }
 
 // producerSeq names a record of an idempotent producer.

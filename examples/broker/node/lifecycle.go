@@ -74,13 +74,7 @@ func (f *lifecycleFlags) config() LifecycleConfig {
 // StartLifecycle runs the node's lifecycle passes every cfg.Interval
 // while it holds the grant, until StopLifecycle.
 func (n *Node) StartLifecycle(cfg LifecycleConfig) {
-	var ctx context.Context
-	ctx, n.lifecycleStop = context.WithCancel(context.Background())
-	n.lifecycleDone = make(chan struct{})
-	go func() {
-		defer close(n.lifecycleDone)
-		n.runLifecycle(ctx, cfg)
-	}()
+	n.lifecycleStop, n.lifecycleDone = goStop(func(ctx context.Context) { n.runLifecycle(ctx, cfg) })
 }
 
 // StopLifecycle ends the lifecycle passes and waits for the one running.

@@ -105,9 +105,7 @@ type Node struct {
 	compactor *settle.Compactor
 	health    http.Handler // answers the peers' pings (authhttp.RouteHealth)
 
-	// agent is that of the current control channel: each channel gets a
-	// new agent (and runtime).
-	agent atomic.Pointer[authority.Agent]
+	agent atomic.Pointer[authority.Agent] // that of the current control channel
 
 	agentStop, pollStop, lifecycleStop context.CancelFunc
 	agentDone, pollDone, lifecycleDone chan struct{}
@@ -125,14 +123,12 @@ type Node struct {
 	rebuilds  map[string]RebuildInfo // how each stream's producers were last rebuilt
 }
 
-// linkState is the outcome of the last ping of a health link.
 type linkState struct {
 	token authority.Token
 	ok    bool
 }
 
-// NewNode builds a node's parts over a Guarded view of the store; Start
-// runs it.
+// NewNode builds a node's parts over a Guarded view of the store.
 func NewNode(cfg NodeConfig) (*Node, error) {
 	if _, err := batch.NewDedup(cfg.Producers); err != nil {
 		return nil, err
@@ -201,24 +197,27 @@ func (n *Node) runtimeConfig() authority.RuntimeConfig {
 // Start runs the node's control channel and the loop that keeps its star
 // in step with its grant.
 func (n *Node) Start() {
-	var actx, pctx context.Context
-	actx, n.agentStop = context.WithCancel(context.Background())
-	pctx, n.pollStop = context.WithCancel(context.Background())
-	n.agentDone, n.pollDone = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(n.agentDone)
-		n.connect(actx)
-	}()
-	go func() {
-		defer close(n.pollDone)
-		for ok := true; ok; ok = clock.Sleep(pctx, n.clk, n.Config.Poll) == nil {
-			n.reconcile(pctx)
+	n.agentStop, n.agentDone = goStop(n.connect)
+	n.pollStop, n.pollDone = goStop(func(ctx context.Context) {
+		for ok := true; ok; ok = clock.Sleep(ctx, n.clk, n.Config.Poll) == nil {
+			n.reconcile(ctx)
 		}
-	}()
+	})
 	if lc := n.Config.Lifecycle; lc.Interval >= 0 {
 		lc.Interval = cmp.Or(lc.Interval, settle.DefaultMaintainInterval)
 		n.StartLifecycle(lc)
 	}
+}
+
+// goStop runs f in a goroutine until stop; done is closed once f returned.
+func goStop(f func(context.Context)) (stop context.CancelFunc, done chan struct{}) {
+	ctx, stop := context.WithCancel(context.Background())
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	return stop, done
 }
 
 // connect keeps the control channel up: it dials, runs an agent over the
@@ -290,9 +289,8 @@ func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
 func (h warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{h.Handler.WithGroup(g)} }
 
-// HealthToken is the token the node's health links are bound to now: the
-// current holder's grant, as the topology the controller last described
-// to the node says (0 before any, and while none is held).
+// HealthToken is the token the node's health links are bound to now, as
+// the topology the controller last described says (0 while none).
 func (n *Node) HealthToken() authority.Token {
 	if a := n.agent.Load(); a != nil {
 		_, token := a.HealthPeers()
@@ -323,8 +321,8 @@ func (n *Node) ping(ctx context.Context, peer string, token authority.Token) err
 	return err
 }
 
-// linksUp is the metric of the health links up: the peers of the current
-// topology whose last ping under its token completed.
+// linksUp is the metric of the current topology's links whose last ping
+// under its token completed.
 func (n *Node) linksUp() float64 {
 	a := n.agent.Load()
 	if a == nil {
@@ -396,7 +394,7 @@ func (n *Node) reconcile(ctx context.Context) {
 	n.retryAt = n.clk.Now().Add(restartAfter)
 }
 
-// drop aborts a holding's star, as a crash would.
+// drop aborts h's star, as a crash would.
 func (n *Node) drop(h *Holding, why string) {
 	n.mu.Lock()
 	if n.hold == h {
@@ -408,7 +406,7 @@ func (n *Node) drop(h *Holding, why string) {
 	}
 }
 
-// Current returns the holding of the star running now (nil when none).
+// Current is the holding of the star running now (nil when none).
 func (n *Node) Current() *Holding {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -478,18 +476,15 @@ func (n *Node) startHolding(ctx context.Context, token authority.Token) (*Holdin
 	return h, nil
 }
 
-// The authority.AgentHost of the node's agent.
 var _ authority.AgentHost = (*Node)(nil)
 
-// Progress is where the node's chain is acknowledged up to: the position
-// past its last acknowledged slot.
+// Progress is the position past the node's last acknowledged slot.
 func (n *Node) Progress() chain.Position {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.progress
 }
 
-// acknowledged records an acknowledgement.
 func (n *Node) acknowledged(pos chain.Position, took time.Duration) {
 	n.Metrics.appendSeconds.Observe(took.Seconds())
 	n.mu.Lock()
@@ -545,8 +540,8 @@ func (n *Node) Release(ctx context.Context) (chain.Position, error) {
 	return n.Progress(), nil
 }
 
-// Frontier is how far Recover got on star's chain; the node's storage
-// serves whenever the process runs.
+// Frontier is how far Recover got on star's chain; the storage serves
+// whenever the process runs.
 func (n *Node) Frontier(star string) (chain.Position, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -154,16 +154,14 @@ func (h *Holding) applyLocked(s *streamState) {
 func (h *Holding) startSnapshots() {
 	t := h.n.Config.Snapshots.or()
 	t.Clock = cmp.Or(t.Clock, h.n.clk)
-	var ctx context.Context
-	ctx, h.snapStop = context.WithCancel(context.Background())
 	h.kick = make(chan struct{}, 1)
-	h.snaps.Go(func() { h.saveLoop(ctx, t) })
+	h.snapStop, h.snapDone = goStop(func(ctx context.Context) { h.saveLoop(ctx, t) })
 }
 
 // stopSnapshots ends the background saves and waits for them.
 func (h *Holding) stopSnapshots() {
 	h.snapStop()
-	h.snaps.Wait()
+	<-h.snapDone
 }
 
 // saveLoop saves the producer tables, one at a time, until ctx ends:
