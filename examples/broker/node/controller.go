@@ -47,7 +47,7 @@ type Controller struct {
 
 // StartController starts campaigning; it does not wait to be elected.
 func StartController(cfg ControllerConfig) (*Controller, error) {
-	c := &Controller{cfg: cfg, clk: clock.Or(cfg.Clock), log: cfg.Logger.With("controller", cfg.Name), Local: authority.NewLocal(), done: make(chan struct{})}
+	c := &Controller{cfg: cfg, clk: clock.Or(cfg.Clock), log: cfg.Logger.With("controller", cfg.Name), Local: authority.NewLocal()}
 	if cfg.Serve {
 		srv, err := authhttp.NewServer(authhttp.ServerOptions{Operators: cfg.Operators, Logger: c.log})
 		if err != nil {
@@ -55,10 +55,7 @@ func StartController(cfg ControllerConfig) (*Controller, error) {
 		}
 		c.srv = srv
 	}
-	var ctx context.Context
-	ctx, c.cancel = context.WithCancel(context.Background())
-	go func() {
-		defer close(c.done)
+	c.cancel, c.done = goStop(func(ctx context.Context) {
 		for {
 			err := c.term(ctx)
 			if ctx.Err() != nil {
@@ -69,7 +66,7 @@ func StartController(cfg ControllerConfig) (*Controller, error) {
 				return
 			}
 		}
-	}()
+	})
 	return c, nil
 }
 
@@ -89,24 +86,25 @@ func (c *Controller) term(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
+	// later runs a clean-up once ctx ended, with 5 s of its own.
+	later := func(f func(context.Context) error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = sess.Close(cctx)
-	}()
+		_ = f(cctx)
+	}
+	defer later(sess.Close)
 	el, err := authority.Campaign(ctx, c.cfg.Store, "", c.cfg.Domain, c.cfg.Name, sess)
 	if err != nil {
 		return err
 	}
+	defer later(el.Resign)
 	st, err := el.Load(ctx)
 	if err != nil {
 		return err
 	}
-	now := c.clk.Now()
-	if st.Phase == authority.Vacant && st.Token == 0 {
-		// A domain never granted has no former holder whose deadline
-		// must pass before the first token: start the controller as if
-		// its worst-case wait were over already.
+	now, fresh := c.clk.Now(), st.Phase == authority.Vacant && st.Token == 0
+	if fresh {
+		// No former holder may still write: nothing to wait out.
 		now = now.Add(-c.cfg.Lease)
 	}
 	ctl, err := authority.NewController(authority.ControllerConfig{Domain: c.cfg.Domain, Lease: c.cfg.Lease}, st, now)
@@ -120,18 +118,14 @@ func (c *Controller) term(ctx context.Context) error {
 	c.setDriver(d)
 	defer c.setDriver(nil)
 	c.log.Info("controller elected", "domain", c.cfg.Domain, "state", st.String(), "term", st.Term)
-	if st.Phase != authority.Vacant || st.Token != 0 {
-		// A former holder may still be writing under its grant, whose
-		// deadline this controller cannot know: nothing is granted before
+	if !fresh {
+		// A former holder may still be writing under a grant whose
+		// deadline this controller cannot know: it grants nothing before
 		// a whole lease has passed. Say so, or the wait looks like a hang.
 		c.log.Info("waiting out the former grant before granting anew", "domain", c.cfg.Domain,
 			"state", st.String(), "lease", c.cfg.Lease, "until", now.Add(c.cfg.Lease).Format(time.RFC3339))
 	}
-	err = d.Run(ctx)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = el.Resign(rctx)
-	return err
+	return d.Run(ctx)
 }
 
 // setDriver attaches d to both transports (nil detaches).

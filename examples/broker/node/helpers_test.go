@@ -167,36 +167,9 @@ func shutdownCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// producerTable is a batch.Dedup in the terms of the replay tests: next
-// is the table's Next after each record, lookup answers with an Ack.
-type producerTable struct {
-	*batch.Dedup
-	next uint64
-}
-
-type verdict = batch.Verdict
-
-const duplicate = batch.Duplicate
-
-func newProducerTable(producers int, window uint64) *producerTable {
+// newProducerTable is an empty table for the replay tests.
+func newProducerTable(t testing.TB, producers int, window uint64) *batch.Dedup {
 	d, err := batch.NewDedup(batch.DedupOptions{Producers: producers, Window: window})
-	if err != nil {
-		panic(err)
-	}
-	return &producerTable{Dedup: d}
-}
-
-func (t *producerTable) Apply(producer string, seq uint64, r batch.Receipt) {
-	t.Dedup.Apply(producer, seq, r)
-	t.next = t.Next()
-}
-
-func (t *producerTable) Skip(off uint64) {
-	t.Dedup.Skip(off)
-	t.next = t.Next()
-}
-
-func (t *producerTable) lookup(producer string, seq uint64) (Ack, verdict) {
-	r, v := t.Lookup(producer, seq)
-	return ackOf(r, false), v
+	require.NoError(t, err)
+	return d
 }

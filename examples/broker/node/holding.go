@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,12 +35,11 @@ type Holding struct {
 	opening map[string]chan struct{} // opens in progress
 	acks    sync.WaitGroup           // appends not decided yet
 
-	// The snapshot saves in the background: ended by stopSnapshots,
-	// after which none starts (stopped, guarded by mu).
-	snapCtx  context.Context
+	// The background saves of the producer snapshots (saveLoop): kick
+	// asks for the saves due by count, stopSnapshots ends them.
+	kick     chan struct{}
 	snapStop context.CancelFunc
-	snaps    sync.WaitGroup
-	stopped  bool
+	snapDone chan struct{}
 }
 
 // producerSeq names a record of an idempotent producer.
@@ -56,6 +56,10 @@ type Ack struct {
 	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
+func ackOf(r batch.Receipt, duplicate bool) Ack {
+	return Ack{Offset: r.Offset, Epoch: r.Position.Epoch, Slot: r.Position.Slot, Duplicate: duplicate}
+}
+
 // pending is an append not decided yet.
 type pending struct {
 	done chan struct{}
@@ -65,9 +69,8 @@ type pending struct {
 }
 
 // streamState is what a holding knows of one opened stream: its
-// producers' records in it (the table, applied in offset order), the
-// acknowledged records waiting for an earlier one to be applied, and
-// those in flight.
+// producers' table (records applied in offset order), the acknowledged
+// records waiting for an earlier one, and those in flight.
 type streamState struct {
 	name     string
 	table    *batch.Dedup
@@ -81,21 +84,14 @@ type streamState struct {
 	broken bool
 	// applied is closed and renewed with every record applied.
 	applied chan struct{}
-	// savedAt is the offset of the last snapshot saved or loaded; saving
-	// says a save of it runs.
+	// savedAt is the offset of the last snapshot saved or loaded.
 	savedAt uint64
-	saving  bool
 }
 
 // ackedRecord is an acknowledged record not applied to the table yet.
 type ackedRecord struct {
 	key producerSeq
 	r   batch.Receipt
-}
-
-// ackOf is the Ack of a receipt.
-func ackOf(r batch.Receipt, duplicate bool) Ack {
-	return Ack{Offset: r.Offset, Epoch: r.Position.Epoch, Slot: r.Position.Slot, Duplicate: duplicate}
 }
 
 func (h *Holding) lost() bool {
@@ -107,40 +103,32 @@ func (h *Holding) lost() bool {
 	}
 }
 
-// abort ends the holding as a crash would; it reports whether this call
-// ended it.
+// abort ends the holding as a crash would (no departure, no mark); it
+// reports whether this call ended it. Its session is closed, so that the
+// streams' leases go at once.
 func (h *Holding) abort() bool {
-	done := false
-	h.once.Do(func() {
-		done = true
-		h.stopSnapshots()
-		h.Star.Abort()
-		h.acks.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = h.sess.Close(ctx)
-	})
-	return done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ended, _ := h.end(ctx, func(context.Context) error { h.Star.Abort(); return nil })
+	return ended
 }
 
 // close ends the holding cleanly: Star.Close lets every held stream
 // leave through Finish (the clean-release mark), then the session goes.
 func (h *Holding) close(ctx context.Context) error {
-	var err error
-	h.once.Do(func() {
-		h.stopSnapshots()
-		err = h.Star.Close(ctx)
-		h.acks.Wait()
-		err = errors.Join(err, h.sess.Close(ctx))
-	})
+	_, err := h.end(ctx, h.Star.Close)
 	return err
 }
 
-// forgetAll forgets every stream: they were left (a drain).
-func (h *Holding) forgetAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	clear(h.streams)
+func (h *Holding) end(ctx context.Context, stop func(context.Context) error) (ended bool, err error) {
+	h.once.Do(func() {
+		ended = true
+		h.stopSnapshots()
+		err = stop(ctx)
+		h.acks.Wait()
+		err = errors.Join(err, h.sess.Close(ctx))
+	})
+	return ended, err
 }
 
 // forget forgets a stream the star no longer holds, so that the next
@@ -161,12 +149,12 @@ func (h *Holding) forget(stream string, s *streamState, err error) {
 func (h *Holding) stream(ctx context.Context, name, token string) (*streamState, error) {
 	for {
 		h.mu.Lock()
-		s := h.streams[name]
-		if s != nil && !s.suspect {
+		s, ch := h.streams[name], h.opening[name]
+		switch {
+		case s != nil && !s.suspect:
 			h.mu.Unlock()
 			return s, nil
-		}
-		if ch := h.opening[name]; ch != nil {
+		case ch != nil:
 			h.mu.Unlock()
 			select {
 			case <-ch:
@@ -174,25 +162,21 @@ func (h *Holding) stream(ctx context.Context, name, token string) (*streamState,
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-		}
-		if s == nil && len(h.streams)+len(h.opening) >= h.n.Config.maxStreams() {
+		case s == nil && len(h.streams)+len(h.opening) >= h.n.Config.maxStreams():
 			h.mu.Unlock()
 			return nil, fmt.Errorf("%w: %d streams", errStreamQuota, h.n.Config.maxStreams())
 		}
-		ch := make(chan struct{})
+		ch = make(chan struct{})
 		h.opening[name] = ch
 		h.mu.Unlock()
 		ns, err := h.open(ctx, name, token, s != nil)
 		h.mu.Lock()
 		delete(h.opening, name)
+		// A reopen that failed leaves the suspect state in place: the
+		// next produce leaves the stream through Finish again.
 		if err == nil {
 			h.streams[name] = ns
 		}
-		// A reopen that failed leaves the suspect state in place: the
-		// next produce leaves the stream through Finish again, which
-		// decides the append of unknown outcome if the failed one did
-		// not get that far. Only a stream never opened has no state (see
-		// open, which adopts a tenure held without it).
 		h.mu.Unlock()
 		close(ch)
 		return ns, err
@@ -200,16 +184,15 @@ func (h *Holding) stream(ctx context.Context, name, token string) (*streamState,
 }
 
 // open opens the stream through the gate, waiting while it is deferred
-// (at most OpenWait), and rebuilds what the stream holds of each
-// producer. To reopen (after an append of unknown outcome), the star
-// first leaves the stream through Finish, which decides that append: it
-// rolls the star's epoch, whose settlement covers the append if it
-// landed.
+// (at most OpenWait), and rebuilds its producers' table. To reopen
+// (after an append of unknown outcome), the star first leaves the stream
+// through Finish, which decides that append: it rolls the star's epoch,
+// whose settlement covers the append if it landed.
 func (h *Holding) open(ctx context.Context, name, token string, reopen bool) (*streamState, error) {
 	n := h.n
-	// Every submit that was judged by the stream's state it replaces has
-	// reached the star (and, on a reopen, Finish decides it); later ones
-	// find that state replaced.
+	// Every submit judged by the state this one replaces has reached the
+	// star (and, on a reopen, Finish decides it); later ones find that
+	// state replaced.
 	h.submitMu.Lock()
 	h.submitMu.Unlock()
 	if reopen {
@@ -222,17 +205,17 @@ func (h *Holding) open(ctx context.Context, name, token string, reopen bool) (*s
 	cancel()
 	switch {
 	case errors.Is(err, lease.ErrHeld) && !reopen:
-		// The star holds the stream, but this node has no state for it:
-		// an earlier open took the tenure and then failed to rebuild the
-		// producers (its request ended, a read failed). Nothing was
-		// appended since, so the tenure still starts where the rebuild
-		// must end: adopt it and rebuild again.
-		t, ok := h.heldTenure(name)
+		// The star holds the stream without state here: an earlier open
+		// took the tenure and then failed to rebuild the producers.
+		// Nothing was appended since, so the tenure still starts where
+		// the rebuild must end: adopt it and rebuild again.
+		held := h.Star.Streams()
+		i := slices.IndexFunc(held, func(t lease.Tenure) bool { return t.Stream == name })
 		next, nerr := h.Star.Next(name)
-		if !ok || nerr != nil {
+		if i < 0 || nerr != nil {
 			return nil, err
 		}
-		ten, ten.Next = t, next
+		ten, ten.Next = held[i], next
 		n.log.Info("adopting a held stream whose producers were not rebuilt", "stream", name, "tenure", ten.Tenure, "next", ten.Next)
 	case err != nil:
 		return nil, err
@@ -248,14 +231,4 @@ func (h *Holding) open(ctx context.Context, name, token string, reopen bool) (*s
 		"had_snapshot", rb.HadSnapshot, "snapshot", rb.Snapshot, "replayed", rb.Replayed, "producers", producers, "producer_records", acks)
 	return &streamState{name: name, table: table, acked: map[uint64]ackedRecord{}, inflight: map[producerSeq]*pending{},
 		applied: make(chan struct{}), savedAt: rb.Snapshot}, nil
-}
-
-// heldTenure returns the star's tenure of stream, when it holds it.
-func (h *Holding) heldTenure(stream string) (lease.Tenure, bool) {
-	for _, t := range h.Star.Streams() {
-		if t.Stream == stream {
-			return t, true
-		}
-	}
-	return lease.Tenure{}, false
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -9,24 +10,20 @@ import (
 	"github.com/cutline/cutline/settle"
 )
 
-// The lifecycle keeps what the broker stores bounded. Every flight holds
-// one record and stays in K zones, and every ref stays in the index, for
-// as long as nothing deletes them: every -compact-interval the holder
-// covers what its star acknowledged (lease.Star.Absorb) and runs a pass
-// of a settle.Maintainer (see package settle, "Maintenance"): each
-// stream's retention (-retention-age, -retention-bytes,
-// -retention-records), the settlement of the epochs earlier holders left
-// open (a planned handoff leaves its holder's epoch open), compaction
-// into per-stream segments, trim and collection.
+// The lifecycle keeps what the broker stores bounded: every
+// -compact-interval the holder covers what its star acknowledged
+// (lease.Star.Absorb) and runs a pass of a settle.Maintainer (package
+// settle, "Maintenance"): each stream's retention, the settlement of the
+// epochs earlier holders left open (a planned handoff leaves its
+// holder's epoch open), compaction into per-stream segments, trim and
+// collection.
 //
-// Only the node holding the grant runs passes: the epochs' cursors
-// (rewritten, trimmed) get one writer, and no two compactors rewrite the
-// same flights only for one of them to lose every compare-and-set. A
-// pass settles only the epochs minted before the node's grant (their
-// creation revision is below the grant's token's), so that a pass that
-// outlives its grant never fences the next holder's epoch, and the
-// node's writes go through its Guarded store, so that a node whose grant
-// ended has its cursor moves refused before it deletes anything.
+// Only the grant's holder runs passes, so that the epochs' cursors get
+// one writer and no two compactors race on the same flights. A pass
+// settles only the epochs minted before the node's grant, so that one
+// that outlives its grant never fences the next holder's epoch; its
+// writes go through the Guarded store, which refuses them once the grant
+// ended.
 
 // LifecycleConfig says how often the holder runs a lifecycle pass, and
 // what it keeps of each stream.
@@ -49,26 +46,11 @@ const (
 	minRetentionBytes = 1 << 10
 )
 
-// clock returns Clock, or def when it is nil.
-func (c LifecycleConfig) clock(def clock.Clock) clock.Clock {
-	if c.Clock == nil {
-		return def
-	}
-	return c.Clock
-}
-
 func (c LifecycleConfig) validate() error {
 	if p := c.Policy; p.MaxAge < 0 || p.MaxBytes < 0 {
 		return Refuse("retention-age", p.MaxAge, "0 or more, and -retention-bytes %d too", p.MaxBytes)
 	}
 	return nil
-}
-
-func (c LifecycleConfig) or() LifecycleConfig {
-	if c.Interval == 0 {
-		c.Interval = settle.DefaultMaintainInterval
-	}
-	return c
 }
 
 // lifecycleFlags are the flags of the lifecycle (flags.go registers and
@@ -83,26 +65,16 @@ func (f *lifecycleFlags) policy() settle.Policy {
 	return settle.Policy{MaxAge: f.age, MaxBytes: f.bytes, MaxRecords: f.records}
 }
 
-// config is the flags in the node's terms, where 0 is the default and a
-// negative interval turns passes off.
+// config is the flags in the node's terms: -compact-interval 0 turns
+// passes off.
 func (f *lifecycleFlags) config() LifecycleConfig {
-	c := LifecycleConfig{Interval: f.interval, Policy: f.policy()}
-	if c.Interval == 0 {
-		c.Interval = -1
-	}
-	return c
+	return LifecycleConfig{Interval: cmp.Or(f.interval, -1), Policy: f.policy()}
 }
 
 // StartLifecycle runs the node's lifecycle passes every cfg.Interval
 // while it holds the grant, until StopLifecycle.
 func (n *Node) StartLifecycle(cfg LifecycleConfig) {
-	var ctx context.Context
-	ctx, n.lifecycleStop = context.WithCancel(context.Background())
-	n.lifecycleDone = make(chan struct{})
-	go func() {
-		defer close(n.lifecycleDone)
-		n.runLifecycle(ctx, cfg)
-	}()
+	n.lifecycleStop, n.lifecycleDone = goStop(func(ctx context.Context) { n.runLifecycle(ctx, cfg) })
 }
 
 // StopLifecycle ends the lifecycle passes and waits for the one running.
@@ -114,23 +86,19 @@ func (n *Node) StopLifecycle() {
 	}
 }
 
-// runLifecycle runs a pass every cfg.Interval until ctx ends, while the
-// node holds the grant and its star runs.
 func (n *Node) runLifecycle(ctx context.Context, cfg LifecycleConfig) {
-	clk := cfg.clock(n.clk)
+	clk := cmp.Or(cfg.Clock, n.clk)
 	var h *Holding // the holding of the pass running
 	m, err := settle.NewMaintainer(settle.MaintainerConfig{
 		Store: n.Config.Store, Minter: n.minter, Settler: n.settler, Compactor: n.compactor, Refs: n.refs,
 		Streams: func(ctx context.Context) ([]string, error) { return n.streamIDs(ctx, "") },
 	}, settle.MaintainerOptions{
 		Policy: cfg.Policy,
-		// Only the epochs minted before the node's grant: 0, none, once
-		// the agent cleared it.
+		// Only the epochs minted before the node's grant (0, none, once
+		// the agent cleared it); a pass stops once its holding ended.
 		SettleBefore: n.guard.Revision,
-		// A pass that outlived its holding would have every write
-		// refused anyway.
-		Held:  func() bool { return n.Current() == h },
-		Clock: clk,
+		Held:         func() bool { return n.Current() == h },
+		Clock:        clk,
 		// The loop below times the passes; the interval sizes a pass's
 		// budget.
 		Interval: min(max(cfg.Interval, settle.MinMaintainInterval), settle.MaxMaintainInterval),
@@ -141,31 +109,27 @@ func (n *Node) runLifecycle(ctx context.Context, cfg LifecycleConfig) {
 	}
 	for clock.Sleep(ctx, clk, cfg.Interval) == nil {
 		if h, err = n.holder(); err != nil {
-			// The gauges are the holder's.
-			n.Metrics.backlog.Set(0)
+			n.Metrics.backlog.Set(0) // the gauges are the holder's
 			n.Metrics.oldestUncompacted.Set(0)
 			continue
 		}
-		n.pass(ctx, clk, m, h)
+		n.pass(ctx, m, h)
 		n.LifecyclePasses.Add(1)
 	}
 }
 
 // pass runs one pass under h, records it in the metrics and logs it in
 // one line.
-func (n *Node) pass(ctx context.Context, clk clock.Clock, m *settle.Maintainer, h *Holding) {
-	start := clk.Now()
+func (n *Node) pass(ctx context.Context, m *settle.Maintainer, h *Holding) {
 	var errs []*settle.StageError
-	// The checkpoint moves past what was acknowledged and not covered
-	// yet: more to compact.
+	// The checkpoint moves past what was acknowledged: more to compact.
 	if err := h.Star.Absorb(ctx); err != nil && ctx.Err() == nil {
 		errs = append(errs, &settle.StageError{Stage: "absorb", Err: err})
 	}
-	// Pass's error joins r.Errors; when the node shuts down it is ctx's
-	// cause, which is no failure.
+	// Pass's error joins r.Errors, or is ctx's cause: no failure.
 	r, _ := m.Pass(ctx)
 	errs = append(errs, r.Errors...)
-	met, took := n.Metrics, clk.Now().Sub(start)
+	met := n.Metrics
 	met.compactedBytes.Add(float64(r.Bytes))
 	met.segmentsWritten.Add(float64(r.Segments))
 	met.objectsDeleted.WithLabelValues("flight").Add(float64(r.FlightsDeleted))
@@ -180,23 +144,20 @@ func (n *Node) pass(ctx context.Context, clk clock.Clock, m *settle.Maintainer, 
 	for _, e := range errs {
 		met.lifecycleErrors.WithLabelValues(e.Stage).Inc()
 	}
-	met.lifecycleSeconds.Observe(took.Seconds())
+	met.lifecycleSeconds.Observe(r.Took.Seconds())
 	met.backlog.Set(float64(r.Backlog))
 	met.oldestUncompacted.Set(r.OldestUncompacted.Seconds())
-	result, level := "ok", slog.LevelDebug
+	result, level, attrs := "ok", slog.LevelDebug, []any{}
 	switch {
 	case len(errs) > 0:
-		result, level = "error", slog.LevelWarn
+		result, level, attrs = "error", slog.LevelWarn, []any{"errors", len(errs), "err", errs[0]}
 	case r.Did():
 		level = slog.LevelInfo
 	}
 	met.lifecyclePasses.WithLabelValues(result).Inc()
-	attrs := []any{"streams", r.Streams, "retained", r.Retained, "records_expired", r.Expired, "ref_pages_dropped", r.PagesDropped,
-		"settled", len(r.Settled), "epochs", r.Epochs, "segments_written", r.Segments, "pages_moved", r.Pages, "bytes_compacted", r.Bytes,
-		"flights_deleted", r.FlightsDeleted, "epochs_collected", r.Collected, "segments_deleted", r.SegmentsDeleted,
-		"backlog_flights", r.Backlog, "oldest_uncompacted", r.OldestUncompacted.Round(time.Millisecond), "took", took.Round(time.Millisecond)}
-	if len(errs) > 0 {
-		attrs = append(attrs, "errors", len(errs), "err", errs[0])
-	}
-	n.log.Log(context.WithoutCancel(ctx), level, "lifecycle pass", attrs...)
+	n.log.Log(context.WithoutCancel(ctx), level, "lifecycle pass", append(attrs, "streams", r.Streams, "retained", r.Retained,
+		"records_expired", r.Expired, "ref_pages_dropped", r.PagesDropped, "settled", len(r.Settled), "epochs", r.Epochs,
+		"segments_written", r.Segments, "pages_moved", r.Pages, "bytes_compacted", r.Bytes, "flights_deleted", r.FlightsDeleted,
+		"epochs_collected", r.Collected, "segments_deleted", r.SegmentsDeleted, "backlog_flights", r.Backlog,
+		"oldest_uncompacted", r.OldestUncompacted.Round(time.Millisecond), "took", r.Took.Round(time.Millisecond))...)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain/wire"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
@@ -157,9 +158,9 @@ func TestLifecycleCompactsAndTrims(t *testing.T) {
 		checkStream(t, b.api.consume(s), want)
 	}
 	// A new holder's replay reads the records from segments.
-	table := newProducerTable(16, 128)
+	table := newProducerTable(t, 16, 128)
 	require.NoError(t, b.replay(t.Context(), "payments", table, perStream))
-	require.Equal(t, uint64(perStream), table.next)
+	require.Equal(t, uint64(perStream), table.Next())
 }
 
 // Retention by count: the pass moves the retention point, trims the
@@ -205,12 +206,12 @@ func TestLifecycleRetention(t *testing.T) {
 	require.Equal(t, uint64(30), list.Streams[0].Start)
 
 	requireRetried(t, a, 3, acks[3])
-	table := newProducerTable(16, 128)
+	table := newProducerTable(t, 16, 128)
 	require.NoError(t, a.replay(t.Context(), "orders", table, 40))
-	require.Equal(t, uint64(40), table.next)
-	got, v := table.lookup("producer-1", 35)
-	require.Equal(t, duplicate, v)
-	require.Equal(t, acks[35], got)
+	require.Equal(t, uint64(40), table.Next())
+	got, v := table.Lookup("producer-1", 35)
+	require.Equal(t, batch.Duplicate, v)
+	require.Equal(t, acks[35], ackOf(got, false))
 }
 
 // Retention by age reads the time each ref page's newest record joined,

@@ -19,25 +19,24 @@ import (
 // localEtcd is the metastore of a broker given no -etcd: an etcd server
 // embedded in the process (internal/etcdlocal), its data in the data
 // directory next to the zones, so that a broker started again on the
-// directory goes on where it stopped, and its client address on the
-// loopback, where cutline inspects it. -ephemeral keeps the metastore in
+// directory goes on where it stopped. -ephemeral keeps the metastore in
 // memory instead, and the zones in a temporary directory.
 type localEtcd struct {
-	// Listen is the embedded etcd's client address (-etcd-listen); ""
-	// when the broker runs none (-etcd, -ephemeral, another role).
+	// Listen is the embedded etcd's client address on the loopback
+	// (-etcd-listen), where cutline inspects it; "" when the broker runs
+	// none.
 	Listen    string
 	Ephemeral bool
 }
 
-// The embedded etcd's defaults and bounds.
 const (
 	defaultDataDir    = "cutline-data"
 	defaultEtcdListen = "127.0.0.1:2479"
 	// localEtcdQuota bounds etcd's database file: past it, etcd refuses
-	// writes (its NOSPACE alarm) until space is freed.
-	localEtcdQuota = 1 << 30
-	// localEtcdRetention is the history kept: older revisions are
-	// compacted, so that the index's rewritten pages do not pile up.
+	// writes (its NOSPACE alarm) until space is freed; older revisions
+	// than localEtcdRetention are compacted, so that the index's
+	// rewritten pages do not pile up.
+	localEtcdQuota     = 1 << 30
 	localEtcdRetention = 10 * time.Minute
 )
 
@@ -84,11 +83,10 @@ type localServer struct {
 
 // startLocalEtcd starts the embedded etcd with its data in dir/etcd and
 // returns once it serves, with a client of it.
-func startLocalEtcd(ctx context.Context, listen, dir string, log *slog.Logger) (_ *localServer, err error) {
+func startLocalEtcd(ctx context.Context, listen, dir string, log *slog.Logger) (*localServer, error) {
 	srv, err := etcdlocal.Start(ctx, etcdlocal.Config{
 		Name: "broker", Dir: filepath.Join(dir, "etcd"), ClientAddr: listen,
-		// The data directories of earlier runs were made with this token.
-		ClusterToken: "cutline-broker",
+		ClusterToken: "cutline-broker", // that of the data directories of earlier runs
 		QuotaBytes:   localEtcdQuota, CompactionRetention: localEtcdRetention,
 		// A database file that compaction emptied shrinks on the next
 		// start; snapshots bound etcd's write-ahead log in memory.
@@ -110,10 +108,9 @@ func startLocalEtcd(ctx context.Context, listen, dir string, log *slog.Logger) (
 	}
 	// A NOSPACE alarm of an earlier run: compaction and defragmentation
 	// freed what they could; etcd raises it again if that was not enough.
-	switch n, err := srv.DisarmAlarms(ctx); {
-	case err != nil:
+	if n, err := srv.DisarmAlarms(ctx); err != nil {
 		log.Warn("the embedded etcd's alarms stay", "err", err)
-	case n > 0:
+	} else if n > 0 {
 		log.Warn("the embedded etcd's database was full (NOSPACE alarm); disarmed after its compaction and defragmentation",
 			"alarms", n, "quota_bytes", localEtcdQuota)
 	}

@@ -21,32 +21,18 @@ import (
 // operations, decisions and outcomes only: never a token, a producer or a
 // credential.
 type metrics struct {
-	Registry       *prometheus.Registry
-	appendSeconds  prometheus.Histogram
-	fenceSeconds   prometheus.Histogram
-	fenceRounds    prometheus.Histogram
-	settles        *prometheus.CounterVec
-	gateDecisions  *prometheus.CounterVec
-	grantChanges   *prometheus.CounterVec
-	objectRequests *prometheus.CounterVec
-	pings          *prometheus.CounterVec
-	snapshots      *prometheus.CounterVec
-	replayed       prometheus.Counter
-	conns          prometheus.Gauge
-	connsClosed    *prometheus.CounterVec
-	httpRequests   *prometheus.CounterVec
-	httpSeconds    *prometheus.HistogramVec
+	Registry                                             *prometheus.Registry
+	appendSeconds, fenceSeconds, fenceRounds             prometheus.Histogram
+	settles, gateDecisions, grantChanges, pings          *prometheus.CounterVec
+	objectRequests, snapshots, connsClosed, httpRequests *prometheus.CounterVec
+	replayed                                             prometheus.Counter
+	conns                                                prometheus.Gauge
+	httpSeconds                                          *prometheus.HistogramVec
 	// The lifecycle's (lifecycle.go).
-	compactedBytes    prometheus.Counter
-	segmentsWritten   prometheus.Counter
-	objectsDeleted    *prometheus.CounterVec
-	refPagesDropped   prometheus.Counter
-	recordsExpired    *prometheus.CounterVec
-	lifecyclePasses   *prometheus.CounterVec
-	lifecycleErrors   *prometheus.CounterVec
-	lifecycleSeconds  prometheus.Histogram
-	backlog           prometheus.Gauge
-	oldestUncompacted prometheus.Gauge
+	compactedBytes, segmentsWritten, refPagesDropped                 prometheus.Counter
+	objectsDeleted, recordsExpired, lifecyclePasses, lifecycleErrors *prometheus.CounterVec
+	lifecycleSeconds                                                 prometheus.Histogram
+	backlog, oldestUncompacted                                       prometheus.Gauge
 }
 
 // connCounter counts the API listener's connections.
@@ -54,79 +40,64 @@ func (m *metrics) connCounter() connlimit.Counter {
 	return connlimit.Counter{Open: m.conns.Add, Closed: func(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }}
 }
 
-// newMetrics registers the node's metrics. inflight reports the slots in
-// flight of the node's current writer, undecidedAge the age in seconds of
-// the oldest slot its fencer waits on (0 when none), linksUp its direct
-// health links that are up, absorbBacklog the acknowledged flights not
-// covered in the index yet. The lifecycle's gauges are the holder's, as
-// its last pass measured them; 0 on a node that does not hold the grant.
+// newMetrics registers the node's metrics, each named under the prefix
+// cutline_broker_. inflight reports the slots in flight of the node's
+// current writer, undecidedAge the age in seconds of the oldest slot its
+// fencer waits on (0 when none), linksUp its direct health links that
+// are up, absorbBacklog the acknowledged flights not covered in the
+// index yet. The lifecycle's gauges are the holder's, as its last pass
+// measured them; 0 on a node that does not hold the grant.
 func newMetrics(inflight, undecidedAge, linksUp, absorbBacklog func() float64) *metrics {
 	m := &metrics{Registry: prometheus.NewRegistry()}
-	r := m.Registry
 	// The process's own state (goroutines, heap, GC, file descriptors,
 	// memory): what an operator looks at first when a node slows down.
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	exp := prometheus.ExponentialBuckets
-	m.httpRequests = newCounterVec(r, "http_requests_total", "API requests answered, by route (the pattern matched; \"none\" for no route) and status code.", "route", "code")
-	m.httpSeconds = newHistogramVec(r, "http_request_seconds", "Time to answer an API request, by route, to the end of its body.", exp(0.0005, 4, 10), "route")
-	m.appendSeconds = newHistogram(r, "append_seconds", "Time from Submit to the acknowledgement of a produced record.", exp(0.0005, 2, 16))
-	m.fenceSeconds = newHistogram(r, "fence_seconds", "Duration of the fences the open gate and recoveries ran.", exp(0.001, 2, 16))
-	m.fenceRounds = newHistogram(r, "fence_rounds", "Sequential round trips to the zones of each fence.", exp(1, 2, 12))
-	m.settles = newCounterVec(r, "settles_total", "Epoch settlements, by where they ran (gate, recovery) and whether the epoch was settled already.", "source", "result")
-	m.gateDecisions = newCounterVec(r, "gate_decisions_total", "Streams admitted by the open gate, by decision.", "decision")
-	m.grantChanges = newCounterVec(r, "grant_changes_total", "Authority grants this node gained or lost.", "change")
-	m.objectRequests = newCounterVec(r, "object_requests_total", "Object store requests, by zone, kind and outcome.", "zone", "op", "result")
-	m.pings = newCounterVec(r, "health_pings_total", "Pings of this node's direct health links, by result (ok, failed).", "result")
-	m.snapshots = newCounterVec(r, "snapshot_saves_total", "Saves of a stream's producer snapshot, by result (saved, refused: too big, failed).", "result")
-	m.replayed = newCounter(r, "replayed_records_total", "Records a new holder read back to rebuild its producers, past their snapshot.")
-	m.conns = newGauge(r, "api_connections", "Connections the API keeps open.")
-	m.connsClosed = newCounterVec(r, "api_connections_closed_total", "Connections the API closed to keep its bounds: on accept, past the bound in all (total) or of their address (per_address), or silent, to make room (evicted).", "reason")
-	newGaugeFunc(r, "slots_in_flight", "Slots the node's current writer has submitted and not acknowledged.", inflight)
-	newGaugeFunc(r, "undecided_slot_age_seconds", "Age of the oldest slot the node's fencer is blocked on (fence.Fencer.Undecided); 0 when none. Alert on it.", undecidedAge)
-	newGaugeFunc(r, "absorb_backlog_flights", "Acknowledged flights the holder has not covered in the index yet; at most the absorb batch plus the window (lease.Star.AbsorbStats).", absorbBacklog)
-	newGaugeFunc(r, "health_links_up", "Direct health links of the current topology whose last ping completed under its token (the holder's to every other voter, another node's to the holder).", linksUp)
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f, exp := promauto.With(m.Registry), prometheus.ExponentialBuckets
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "cutline", Subsystem: "broker", Name: name, Help: help}
+	}
+	hopts := func(name, help string, buckets []float64) prometheus.HistogramOpts {
+		return prometheus.HistogramOpts{Namespace: "cutline", Subsystem: "broker", Name: name, Help: help, Buckets: buckets}
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return f.NewCounter(prometheus.CounterOpts(opts(name, help)))
+	}
+	counters := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return f.NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels)
+	}
+	gauge := func(name, help string) prometheus.Gauge { return f.NewGauge(prometheus.GaugeOpts(opts(name, help))) }
+	gaugeFunc := func(name, help string, v func() float64) { f.NewGaugeFunc(prometheus.GaugeOpts(opts(name, help)), v) }
+	histogram := func(name, help string, b []float64) prometheus.Histogram { return f.NewHistogram(hopts(name, help, b)) }
+	m.httpRequests = counters("http_requests_total", "API requests answered, by route (the pattern matched; \"none\" for no route) and status code.", "route", "code")
+	m.httpSeconds = f.NewHistogramVec(hopts("http_request_seconds", "Time to answer an API request, by route, to the end of its body.", exp(0.0005, 4, 10)), []string{"route"})
+	m.appendSeconds = histogram("append_seconds", "Time from Submit to the acknowledgement of a produced record.", exp(0.0005, 2, 16))
+	m.fenceSeconds = histogram("fence_seconds", "Duration of the fences the open gate and recoveries ran.", exp(0.001, 2, 16))
+	m.fenceRounds = histogram("fence_rounds", "Sequential round trips to the zones of each fence.", exp(1, 2, 12))
+	m.settles = counters("settles_total", "Epoch settlements, by where they ran (gate, recovery) and whether the epoch was settled already.", "source", "result")
+	m.gateDecisions = counters("gate_decisions_total", "Streams admitted by the open gate, by decision.", "decision")
+	m.grantChanges = counters("grant_changes_total", "Authority grants this node gained or lost.", "change")
+	m.objectRequests = counters("object_requests_total", "Object store requests, by zone, kind and outcome.", "zone", "op", "result")
+	m.pings = counters("health_pings_total", "Pings of this node's direct health links, by result (ok, failed).", "result")
+	m.snapshots = counters("snapshot_saves_total", "Saves of a stream's producer snapshot, by result (saved, refused: too big, failed).", "result")
+	m.replayed = counter("replayed_records_total", "Records a new holder read back to rebuild its producers, past their snapshot.")
+	m.conns = gauge("api_connections", "Connections the API keeps open.")
+	m.connsClosed = counters("api_connections_closed_total", "Connections the API closed to keep its bounds: on accept, past the bound in all (total) or of their address (per_address), or silent, to make room (evicted).", "reason")
+	gaugeFunc("slots_in_flight", "Slots the node's current writer has submitted and not acknowledged.", inflight)
+	gaugeFunc("undecided_slot_age_seconds", "Age of the oldest slot the node's fencer is blocked on (fence.Fencer.Undecided); 0 when none. Alert on it.", undecidedAge)
+	gaugeFunc("absorb_backlog_flights", "Acknowledged flights the holder has not covered in the index yet; at most the absorb batch plus the window (lease.Star.AbsorbStats).", absorbBacklog)
+	gaugeFunc("health_links_up", "Direct health links of the current topology whose last ping completed under its token (the holder's to every other voter, another node's to the holder).", linksUp)
 	// The lifecycle's.
-	m.compactedBytes = newCounter(r, "compacted_bytes_total", "Bytes of records rewritten from flights into segments by compaction.")
-	m.segmentsWritten = newCounter(r, "segments_written_total", "Segments compaction wrote and moved ref pages onto.")
-	m.objectsDeleted = newCounterVec(r, "lifecycle_deleted_objects_total", "Object copies the lifecycle deleted, by kind: flight (trimmed once rewritten or dropped by retention) or segment (collected once no ref page names it).", "kind")
-	m.refPagesDropped = newCounter(r, "retention_ref_pages_deleted_total", "Ref pages retention deleted, every offset of them below their stream's retention point.")
-	m.recordsExpired = newCounterVec(r, "retention_expired_records_total", "Records retention dropped, by the limit that moved the retention point (age, bytes, records).", "by")
-	m.lifecyclePasses = newCounterVec(r, "lifecycle_passes_total", "Lifecycle passes the holder ran, by result (ok, error: a step failed; the next pass runs it again).", "result")
-	m.lifecycleErrors = newCounterVec(r, "lifecycle_errors_total", "Failed steps of lifecycle passes, by stage (absorb, retain, list, settle, compact, trim, collect, budget: the pass ran out of time).", "stage")
-	m.lifecycleSeconds = newHistogram(r, "lifecycle_pass_seconds", "Duration of the lifecycle passes.", exp(0.001, 4, 10))
-	m.backlog = newGauge(r, "compaction_backlog_flights", "Flights covered in the index (below their epoch's checkpoint) and neither rewritten into segments nor trimmed, as the holder's last pass left them.")
-	m.oldestUncompacted = newGauge(r, "oldest_uncompacted_seconds", "How long the holder's passes have found the oldest uncompacted flight waiting at its epoch's rewritten cursor; 0 when none waits.")
+	m.compactedBytes = counter("compacted_bytes_total", "Bytes of records rewritten from flights into segments by compaction.")
+	m.segmentsWritten = counter("segments_written_total", "Segments compaction wrote and moved ref pages onto.")
+	m.objectsDeleted = counters("lifecycle_deleted_objects_total", "Object copies the lifecycle deleted, by kind: flight (trimmed once rewritten or dropped by retention) or segment (collected once no ref page names it).", "kind")
+	m.refPagesDropped = counter("retention_ref_pages_deleted_total", "Ref pages retention deleted, every offset of them below their stream's retention point.")
+	m.recordsExpired = counters("retention_expired_records_total", "Records retention dropped, by the limit that moved the retention point (age, bytes, records).", "by")
+	m.lifecyclePasses = counters("lifecycle_passes_total", "Lifecycle passes the holder ran, by result (ok, error: a step failed; the next pass runs it again).", "result")
+	m.lifecycleErrors = counters("lifecycle_errors_total", "Failed steps of lifecycle passes, by stage (absorb, retain, list, settle, compact, trim, collect, budget: the pass ran out of time).", "stage")
+	m.lifecycleSeconds = histogram("lifecycle_pass_seconds", "Duration of the lifecycle passes.", exp(0.001, 4, 10))
+	m.backlog = gauge("compaction_backlog_flights", "Flights covered in the index (below their epoch's checkpoint) and neither rewritten into segments nor trimmed, as the holder's last pass left them.")
+	m.oldestUncompacted = gauge("oldest_uncompacted_seconds", "How long the holder's passes have found the oldest uncompacted flight waiting at its epoch's rewritten cursor; 0 when none waits.")
 	return m
-}
-
-// The metrics' constructors register each with r, its name under the
-// prefix cutline_broker_.
-func opts(name, help string) prometheus.Opts {
-	return prometheus.Opts{Namespace: "cutline", Subsystem: "broker", Name: name, Help: help}
-}
-
-func newCounter(r *prometheus.Registry, name, help string) prometheus.Counter {
-	return promauto.With(r).NewCounter(prometheus.CounterOpts(opts(name, help)))
-}
-
-func newCounterVec(r *prometheus.Registry, name, help string, labels ...string) *prometheus.CounterVec {
-	return promauto.With(r).NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels)
-}
-
-func newGauge(r *prometheus.Registry, name, help string) prometheus.Gauge {
-	return promauto.With(r).NewGauge(prometheus.GaugeOpts(opts(name, help)))
-}
-
-func newGaugeFunc(r *prometheus.Registry, name, help string, f func() float64) {
-	promauto.With(r).NewGaugeFunc(prometheus.GaugeOpts(opts(name, help)), f)
-}
-
-func newHistogramVec(r *prometheus.Registry, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	return promauto.With(r).NewHistogramVec(prometheus.HistogramOpts{Namespace: "cutline", Subsystem: "broker", Name: name, Help: help, Buckets: buckets}, labels)
-}
-
-func newHistogram(r *prometheus.Registry, name, help string, buckets []float64) prometheus.Histogram {
-	return promauto.With(r).NewHistogram(prometheus.HistogramOpts{Namespace: "cutline", Subsystem: "broker", Name: name, Help: help, Buckets: buckets})
 }
 
 // gate records what the open gate decided, and the settlement it ran.
@@ -154,28 +125,27 @@ func (m *metrics) fence(f *fence.Report) {
 	m.fenceRounds.Observe(float64(f.Rounds))
 }
 
-// countingBucket is an objstore.Bucket decorator that counts every request
-// by zone, kind and outcome.
+// countingBucket is an objstore.Bucket that counts every request by
+// zone, kind and outcome.
 type countingBucket struct {
-	inner objstore.Bucket
-	reqs  *prometheus.CounterVec
+	objstore.Bucket
+	reqs *prometheus.CounterVec
 }
-
-var _ objstore.Bucket = (*countingBucket)(nil)
 
 // counting wraps every bucket of a zone set.
 func (m *metrics) counting(buckets []objstore.Bucket) []objstore.Bucket {
 	out := make([]objstore.Bucket, len(buckets))
 	for i, b := range buckets {
-		out[i] = &countingBucket{inner: b, reqs: m.objectRequests}
+		out[i] = &countingBucket{Bucket: b, reqs: m.objectRequests}
 	}
 	return out
 }
 
 func (c *countingBucket) count(op string, err error) error {
-	result := "ok"
+	result := "error"
 	switch {
 	case err == nil:
+		result = "ok"
 	case errors.Is(err, objstore.ErrNotFound):
 		result = "not_found"
 	case errors.Is(err, objstore.ErrExists):
@@ -184,34 +154,30 @@ func (c *countingBucket) count(op string, err error) error {
 		// A request the caller no longer needed: the reader reads every
 		// zone and drops the slower ones once W copies agree.
 		result = "canceled"
-	default:
-		result = "error"
 	}
-	c.reqs.WithLabelValues(c.inner.Name(), op, result).Inc()
+	c.reqs.WithLabelValues(c.Name(), op, result).Inc()
 	return err
 }
 
-func (c *countingBucket) Name() string { return c.inner.Name() }
-
 func (c *countingBucket) Create(ctx context.Context, key string, data []byte) error {
-	return c.count("create", c.inner.Create(ctx, key, data))
+	return c.count("create", c.Bucket.Create(ctx, key, data))
 }
 
 func (c *countingBucket) Get(ctx context.Context, key string) ([]byte, error) {
-	b, err := c.inner.Get(ctx, key)
+	b, err := c.Bucket.Get(ctx, key)
 	return b, c.count("get", err)
 }
 
 func (c *countingBucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
-	b, err := c.inner.GetRange(ctx, key, offset, length)
+	b, err := c.Bucket.GetRange(ctx, key, offset, length)
 	return b, c.count("get_range", err)
 }
 
 func (c *countingBucket) Delete(ctx context.Context, key string) error {
-	return c.count("delete", c.inner.Delete(ctx, key))
+	return c.count("delete", c.Bucket.Delete(ctx, key))
 }
 
 func (c *countingBucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
-	out, err := c.inner.List(ctx, prefix, startAfter, limit)
+	out, err := c.Bucket.List(ctx, prefix, startAfter, limit)
 	return out, c.count("list", err)
 }

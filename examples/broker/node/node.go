@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,59 +26,53 @@ import (
 
 // NodeConfig is what a broker node is built from.
 type NodeConfig struct {
-	// Name is the node's identity: its name to the controller, and the
-	// star it writes as.
+	// Name is the node's identity to the controller, and its star's.
 	Name string
-	// Domain is the authority domain of the whole broker cluster; Root
-	// the metastore root of everything the node keeps ("" or ending in
-	// '/').
+	// Domain is the authority domain of the broker cluster; Root the
+	// metastore root of everything the node keeps ("" or ending in '/').
 	Domain, Root string
-	// Store is the shared metastore. The node writes through an
+	// Store is the shared metastore; the node writes through an
 	// authority.Guarded view of it that follows its grant.
 	Store metastore.Store
-	// Buckets are the zones, in zone order.
-	Buckets []objstore.Bucket
-	// Constants are those of the node's epochs; Buckets is filled in.
+	// Buckets are the zones, in zone order; Constants those of the
+	// node's epochs (Buckets is filled in).
+	Buckets   []objstore.Bucket
 	Constants epoch.Constants
 	// Dial opens the node's control channel to the controller.
 	Dial dialFunc
-	// SessionTTL is the TTL of the metastore session of each star.
+	// SessionTTL is the TTL of each star's metastore session.
 	SessionTTL time.Duration
-	// HeartbeatEvery and DecisionDelay time the node's agent and runtime.
+	// HeartbeatEvery and DecisionDelay time the agent and its runtime.
 	HeartbeatEvery, DecisionDelay time.Duration
 	// OpenWait bounds how long a produce waits while its stream's open is
 	// deferred (a predecessor that may still be alive).
 	OpenWait time.Duration
 	// Poll is how often the node compares its star with its grant.
 	Poll time.Duration
-	// Pinger, when set, runs the node's direct health links (the agent's
-	// AgentOptions.Pinger), and the node declares the vote: its reports
-	// count in the controller's fast fence. Nil: no links and no vote.
+	// Pinger, when set, runs the node's direct health links
+	// (AgentOptions.Pinger) and the node votes: its reports count in the
+	// controller's fast fence. Nil: no links and no vote.
 	Pinger func(ctx context.Context, peer string, token authority.Token) error
-	// Producers bounds each stream's producer table (batch.Dedup).
-	// Snapshots time the saves of the table (lease.Star.SaveSnapshot),
-	// which a new holder loads and replays the stream's tail on.
+	// Producers bounds each stream's producer table; Snapshots times its
+	// saves, which a new holder loads before it replays the tail.
 	Producers batch.DedupOptions
 	Snapshots SnapshotTiming
-	// MaxStreams bounds the streams a holder leads at once: a produce to
-	// one more is refused (errStreamQuota). 0 means defaultMaxStreams.
+	// MaxStreams bounds the streams a holder leads at once (0:
+	// defaultMaxStreams); a produce to one more is refused.
 	MaxStreams int
-	// Lifecycle times the holder's passes of retention, compaction, trim
-	// and collection (lifecycle.go).
+	// Lifecycle times the holder's lifecycle passes (lifecycle.go).
 	Lifecycle LifecycleConfig
 	Clock     clock.Clock
 	Logger    *slog.Logger
 }
 
-// Settings that are not configurable: OpenWait's interval, how many
-// records a new holder reads at once to rebuild its producers (and how
-// many it reads before applying them, in order), the wait
-// before a star that failed to start is started again, and the bounds of
-// the backoff between dials of the control channel.
 const (
-	openRetry            = 100 * time.Millisecond
-	readAhead            = 16
-	replayChunk          = 256
+	openRetry   = 100 * time.Millisecond // between the tries of a deferred open
+	readAhead   = 16                     // records a rebuild reads at once
+	replayChunk = 256                    // records a rebuild reads before it applies them
+	// restartAfter is the wait before a star that failed to start is
+	// started again; redialMin and redialMax bound the backoff between
+	// dials of the control channel.
 	restartAfter         = time.Second
 	redialMin, redialMax = 50 * time.Millisecond, 2 * time.Second
 )
@@ -108,17 +103,14 @@ type Node struct {
 	// compactor rewrites flights into segments (lifecycle.go).
 	chunks    *settle.StreamReader
 	compactor *settle.Compactor
-	// health answers the peers' pings (authhttp.RouteHealth).
-	health http.Handler
+	health    http.Handler // answers the peers' pings (authhttp.RouteHealth)
 
-	// agent is the agent of the current control channel; a new channel
-	// gets a new agent (and runtime), which replaces it.
-	agent atomic.Pointer[authority.Agent]
+	agent atomic.Pointer[authority.Agent] // that of the current control channel
 
 	agentStop, pollStop, lifecycleStop context.CancelFunc
 	agentDone, pollDone, lifecycleDone chan struct{}
-	// LifecyclePasses counts the lifecycle passes run.
-	LifecyclePasses atomic.Uint64
+	LifecyclePasses                    atomic.Uint64
+	replayReads                        atomic.Uint64 // records read back to rebuild producers
 
 	mu        sync.Mutex
 	hold      *Holding // the star of the grant held; nil when none runs
@@ -129,19 +121,14 @@ type Node struct {
 	closing   bool
 	links     map[string]linkState   // the last ping of each peer
 	rebuilds  map[string]RebuildInfo // how each stream's producers were last rebuilt
-
-	// replayReads counts the records read back to rebuild producers.
-	replayReads atomic.Uint64
 }
 
-// linkState is the outcome of the last ping of a health link.
 type linkState struct {
 	token authority.Token
 	ok    bool
 }
 
-// NewNode builds a node's parts over a Guarded view of the store; start
-// runs it.
+// NewNode builds a node's parts over a Guarded view of the store.
 func NewNode(cfg NodeConfig) (*Node, error) {
 	if _, err := batch.NewDedup(cfg.Producers); err != nil {
 		return nil, err
@@ -154,14 +141,15 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	}
 	n := &Node{Config: cfg, log: cfg.Logger.With("node", cfg.Name), clk: clock.Or(cfg.Clock), recovered: map[string]chain.Position{},
 		links: map[string]linkState{}, rebuilds: map[string]RebuildInfo{},
-		// A vote is a report on the direct health links: a node that runs
-		// none has nothing to vote with, and the holder would count it
-		// unreachable.
+		// A node that runs no health links has nothing to vote with.
 		caps: authority.Capabilities{Vote: cfg.Pinger != nil, Storage: true, Promotable: true}}
 	if _, err := authority.NewRuntime(n.runtimeConfig(), n.clk.Now()); err != nil {
 		return nil, err
 	}
-	n.Metrics = newMetrics(n.inflight, n.undecidedAge, n.linksUp, n.absorbBacklog)
+	n.Metrics = newMetrics(
+		n.ofStar(func(s *lease.Star) float64 { st := s.Stats(); return float64(st.Submitted - st.Released) }),
+		n.undecidedAge, n.linksUp,
+		n.ofStar(func(s *lease.Star) float64 { return float64(s.AbsorbStats().Pending) }))
 	var err error
 	if n.health, err = authhttp.NewHealthHandler(cfg.Name, n.HealthToken, authhttp.HealthOptions{Logger: n.log}); err != nil {
 		return nil, err
@@ -170,13 +158,13 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	buckets := n.Metrics.counting(cfg.Buckets)
-	zones, err := chain.NewZones(buckets...)
-	if err != nil {
-		return nil, err
-	}
 	n.consts = cfg.Constants
 	n.consts.Buckets = chain.Names(buckets...)
-	if err := n.consts.Validate(); err != nil {
+	zones, err := chain.NewZones(buckets...)
+	if err == nil {
+		err = n.consts.Validate()
+	}
+	if err != nil {
 		return nil, err
 	}
 	if n.minter, err = epoch.NewMinter(n.guard, epoch.Options{Root: cfg.Root, Identity: cfg.Name, Clock: n.clk, Logger: n.log}); err != nil {
@@ -188,7 +176,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if n.refs, err = settle.NewRefIndex(n.guard, cfg.Root, Locate); err != nil {
 		return nil, err
 	}
-	n.refs.WithClock(cfg.Lifecycle.clock(n.clk)) // page times, for -retention-age
+	n.refs.WithClock(cmp.Or(cfg.Lifecycle.Clock, n.clk)) // page times, for -retention-age
 	if n.settler, err = settle.New(n.minter, zones, n.refs, settle.Options{Fencer: n.fencer, Logger: n.log}); err != nil {
 		return nil, err
 	}
@@ -209,26 +197,27 @@ func (n *Node) runtimeConfig() authority.RuntimeConfig {
 // Start runs the node's control channel and the loop that keeps its star
 // in step with its grant.
 func (n *Node) Start() {
-	var actx, pctx context.Context
-	actx, n.agentStop = context.WithCancel(context.Background())
-	pctx, n.pollStop = context.WithCancel(context.Background())
-	n.agentDone, n.pollDone = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(n.agentDone)
-		n.connect(actx)
-	}()
-	go func() {
-		defer close(n.pollDone)
-		for {
-			n.reconcile(pctx)
-			if clock.Sleep(pctx, n.clk, n.Config.Poll) != nil {
-				return
-			}
+	n.agentStop, n.agentDone = goStop(n.connect)
+	n.pollStop, n.pollDone = goStop(func(ctx context.Context) {
+		for ok := true; ok; ok = clock.Sleep(ctx, n.clk, n.Config.Poll) == nil {
+			n.reconcile(ctx)
 		}
-	}()
-	if lc := n.Config.Lifecycle.or(); lc.Interval > 0 {
+	})
+	if lc := n.Config.Lifecycle; lc.Interval >= 0 {
+		lc.Interval = cmp.Or(lc.Interval, settle.DefaultMaintainInterval)
 		n.StartLifecycle(lc)
 	}
+}
+
+// goStop runs f in a goroutine until stop; done is closed once f returned.
+func goStop(f func(context.Context)) (stop context.CancelFunc, done chan struct{}) {
+	ctx, stop := context.WithCancel(context.Background())
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	return stop, done
 }
 
 // connect keeps the control channel up: it dials, runs an agent over the
@@ -239,13 +228,19 @@ func (n *Node) Start() {
 func (n *Node) connect(ctx context.Context) {
 	var g authority.Grant
 	redial := clock.Backoff{Min: redialMin, Max: redialMax}
+	// The agent logs every renewal at info: the node logs the changes of
+	// its grant itself, and takes only the agent's warnings.
+	opts := authority.AgentOptions{HeartbeatEvery: n.Config.HeartbeatEvery, Clock: n.clk, Logger: slog.New(warnOnly{n.log.Handler()}), Guard: n.guard}
+	if n.Config.Pinger != nil {
+		opts.Pinger = n.ping
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && redial.Sleep(ctx, n.clk, attempt-1, clock.Seed(uint64(attempt))) != nil {
 			return
 		}
 		rt, err := authority.Resume(n.runtimeConfig(), g, n.clk.Now())
 		if err != nil {
-			rt, _ = authority.NewRuntime(n.runtimeConfig(), n.clk.Now()) // validated by newNode
+			rt, _ = authority.NewRuntime(n.runtimeConfig(), n.clk.Now()) // NewNode checked the config
 		}
 		conn, err := n.Config.Dial(ctx, n.Config.Name, n.caps, rt.Grant().Token)
 		switch {
@@ -263,13 +258,6 @@ func (n *Node) connect(ctx context.Context) {
 			n.log.Warn("authority: dial failed; dialing again", "err", err)
 			continue
 		}
-		// The agent logs every renewal at info: the node logs the
-		// changes of its grant itself, and takes the agent's warnings.
-		agentLog := slog.New(warnOnly{n.log.Handler()})
-		opts := authority.AgentOptions{HeartbeatEvery: n.Config.HeartbeatEvery, Clock: n.clk, Logger: agentLog, Guard: n.guard}
-		if n.Config.Pinger != nil {
-			opts.Pinger = n.ping
-		}
 		a, err := authority.NewAgent(rt, conn, n, opts)
 		if err != nil {
 			n.log.Error("authority: agent", "err", err)
@@ -280,14 +268,14 @@ func (n *Node) connect(ctx context.Context) {
 		attempt = 0
 		err = a.Run(ctx)
 		g = a.Grant()
+		cerr := conn.Close() // the goodbye, once ctx ended
 		if ctx.Err() != nil {
-			if err := conn.Close(); err != nil {
-				n.log.Warn("authority: goodbye", "err", err)
+			if cerr != nil {
+				n.log.Warn("authority: goodbye", "err", cerr)
 			}
 			return
 		}
 		n.log.Warn("authority: control channel closed; dialing again", "err", err)
-		_ = conn.Close()
 	}
 }
 
@@ -301,28 +289,25 @@ func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
 func (h warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{h.Handler.WithGroup(g)} }
 
-// HealthToken is the token the node's health links are bound to now: the
-// grant of the current holder, as the topology the controller last
-// described to the node says (0 before any, and while none is held).
+// HealthToken is the token the node's health links are bound to now, as
+// the topology the controller last described says (0 while none).
 func (n *Node) HealthToken() authority.Token {
-	a := n.agent.Load()
-	if a == nil {
-		return 0
+	if a := n.agent.Load(); a != nil {
+		_, token := a.HealthPeers()
+		return token
 	}
-	_, token := a.HealthPeers()
-	return token
+	return 0
 }
 
-// ping is the agent's Pinger: the configured one, counted and logged
+// ping is the agent's Pinger: the configured one, counted, and logged
 // when a link goes up or down.
 func (n *Node) ping(ctx context.Context, peer string, token authority.Token) error {
 	err := n.Config.Pinger(ctx, peer, token)
-	result := "ok"
+	now, result := linkState{token: token, ok: err == nil}, "ok"
 	if err != nil {
 		result = "failed"
 	}
 	n.Metrics.pings.WithLabelValues(result).Inc()
-	now := linkState{token: token, ok: err == nil}
 	n.mu.Lock()
 	was, known := n.links[peer]
 	n.links[peer] = now
@@ -336,8 +321,8 @@ func (n *Node) ping(ctx context.Context, peer string, token authority.Token) err
 	return err
 }
 
-// linksUp is the metric of the health links up: the peers of the current
-// topology whose last ping under its token completed.
+// linksUp is the metric of the current topology's links whose last ping
+// under its token completed.
 func (n *Node) linksUp() float64 {
 	a := n.agent.Load()
 	if a == nil {
@@ -357,11 +342,10 @@ func (n *Node) linksUp() float64 {
 
 // admit is the star's Options.Admit: the current agent's.
 func (n *Node) admit() error {
-	a := n.agent.Load()
-	if a == nil {
-		return &authority.NotAdmittedError{Node: n.Config.Name, Reason: "not connected to the controller yet"}
+	if a := n.agent.Load(); a != nil {
+		return a.Admit()
 	}
-	return a.Admit()
+	return &authority.NotAdmittedError{Node: n.Config.Name, Reason: "not connected to the controller yet"}
 }
 
 // reconcile keeps one star running exactly while the node holds a grant:
@@ -398,20 +382,19 @@ func (n *Node) reconcile(ctx context.Context) {
 	h, err := n.startHolding(ctx, g.Token)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if err != nil {
-		if ctx.Err() == nil {
-			// ErrStarRunning, say: the session of a crashed run of this
-			// node has not expired yet.
-			n.log.Warn("star did not start; trying again", "in", restartAfter, "err", err)
-		}
-		n.retryAt = n.clk.Now().Add(restartAfter)
+	if err == nil {
+		n.hold = h
 		return
 	}
-	n.hold = h
+	if ctx.Err() == nil {
+		// ErrStarRunning, say: the session of a crashed run of this node
+		// has not expired yet.
+		n.log.Warn("star did not start; trying again", "in", restartAfter, "err", err)
+	}
+	n.retryAt = n.clk.Now().Add(restartAfter)
 }
 
-// drop aborts a holding's star, as a crash would: no departure and no
-// mark. Its session is closed, so that the streams' leases go at once.
+// drop aborts h's star, as a crash would.
 func (n *Node) drop(h *Holding, why string) {
 	n.mu.Lock()
 	if n.hold == h {
@@ -423,7 +406,7 @@ func (n *Node) drop(h *Holding, why string) {
 	}
 }
 
-// Current returns the holding of the star running now (nil when none).
+// Current is the holding of the star running now (nil when none).
 func (n *Node) Current() *Holding {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -475,9 +458,8 @@ func (n *Node) startHolding(ctx context.Context, token authority.Token) (*Holdin
 	if err != nil {
 		return nil, fmt.Errorf("new session: %w", err)
 	}
-	// The release flush of every departure saves the stream's producer
-	// snapshot; it runs only once an open returned, after the holding
-	// is stored here.
+	// Every departure's release flush saves the stream's producer
+	// snapshot; none runs before an open returned, after h is stored.
 	var flush atomic.Pointer[Holding]
 	star, err := lease.Start(ctx, lease.Config{
 		Star: n.Config.Name, Store: n.guard, Root: n.Config.Root, Session: sess,
@@ -494,18 +476,15 @@ func (n *Node) startHolding(ctx context.Context, token authority.Token) (*Holdin
 	return h, nil
 }
 
-// The authority.AgentHost of the node's agent.
 var _ authority.AgentHost = (*Node)(nil)
 
-// Progress is where the node's chain is acknowledged up to: the position
-// past its last acknowledged slot.
+// Progress is the position past the node's last acknowledged slot.
 func (n *Node) Progress() chain.Position {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.progress
 }
 
-// acknowledged records an acknowledgement.
 func (n *Node) acknowledged(pos chain.Position, took time.Duration) {
 	n.Metrics.appendSeconds.Observe(took.Seconds())
 	n.mu.Lock()
@@ -520,19 +499,20 @@ func (n *Node) acknowledged(pos chain.Position, took time.Duration) {
 // of the last holder is fenced and settled through the Guarded store,
 // which the agent points at the recovery placement.
 func (n *Node) Recover(ctx context.Context, order authority.RecoverMsg) (chain.Position, error) {
-	h := n.Current()
-	if h != nil {
+	if h := n.Current(); h != nil {
 		n.drop(h, "recovery")
 	}
 	star := order.Required.Star
+	// SettleAll for the metrics' reports; RecoverChain finds every epoch
+	// settled then, and returns the frontier.
 	reps, err := n.settler.SettleAll(ctx, star)
 	for _, r := range reps {
 		n.Metrics.settle("recovery", r)
 	}
-	if err != nil {
-		return chain.Position{}, err
+	var pos chain.Position
+	if err == nil {
+		pos, err = authority.RecoverChain(ctx, n.minter, n.settler, star)
 	}
-	pos, err := authority.RecoverChain(ctx, n.minter, n.settler, star)
 	if err != nil {
 		return chain.Position{}, err
 	}
@@ -547,44 +527,35 @@ func (n *Node) Recover(ctx context.Context, order authority.RecoverMsg) (chain.P
 // one leaves through Finish and gets its clean-release mark, which the
 // target's open consumes.
 func (n *Node) Release(ctx context.Context) (chain.Position, error) {
-	h := n.Current()
-	if h != nil {
+	if h := n.Current(); h != nil {
 		if err := h.Star.Drain(ctx); err != nil {
 			return chain.Position{}, err
 		}
 		h.acks.Wait()
-		h.forgetAll()
+		h.mu.Lock()
+		clear(h.streams)
+		h.mu.Unlock()
 		n.log.Info("released for a handoff", "token", h.token)
 	}
 	return n.Progress(), nil
 }
 
-// Frontier is how far Recover got on star's chain; the node's storage
-// serves whenever the process runs.
+// Frontier is how far Recover got on star's chain; the storage serves
+// whenever the process runs.
 func (n *Node) Frontier(star string) (chain.Position, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.recovered[star], true
 }
 
-// inflight is the metric of the slots in flight of the current writer.
-func (n *Node) inflight() float64 {
-	h := n.Current()
-	if h == nil {
+// ofStar is a metric of the current star (0 while none runs).
+func (n *Node) ofStar(f func(*lease.Star) float64) func() float64 {
+	return func() float64 {
+		if h := n.Current(); h != nil {
+			return f(h.Star)
+		}
 		return 0
 	}
-	st := h.Star.Stats()
-	return float64(st.Submitted - st.Released)
-}
-
-// absorbBacklog is the metric of the acknowledged flights the current
-// star has not covered in the index yet (lease.Star.AbsorbStats).
-func (n *Node) absorbBacklog() float64 {
-	h := n.Current()
-	if h == nil {
-		return 0
-	}
-	return float64(h.Star.AbsorbStats().Pending)
 }
 
 // undecidedAge is the metric of the oldest undecided slot.
