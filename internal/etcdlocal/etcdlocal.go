@@ -320,9 +320,17 @@ type slogCore struct {
 }
 
 // quietNotices are etcd's warnings that say nothing to the operator of
-// a loopback server: one port for gRPC and HTTP is all it needs, and its
-// authentication (whose tokens are the "simple" ones) is not used.
-var quietNotices = []string{"Running http and grpc server on single port", "simple token is not cryptographically signed"}
+// a loopback server: one port for gRPC and HTTP is all it needs, its
+// authentication (whose tokens are the "simple" ones) is not used, and a
+// member restarted on a busy machine may try to campaign before it has
+// applied its own membership entries from the log, then campaigns again
+// once it has (raft's "cannot campaign ... pending configuration
+// changes"): nothing is wrong and nothing is to be done.
+var quietNotices = []string{
+	"Running http and grpc server on single port",
+	"simple token is not cryptographically signed",
+	"pending configuration changes to apply",
+}
 
 func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
 
