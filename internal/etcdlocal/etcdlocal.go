@@ -347,7 +347,7 @@ func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Che
 
 func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	for _, q := range quietNotices {
-		if strings.HasPrefix(e.Message, q) {
+		if strings.Contains(e.Message, q) {
 			return nil
 		}
 	}
