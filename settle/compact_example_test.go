@@ -7,6 +7,7 @@ import (
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
+	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/memblob"
@@ -17,20 +18,8 @@ import (
 // a segment, and trimmed; the stream still reads whole, from the segment.
 func Example_compaction() {
 	ctx := context.Background()
-	store := memstore.New(memstore.Options{})
-	minter, _ := epoch.NewMinter(store, epoch.Options{})
-	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
-	zones := chain.MustZones(buckets...)
-	refs, _ := settle.NewRefIndex(store, "", orderLocator)
-
-	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 16})
-	w, _ := chain.NewWriter(rec, zones, chain.WriterOptions{})
-	for i := range 130 {
-		if _, err := w.Append(ctx, fmt.Appendf(nil, "orders %d item-%d", i, i)); err != nil {
-			panic(err)
-		}
-	}
-	w.Abort()
+	x := deadBroker(ctx, 130) // broker-1 appended 130 records and died
+	minter, zones, refs, rec := x.minter, x.zones, x.refs, x.rec
 	fencer, _ := fence.New(minter, zones, fence.Options{Identity: "broker-2"})
 	settler, _ := settle.New(minter, zones, refs, settle.Options{Fencer: fencer})
 	if _, err := settler.SettleAll(ctx, "broker-1"); err != nil {
@@ -64,4 +53,33 @@ func Example_compaction() {
 	// rewritten 130 of 130: 3 pages into 1 segment
 	// trimmed below 130
 	// read 130 records, 130 from segments; last "orders 129 item-129"
+}
+
+// deadWorld is where the lifecycle examples start: three zones in memory
+// and a metastore, in which broker-1 appended records of stream "orders"
+// to an epoch and died with it open.
+type deadWorld struct {
+	store  metastore.Store
+	minter *epoch.Minter
+	zones  chain.Zones
+	refs   *settle.RefIndex
+	rec    *epoch.Record
+}
+
+// deadBroker makes a deadWorld of n records, "orders <i> item-<i>".
+func deadBroker(ctx context.Context, n int) deadWorld {
+	store := memstore.New(memstore.Options{})
+	minter, _ := epoch.NewMinter(store, epoch.Options{})
+	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
+	zones := chain.MustZones(buckets...)
+	refs, _ := settle.NewRefIndex(store, "", orderLocator)
+	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 16})
+	w, _ := chain.NewWriter(rec, zones, chain.WriterOptions{})
+	for i := range n {
+		if _, err := w.Append(ctx, fmt.Appendf(nil, "orders %d item-%d", i, i)); err != nil {
+			panic(err)
+		}
+	}
+	w.Abort()
+	return deadWorld{store: store, minter: minter, zones: zones, refs: refs, rec: rec}
 }

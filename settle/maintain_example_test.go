@@ -6,12 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/cutline/cutline/chain"
-	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
-	"github.com/cutline/cutline/metastore/memstore"
-	"github.com/cutline/cutline/objstore"
-	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -22,20 +17,8 @@ import (
 // retention point is told where the stream now starts.
 func ExampleMaintainer() {
 	ctx := context.Background()
-	store := memstore.New(memstore.Options{})
-	minter, _ := epoch.NewMinter(store, epoch.Options{})
-	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
-	zones := chain.MustZones(buckets...)
-	refs, _ := settle.NewRefIndex(store, "", orderLocator)
-
-	rec, _ := minter.Mint(ctx, "broker-1", epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 16})
-	w, _ := chain.NewWriter(rec, zones, chain.WriterOptions{})
-	for i := range 130 {
-		if _, err := w.Append(ctx, fmt.Appendf(nil, "orders %d item-%d", i, i)); err != nil {
-			panic(err)
-		}
-	}
-	w.Abort()
+	x := deadBroker(ctx, 130) // broker-1 appended 130 records and died
+	store, minter, zones, refs, rec := x.store, x.minter, x.zones, x.refs, x.rec
 
 	fencer, _ := fence.New(minter, zones, fence.Options{Identity: "broker-2"})
 	settler, _ := settle.New(minter, zones, refs, settle.Options{Fencer: fencer})
