@@ -139,16 +139,13 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 	fs.Uint64Var(&lc.records, "retention-records", 0, "keep at most this many of each stream's records, the newest (0: no limit by count)")
 	dur(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight and the streams' departures")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	set, err := cliflags.Parse(fs, args)
 	if err != nil {
 		return nil, err
 	}
 	if err := cliflags.Env(fs, set, "CUTLINE_", getenv); err != nil {
 		return nil, err
-	}
-	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		return nil, Refuse("log-level", *level, "debug, info, warn or error")
 	}
 	if *peers != "" {
 		if c.peers, err = parsePeers(*peers); err != nil {

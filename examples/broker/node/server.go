@@ -51,19 +51,12 @@ const (
 	maxProducerLen      = 128
 	defaultLimit        = 100
 	maxLimit            = 1000
-	// produceTimeout bounds a produce: the open of its stream and its
-	// acknowledgement.
-	produceTimeout = 30 * time.Second
+	produceTimeout      = 30 * time.Second // a produce: its stream's open and its acknowledgement
 )
 
 // ServerOptions configures the API; a zero bound is its default.
 type ServerOptions struct {
-	// Token is the bearer token every /v1 request and /metrics must
-	// carry; nil serves them without authentication (-insecure).
-	Token []byte
-	// MaxReadBytes bounds a read's answer (it stops before the record
-	// that would pass it, one record at least); past MaxReads reads at
-	// once, a read is answered 503.
+	Token                   []byte // the bearer token of /v1 and /metrics; nil: none (-insecure)
 	MaxRecord, MaxReadBytes int64
 	MaxReads                int
 	Logger                  *slog.Logger
@@ -113,7 +106,7 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := &statusRecorder{ResponseWriter: rw, code: http.StatusOK}
 	h, route := s.mux.Handler(r)
 	if r.URL.Path != path.Clean(r.URL.Path) {
-		h, route = http.NotFoundHandler(), ""
+		route = ""
 	}
 	defer func() {
 		route := cmp.Or(route, "none")
@@ -214,14 +207,10 @@ func badRequest(format string, args ...any) error {
 }
 
 type ErrorBody struct {
-	Error string `json:"error"`
-	// Holder is the node holding the grant, for a 503.
-	Holder string `json:"holder,omitempty"`
-	// RequestID names a 500 in the broker's log, which holds its cause.
-	RequestID string `json:"request_id,omitempty"`
-	// Start is where a stream now starts, for a read below its retention
-	// point (410).
-	Start *uint64 `json:"start,omitempty"`
+	Error     string  `json:"error"`
+	Holder    string  `json:"holder,omitempty"`     // the node holding the grant, for a 503
+	RequestID string  `json:"request_id,omitempty"` // names a 500's cause in the broker's log
+	Start     *uint64 `json:"start,omitempty"`      // where the stream now starts, for a 410
 }
 
 func startJSON(w http.ResponseWriter, code int) {
