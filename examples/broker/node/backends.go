@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,34 +32,33 @@ import (
 type Backends struct {
 	Store metastore.Store
 	Zones []objstore.Bucket // zone order; named zone-a, zone-b, …
-	// Dir is the data directory: the filesystem zones', the embedded
-	// etcd's and the run's credentials ("" when there is none).
-	Dir     string
+	Dir   string            // the data directory ("" when there is none)
+
 	local   *localServer // the embedded etcd (nil with -etcd or -ephemeral)
 	closers []func()     // run in reverse order by Close
 }
 
 func (b *Backends) Close() {
-	for i := len(b.closers) - 1; b != nil && i >= 0; i-- {
-		b.closers[i]()
+	if b == nil {
+		return
 	}
-	if b != nil {
-		b.closers = nil
+	for _, c := range slices.Backward(b.closers) {
+		c()
 	}
+	b.closers = nil
 }
 
-// MaxZones bounds K: zone-a to zone-z.
-const MaxZones = 26
+const MaxZones = 26 // zone-a to zone-z
 
 func ZoneName(i int) string { return fmt.Sprintf("zone-%c", 'a'+i) }
 
 // remoteKind is a kind of zones reached over HTTP, one bucket (or
 // container) per zone, on one service URL or one per zone: S3 or Azure.
+// With secretURLs, a URL may carry a credential (an Azure SAS) and is
+// never echoed.
 type remoteKind struct {
 	name, urlFlag, nameFlag, urlNoun, noun string
-	// secretURLs: a URL may carry a credential (an Azure SAS), so it is
-	// never echoed.
-	secretURLs bool
+	secretURLs                             bool
 }
 
 var (
@@ -67,9 +67,8 @@ var (
 )
 
 // check refuses flags of a kind that do not name one distinct store per
-// zone, and sets *k to the number of buckets. Two names of one server
-// (localhost and 127.0.0.1) look distinct here: the start-up check of the
-// zones (objstore.VerifyZones) catches those.
+// zone, and sets *k to the number of buckets. (Two names of one server
+// look distinct here: objstore.VerifyZones catches those at start-up.)
 func (z remoteKind) check(urls, names []string, creds bool, set map[string]bool, k *int) error {
 	joined := strings.Join(names, ",")
 	switch {
@@ -93,8 +92,7 @@ func (z remoteKind) check(urls, names []string, creds bool, set map[string]bool,
 			}
 			return Refuse(z.urlFlag, strings.Join(urls, ","), "http or https URLs, comma-separated; %q is not one", raw)
 		}
-		// Scheme and host are case-insensitive; a trailing slash changes
-		// nothing. The path names the account on an emulator.
+		// The path names the account on an emulator.
 		servers[i] = strings.ToLower(u.Scheme+"://"+u.Host) + strings.TrimRight(u.Path, "/")
 	}
 	zoneOf := map[string]int{}
@@ -119,9 +117,8 @@ func (z remoteKind) check(urls, names []string, creds bool, set map[string]bool,
 	return nil
 }
 
-// open opens the buckets over one HTTP client sized for window requests
-// in flight to each of them; be closes its idle connections. bucket opens
-// one zone's bucket.
+// open opens the buckets (bucket opens one) over one HTTP client sized
+// for window requests in flight to each.
 func (z remoteKind) open(urls, names []string, window int, be *Backends, log *slog.Logger,
 	bucket func(url, name, zone string, hc *http.Client) (objstore.Bucket, error)) error {
 	perHost := window
@@ -143,9 +140,8 @@ func (z remoteKind) open(urls, names []string, window int, be *Backends, log *sl
 	return nil
 }
 
-// CheckBackends refuses backend flags that do not go together: -etcd,
-// the zones (-k, or the S3 or Azure flags), -w and -window. The demo
-// shares it.
+// CheckBackends refuses the backend flags (-etcd, the zones, -w, -window)
+// that do not go together. The demo shares it.
 func (c *Settings) CheckBackends(set map[string]bool) error {
 	if c.Etcd != "" && strings.Contains(","+c.Etcd+",", ",,") {
 		return Refuse("etcd", c.Etcd, "endpoints separated by single commas, none empty")
@@ -175,34 +171,28 @@ func (c *Settings) CheckBackends(set map[string]bool) error {
 	return nil
 }
 
-// etcdFlags names the flag of each field of etcdstore.DialConfig; the
-// endpoints are -etcd.
+// etcdFlags names the flag of each field of etcdstore.DialConfig.
 var etcdFlags = map[string]string{"CAFile": "etcd-ca", "CertFile": "etcd-cert", "KeyFile": "etcd-key", "Username": "etcd-user", "Password": "etcd-password"}
 
-// etcdAuth is how a process reaches etcd: over TLS with a CA of its own
-// and a client certificate, and as an etcd user. None of it is logged.
+// etcdAuth is how a process reaches etcd (TLS, an etcd user), never
+// logged.
 type etcdAuth struct{ CA, Cert, Key, User, Password string }
 
 func (a etcdAuth) tls() bool { return a.CA != "" || a.Cert != "" }
 
-// dialConfig is how etcdstore.Dial reaches etcd at endpoints (-etcd).
 func (a etcdAuth) dialConfig(endpoints string) etcdstore.DialConfig {
 	return etcdstore.DialConfig{Endpoints: strings.Split(endpoints, ","), CAFile: a.CA, CertFile: a.Cert, KeyFile: a.Key,
 		Username: a.User, Password: a.Password}
 }
 
-// checkEtcdAuth refuses, naming the flag, what etcdstore.Dial would: a
-// certificate without its key, a user without a password, a plain-text
-// endpoint with TLS, a file it cannot read.
+// checkEtcdAuth refuses, naming the flag, what etcdstore.Dial would.
 func (c *Settings) checkEtcdAuth() error {
-	a := c.etcdAuth
-	if c.Etcd == "" {
-		if a != (etcdAuth{}) {
-			return errors.New("-etcd-ca, -etcd-cert, -etcd-key, -etcd-user and -etcd-password need -etcd")
-		}
+	if c.Etcd == "" && c.etcdAuth != (etcdAuth{}) {
+		return errors.New("-etcd-ca, -etcd-cert, -etcd-key, -etcd-user and -etcd-password need -etcd")
+	} else if c.Etcd == "" {
 		return nil
 	}
-	if _, err := a.dialConfig(c.Etcd).ClientConfig(); err != nil {
+	if _, err := c.etcdAuth.dialConfig(c.Etcd).ClientConfig(); err != nil {
 		flag := "etcd"
 		if ce, ok := errors.AsType[*cutline.ConfigError](err); ok {
 			flag = cmp.Or(etcdFlags[ce.Field], flag)
@@ -212,7 +202,7 @@ func (c *Settings) checkEtcdAuth() error {
 	return nil
 }
 
-// modeFlag is a flag of a permission, in octal.
+// modeFlag is a permission flag, in octal.
 type modeFlag struct{ m *os.FileMode }
 
 func (f modeFlag) String() string {
@@ -231,19 +221,17 @@ func (f modeFlag) Set(v string) error {
 	return nil
 }
 
-// zoneOptions are the options of the filesystem zone name, with the
-// permissions -zone-file-mode and -zone-dir-mode give (before the umask).
+// zoneOptions are the options of the filesystem zone name.
 func (c *Settings) zoneOptions(name string) fs.Options {
 	return fs.Options{Name: name, CreateRoot: true, FileMode: c.zoneFileMode, DirMode: c.zoneDirMode}
 }
 
 // OpenBackends opens the store and the zones the flags name: by default
-// an embedded etcd and K filesystem zones in the data directory (-dir);
-// etcd, S3 or Azure when their flags are given; with -ephemeral (or
-// settings that name neither etcd nor a directory, as the demo's) an
-// in-memory metastore and zones in a temporary directory. The zones are
-// verified (create-only, also under concurrent creates, K distinct
-// stores) before anything is written to them.
+// an embedded etcd and K filesystem zones in the data directory; etcd, S3
+// or Azure when their flags are given; with -ephemeral (or settings that
+// name neither etcd nor a directory, as the demo's) an in-memory
+// metastore and zones in a temporary directory. The zones are verified
+// (objstore.VerifyZones) before anything is written to them.
 func OpenBackends(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *Backends, err error) {
 	be := &Backends{}
 	defer func() {
@@ -254,13 +242,14 @@ func OpenBackends(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *Back
 	if err := be.openDir(cfg, log); err != nil {
 		return nil, err
 	}
+	opts := etcdstore.Options{Root: cfg.EtcdRoot, Logger: log}
 	switch {
 	case cfg.Etcd == "" && cfg.local.Listen != "":
 		if be.local, err = startLocalEtcd(ctx, cfg.local.Listen, be.Dir, log); err != nil {
 			return nil, err
 		}
 		be.closers = append(be.closers, func() { be.local.stop(false) })
-		if be.Store, err = etcdstore.New(be.local.cli, etcdstore.Options{Root: cfg.EtcdRoot, Logger: log}); err != nil {
+		if be.Store, err = etcdstore.New(be.local.cli, opts); err != nil {
 			return nil, err
 		}
 		log.Info("metastore: embedded etcd", "data", filepath.Join(be.Dir, "etcd"), "endpoint", be.local.Endpoint, "root", cfg.EtcdRoot,
@@ -276,7 +265,7 @@ func OpenBackends(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *Back
 			return nil, err
 		}
 		be.closers = append(be.closers, func() { _ = cli.Close() })
-		if be.Store, err = etcdstore.New(cli, etcdstore.Options{Root: cfg.EtcdRoot, Logger: log}); err != nil {
+		if be.Store, err = etcdstore.New(cli, opts); err != nil {
 			return nil, err
 		}
 		// Fail early and clearly when nobody answers.
@@ -295,9 +284,9 @@ func OpenBackends(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *Back
 	if err := objstore.VerifyZones(ctx, be.Zones, objstore.VerifyOptions{}); err != nil {
 		return nil, fmt.Errorf("zones: %w", err)
 	}
+	// After the verification: the model slows the broker's work, not its
+	// start.
 	if cfg.latency > 0 {
-		// After the verification: the model slows the broker's work, not
-		// its start.
 		for i, z := range be.Zones {
 			be.Zones[i] = latency.Wrap(z, latency.Options{Default: latency.Fixed(cfg.latency), Seed: uint64(i)})
 		}
@@ -306,7 +295,6 @@ func OpenBackends(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *Back
 	return be, nil
 }
 
-// openZones opens the zones of the kind the flags name.
 func (be *Backends) openZones(ctx context.Context, cfg *Settings, log *slog.Logger) error {
 	switch {
 	case len(cfg.azureURLs) > 0:

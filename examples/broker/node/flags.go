@@ -23,21 +23,15 @@ import (
 
 // Settings are what the flags say.
 type Settings struct {
-	Role                                string // all, broker or controller
-	node, domain, listen, metricsListen string
-	controllerURL, controllerID         string
-	controllerListen                    string
-	operators                           []string
-	// peers maps every broker of the cluster to the base URL of its API
-	// (-peers): the broker runs direct health links with them and votes.
-	peers map[string]string
-
-	Etcd, EtcdRoot string
-	etcdAuth       etcdAuth
-	local          localEtcd // the embedded etcd, or -ephemeral
-	Dir            string
-	// The zones: K filesystem zones under Dir with these permissions, or
-	// S3 buckets, or Azure containers.
+	Role                                           string // all, broker or controller
+	node, domain, listen, metricsListen            string
+	controllerURL, controllerID, controllerListen  string
+	operators                                      []string
+	peers                                          map[string]string // broker name: its API's base URL
+	Etcd, EtcdRoot                                 string
+	etcdAuth                                       etcdAuth
+	local                                          localEtcd // the embedded etcd, or -ephemeral
+	Dir                                            string
 	zoneFileMode, zoneDirMode                      os.FileMode
 	K, W, Window                                   int
 	S3Endpoints, S3Buckets                         []string
@@ -49,20 +43,14 @@ type Settings struct {
 	insecure                                       bool
 	lease, heartbeat, sessionTTL                   time.Duration
 	decisionDelay, poll, openWait, shutdownTimeout time.Duration
-	// The API's bounds: a record's bytes, its connections, the bytes of
-	// a read's answer, the reads served at once, the streams a holder
-	// leads.
-	maxRecord, maxReadBytes int64
-	conns                   connlimit.Limits
-	maxReads, maxStreams    int
-	// producers bounds each stream's producer table; snapshots times its
-	// saves (as the flags say: 0 turns a trigger off); lifecycle is the
-	// holder's passes.
-	producers batch.DedupOptions
-	snapshots SnapshotTiming
-	lifecycle lifecycleFlags
-	logJSON   bool
-	logLevel  slog.Level
+	maxRecord, maxReadBytes                        int64
+	conns                                          connlimit.Limits
+	maxReads, maxStreams                           int
+	producers                                      batch.DedupOptions
+	snapshots                                      SnapshotTiming // as the flags say: 0 turns a trigger off
+	lifecycle                                      lifecycleFlags
+	logJSON                                        bool
+	logLevel                                       slog.Level
 }
 
 // Roles of a process.
@@ -72,16 +60,11 @@ const (
 	roleController = "controller" // only the controller, served over mutual TLS
 )
 
-// Refuse and IsUsage are the usage errors of the flags (exit status 2),
-// as package cliflags makes them.
-var (
-	Refuse  = cliflags.Refuse
-	IsUsage = cliflags.IsUsage
-)
+// The flags' usage errors (exit status 2), as package cliflags makes them.
+var Refuse, IsUsage = cliflags.Refuse, cliflags.IsUsage
 
-// parseFlags reads the flags, and for every flag not given the
-// environment variable CUTLINE_<NAME> (upper case, '-' as '_'): -etcd is
-// CUTLINE_ETCD, -s3-secret-key CUTLINE_S3_SECRET_KEY.
+// parseFlags reads the flags, and for every flag not given its variable
+// (cliflags.Env): -s3-secret-key is CUTLINE_S3_SECRET_KEY.
 func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Settings, error) {
 	c := &Settings{zoneFileMode: 0o600, zoneDirMode: 0o700, // the records are the producers' data
 		decisionDelay: authority.DefaultDecisionDelay, poll: 50 * time.Millisecond, openWait: 10 * time.Second}
@@ -156,7 +139,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 	fs.Uint64Var(&lc.records, "retention-records", 0, "keep at most this many of each stream's records, the newest (0: no limit by count)")
 	dur(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight and the streams' departures")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	set, err := cliflags.Parse(fs, args)
 	if err != nil {
 		return nil, err
@@ -164,17 +147,13 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 	if err := cliflags.Env(fs, set, "CUTLINE_", getenv); err != nil {
 		return nil, err
 	}
-	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		return nil, Refuse("log-level", *level, "debug, info, warn or error")
-	}
 	if *peers != "" {
 		if c.peers, err = parsePeers(*peers); err != nil {
 			return nil, err
 		}
 	}
-	// The S3 credentials and region come from the standard AWS
-	// environment when the flags (or their CUTLINE_ variables) do not
-	// give them.
+	// The S3 credentials and region come from the AWS environment when
+	// the flags (or their variables) do not give them.
 	if len(c.S3Endpoints) > 0 && !set["s3-access-key"] && !set["s3-secret-key"] {
 		c.S3AccessKey, c.S3SecretKey = getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
 	}
@@ -190,8 +169,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 	return c, nil
 }
 
-// check refuses flags that do not go together, and values out of their
-// bounds.
+// check refuses flags that do not go together, and values out of bounds.
 func (c *Settings) check(fs *flag.FlagSet, set map[string]bool) error {
 	for name, v := range map[string]string{"node": c.node, "domain": c.domain} {
 		if epoch.ValidateName(name, v) != nil {
@@ -239,7 +217,6 @@ func (c *Settings) check(fs *flag.FlagSet, set map[string]bool) error {
 		return err
 	}
 	lc := c.lifecycle
-	// Each flag's bounds; a flag out of them is refused with its value.
 	for _, b := range []struct {
 		name string
 		ok   bool
@@ -282,12 +259,11 @@ func (c *Settings) check(fs *flag.FlagSet, set map[string]bool) error {
 	return nil
 }
 
-// fitDescriptors keeps the connections of the listeners within a half of
-// the process's file descriptor limit, so that its zones, its metastore
-// and its peers always have descriptors left: -max-conns given past it
-// is refused, and its default is lowered to fit. The API and the
-// controller's listener take -max-conns each; the metrics listener its
-// own bound.
+// fitDescriptors keeps the listeners' connections (-max-conns each for
+// the API and the controller, a bound of its own for the metrics) within
+// a half of the file descriptor limit, leaving the rest to the zones, the
+// metastore and the peers: -max-conns given past it is refused, and its
+// default is lowered to fit.
 func (c *Settings) fitDescriptors(limit uint64, set map[string]bool) error {
 	shared, fixed := 0, uint64(0)
 	if c.Role != roleController {
@@ -311,9 +287,8 @@ func (c *Settings) fitDescriptors(limit uint64, set map[string]bool) error {
 	return nil
 }
 
-// fileLimit returns the process's limit of open file descriptors (its
-// soft limit, which Go raises to the hard one at start), and whether it
-// is known; an unlimited one is not.
+// fileLimit returns the process's soft limit of open file descriptors
+// (Go raises it to the hard one at start), unless unknown or unlimited.
 func fileLimit() (uint64, bool) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur >= 1<<62 {
@@ -322,8 +297,8 @@ func fileLimit() (uint64, bool) {
 	return rl.Cur, true
 }
 
-// snapshotTiming is -snapshot-every and -snapshot-interval in the node's
-// terms, where 0 is the default and a negative value turns a trigger off.
+// snapshotTiming is the snapshot flags in the node's terms, where 0 is the
+// default and a negative value turns a trigger off.
 func (c *Settings) snapshotTiming() SnapshotTiming {
 	t := c.snapshots
 	if t.Every == 0 {
@@ -354,7 +329,6 @@ func parsePeers(v string) (map[string]string, error) {
 	return out, nil
 }
 
-// embedded reports whether the process runs on everything it makes
-// itself: its own metastore (the embedded etcd, or -ephemeral's in
-// memory) and its own controller.
+// embedded reports whether the process runs its own metastore and its
+// own controller.
 func (c *Settings) embedded() bool { return c.Role == RoleAll && c.Etcd == "" }

@@ -9,11 +9,10 @@ import (
 	"github.com/cutline/cutline/settle"
 )
 
-// Record is one stream Record as the broker stores it: every flight
-// carries exactly one Record of one stream. The chain knows nothing of
-// this format; the broker's Locator (locate) reads the header back for
-// the coverage index, and a new holder reads the producer fields back to
-// rebuild its deduplication state.
+// Record is one stream record as the broker stores it: every flight
+// carries exactly one record of one stream. The chain knows nothing of
+// this format; Locate reads its header back for the coverage index, and
+// a new holder its producer fields to rebuild its deduplication state.
 //
 // Encoding, version 1, binary-safe (the data is opaque bytes):
 //
@@ -22,7 +21,7 @@ import (
 //	8 bytes  offset in the stream, big endian
 //	uvarint  length of the producer id, then the id ("" for none)
 //	8 bytes  producer sequence number, big endian
-//	rest     the Record's data
+//	rest     the record's data
 type Record struct {
 	Stream   string
 	Offset   uint64
@@ -31,10 +30,8 @@ type Record struct {
 	Data     []byte
 }
 
-// magic opens every record; a payload without it is not the broker's.
 const magic = "cbr1"
 
-// errBadRecord is a payload that is not a record of this format.
 var errBadRecord = errors.New("broker: malformed record")
 
 func (r Record) Encode() []byte {
@@ -49,47 +46,37 @@ func (r Record) Encode() []byte {
 	return append(b, r.Data...)
 }
 
-// decodeRecord parses a payload made by encode. The data is copied.
+// decodeRecord parses a payload made by Encode. The data is copied.
 func decodeRecord(b []byte) (Record, error) {
-	var r Record
-	if !bytes.HasPrefix(b, []byte(magic)) {
-		return r, fmt.Errorf("%w: no magic", errBadRecord)
+	b, ok := bytes.CutPrefix(b, []byte(magic))
+	if !ok {
+		return Record{}, fmt.Errorf("%w: no magic", errBadRecord)
 	}
-	b = b[len(magic):]
-	str := func(field string) (string, error) {
+	var bad []string // the fields that do not fit
+	str := func(field string) string {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {
-			return "", fmt.Errorf("%w: bad %s length", errBadRecord, field)
+			bad, b = append(bad, field), nil
+			return ""
 		}
 		s := string(b[k : k+int(n)])
 		b = b[k+int(n):]
-		return s, nil
+		return s
 	}
-	u64 := func(field string) (uint64, error) {
+	u64 := func(field string) uint64 {
 		if len(b) < 8 {
-			return 0, fmt.Errorf("%w: short %s", errBadRecord, field)
+			bad, b = append(bad, field), nil
+			return 0
 		}
 		v := binary.BigEndian.Uint64(b)
 		b = b[8:]
-		return v, nil
+		return v
 	}
-	var err error
-	if r.Stream, err = str("stream"); err != nil {
-		return r, err
+	r := Record{Stream: str("stream"), Offset: u64("offset"), Producer: str("producer"), Seq: u64("sequence")}
+	if len(bad) > 0 {
+		return Record{}, fmt.Errorf("%w: bad %s", errBadRecord, bad[0])
 	}
-	if r.Offset, err = u64("offset"); err != nil {
-		return r, err
-	}
-	if r.Producer, err = str("producer"); err != nil {
-		return r, err
-	}
-	if r.Seq, err = u64("sequence"); err != nil {
-		return r, err
-	}
-	r.Data = bytes.Clone(b)
-	if r.Data == nil {
-		r.Data = []byte{}
-	}
+	r.Data = append([]byte{}, b...)
 	return r, nil
 }
 

@@ -27,12 +27,15 @@ func Run(args []string, getenv func(string) string, stderr io.Writer) int {
 	cfg, err := parseFlags(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
-	}
-	if err != nil {
+	} else if err != nil {
 		fmt.Fprintln(stderr, "broker:", err)
 		return 2
 	}
-	log := newLogger(cfg, stderr)
+	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel})
+	if cfg.logJSON {
+		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel})
+	}
+	log := slog.New(h)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	p, err := start(ctx, cfg, log)
@@ -58,32 +61,21 @@ func Run(args []string, getenv func(string) string, stderr io.Writer) int {
 	return status
 }
 
-func newLogger(c *Settings, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: c.logLevel}
-	if c.logJSON {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
 // process is one running broker process: what its role runs.
 type process struct {
 	cfg  *Settings
 	log  *slog.Logger
 	be   *Backends
+	sec  *Security
 	ctl  *Controller // nil for -role broker
 	node *Node       // nil for -role controller
 	api  *server     // nil for -role controller
-	sec  *Security
 
 	servers []*http.Server
-	// addrs are the addresses serve listens on, by listener: "api",
-	// "metrics", "controller".
-	addrs map[string]net.Addr
+	addrs   map[string]net.Addr // by listener: "api", "metrics", "controller"
 }
 
-// start builds and starts everything the role runs, without listening
-// yet (serve listens).
+// start builds and starts everything the role runs; serve listens.
 func start(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *process, err error) {
 	p := &process{cfg: cfg, log: log}
 	defer func() {
@@ -148,45 +140,36 @@ func start(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *process, er
 // and the token of the grant it holds.
 type dialFunc func(ctx context.Context, node string, caps authority.Capabilities, token authority.Token) (authority.Conn, error)
 
-// remoteDialer returns how a node dials the controller served at url,
-// over mutual TLS (authhttp), taking orders only from the certificate that
-// names controller, and what closes the client's idle connections.
+// mutualTLS is a transport that presents the process's certificate and
+// verifies the peer's against its CA, within the given timeouts.
+func mutualTLS(sec *Security, connect, answer time.Duration) *http.Transport {
+	return &http.Transport{TLSClientConfig: authhttp.ClientTLS(sec.ca, sec.Cert), DialContext: (&net.Dialer{Timeout: connect}).DialContext,
+		TLSHandshakeTimeout: connect, ResponseHeaderTimeout: answer, IdleConnTimeout: time.Minute}
+}
+
+// remoteDialer returns how a node dials the controller served at url
+// (authhttp), taking orders only from the certificate that names
+// controller, and what closes the client's idle connections.
 func remoteDialer(url, controller string, sec *Security) (dialFunc, func()) {
-	tr := &http.Transport{
-		TLSClientConfig:       authhttp.ClientTLS(sec.ca, sec.Cert),
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: 10 * time.Second,
-	}
+	tr := mutualTLS(sec, 5*time.Second, 10*time.Second)
 	d := &authhttp.Dialer{Base: url, Client: &http.Client{Transport: tr}, Controller: controller}
 	return d.Dial, tr.CloseIdleConnections
 }
 
-// healthPinger returns the node's Pinger (authority.AgentOptions.Pinger)
-// and what closes its idle connections: a ping is one POST to the health
-// route of the peer's API at the URL peers gives, over mutual TLS with
-// the process's certificate (authhttp.Pinger, which checks that the
-// answering certificate names that peer). A ping answers within a ping
-// period, or fails.
+// healthPinger returns the node's Pinger and what closes its idle
+// connections: a ping is one POST to the health route of the peer's API,
+// at the URL peers gives, answered within a ping period (authhttp.Pinger
+// checks that the answering certificate names that peer).
 func healthPinger(peers map[string]string, sec *Security) (func(context.Context, string, authority.Token) error, func()) {
-	tr := &http.Transport{
-		TLSClientConfig:       authhttp.ClientTLS(sec.ca, sec.Cert),
-		DialContext:           (&net.Dialer{Timeout: authority.PingEvery}).DialContext,
-		TLSHandshakeTimeout:   authority.PingEvery,
-		ResponseHeaderTimeout: authority.PingEvery,
-		IdleConnTimeout:       time.Minute,
-	}
-	lookup := func(node string) (string, bool) {
-		u, ok := peers[node]
-		return u, ok
-	}
+	tr := mutualTLS(sec, authority.PingEvery, authority.PingEvery)
+	lookup := func(node string) (string, bool) { u, ok := peers[node]; return u, ok }
 	return authhttp.Pinger(lookup, &http.Client{Transport: tr, Timeout: authority.PingEvery}), tr.CloseIdleConnections
 }
 
-// serve listens: the API (over TLS unless -insecure without a
-// certificate), the metrics (with -metrics-listen) and the controller's
-// transport (mutual TLS), each within its connection bounds. The channel
-// yields the first server that fails.
+// serve listens, each listener within its connection bounds: the API
+// (over TLS unless -insecure without a certificate), the metrics (with
+// -metrics-listen) and the controller's transport (mutual TLS). The
+// channel yields the first server that fails.
 func (p *process) serve() <-chan error {
 	errc := make(chan error, 3)
 	p.addrs = map[string]net.Addr{}
@@ -213,15 +196,15 @@ func (p *process) serve() <-chan error {
 		}()
 		return true
 	}
-	if p.api != nil {
-		if listen("api", p.cfg.listen, p.cfg.conns, p.node.Metrics.connCounter(), connlimit.NewServer(p.api, p.sec.APITLS(), apiTimeouts, p.log)) {
-			p.log.Info("API listening", "addr", p.addrs["api"], "tls", p.sec.APITLS() != nil, "auth", p.sec.Token != nil,
-				"max_conns", p.cfg.conns.Total, "max_conns_per_addr", p.cfg.conns.PerAddr)
-			p.logCommands(p.addrs["api"])
-		}
+	if p.api != nil && listen("api", p.cfg.listen, p.cfg.conns, p.node.Metrics.connCounter(), connlimit.NewServer(p.api, p.sec.APITLS(), apiTimeouts, p.log)) {
+		p.log.Info("API listening", "addr", p.addrs["api"], "tls", p.sec.APITLS() != nil, "auth", p.sec.Token != nil,
+			"max_conns", p.cfg.conns.Total, "max_conns_per_addr", p.cfg.conns.PerAddr)
+		p.logCommands(p.addrs["api"])
 	}
 	if p.node != nil && p.cfg.metricsListen != "" {
-		if listen("metrics", p.cfg.metricsListen, metricsConnLimits, connlimit.Counter{}, connlimit.NewServer(metricsOnly(p.node), nil, apiTimeouts, p.log)) {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metricsHandler(p.node))
+		if listen("metrics", p.cfg.metricsListen, metricsConnLimits, connlimit.Counter{}, connlimit.NewServer(mux, nil, apiTimeouts, p.log)) {
 			p.log.Info("metrics listening", "addr", p.addrs["metrics"])
 		}
 	}
@@ -238,8 +221,8 @@ func (p *process) serve() <-chan error {
 	return errc
 }
 
-// listenError is a listener that could not bind (its address in use, or
-// not this machine's): the process cannot serve, and says which listener.
+// listenError is a listener that could not bind: the process cannot
+// serve, and says which listener.
 type listenError struct {
 	Name, Addr string
 	Err        error
@@ -251,17 +234,9 @@ func (e *listenError) Error() string {
 
 func (e *listenError) Unwrap() error { return e.Err }
 
-// metricsOnly serves the node's metrics page, and nothing else.
-func metricsOnly(n *Node) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metricsHandler(n))
-	return mux
-}
-
-// shutdown is SIGTERM: the servers stop taking requests and finish those
-// in flight; the node closes its star (every held stream leaves through
-// Finish with its clean-release mark) and says goodbye; the controller
-// resigns; the backends close.
+// shutdown is SIGTERM: the servers finish the requests in flight; the
+// node closes its star (every held stream leaves with its clean-release
+// mark) and says goodbye; the controller resigns; the backends close.
 func (p *process) shutdown(ctx context.Context) error {
 	var errs []error
 	for _, srv := range p.servers {
@@ -277,8 +252,8 @@ func (p *process) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Defaults of the API's connection bounds, and the bounds of the metrics
-// listener (a few scrapers).
+// The API's connection bounds by default, and the metrics listener's (a
+// few scrapers).
 const (
 	defaultMaxConns        = 1024
 	defaultMaxConnsPerAddr = 64

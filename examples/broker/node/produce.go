@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -21,8 +22,7 @@ type produceReq struct {
 	producer string // "" for none: no deduplication
 	seq      uint64
 	token    string // the producer's fencing token, "" for none
-	// tokenGen is the holding's tokenInstalls when the token was judged.
-	tokenGen uint64
+	tokenGen uint64 // the holding's tokenInstalls when the token was judged
 }
 
 // produce appends one record and returns where it was acknowledged. A
@@ -46,35 +46,26 @@ func (n *Node) produce(ctx context.Context, p produceReq) (Ack, error) {
 	if err == nil && a.Duplicate {
 		err = n.samePayload(ctx, h, p, a.Offset)
 	}
-	if err != nil {
-		return Ack{}, err
-	}
-	return a, nil
+	return a, err
 }
 
 // samePayload checks that the record a retry was judged a duplicate of
-// holds the retry's payload. A producer sequence names one record: the
-// same sequence with other bytes is a client's mistake, refused with
-// errPayloadConflict, not answered as if the new bytes were in the
-// stream. The producer table keeps no payloads (its snapshots stay
-// small), so the record is read back; retries are rare. A record that
-// retention dropped meanwhile cannot be compared: the retry gets its
-// first acknowledgement.
+// holds the retry's payload: the same producer sequence with other bytes
+// is refused (errPayloadConflict). The producer table keeps no payloads
+// (its snapshots stay small), so the record is read back; retries are
+// rare. A record that retention dropped meanwhile cannot be compared.
 func (n *Node) samePayload(ctx context.Context, h *Holding, p produceReq, off uint64) error {
 	if err := h.Star.Absorb(ctx); err != nil {
 		return err
 	}
 	rec, _, err := n.readRecord(ctx, p.stream, off)
-	if errors.Is(err, settle.ErrBelowRetention) {
+	switch {
+	case errors.Is(err, settle.ErrBelowRetention):
 		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !bytes.Equal(rec.Data, p.data) {
+	case err == nil && !bytes.Equal(rec.Data, p.data):
 		return fmt.Errorf("%w: %s's sequence %d is at offset %d", errPayloadConflict, p.producer, p.seq, off)
 	}
-	return nil
+	return err
 }
 
 // produce submits p through the stream's state s and waits for its
@@ -84,34 +75,25 @@ func (n *Node) samePayload(ctx context.Context, h *Holding, p produceReq, off ui
 func (h *Holding) produce(ctx context.Context, s *streamState, p produceReq) (Ack, error) {
 	for {
 		pd, err := h.submit(ctx, s, p)
-		if errors.Is(err, errTokenInstalled) {
+		switch {
+		case errors.Is(err, errTokenInstalled):
 			p.tokenGen = h.tokenInstalls.Load()
-			if err := h.Star.CheckToken(ctx, p.stream, p.token); err != nil {
-				return Ack{}, err
+			err = h.Star.CheckToken(ctx, p.stream, p.token)
+		case errors.Is(err, errStateReplaced):
+			s, err = h.stream(ctx, p.stream, p.token)
+		case err == nil:
+			select {
+			case <-pd.done:
+				return pd.ack, pd.err
+			case <-ctx.Done():
+				return Ack{}, ctx.Err()
 			}
-			continue
-		}
-		if errors.Is(err, errStateReplaced) {
-			if s, err = h.stream(ctx, p.stream, p.token); err != nil {
-				return Ack{}, err
-			}
-			continue
 		}
 		if err != nil {
 			return Ack{}, err
 		}
-		select {
-		case <-pd.done:
-			return pd.ack, pd.err
-		case <-ctx.Done():
-			return Ack{}, ctx.Err()
-		}
 	}
 }
-
-// errStateReplaced is a submit through a stream's state that is no longer
-// the current one, or is suspect.
-var errStateReplaced = errors.New("broker: the stream's state was replaced")
 
 // submit appends p through s, unless s judges it a duplicate (or too
 // old), or is no longer the stream's current state (errStateReplaced), or
@@ -208,30 +190,24 @@ func (h *Holding) await(f *lease.Future, s *streamState, key producerSeq, off ui
 	close(pd.done)
 }
 
-// errStreamQuota is a produce to a stream past the streams a holder may
-// lead at once (-max-streams): each holds a producer table in memory and
-// keys in the metastore.
-var errStreamQuota = errors.New("broker: this broker leads as many streams as it may (-max-streams); not appended")
+const defaultMaxStreams = 1024 // the streams a holder leads at most
 
-// defaultMaxStreams is the streams a holder leads at most by default.
-const defaultMaxStreams = 1024
+func (c NodeConfig) maxStreams() int { return cmp.Or(c.MaxStreams, defaultMaxStreams) }
 
-func (c NodeConfig) maxStreams() int {
-	if c.MaxStreams == 0 {
-		return defaultMaxStreams
-	}
-	return c.MaxStreams
-}
-
-// errSequenceTooOld is a producer sequence below the window the table
-// keeps of its producer, not kept: it may be in the stream already, and
-// is refused rather than appended twice.
-// errPayloadConflict is a producer sequence sent again with another
-// payload: refused (409), never appended.
-var errPayloadConflict = errors.New("broker: the producer sequence was sent before with another payload; not appended")
-
-var errSequenceTooOld = errors.New("broker: the producer sequence is too old to judge (it may be in the stream already); not appended")
-
-// errUnknownOutcome is an append that was not acknowledged: it may or may
-// not be in the stream. A retry with the same producer sequence is safe.
-var errUnknownOutcome = errors.New("broker: the append was not acknowledged; retry with the same producer sequence")
+var (
+	// errStreamQuota is a produce to a stream past -max-streams: each
+	// stream held costs a producer table in memory and keys in the
+	// metastore.
+	errStreamQuota = errors.New("broker: this broker leads as many streams as it may (-max-streams); not appended")
+	// errSequenceTooOld is a producer sequence below the window the
+	// table keeps: it may be in the stream already.
+	errSequenceTooOld  = errors.New("broker: the producer sequence is too old to judge (it may be in the stream already); not appended")
+	errPayloadConflict = errors.New("broker: the producer sequence was sent before with another payload; not appended")
+	// errUnknownOutcome is an append that was not acknowledged: it may or
+	// may not be in the stream, and a retry with the same producer
+	// sequence is safe.
+	errUnknownOutcome = errors.New("broker: the append was not acknowledged; retry with the same producer sequence")
+	// errStateReplaced is a submit through a stream's state that is no
+	// longer the current one, or is suspect.
+	errStateReplaced = errors.New("broker: the stream's state was replaced")
+)

@@ -15,9 +15,8 @@ import (
 
 // records returns a pull over stream's records from offset from on, to
 // the end of its coverage, from segments and flights alike
-// (settle.StreamReader): next yields the records in offset order, each
-// checked against the ref that named it, and the ref; stop ends the
-// pull. Below the stream's retention point, next fails with a
+// (settle.StreamReader), each checked against the ref that named it.
+// Below the stream's retention point, next fails with a
 // *settle.TrimmedError.
 func (n *Node) records(ctx context.Context, stream string, from uint64) (next func() (Record, settle.Ref, error), stop func()) {
 	pull, stop := iter.Pull2(n.chunks.Read(ctx, stream, from))
@@ -54,22 +53,19 @@ func (n *Node) readRecord(ctx context.Context, stream string, off uint64) (Recor
 	return r, ref, err
 }
 
-// Consumed is one record read back.
+// Consumed is one record of a read's answer.
 type Consumed struct {
 	Offset uint64 `json:"offset"`
 	Data   []byte `json:"data"`
 }
 
 // planRead returns the extents of the records a read of stream answers
-// with: up to limit, from offset from on, as many as fit in maxBytes of
-// answer (one at least), and where the stream's coverage ends. A node
-// that holds the stream absorbs first, so that what it acknowledged is
-// readable. What each record takes is known from its ref before it is
-// read. An offset below the stream's retention point is a
-// *settle.TrimmedError.
+// with (up to limit from offset from on, as many as fit in maxBytes of
+// answer, one at least; their sizes are known from the refs), and where
+// the stream's coverage ends. A node that holds the stream absorbs
+// first, so that what it acknowledged is readable.
 func (n *Node) planRead(ctx context.Context, stream string, from uint64, limit int, maxBytes int64) ([]settle.Extent, uint64, error) {
-	h := n.Current()
-	if h != nil {
+	if h := n.Current(); h != nil {
 		if _, err := h.Star.Next(stream); err == nil {
 			if err := h.Star.Absorb(ctx); err != nil {
 				n.log.Warn("absorb before a read", "stream", stream, "err", err)
@@ -82,7 +78,7 @@ func (n *Node) planRead(ctx context.Context, stream string, from uint64, limit i
 		return nil, next, err
 	}
 	var out []settle.Extent
-	used := int64(0)
+	var used int64
 	for e, err := range n.refs.Extents(ctx, stream, from) {
 		if err != nil {
 			return nil, 0, err
@@ -106,47 +102,43 @@ func (n *Node) planRead(ctx context.Context, stream string, from uint64, limit i
 // streamInfo describes one stream for the listing.
 type streamInfo struct {
 	Stream string `json:"stream"`
-	// Holder is the star holding the stream's lease ("" when none).
-	Holder string `json:"holder,omitempty"`
-	// Writer, Epoch and Tenure are the last-writer record's; EpochState
-	// and Cut (once fenced) that epoch's.
+	// Holder holds the stream's lease; Writer, Epoch and Tenure are the
+	// last-writer record's; EpochState and Cut (once fenced) that epoch's.
+	Holder     string  `json:"holder,omitempty"`
 	Writer     string  `json:"writer,omitempty"`
 	Epoch      uint64  `json:"epoch,omitempty"`
 	Tenure     uint64  `json:"tenure,omitempty"`
 	EpochState string  `json:"epoch_state,omitempty"`
 	Cut        *uint64 `json:"cut,omitempty"`
-	// Start is the stream's retention point, its first offset still
-	// served; Next its first offset not covered.
-	Start uint64 `json:"start"`
-	Next  uint64 `json:"next"`
-	// Released is the reason of a standing clean-release mark.
+	// Start is the stream's retention point, Next its first offset not
+	// covered; Released the reason of a standing clean-release mark.
+	Start    uint64 `json:"start"`
+	Next     uint64 `json:"next"`
 	Released string `json:"released,omitempty"`
 }
 
 // streams lists the streams ever opened under the root whose names
 // follow after, limit at most, in name order, and reports whether more
-// follow. The metastore lists the keys of every stream at once; the page
-// bounds the reads of each stream's state.
+// follow. One listing gives every stream's keys; the page bounds the
+// reads of each stream's state.
 func (n *Node) streams(ctx context.Context, after string, limit int) ([]streamInfo, bool, error) {
 	ids, err := n.streamIDs(ctx, after)
 	if err != nil {
 		return nil, false, err
 	}
-	more := len(ids) > limit
-	ids = ids[:min(limit, len(ids))]
 	out := []streamInfo{}
-	for _, id := range ids {
+	for _, id := range ids[:min(limit, len(ids))] {
 		info, err := n.streamInfo(ctx, id)
 		if err != nil {
 			return nil, false, err
 		}
 		out = append(out, info)
 	}
-	return out, more, nil
+	return out, len(ids) > limit, nil
 }
 
 // streamIDs lists the streams ever opened under the root whose names
-// follow after, in name order, from one listing of their keys.
+// follow after, in name order.
 func (n *Node) streamIDs(ctx context.Context, after string) ([]string, error) {
 	prefix := n.Config.Root + "streams/"
 	kvs, _, err := n.Config.Store.List(ctx, prefix)
@@ -180,8 +172,7 @@ func (n *Node) streamInfo(ctx context.Context, id string) (streamInfo, error) {
 		}
 		info.EpochState = string(rec.State)
 		if rec.Fenced() {
-			c := rec.Cut
-			info.Cut = &c
+			info.Cut = &rec.Cut
 		}
 	}
 	if st.Mark != nil {

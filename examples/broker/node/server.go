@@ -45,37 +45,24 @@ const (
 
 // Bounds of the API.
 const (
-	// DefaultMaxRecord bounds one record's bytes (a produce's body).
-	DefaultMaxRecord = 1 << 20
-	maxProducerLen   = 128
-	defaultLimit     = 100
-	maxLimit         = 1000
-	// DefaultMaxReadBytes bounds the bytes of one read's answer, and
-	// defaultMaxReads the reads served at once.
-	DefaultMaxReadBytes = 8 << 20
-	defaultMaxReads     = 16
-	// produceTimeout bounds a produce: the open of its stream and its
-	// acknowledgement.
-	produceTimeout = 30 * time.Second
+	DefaultMaxRecord    = 1 << 20 // a produce's body
+	DefaultMaxReadBytes = 8 << 20 // one read's answer
+	defaultMaxReads     = 16      // reads served at once
+	maxProducerLen      = 128
+	defaultLimit        = 100
+	maxLimit            = 1000
+	produceTimeout      = 30 * time.Second // a produce: its stream's open and its acknowledgement
 )
 
-// ServerOptions configures the API.
+// ServerOptions configures the API; a zero bound is its default.
 type ServerOptions struct {
-	// Token is the bearer token every /v1 request and /metrics must
-	// carry; nil serves them without authentication (-insecure).
-	Token []byte
-	// MaxRecord bounds a produce's body; 0 means DefaultMaxRecord.
-	MaxRecord int64
-	// MaxReadBytes bounds the bytes of a read's answer (it stops before
-	// the record that would pass it, but holds one record at least);
-	// MaxReads bounds the reads served at once (503 past it). 0 means
-	// DefaultMaxReadBytes and defaultMaxReads.
-	MaxReadBytes int64
-	MaxReads     int
-	Logger       *slog.Logger
+	Token                   []byte // the bearer token of /v1 and /metrics; nil: none (-insecure)
+	MaxRecord, MaxReadBytes int64
+	MaxReads                int
+	Logger                  *slog.Logger
 }
 
-// server is the broker's HTTP API over one node, and its metrics.
+// server is the broker's HTTP API over one node.
 type server struct {
 	n     *Node
 	opts  ServerOptions
@@ -86,51 +73,45 @@ type server struct {
 }
 
 func NewServer(n *Node, opts ServerOptions) *server {
-	if opts.MaxRecord == 0 {
-		opts.MaxRecord = DefaultMaxRecord
-	}
-	if opts.MaxReadBytes == 0 {
-		opts.MaxReadBytes = DefaultMaxReadBytes
-	}
-	if opts.MaxReads == 0 {
-		opts.MaxReads = defaultMaxReads
-	}
+	opts.MaxRecord = cmp.Or(opts.MaxRecord, DefaultMaxRecord)
+	opts.MaxReadBytes = cmp.Or(opts.MaxReadBytes, DefaultMaxReadBytes)
+	opts.MaxReads = cmp.Or(opts.MaxReads, defaultMaxReads)
 	s := &server{n: n, opts: opts, log: opts.Logger, mux: http.NewServeMux(), want: sha256.Sum256(opts.Token),
 		reads: make(chan struct{}, opts.MaxReads)}
-	s.mux.Handle("POST /v1/streams/{stream}/records", s.auth(s.produce))
-	s.mux.Handle("GET /v1/streams/{stream}/records", s.auth(s.consume))
-	s.mux.Handle("PUT /v1/streams/{stream}/token", s.auth(s.installToken))
-	s.mux.Handle("GET /v1/streams", s.auth(s.list))
+	s.mux.Handle("POST /v1/streams/{stream}/records", s.api(s.produce))
+	s.mux.Handle("GET /v1/streams/{stream}/records", s.api(s.consume))
+	s.mux.Handle("PUT /v1/streams/{stream}/token", s.api(s.installToken))
+	s.mux.Handle("GET /v1/streams", s.api(s.list))
 	// The metrics name the zones and show the traffic: behind the token
 	// here; -metrics-listen serves them without it on a listener of
 	// their own.
 	s.mux.Handle("GET /metrics", s.auth(metricsHandler(n).ServeHTTP))
-	// The peers' pings: authenticated by their node certificates (mutual
-	// TLS), not by the bearer token.
+	// The peers' pings are authenticated by their node certificates
+	// (mutual TLS), not by the bearer token.
 	s.mux.Handle("POST "+authhttp.RouteHealth, n.health)
 	return s
 }
 
-// metricsHandler serves the node's metrics page.
 func metricsHandler(n *Node) http.Handler {
 	return promhttp.HandlerFor(n.Metrics.Registry, promhttp.HandlerOpts{})
 }
 
-// ServeHTTP routes a request. What matches no route is answered in JSON,
-// as every other error is: 404, or 405 with Allow. A path that is not
-// clean (//records, /v1/../metrics) is a 404 too, never a redirect: a
-// client that followed one would send its request, and its token, to a
-// path it did not name.
+// ServeHTTP routes a request and counts it. What matches no route is
+// answered in JSON, as every other error is: 404, or 405 with Allow. A
+// path that is not clean (//records, /v1/../metrics) is a 404 too, never
+// a redirect: a client that followed one would send its request, and its
+// token, to a path it did not name.
 func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := s.n.clk.Now()
 	w := &statusRecorder{ResponseWriter: rw, code: http.StatusOK}
-	_, route := s.mux.Handler(r)
+	h, route := s.mux.Handler(r)
 	if r.URL.Path != path.Clean(r.URL.Path) {
 		route = ""
 	}
 	defer func() {
-		s.n.Metrics.httpRequests.WithLabelValues(cmp.Or(route, "none"), strconv.Itoa(w.code)).Inc()
-		s.n.Metrics.httpSeconds.WithLabelValues(cmp.Or(route, "none")).Observe(s.n.clk.Now().Sub(start).Seconds())
+		route := cmp.Or(route, "none")
+		s.n.Metrics.httpRequests.WithLabelValues(route, strconv.Itoa(w.code)).Inc()
+		s.n.Metrics.httpSeconds.WithLabelValues(route).Observe(s.n.clk.Now().Sub(start).Seconds())
 	}()
 	if route != "" {
 		s.mux.ServeHTTP(w, r)
@@ -139,9 +120,7 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	// The mux's own answer tells a wrong method (405, with Allow) from a
 	// wrong path; its plain-text body is replaced.
 	probe := &statusProbe{header: http.Header{}}
-	if r.URL.Path == path.Clean(r.URL.Path) {
-		s.mux.ServeHTTP(probe, r)
-	}
+	h.ServeHTTP(probe, r)
 	if allow := probe.header.Get("Allow"); probe.code == http.StatusMethodNotAllowed {
 		w.Header().Set("Allow", allow)
 		writeError(w, http.StatusMethodNotAllowed, "method %s is not allowed here; allowed: %s", r.Method, allow)
@@ -150,9 +129,8 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "no such route: %s %s", r.Method, r.URL.Path)
 }
 
-// statusRecorder passes an answer on and keeps its status code for the
-// request metrics. It unwraps for http.ResponseController, which flushes
-// the records of a read as they are written.
+// statusRecorder keeps an answer's status code for the metrics. It
+// unwraps for http.ResponseController, which flushes a read's records.
 type statusRecorder struct {
 	http.ResponseWriter
 	code    int
@@ -184,8 +162,8 @@ func (s *server) auth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if d := sha256.Sum256([]byte(got)); s.opts.Token != nil && (subtle.ConstantTimeCompare(d[:], s.want[:]) != 1 || !ok) {
-			// Nothing more is served on this connection: a client
-			// without the token holds no descriptor past its answer.
+			// A client without the token holds no descriptor past its
+			// answer.
 			w.Header().Set("Connection", "close")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cutline"`)
 			writeError(w, http.StatusUnauthorized, "a valid bearer token is required")
@@ -195,18 +173,46 @@ func (s *server) auth(h http.HandlerFunc) http.Handler {
 	})
 }
 
-type ErrorBody struct {
-	Error string `json:"error"`
-	// Holder is the node holding the grant, for a 503 from another node.
-	Holder string `json:"holder,omitempty"`
-	// RequestID names a 500 in the broker's log, which holds its cause.
-	RequestID string `json:"request_id,omitempty"`
-	// Start is where a stream now starts, for a read below its retention
-	// point (410).
-	Start *uint64 `json:"start,omitempty"`
+// api serves one route of the API behind auth: the path's stream name,
+// when the route has one, is checked first; the handler's error is
+// answered by fail, a value it returns as 200 in JSON. (A handler that
+// answers itself returns neither.)
+func (s *server) api(h func(w http.ResponseWriter, r *http.Request) (any, error)) http.Handler {
+	return s.auth(func(w http.ResponseWriter, r *http.Request) {
+		var v any
+		err := epoch.ValidateName("stream", r.PathValue("stream"))
+		if err != nil && strings.Contains(r.Pattern, "{stream}") {
+			err = badRequest("%v", err)
+		} else {
+			v, err = h(w, r)
+		}
+		if err != nil {
+			s.fail(w, r, err)
+		} else if v != nil {
+			writeJSON(w, http.StatusOK, v)
+		}
+	})
 }
 
-// startJSON starts a JSON answer with its status code.
+// httpError is a request a handler refuses, with its status.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+type ErrorBody struct {
+	Error     string  `json:"error"`
+	Holder    string  `json:"holder,omitempty"`     // the node holding the grant, for a 503
+	RequestID string  `json:"request_id,omitempty"` // names a 500's cause in the broker's log
+	Start     *uint64 `json:"start,omitempty"`      // where the stream now starts, for a 410
+}
+
 func startJSON(w http.ResponseWriter, code int) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -222,177 +228,137 @@ func writeError(w http.ResponseWriter, code int, format string, args ...any) {
 	writeJSON(w, code, ErrorBody{Error: fmt.Sprintf(format, args...)})
 }
 
-// stream reads and checks the path's stream name.
-func stream(w http.ResponseWriter, r *http.Request) (string, bool) {
-	name := r.PathValue("stream")
-	if err := epoch.ValidateName("stream", name); err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
-		return "", false
-	}
-	return name, true
-}
-
 // body reads a request's body, at most limit bytes; past it the answer
 // is code, saying tooBig.
-func body(w http.ResponseWriter, r *http.Request, limit int64, code int, tooBig string) ([]byte, bool) {
+func body(w http.ResponseWriter, r *http.Request, limit int64, code int, tooBig string) ([]byte, error) {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		writeError(w, code, "%s", tooBig)
-		return nil, false
+		return nil, &httpError{code, tooBig}
 	} else if err != nil {
-		writeError(w, http.StatusBadRequest, "reading the body: %v", err)
-		return nil, false
+		return nil, badRequest("reading the body: %v", err)
 	}
-	return data, true
+	return data, nil
 }
 
 // produce: POST /v1/streams/{stream}/records.
-func (s *server) produce(w http.ResponseWriter, r *http.Request) {
-	name, ok := stream(w, r)
-	if !ok {
-		return
-	}
-	p := produceReq{stream: name, producer: r.Header.Get(HeaderProducer), token: r.Header.Get(headerToken)}
+func (s *server) produce(w http.ResponseWriter, r *http.Request) (any, error) {
+	p := produceReq{stream: r.PathValue("stream"), producer: r.Header.Get(HeaderProducer), token: r.Header.Get(headerToken)}
 	seq := r.Header.Get(HeaderSequence)
 	var err error
 	switch {
-	case !validToken(w, headerToken, p.token):
-		return
+	case lease.ValidateToken(p.token) != nil:
+		return nil, badToken(headerToken, p.token)
 	case (p.producer == "") != (seq == ""):
-		writeError(w, http.StatusBadRequest, "%s and %s go together", HeaderProducer, HeaderSequence)
-		return
+		return nil, badRequest("%s and %s go together", HeaderProducer, HeaderSequence)
 	case len(p.producer) > maxProducerLen || !utf8.ValidString(p.producer) || strings.ContainsFunc(p.producer, func(c rune) bool { return c < 0x20 || c == 0x7f }):
-		writeError(w, http.StatusBadRequest, "%s: at most %d bytes of UTF-8 without control characters", HeaderProducer, maxProducerLen)
-		return
+		return nil, badRequest("%s: at most %d bytes of UTF-8 without control characters", HeaderProducer, maxProducerLen)
 	case seq != "":
 		if p.seq, err = strconv.ParseUint(seq, 10, 64); err != nil {
-			writeError(w, http.StatusBadRequest, "%s: an unsigned decimal integer", HeaderSequence)
-			return
+			return nil, badRequest("%s: an unsigned decimal integer", HeaderSequence)
 		}
 	}
-	if p.data, ok = body(w, r, s.opts.MaxRecord, http.StatusRequestEntityTooLarge, fmt.Sprintf("a record is at most %d bytes", s.opts.MaxRecord)); !ok {
-		return
+	if p.data, err = body(w, r, s.opts.MaxRecord, http.StatusRequestEntityTooLarge, fmt.Sprintf("a record is at most %d bytes", s.opts.MaxRecord)); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), produceTimeout)
 	defer cancel()
-	if a, err := s.n.produce(ctx, p); err != nil {
-		s.fail(w, r, err)
-	} else {
-		writeJSON(w, http.StatusOK, a)
-	}
+	a, err := s.n.produce(ctx, p)
+	return a, err
 }
 
 // consume: GET /v1/streams/{stream}/records?offset=N&limit=M. The
 // answer is written record by record, as each is read, so that a read
 // holds one record in memory; it stops before the record that would take
 // it past MaxReadBytes, and Cutline-Continue-Offset says where to go on.
-func (s *server) consume(w http.ResponseWriter, r *http.Request) {
-	name, ok := stream(w, r)
-	if !ok {
-		return
-	}
+func (s *server) consume(w http.ResponseWriter, r *http.Request) (any, error) {
+	name := r.PathValue("stream")
 	from, err := strconv.ParseUint(cmp.Or(r.URL.Query().Get("offset"), "0"), 10, 64)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "offset: an unsigned decimal integer (0 to 18446744073709551615) is required")
-		return
+		return nil, badRequest("offset: an unsigned decimal integer (0 to 18446744073709551615) is required")
 	}
-	limit, ok := limitParam(w, r)
-	if !ok {
-		return
+	limit, err := limitParam(r)
+	if err != nil {
+		return nil, err
 	}
 	select {
 	case s.reads <- struct{}{}:
 		defer func() { <-s.reads }()
 	default:
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "this broker serves %d reads at once; retry", s.opts.MaxReads)
-		return
+		return nil, &httpError{http.StatusServiceUnavailable, fmt.Sprintf("this broker serves %d reads at once; retry", s.opts.MaxReads)}
 	}
 	refs, next, err := s.n.planRead(r.Context(), name, from, limit, s.opts.MaxReadBytes)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return nil, err
 	} else if next == 0 {
-		// Nothing was ever covered: the stream is unknown (or its first
-		// records are not covered yet), which a read past a stream's end
-		// (200, an empty list) must not look like.
-		writeError(w, http.StatusNotFound, "stream %q holds no records", name)
-		return
+		// Nothing was ever covered: the stream is unknown, which a read
+		// past a stream's end (200, an empty list) must not look like.
+		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("stream %q holds no records", name)}
+	}
+	begin := func() {
+		w.Header().Set(HeaderNext, strconv.FormatUint(next, 10))
+		w.Header().Set(HeaderContinue, strconv.FormatUint(from+uint64(len(refs)), 10))
+		startJSON(w, http.StatusOK)
+		_, _ = io.WriteString(w, "[")
 	}
 	readNext, stop := s.n.records(r.Context(), name, from)
 	defer stop()
-	read := func(want uint64) (Record, error) {
-		rec, _, err := readNext()
-		if err == nil && rec.Offset != want {
-			err = fmt.Errorf("read %s: offset %d where the plan had %d", name, rec.Offset, want)
-		}
-		return rec, err
-	}
-	var first Record
-	if len(refs) > 0 {
-		// The first record is read before the answer starts: what fails
-		// there (a retention point that passed it meanwhile) still gets
-		// its status.
-		if first, err = read(refs[0].Offset); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	w.Header().Set(HeaderNext, strconv.FormatUint(next, 10))
-	w.Header().Set(HeaderContinue, strconv.FormatUint(from+uint64(len(refs)), 10))
-	startJSON(w, http.StatusOK)
-	_, _ = io.WriteString(w, "[")
 	for i, ref := range refs {
-		rec := first
-		if i > 0 {
-			if rec, err = read(ref.Offset); err != nil {
-				// The answer has begun: all that is left is to cut it, so
-				// that the client sees a failed read, not a short one.
-				if r.Context().Err() == nil {
-					s.log.Error("read failed after its answer began", "stream", name, "offset", ref.Offset, "err", err)
-				}
-				panic(http.ErrAbortHandler)
+		rec, _, err := readNext()
+		if err == nil && rec.Offset != ref.Offset {
+			err = fmt.Errorf("read %s: offset %d where the plan had %d", name, rec.Offset, ref.Offset)
+		}
+		switch {
+		case err != nil && i == 0:
+			// The answer has not begun: what fails here (a retention
+			// point that passed the record meanwhile) gets its status.
+			return nil, err
+		case err != nil:
+			// The answer has begun: it is cut, so that the client sees a
+			// failed read, not a short one.
+			if r.Context().Err() == nil {
+				s.log.Error("read failed after its answer began", "stream", name, "offset", ref.Offset, "err", err)
 			}
+			panic(http.ErrAbortHandler)
+		case i == 0:
+			begin()
+		default:
 			_, _ = io.WriteString(w, ",")
 		}
 		if err := writeRecord(w, ref.Offset, rec.Data); err != nil {
-			return // the client went away
+			return nil, nil // the client went away
 		}
 	}
+	if len(refs) == 0 {
+		begin()
+	}
 	_, _ = io.WriteString(w, "]\n")
+	return nil, nil
 }
 
-// writeRecord writes one record of a read's answer, {"offset": N, "data":
-// "<base64>"}, encoding its data as it goes.
+// writeRecord writes {"offset": N, "data": "<base64>"}, encoding the
+// data as it goes. A failed write fails every later one.
 func writeRecord(w io.Writer, offset uint64, data []byte) error {
-	if _, err := fmt.Fprintf(w, `{"offset":%d,"data":"`, offset); err != nil {
-		return err
-	}
+	_, _ = fmt.Fprintf(w, `{"offset":%d,"data":"`, offset)
 	enc := base64.NewEncoder(base64.StdEncoding, w)
-	if _, err := enc.Write(data); err != nil {
-		return err
-	}
-	if err := enc.Close(); err != nil {
-		return err
-	}
+	_, _ = enc.Write(data)
+	_ = enc.Close()
 	_, err := io.WriteString(w, `"}`)
 	return err
 }
 
-// answerBytes is at most what one record of size bytes (its data and
-// what the flight holds with it) takes in a read's answer.
+// answerBytes is at most what one record of size bytes takes in a
+// read's answer.
 func answerBytes(size uint64) int64 {
 	return int64(len(`{"offset":18446744073709551615,"data":""},`)) + int64(base64.StdEncoding.EncodedLen(int(size)))
 }
 
 // limitParam reads ?limit=, 1 to maxLimit (defaultLimit when absent).
-func limitParam(w http.ResponseWriter, r *http.Request) (int, bool) {
+func limitParam(r *http.Request) (int, error) {
 	limit, err := strconv.ParseUint(cmp.Or(r.URL.Query().Get("limit"), strconv.Itoa(defaultLimit)), 10, 64)
 	if err != nil || limit < 1 || limit > maxLimit {
-		writeError(w, http.StatusBadRequest, "limit: 1 to %d", maxLimit)
-		return 0, false
+		return 0, badRequest("limit: 1 to %d", maxLimit)
 	}
-	return int(limit), true
+	return int(limit), nil
 }
 
 // streamPage is an answer of GET /v1/streams: Next, when there are more
@@ -405,15 +371,14 @@ type streamPage struct {
 
 // list: GET /v1/streams?after=NAME&limit=N, the streams after NAME (from
 // the first by default), N at most, in name order.
-func (s *server) list(w http.ResponseWriter, r *http.Request) {
-	limit, ok := limitParam(w, r)
-	if !ok {
-		return
+func (s *server) list(w http.ResponseWriter, r *http.Request) (any, error) {
+	limit, err := limitParam(r)
+	if err != nil {
+		return nil, err
 	}
 	after := r.URL.Query().Get("after")
 	if err := epoch.ValidateName("after", after); after != "" && err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
-		return
+		return nil, badRequest("%v", err)
 	}
 	// The holder covers what it acknowledged first, so that next is the
 	// stream's real end, as a read would see it.
@@ -424,64 +389,74 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	infos, more, err := s.n.streams(r.Context(), after, limit)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return nil, err
 	}
 	page := streamPage{Holder: s.n.holderName(r.Context()), Streams: infos}
 	if more {
 		page.Next = infos[len(infos)-1].Stream
 	}
-	writeJSON(w, http.StatusOK, page)
+	return page, nil
 }
 
-// Errors by status: fail answers an error with the first status whose
-// list holds it.
-var (
-	errsConflict    = []error{lease.ErrStaleToken, errSequenceTooOld, errPayloadConflict}
-	errsUnavailable = []error{lease.ErrDeferred, errStarting, errShuttingDown, errUnknownOutcome, cutline.ErrClosed,
+// statusOf maps errors to statuses: the first entry that holds an error
+// gives its status; 500 otherwise.
+var statusOf = []struct {
+	code int
+	errs []error
+}{
+	{http.StatusServiceUnavailable, []error{authority.ErrNotAdmitted, authority.ErrStaleGrant}},
+	{http.StatusConflict, []error{lease.ErrStaleToken, errSequenceTooOld, errPayloadConflict}},
+	{http.StatusTooManyRequests, []error{errStreamQuota}},
+	{http.StatusBadRequest, []error{cutline.ErrInvalid}},
+	{http.StatusServiceUnavailable, []error{lease.ErrDeferred, errStarting, errShuttingDown, errUnknownOutcome, cutline.ErrClosed,
 		lease.ErrSessionLost, lease.ErrTenureLost, lease.ErrDeparting, lease.ErrNotHeld, lease.ErrLimbo,
-		metastore.ErrUnavailable, context.DeadlineExceeded}
-)
-
-func isAny(err error, targets []error) bool {
-	return slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) })
+		metastore.ErrUnavailable, context.DeadlineExceeded}},
 }
 
 // fail answers an error: 410 for a read below a stream's retention point
 // (saying where the stream now starts), 503 when another node holds the
-// grant (naming it) or this one cannot take the request now, 409 for a
-// stale fencing token or a producer sequence refused, 429 past the quota
-// of streams, 400 for a refused value, 500 otherwise. The library's
-// errors never show a token. A 500 says only that it happened, and names
-// it by a request id under which the broker logs its cause: the cause
-// may name keys, paths and servers that are none of the client's
-// business.
+// grant (naming it) or this one cannot take the request now, 409, 429 or
+// 400 for what the client can mend, 500 otherwise. The library's errors
+// never show a token. A 500 says only that it happened, under a request
+// id with which the broker logs its cause: the cause may name keys,
+// paths and servers that are none of the client's business.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if he, ok := errors.AsType[*httpError](err); ok {
+		if he.code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeError(w, he.code, "%s", he.msg)
+		return
+	}
+	code, body := http.StatusInternalServerError, ErrorBody{Error: err.Error()}
+	for _, st := range statusOf {
+		if slices.ContainsFunc(st.errs, func(t error) bool { return errors.Is(err, t) }) {
+			code = st.code
+			break
+		}
+	}
 	te, trimmed := errors.AsType[*settle.TrimmedError](err)
 	switch {
 	case trimmed:
+		code, body.Start = http.StatusGone, &te.Start
 		w.Header().Set(headerStart, strconv.FormatUint(te.Start, 10))
-		writeJSON(w, http.StatusGone, ErrorBody{Error: fmt.Sprintf("offset %d of stream %q is below its retention point: its records are gone; the stream now starts at %d", te.Offset, te.Stream, te.Start), Start: &te.Start})
-	case errors.Is(err, authority.ErrNotAdmitted), errors.Is(err, authority.ErrStaleGrant):
+		body.Error = fmt.Sprintf("offset %d of stream %q is below its retention point: its records are gone; the stream now starts at %d", te.Offset, te.Stream, te.Start)
+	case code == http.StatusServiceUnavailable:
+		if errors.Is(err, authority.ErrNotAdmitted) || errors.Is(err, authority.ErrStaleGrant) {
+			body.Error = "this node does not hold the authority grant"
+		}
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "this node does not hold the authority grant", Holder: s.n.holderName(r.Context())})
-	case isAny(err, errsConflict):
-		writeError(w, http.StatusConflict, "%v", err)
-	case errors.Is(err, errStreamQuota):
-		writeError(w, http.StatusTooManyRequests, "%v", err)
-	case errors.Is(err, cutline.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "%v", err)
-	case isAny(err, errsUnavailable):
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: err.Error(), Holder: s.n.holderName(r.Context())})
+		body.Holder = s.n.holderName(r.Context())
+	case code != http.StatusInternalServerError:
 	case r.Context().Err() != nil:
-		// The client went away: nobody reads the answer.
+		return // the client went away: nobody reads the answer
 	default:
-		var b [8]byte // 64 random bits
+		var b [8]byte
 		_, _ = rand.Read(b[:])
-		id := hex.EncodeToString(b[:])
-		s.log.Error("request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
-		w.Header().Set(headerRequestID, id)
-		writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "internal error: the broker logged its cause under request id " + id, RequestID: id})
+		body.RequestID = hex.EncodeToString(b[:])
+		s.log.Error("request failed", "request_id", body.RequestID, "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set(headerRequestID, body.RequestID)
+		body.Error = "internal error: the broker logged its cause under request id " + body.RequestID
 	}
+	writeJSON(w, code, body)
 }
