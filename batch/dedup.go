@@ -416,3 +416,14 @@ func (d *Dedup) UnmarshalBinary(data []byte) error {
 	*d = *t
 	return nil
 }
+
+// Clone returns a copy of the table that shares nothing with it.
+func (d *Dedup) Clone() *Dedup {
+	c := &Dedup{opts: d.opts, next: d.next, byName: make(map[string]*list.Element, len(d.byName)), lru: list.New()}
+	for el := d.lru.Front(); el != nil; el = el.Next() {
+		e := *el.Value.(*dedupEntry)
+		e.receipts = maps.Clone(e.receipts)
+		c.byName[e.name] = c.lru.PushBack(&e)
+	}
+	return c
+}

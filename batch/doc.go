@@ -89,6 +89,19 @@
 // UnmarshalBinary refuses bytes that are not an encoding with a
 // *DedupFormatError, and never allocates more than its input justifies.
 //
+// DedupStore does both halves for a host. NewDedupStore takes the star,
+// a ChunkReader of the stream (a settle.StreamReader over the star's
+// Index) and DedupStoreOptions.Extract, the one thing that is the
+// host's: the producer and sequence a record carries. Save stores a table
+// at its Next (absorbing first when the Index does not cover it yet),
+// from a timer or a count of records, and from lease.Options.Flush so
+// that a planned successor replays nothing; it keeps a snapshot already
+// further on. Rebuild, after Open, loads the snapshot and replays the
+// tail up to Tenure.Next, ReadAhead reads at once; a snapshot that does
+// not load, decode or stand at its offset is set aside (RebuildInfo
+// says why) and the whole stream replayed, and records retention dropped
+// are skipped.
+//
 // Records close to Options.MaxBytes in size go one per flight; a record
 // that can never fit one is refused with a *SizeError.
 package batch
