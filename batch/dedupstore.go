@@ -132,7 +132,7 @@ func (s *DedupStore) Rebuild(ctx context.Context, stream string, next uint64) (*
 		rb.SetAside, table = err, s.empty()
 	}
 	rb.HadSnapshot, rb.Snapshot = table.Next() > 0, table.Next()
-	if err := s.replay(ctx, stream, table, next, &rb); err != nil {
+	if rb.Replayed, rb.Skipped, err = s.Replay(ctx, stream, table, next); err != nil {
 		return nil, rb, err
 	}
 	return table, rb, nil
@@ -143,12 +143,13 @@ func (s *DedupStore) empty() *Dedup {
 	return d
 }
 
-// replay applies the records from table.Next() up to next, Batch at a
-// time, each batch read by ReadAhead reads at once.
-func (s *DedupStore) replay(ctx context.Context, stream string, table *Dedup, next uint64, rb *RebuildInfo) error {
+// Replay applies stream's records from table.Next() up to next, Batch at
+// a time, each batch read by ReadAhead reads at once, and returns how
+// many it applied and how many it skipped below the retention point.
+func (s *DedupStore) Replay(ctx context.Context, stream string, table *Dedup, next uint64) (replayed, skipped uint64, err error) {
 	for from := table.Next(); from < next; from = table.Next() {
 		n := min(next-from, uint64(s.opts.Batch))
-		recs := make([]replayed, n)
+		recs := make([]record, n)
 		part := (n + uint64(s.opts.ReadAhead) - 1) / uint64(s.opts.ReadAhead)
 		g, gctx := errgroup.WithContext(ctx)
 		for lo := uint64(0); lo < n; lo += part {
@@ -157,29 +158,29 @@ func (s *DedupStore) replay(ctx context.Context, stream string, table *Dedup, ne
 		err := g.Wait()
 		if te, ok := errors.AsType[*settle.TrimmedError](err); ok && te.Start > from {
 			table.Skip(min(te.Start, next))
-			rb.Skipped += table.Next() - from
+			skipped += table.Next() - from
 			continue
 		} else if err != nil {
-			return err
+			return replayed, skipped, err
 		}
 		for _, r := range recs {
 			table.Apply(r.Producer, r.Seq, r.Receipt)
 		}
-		rb.Replayed += n
+		replayed += n
 	}
-	return nil
+	return replayed, skipped, nil
 }
 
-// replayed is a record read back: its producer and sequence, and where
+// record is a record read back: its producer and sequence, and where
 // it was acknowledged.
-type replayed struct {
+type record struct {
 	Producer string
 	Seq      uint64
 	Receipt  Receipt
 }
 
 // read fills out with the records from offset lo on.
-func (s *DedupStore) read(ctx context.Context, stream string, lo uint64, out []replayed) error {
+func (s *DedupStore) read(ctx context.Context, stream string, lo uint64, out []record) error {
 	hi := lo + uint64(len(out))
 	at := lo
 	for c, err := range s.chunks.Read(ctx, stream, lo) {
@@ -204,7 +205,7 @@ func (s *DedupStore) read(ctx context.Context, stream string, lo uint64, out []r
 			if err != nil {
 				return fmt.Errorf("batch: replay %s at %d: %w", stream, off, err)
 			}
-			out[off-lo] = replayed{Producer: p, Seq: seq, Receipt: Receipt{Offset: off, Position: c.Position()}}
+			out[off-lo] = record{Producer: p, Seq: seq, Receipt: Receipt{Offset: off, Position: c.Position()}}
 			at = off + 1
 		}
 		if at >= hi {

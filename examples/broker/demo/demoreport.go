@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/cutlinetest"
 	"github.com/cutline/cutline/examples/broker/node"
@@ -259,7 +260,7 @@ func total(m map[int]int) int {
 }
 
 // describeRebuild is a rebuild of a producer table in words.
-func describeRebuild(rb node.RebuildInfo, name string) string {
+func describeRebuild(rb batch.RebuildInfo, name string) string {
 	if !rb.HadSnapshot {
 		return fmt.Sprintf("%s rebuilt the producers of %s with no snapshot: replayed all %d records", name, rb.Stream, rb.Replayed)
 	}

@@ -167,9 +167,14 @@ func shutdownCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// newProducerTable is an empty table for the replay tests.
-func newProducerTable(t testing.TB, producers int, window uint64) *batch.Dedup {
-	d, err := batch.NewDedup(batch.DedupOptions{Producers: producers, Window: window})
+// replayAll replays stream from its start up to next, as a holder's
+// rebuild without a snapshot does.
+func replayAll(t testing.TB, n *Node, stream string, next uint64) *batch.Dedup {
+	h, err := n.holder()
+	require.NoError(t, err)
+	d, err := batch.NewDedup(batch.DedupOptions{Producers: 16, Window: 128})
+	require.NoError(t, err)
+	_, _, err = h.dedup.Replay(t.Context(), stream, d, next)
 	require.NoError(t, err)
 	return d
 }

@@ -23,7 +23,8 @@ type Holding struct {
 	token authority.Token
 	sess  metastore.Session
 	Star  *lease.Star
-	once  sync.Once // ends it: abort or close
+	dedup *batch.DedupStore // saves and rebuilds the streams' producers
+	once  sync.Once         // ends it: abort or close
 
 	submitMu sync.Mutex // orders a stream's Next with its Submit
 	// tokenInstalls counts the fencing tokens installed (under submitMu):

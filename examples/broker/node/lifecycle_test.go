@@ -174,8 +174,7 @@ func TestLifecycleCompactsAndTrims(t *testing.T) {
 		checkStream(t, b.api.consume(s), want)
 	}
 	// A new holder's replay reads the records from segments.
-	table := newProducerTable(t, 16, 128)
-	require.NoError(t, b.replay(t.Context(), "payments", table, perStream))
+	table := replayAll(t, b.Node, "payments", perStream)
 	require.Equal(t, uint64(perStream), table.Next())
 }
 
@@ -222,8 +221,7 @@ func TestLifecycleRetention(t *testing.T) {
 	require.Equal(t, uint64(30), list.Streams[0].Start)
 
 	requireRetried(t, a, 3, acks[3])
-	table := newProducerTable(t, 16, 128)
-	require.NoError(t, a.replay(t.Context(), "orders", table, 40))
+	table := replayAll(t, a.Node, "orders", 40)
 	require.Equal(t, uint64(40), table.Next())
 	got, v := table.Lookup("producer-1", 35)
 	require.Equal(t, batch.Duplicate, v)

@@ -67,9 +67,7 @@ type NodeConfig struct {
 }
 
 const (
-	openRetry   = 100 * time.Millisecond // between the tries of a deferred open
-	readAhead   = 16                     // records a rebuild reads at once
-	replayChunk = 256                    // records a rebuild reads before it applies them
+	openRetry = 100 * time.Millisecond // between the tries of a deferred open
 	// restartAfter is the wait before a star that failed to start is
 	// started again; redialMin and redialMax bound the backoff between
 	// dials of the control channel.
@@ -110,7 +108,6 @@ type Node struct {
 	agentStop, pollStop, lifecycleStop context.CancelFunc
 	agentDone, pollDone, lifecycleDone chan struct{}
 	LifecyclePasses                    atomic.Uint64
-	replayReads                        atomic.Uint64 // records read back to rebuild producers
 
 	mu        sync.Mutex
 	hold      *Holding // the star of the grant held; nil when none runs
@@ -119,8 +116,8 @@ type Node struct {
 	granted   authority.Token           // the grant last seen held, for the metrics
 	retryAt   time.Time                 // no star starts before, after one failed to
 	closing   bool
-	links     map[string]linkState   // the last ping of each peer
-	rebuilds  map[string]RebuildInfo // how each stream's producers were last rebuilt
+	links     map[string]linkState         // the last ping of each peer
+	rebuilds  map[string]batch.RebuildInfo // how each stream's producers were last rebuilt
 }
 
 type linkState struct {
@@ -140,7 +137,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{Config: cfg, log: cfg.Logger.With("node", cfg.Name), clk: clock.Or(cfg.Clock), recovered: map[string]chain.Position{},
-		links: map[string]linkState{}, rebuilds: map[string]RebuildInfo{},
+		links: map[string]linkState{}, rebuilds: map[string]batch.RebuildInfo{},
 		// A node that runs no health links has nothing to vote with.
 		caps: authority.Capabilities{Vote: cfg.Pinger != nil, Storage: true, Promotable: true}}
 	if _, err := authority.NewRuntime(n.runtimeConfig(), n.clk.Now()); err != nil {
@@ -470,7 +467,8 @@ func (n *Node) startHolding(ctx context.Context, token authority.Token) (*Holdin
 		_ = sess.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	h := &Holding{n: n, token: token, sess: sess, Star: star, streams: map[string]*streamState{}, opening: map[string]chan struct{}{}}
+	dedup, _ := n.newDedupStore(star) // NewNode checked the options
+	h := &Holding{n: n, token: token, sess: sess, Star: star, dedup: dedup, streams: map[string]*streamState{}, opening: map[string]chan struct{}{}}
 	flush.Store(h)
 	h.startSnapshots()
 	return h, nil

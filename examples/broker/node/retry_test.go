@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/lease"
 )
@@ -73,7 +74,7 @@ func TestHandoffToAWiderWindow(t *testing.T) {
 	requireRetried(t, b, 15, acks[15])
 	rb, ok := b.LastRebuild("orders")
 	require.True(t, ok)
-	require.Equal(t, RebuildInfo{Stream: "orders", HadSnapshot: true, Snapshot: 20, Replayed: 0, Next: 20}, rb)
+	require.Equal(t, batch.RebuildInfo{Stream: "orders", HadSnapshot: true, Snapshot: 20, Replayed: 0, Next: 20}, rb)
 	requireTooOld(t, b, 5)
 	requireTooOld(t, b, 11)
 	produceN(t, b, 20, 3, sent, acks)
@@ -113,7 +114,7 @@ func TestCrashToAWiderWindow(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond, "node-b opens the stream once node-a's lease is gone")
 	rb, ok := b.LastRebuild("orders")
 	require.True(t, ok)
-	require.Equal(t, RebuildInfo{Stream: "orders", HadSnapshot: true, Snapshot: 20, Replayed: 5, Next: 25}, rb)
+	require.Equal(t, batch.RebuildInfo{Stream: "orders", HadSnapshot: true, Snapshot: 20, Replayed: 5, Next: 25}, rb)
 
 	requireRetried(t, b, 24, acks[24])
 	requireRetried(t, b, 17, acks[17])

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/lease"
@@ -44,47 +42,47 @@ func (t SnapshotTiming) or() SnapshotTiming {
 	return t
 }
 
-// RebuildInfo is how a holder rebuilt a stream's producer table when it
-// opened it: from a snapshot at offset Snapshot (0: from the start),
-// replaying Replayed records up to Next.
-type RebuildInfo struct {
-	Stream      string
-	HadSnapshot bool
-	Snapshot    uint64
-	Replayed    uint64
-	Next        uint64
-}
-
 // LastRebuild returns how the node last rebuilt stream's producers.
-func (n *Node) LastRebuild(stream string) (RebuildInfo, bool) {
+func (n *Node) LastRebuild(stream string) (batch.RebuildInfo, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	rb, ok := n.rebuilds[stream]
 	return rb, ok
 }
 
-// rebuild loads the stream's producer snapshot and replays the records
-// from its offset up to next, the tenure's first offset. A snapshot that
-// does not load, decode or fit is set aside: the whole stream is
-// replayed.
-func (h *Holding) rebuild(ctx context.Context, name string, next uint64) (*batch.Dedup, RebuildInfo, error) {
+// newDedupStore is where the star's producer tables are saved and
+// rebuilt from: a flight holds one record, whose header names its
+// producer.
+func (n *Node) newDedupStore(star *lease.Star) (*batch.DedupStore, error) {
+	return batch.NewDedupStore(star, n.chunks, batch.DedupStoreOptions{Dedup: n.Config.Producers,
+		Split: func(c settle.Chunk) ([][]byte, error) {
+			if c.Count != 1 {
+				return nil, fmt.Errorf("ref %s/%d covers %d records; this broker writes one per flight", c.Stream, c.Offset, c.Count)
+			}
+			return [][]byte{c.Data}, nil
+		},
+		Extract: func(stream string, off uint64, b []byte) (string, uint64, error) {
+			r, err := decodeRecord(b)
+			if err == nil && (r.Stream != stream || r.Offset != off) {
+				err = fmt.Errorf("the ref at %s/%d holds %s offset %d", stream, off, r.Stream, r.Offset)
+			}
+			return r.Producer, r.Seq, err
+		}})
+}
+
+// rebuild rebuilds the stream's producer table up to next, the tenure's
+// first offset (batch.DedupStore.Rebuild), and says how.
+func (h *Holding) rebuild(ctx context.Context, name string, next uint64) (*batch.Dedup, batch.RebuildInfo, error) {
 	n := h.n
-	table, _ := batch.NewDedup(n.Config.Producers) // NewNode checked the options
-	sn, err := h.Star.LoadSnapshot(ctx, name)
-	if err != nil && !errors.Is(err, lease.ErrBadSnapshot) {
-		return nil, RebuildInfo{}, err
+	table, rb, err := h.dedup.Rebuild(ctx, name, next)
+	if rb.SetAside != nil {
+		n.log.Warn("ignoring a producer snapshot; replaying the whole stream", "stream", name, "err", rb.SetAside)
 	}
-	if err == nil && sn.Revision != 0 {
-		if err = table.UnmarshalBinary(sn.Data); err == nil && (table.Next() != sn.Offset || sn.Offset > next) {
-			err = fmt.Errorf("the snapshot at %d holds a table at %d; the tenure starts at %d", sn.Offset, table.Next(), next)
-		}
+	if rb.Skipped > 0 {
+		n.log.Warn("records below the retention point cannot be replayed: their producers' retries are no longer recognized",
+			"stream", name, "skipped", rb.Skipped)
 	}
 	if err != nil {
-		n.log.Warn("ignoring a producer snapshot; replaying the whole stream", "stream", name, "err", err)
-		table, _ = batch.NewDedup(n.Config.Producers)
-	}
-	rb := RebuildInfo{Stream: name, HadSnapshot: table.Next() > 0, Snapshot: table.Next(), Replayed: next - table.Next(), Next: next}
-	if err := n.replay(ctx, name, table, next); err != nil {
 		return nil, rb, err
 	}
 	n.Metrics.replayed.Add(float64(rb.Replayed))
@@ -92,40 +90,6 @@ func (h *Holding) rebuild(ctx context.Context, name string, next uint64) (*batch
 	n.rebuilds[name] = rb
 	n.mu.Unlock()
 	return table, rb, nil
-}
-
-// replay reads the stream's records from table.Next() up to next,
-// readAhead at a time, and applies them in offset order. Records below
-// the stream's retention point are gone: the table skips them, and their
-// producers' retries are no longer recognized (a snapshot saved past the
-// retention point keeps them).
-func (n *Node) replay(ctx context.Context, stream string, table *batch.Dedup, next uint64) error {
-	for from := table.Next(); from < next; from = table.Next() {
-		recs := make([]Record, min(next-from, replayChunk))
-		refs := make([]settle.Ref, len(recs))
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(readAhead)
-		for i := range recs {
-			g.Go(func() (err error) {
-				recs[i], refs[i], err = n.readRecord(gctx, stream, from+uint64(i))
-				return err
-			})
-		}
-		err := g.Wait()
-		if te, ok := errors.AsType[*settle.TrimmedError](err); ok && te.Start > from {
-			n.log.Warn("records below the retention point cannot be replayed: their producers' retries are no longer recognized",
-				"stream", stream, "from", from, "start", te.Start)
-			table.Skip(min(te.Start, next))
-			continue
-		} else if err != nil {
-			return err
-		}
-		for i, r := range recs {
-			table.Apply(r.Producer, r.Seq, batch.Receipt{Offset: r.Offset, Position: refs[i].Position()})
-		}
-		n.replayReads.Add(uint64(len(recs)))
-	}
-	return nil
 }
 
 // applyLocked applies the acknowledged records that continue the table,
@@ -194,31 +158,23 @@ func (h *Holding) saveLoop(ctx context.Context, t SnapshotTiming) {
 		}
 		h.mu.Unlock()
 		for _, s := range due {
-			h.save(ctx, s, true)
+			h.save(ctx, s)
 		}
 	}
 }
 
 // save saves the stream's producer table at the offset it is applied up
-// to, first covering what was acknowledged (a snapshot may claim covered
-// records only). A save that fails is only logged: a later one, or the
-// replay of a longer tail, makes up for it.
-func (h *Holding) save(ctx context.Context, s *streamState, absorb bool) {
+// to. A save that fails is only logged: a later one, or the replay of a
+// longer tail, makes up for it.
+func (h *Holding) save(ctx context.Context, s *streamState) {
 	n := h.n
 	h.mu.Lock()
-	off, saved := s.table.Next(), s.savedAt
-	data, _ := s.table.MarshalBinary()
+	off, saved, table := s.table.Next(), s.savedAt, s.table.Clone()
 	h.mu.Unlock()
 	if off <= saved {
 		return
 	}
-	var err error
-	if absorb {
-		err = h.Star.Absorb(ctx)
-	}
-	if err == nil {
-		err = h.Star.SaveSnapshot(ctx, s.name, off, data)
-	}
+	err := h.dedup.Save(ctx, s.name, table)
 	result := "failed"
 	switch {
 	case err == nil:
@@ -226,8 +182,6 @@ func (h *Holding) save(ctx context.Context, s *streamState, absorb bool) {
 		h.mu.Lock()
 		s.savedAt = max(s.savedAt, off)
 		h.mu.Unlock()
-	case errors.Is(err, lease.ErrSnapshotBackwards):
-		return // a concurrent save got further
 	case errors.Is(err, lease.ErrSnapshotTooBig):
 		result = "refused"
 		n.log.Warn("producer snapshot too big: a new holder replays a longer tail", "stream", s.name, "err", err)
@@ -260,7 +214,7 @@ func (h *Holding) flush(ctx context.Context, stream string) error {
 		case broken:
 			return nil
 		case next >= want:
-			h.save(ctx, s, false)
+			h.save(ctx, s)
 			return nil
 		}
 		select {
