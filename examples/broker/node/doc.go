@@ -21,7 +21,8 @@
 //  4. produce.go: one append, from the producer checks to the
 //     acknowledgement; read.go: a read across segments and flights.
 //  5. snapshots.go: the idempotent producers' table of each stream
-//     (batch.Dedup), its snapshots, and how a new holder rebuilds it.
+//     (batch.Dedup), when it is saved, and how a new holder rebuilds it
+//     (batch.DedupStore).
 //  6. fencing.go: the producers' fencing tokens, installed per stream.
 //  7. lifecycle.go: retention, compaction, trim and collection.
 //  8. server.go: the HTTP API and its errors (one adapter parses, refuses
