@@ -11,6 +11,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
+	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/metastore/memstore"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/memblob"
@@ -29,20 +30,8 @@ func must[T any](v T, err error) T {
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	store := memstore.New(memstore.Options{})
-	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
-	zones := chain.MustZones(buckets...)
-
-	// The star's parts, with a RefIndex that reads bundles.
-	minter := must(epoch.NewMinter(store, epoch.Options{Identity: "broker-1"}))
-	fencer := must(fence.New(minter, zones, fence.Options{Identity: "broker-1"}))
-	refs := must(settle.NewRefIndex(store, "", batch.Locate))
-	settler := must(settle.New(minter, zones, refs, settle.Options{Fencer: fencer}))
-	sess := must(store.NewSession(ctx, 10*time.Second))
-	star := must(lease.Start(ctx, lease.Config{
-		Star: "broker-1", Store: store, Session: sess, Minter: minter, Settler: settler, Index: refs,
-		Constants: epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 64},
-	}, lease.Options{}))
+	x := newExampleStar(ctx) // a star on three zones in memory; see below
+	star, sess, minter, zones, refs := x.star, x.sess, x.minter, x.zones, x.refs
 	for _, s := range []string{"orders", "audit"} {
 		must(star.Open(ctx, s, lease.OpenOptions{}))
 	}
@@ -146,18 +135,8 @@ func ExampleDedup() {
 func ExampleDedupStore() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	store := memstore.New(memstore.Options{})
-	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
-	zones := chain.MustZones(buckets...)
-	minter := must(epoch.NewMinter(store, epoch.Options{Identity: "broker-1"}))
-	fencer := must(fence.New(minter, zones, fence.Options{Identity: "broker-1"}))
-	refs := must(settle.NewRefIndex(store, "", batch.Locate))
-	settler := must(settle.New(minter, zones, refs, settle.Options{Fencer: fencer}))
-	sess := must(store.NewSession(ctx, 10*time.Second))
-	star := must(lease.Start(ctx, lease.Config{
-		Star: "broker-1", Store: store, Session: sess, Minter: minter, Settler: settler, Index: refs,
-		Constants: epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 64},
-	}, lease.Options{}))
+	x := newExampleStar(ctx)
+	star, minter, zones, refs := x.star, x.minter, x.zones, x.refs
 	defer star.Abort()
 	must(star.Open(ctx, "orders", lease.OpenOptions{}))
 
@@ -199,4 +178,30 @@ func ExampleDedupStore() {
 	// Output:
 	// from the snapshot at 3, 2 records replayed
 	// p/4: duplicate of offset 4
+}
+
+// exampleStar is a star of the examples, broker-1, on three zones in
+// memory, with a RefIndex that reads bundles (batch.Locate).
+type exampleStar struct {
+	star   *lease.Star
+	sess   metastore.Session
+	minter *epoch.Minter
+	zones  chain.Zones
+	refs   *settle.RefIndex
+}
+
+func newExampleStar(ctx context.Context) exampleStar {
+	store := memstore.New(memstore.Options{})
+	buckets := []objstore.Bucket{memblob.New("zone-a"), memblob.New("zone-b"), memblob.New("zone-c")}
+	zones := chain.MustZones(buckets...)
+	minter := must(epoch.NewMinter(store, epoch.Options{Identity: "broker-1"}))
+	fencer := must(fence.New(minter, zones, fence.Options{Identity: "broker-1"}))
+	refs := must(settle.NewRefIndex(store, "", batch.Locate))
+	settler := must(settle.New(minter, zones, refs, settle.Options{Fencer: fencer}))
+	sess := must(store.NewSession(ctx, 10*time.Second))
+	star := must(lease.Start(ctx, lease.Config{
+		Star: "broker-1", Store: store, Session: sess, Minter: minter, Settler: settler, Index: refs,
+		Constants: epoch.Constants{Class: "standard", Buckets: chain.Names(buckets...), W: 2, Window: 64},
+	}, lease.Options{}))
+	return exampleStar{star: star, sess: sess, minter: minter, zones: zones, refs: refs}
 }
