@@ -122,6 +122,8 @@
 //     zones down, lost answers, straggler writes that land late, and
 //     request counts.
 //   - latency: per-operation delays on an injected clock.
+//   - observe: every request reported once it returns (bucket,
+//     operation, outcome), for a host's metrics.
 //
 // New capabilities grow as optional interfaces checked with a type
 // assertion, never as methods added to Bucket.

@@ -83,3 +83,44 @@ func deadBroker(ctx context.Context, n int) deadWorld {
 	w.Abort()
 	return deadWorld{store: store, minter: minter, zones: zones, refs: refs, rec: rec}
 }
+
+// Reading in pages: a host answers a read with a page of the stream,
+// bounded by records and by the bytes of its answer, and tells its client
+// where to go on before it has read a byte.
+func ExampleRefIndex_Page() {
+	ctx := context.Background()
+	x := deadBroker(ctx, 10)
+	fencer, _ := fence.New(x.minter, x.zones, fence.Options{Identity: "broker-2"})
+	settler, _ := settle.New(x.minter, x.zones, x.refs, settle.Options{Fencer: fencer})
+	if _, err := settler.SettleAll(ctx, "broker-1"); err != nil {
+		panic(err)
+	}
+	reader, _ := settle.NewStreamReader(x.minter, x.zones, x.refs, settle.StreamReaderOptions{})
+	// Each record costs its bytes and 8 of framing in the answer.
+	lim := settle.PageLimits{MaxRecords: 4, MaxBytes: 70, Cost: func(e settle.Extent) int64 { return int64(e.End-e.Start) + 8 }}
+	for from := uint64(0); ; {
+		p, err := x.refs.Page(ctx, "orders", from, lim)
+		if err != nil {
+			panic(err)
+		}
+		if len(p.Extents) == 0 {
+			fmt.Printf("at the end: %d\n", p.Next)
+			break
+		}
+		var got []string
+		for c, err := range reader.ReadPage(ctx, p) {
+			if err != nil {
+				panic(err)
+			}
+			got = append(got, string(c.Data))
+		}
+		fmt.Printf("%q, continue at %d\n", got, p.Continue)
+		from = p.Continue
+	}
+	// Output:
+	// ["orders 0 item-0" "orders 1 item-1" "orders 2 item-2"], continue at 3
+	// ["orders 3 item-3" "orders 4 item-4" "orders 5 item-5"], continue at 6
+	// ["orders 6 item-6" "orders 7 item-7" "orders 8 item-8"], continue at 9
+	// ["orders 9 item-9"], continue at 10
+	// at the end: 10
+}

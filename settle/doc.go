@@ -319,8 +319,16 @@
 // request. A consumer of one stream among a thousand interleaved ones
 // reads about one object per record from flights and under 0.01 after
 // compaction (BenchmarkStreamRead). A flight trimmed after its ref moved
-// is found again in its segment. Ranged reads do not verify a checksum;
-// the compactor verified every copy it let a page name.
+// is found again in its segment, and one retention dropped during a read
+// is a *TrimmedError. Ranged reads do not verify a checksum; the
+// compactor verified every copy it let a page name.
+//
+// A host that answers reads in pages plans each from the index alone:
+// RefIndex.Page returns the extents from an offset on up to PageLimits
+// (records, and a byte budget in the host's own cost per extent, one
+// extent at least), where the next page starts (Continue) and where the
+// stream ends (Next), so that the host says both before it reads a byte;
+// StreamReader.ReadPage then streams the page's chunks.
 //
 // # Settling your own epochs: package roll
 //

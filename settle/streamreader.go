@@ -266,7 +266,7 @@ type Chunk struct {
 // *chain.DataUnavailableError (chain.ErrDataUnavailable) for a flight no
 // bucket serves, a *SegmentError (ErrSegment) for a segment none does. A
 // flight trimmed after compaction moved its ref is found again in its
-// segment.
+// segment; one retention dropped during the read is a *TrimmedError.
 func (r *StreamReader) Read(ctx context.Context, stream string, from uint64) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
 		var ahead segmentBuffer
@@ -275,20 +275,30 @@ func (r *StreamReader) Read(ctx context.Context, stream string, from uint64) ite
 				yield(Chunk{}, err)
 				return
 			}
-			data, err := r.read(ctx, &ahead, e)
-			if err != nil && !e.InSegment() && errors.Is(err, chain.ErrDataUnavailable) {
-				// The flight may be gone because its bytes moved: read
-				// the ref again.
-				if again, ferr := r.index.FindExtent(ctx, stream, e.Offset); ferr == nil && again.InSegment() && again.Offset == e.Offset {
-					e = again
-					data, err = r.read(ctx, &ahead, e)
-				}
-			}
-			if !yield(Chunk{Extent: e, Data: data}, err) || err != nil {
+			c, err := r.chunk(ctx, &ahead, stream, e)
+			if !yield(c, err) || err != nil {
 				return
 			}
 		}
 	}
+}
+
+// chunk reads extent e of stream. A flight no bucket serves may be gone
+// because its bytes moved, or because retention dropped them: the ref is
+// read again, and a record below the retention point is a *TrimmedError.
+func (r *StreamReader) chunk(ctx context.Context, ahead *segmentBuffer, stream string, e Extent) (Chunk, error) {
+	data, err := r.read(ctx, ahead, e)
+	if err != nil && !e.InSegment() && errors.Is(err, chain.ErrDataUnavailable) {
+		again, ferr := r.index.FindExtent(ctx, stream, e.Offset)
+		if _, trimmed := errors.AsType[*TrimmedError](ferr); trimmed {
+			return Chunk{Extent: e}, ferr
+		}
+		if ferr == nil && again.InSegment() && again.Offset == e.Offset {
+			e = again
+			data, err = r.read(ctx, ahead, e)
+		}
+	}
+	return Chunk{Extent: e, Data: data}, err
 }
 
 // segmentBuffer holds bytes read ahead from one segment.

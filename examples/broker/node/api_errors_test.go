@@ -69,7 +69,7 @@ func TestAPIErrorsAreJSON(t *testing.T) {
 		{"GET", "/v1/streams/orders/records?offset=99999999999999999999", http.StatusBadRequest, "offset: an unsigned decimal integer"},
 		{"GET", "/v1/streams/orders/records?limit=0", http.StatusBadRequest, "limit: 1 to 1000"},
 		{"GET", "/v1/streams/orders/token", http.StatusMethodNotAllowed, "not allowed"},
-		{"PUT", "/v1/streams/orders/token?mode=strict", http.StatusBadRequest, "mode: fenced"},
+		{"PUT", "/v1/streams/orders/token?mode=strict", http.StatusBadRequest, "must be any or fenced"},
 		{"PUT", "/v1/streams/orders/token", http.StatusBadRequest, "a fenced stream needs a token"},
 		{"PUT", "/v1/streams/orders/token/x", http.StatusNotFound, "no such route"},
 	}

@@ -122,7 +122,7 @@ func TestInstallTokenRefusals(t *testing.T) {
 		{"too long", strings.Repeat("t", lease.MaxTokenLen+1), "", "not a fencing token"},
 		{"far too long", strings.Repeat("t", 1<<20), "", "at most 256 bytes"},
 		{"two lines", "a\nb", "", "not a fencing token"},
-		{"an unknown mode", "t", "strict", "mode: fenced"},
+		{"an unknown mode", "t", "strict", "must be any or fenced"},
 		{"fenced without a token", "", "fenced", "needs a token"},
 	} {
 		code, _, e, _ := putToken(c, "orders", tc.token, tc.mode)

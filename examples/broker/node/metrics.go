@@ -1,8 +1,6 @@
 package node
 
 import (
-	"context"
-	"errors"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +11,7 @@ import (
 	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/objstore"
+	"github.com/cutline/cutline/objstore/observe"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -125,59 +124,14 @@ func (m *metrics) fence(f *fence.Report) {
 	m.fenceRounds.Observe(float64(f.Rounds))
 }
 
-// countingBucket is an objstore.Bucket that counts every request by
-// zone, kind and outcome.
-type countingBucket struct {
-	objstore.Bucket
-	reqs *prometheus.CounterVec
-}
-
-// counting wraps every bucket of a zone set.
+// counting wraps every bucket of a zone set so that its requests are
+// counted by zone, kind and outcome (objstore/observe).
 func (m *metrics) counting(buckets []objstore.Bucket) []objstore.Bucket {
 	out := make([]objstore.Bucket, len(buckets))
 	for i, b := range buckets {
-		out[i] = &countingBucket{Bucket: b, reqs: m.objectRequests}
+		out[i], _ = observe.Wrap(b, func(zone string, op observe.Op, err error) {
+			m.objectRequests.WithLabelValues(zone, string(op), observe.Outcome(err)).Inc()
+		})
 	}
 	return out
-}
-
-func (c *countingBucket) count(op string, err error) error {
-	result := "error"
-	switch {
-	case err == nil:
-		result = "ok"
-	case errors.Is(err, objstore.ErrNotFound):
-		result = "not_found"
-	case errors.Is(err, objstore.ErrExists):
-		result = "exists"
-	case errors.Is(err, context.Canceled):
-		// A request the caller no longer needed: the reader reads every
-		// zone and drops the slower ones once W copies agree.
-		result = "canceled"
-	}
-	c.reqs.WithLabelValues(c.Name(), op, result).Inc()
-	return err
-}
-
-func (c *countingBucket) Create(ctx context.Context, key string, data []byte) error {
-	return c.count("create", c.Bucket.Create(ctx, key, data))
-}
-
-func (c *countingBucket) Get(ctx context.Context, key string) ([]byte, error) {
-	b, err := c.Bucket.Get(ctx, key)
-	return b, c.count("get", err)
-}
-
-func (c *countingBucket) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
-	b, err := c.Bucket.GetRange(ctx, key, offset, length)
-	return b, c.count("get_range", err)
-}
-
-func (c *countingBucket) Delete(ctx context.Context, key string) error {
-	return c.count("delete", c.Bucket.Delete(ctx, key))
-}
-
-func (c *countingBucket) List(ctx context.Context, prefix, startAfter string, limit int) ([]objstore.ObjectInfo, error) {
-	out, err := c.Bucket.List(ctx, prefix, startAfter, limit)
-	return out, c.count("list", err)
 }

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"iter"
 	"slices"
 	"strings"
 
@@ -13,44 +12,31 @@ import (
 	"github.com/cutline/cutline/settle"
 )
 
-// records returns a pull over stream's records from offset from on, to
-// the end of its coverage, from segments and flights alike
-// (settle.StreamReader), each checked against the ref that named it.
-// Below the stream's retention point, next fails with a
-// *settle.TrimmedError.
-func (n *Node) records(ctx context.Context, stream string, from uint64) (next func() (Record, settle.Ref, error), stop func()) {
-	pull, stop := iter.Pull2(n.chunks.Read(ctx, stream, from))
-	next = func() (Record, settle.Ref, error) {
-		c, err, ok := pull()
-		switch {
-		case !ok:
-			return Record{}, settle.Ref{}, fmt.Errorf("stream %s: its coverage ended: %w", stream, metastore.ErrNotFound)
-		case err != nil:
-			return Record{}, settle.Ref{}, err
-		case c.Count != 1:
-			return Record{}, settle.Ref{}, fmt.Errorf("ref %s/%d covers %d records; this broker writes one per flight", stream, c.Offset, c.Count)
-		}
-		r, err := decodeRecord(c.Data)
-		if err != nil {
-			return Record{}, settle.Ref{}, err
-		}
-		if r.Stream != stream || r.Offset != c.Offset {
-			return Record{}, settle.Ref{}, fmt.Errorf("the ref at %s/%d (%s/%v) holds %s offset %d", stream, c.Offset, c.Star, c.Position(), r.Stream, r.Offset)
-		}
-		return r, c.Ref, nil
+// recordOf decodes chunk c of stream, checked against the ref that
+// named it.
+func recordOf(stream string, c settle.Chunk) (Record, error) {
+	if c.Count != 1 {
+		return Record{}, fmt.Errorf("ref %s/%d covers %d records; this broker writes one per flight", stream, c.Offset, c.Count)
 	}
-	return next, stop
+	r, err := decodeRecord(c.Data)
+	if err == nil && (r.Stream != stream || r.Offset != c.Offset) {
+		err = fmt.Errorf("the ref at %s/%d (%s/%v) holds %s offset %d", stream, c.Offset, c.Star, c.Position(), r.Stream, r.Offset)
+	}
+	return r, err
 }
 
 // readRecord reads the record at offset off of stream, and its ref.
+// Below the stream's retention point it fails with a
+// *settle.TrimmedError.
 func (n *Node) readRecord(ctx context.Context, stream string, off uint64) (Record, settle.Ref, error) {
-	next, stop := n.records(ctx, stream, off)
-	defer stop()
-	r, ref, err := next()
-	if err == nil && r.Offset != off {
-		err = fmt.Errorf("read %s/%d: got offset %d", stream, off, r.Offset)
+	for c, err := range n.chunks.Read(ctx, stream, off) {
+		if err != nil {
+			return Record{}, settle.Ref{}, err
+		}
+		r, err := recordOf(stream, c)
+		return r, c.Ref, err
 	}
-	return r, ref, err
+	return Record{}, settle.Ref{}, fmt.Errorf("stream %s: its coverage ended before %d: %w", stream, off, metastore.ErrNotFound)
 }
 
 // Consumed is one record of a read's answer.
@@ -59,12 +45,11 @@ type Consumed struct {
 	Data   []byte `json:"data"`
 }
 
-// planRead returns the extents of the records a read of stream answers
-// with (up to limit from offset from on, as many as fit in maxBytes of
-// answer, one at least; their sizes are known from the refs), and where
-// the stream's coverage ends. A node that holds the stream absorbs
-// first, so that what it acknowledged is readable.
-func (n *Node) planRead(ctx context.Context, stream string, from uint64, limit int, maxBytes int64) ([]settle.Extent, uint64, error) {
+// planRead plans the page of stream a read answers with (up to limit
+// records from offset from on, as many as fit in maxBytes of answer, one
+// at least). A node that holds the stream absorbs first, so that what it
+// acknowledged is readable.
+func (n *Node) planRead(ctx context.Context, stream string, from uint64, limit int, maxBytes int64) (settle.Page, error) {
 	if h := n.Current(); h != nil {
 		if _, err := h.Star.Next(stream); err == nil {
 			if err := h.Star.Absorb(ctx); err != nil {
@@ -72,31 +57,8 @@ func (n *Node) planRead(ctx context.Context, stream string, from uint64, limit i
 			}
 		}
 	}
-	next, err := n.refs.Next(ctx, stream)
-	if err != nil || from >= next {
-		// At or past the end, which the retention point never passes.
-		return nil, next, err
-	}
-	var out []settle.Extent
-	var used int64
-	for e, err := range n.refs.Extents(ctx, stream, from) {
-		if err != nil {
-			return nil, 0, err
-		}
-		if e.End < e.Start {
-			return nil, 0, fmt.Errorf("ref %s/%d: bytes [%d, %d)", stream, e.Offset, e.Start, e.End)
-		}
-		size := answerBytes(e.End - e.Start)
-		if len(out) > 0 && used+size > maxBytes {
-			break
-		}
-		used += size
-		out = append(out, e)
-		if len(out) == limit || e.Offset+e.Count >= next {
-			break
-		}
-	}
-	return out, next, nil
+	return n.refs.Page(ctx, stream, from, settle.PageLimits{MaxRecords: uint64(limit), MaxBytes: maxBytes,
+		Cost: func(e settle.Extent) int64 { return answerBytes(e.End - e.Start) }})
 }
 
 // streamInfo describes one stream for the listing.

@@ -286,26 +286,25 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) (any, error) {
 	default:
 		return nil, &httpError{http.StatusServiceUnavailable, fmt.Sprintf("this broker serves %d reads at once; retry", s.opts.MaxReads)}
 	}
-	refs, next, err := s.n.planRead(r.Context(), name, from, limit, s.opts.MaxReadBytes)
+	page, err := s.n.planRead(r.Context(), name, from, limit, s.opts.MaxReadBytes)
 	if err != nil {
 		return nil, err
-	} else if next == 0 {
+	} else if page.Next == 0 {
 		// Nothing was ever covered: the stream is unknown, which a read
 		// past a stream's end (200, an empty list) must not look like.
 		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("stream %q holds no records", name)}
 	}
 	begin := func() {
-		w.Header().Set(HeaderNext, strconv.FormatUint(next, 10))
-		w.Header().Set(HeaderContinue, strconv.FormatUint(from+uint64(len(refs)), 10))
+		w.Header().Set(HeaderNext, strconv.FormatUint(page.Next, 10))
+		w.Header().Set(HeaderContinue, strconv.FormatUint(page.Continue, 10))
 		startJSON(w, http.StatusOK)
 		_, _ = io.WriteString(w, "[")
 	}
-	readNext, stop := s.n.records(r.Context(), name, from)
-	defer stop()
-	for i, ref := range refs {
-		rec, _, err := readNext()
-		if err == nil && rec.Offset != ref.Offset {
-			err = fmt.Errorf("read %s: offset %d where the plan had %d", name, rec.Offset, ref.Offset)
+	i := 0
+	for c, err := range s.n.chunks.ReadPage(r.Context(), page) {
+		var rec Record
+		if err == nil {
+			rec, err = recordOf(name, c)
 		}
 		switch {
 		case err != nil && i == 0:
@@ -316,7 +315,7 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) (any, error) {
 			// The answer has begun: it is cut, so that the client sees a
 			// failed read, not a short one.
 			if r.Context().Err() == nil {
-				s.log.Error("read failed after its answer began", "stream", name, "offset", ref.Offset, "err", err)
+				s.log.Error("read failed after its answer began", "stream", name, "offset", c.Offset, "err", err)
 			}
 			panic(http.ErrAbortHandler)
 		case i == 0:
@@ -324,11 +323,12 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) (any, error) {
 		default:
 			_, _ = io.WriteString(w, ",")
 		}
-		if err := writeRecord(w, ref.Offset, rec.Data); err != nil {
+		if err := writeRecord(w, rec.Offset, rec.Data); err != nil {
 			return nil, nil // the client went away
 		}
+		i++
 	}
-	if len(refs) == 0 {
+	if i == 0 {
 		begin()
 	}
 	_, _ = io.WriteString(w, "]\n")
