@@ -284,8 +284,10 @@
 //     with slots below the checkpoint not yet rewritten (Compactor.Compact)
 //     and trims them below the rewritten cursor (Settler.TrimRewritten),
 //     and, with TrimUnneeded, below what no retained ref needs
-//     (Settler.TrimUnneeded); an epoch whose trim left objects is trimmed
-//     again by the next pass;
+//     (Settler.TrimUnneeded); an epoch whose trim left objects, or
+//     deleted any, is trimmed again by the next pass, which lists it from
+//     its first slot: a write's last zone copy still on its way during a
+//     trim lands below the trimmed cursor and is deleted then;
 //  4. collects the garbage segments (Compactor.Collect) of the next
 //     MaxCollects epochs that have segments;
 //  5. measures the backlog: the slots below a checkpoint neither

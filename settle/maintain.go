@@ -476,12 +476,15 @@ func (p *pass) epochs() {
 }
 
 // trim trims e below its rewritten cursor and, with TrimUnneeded, below
-// what no retained ref needs; an epoch whose trim left objects is
-// trimmed again by the next pass.
+// what no retained ref needs. An epoch whose trim left objects, or
+// deleted any, is trimmed again by the next pass: a write's last zone copy
+// (or a stale writer's) that was on its way while this trim listed lands
+// below the trimmed cursor afterwards, and only a later listing finds it.
+// A trim that deletes nothing and leaves nothing ends the repeats.
 func (p *pass) trim(e *epochRef) {
 	m, ctx := p.m, p.ctx
 	tr, err := m.cfg.Settler.TrimRewritten(ctx, e.star, e.ep)
-	left := tr.Left > 0 || err != nil
+	left := tr.Left > 0 || tr.Deleted > 0 || err != nil
 	p.rep.FlightsDeleted += tr.Deleted
 	e.cur.Trimmed = max(e.cur.Trimmed, tr.Trimmed)
 	if err != nil {
@@ -489,7 +492,7 @@ func (p *pass) trim(e *epochRef) {
 	}
 	if m.opts.TrimUnneeded && err == nil {
 		tr, err := m.cfg.Settler.TrimUnneeded(ctx, m.cfg.Refs, e.star, e.ep)
-		left = left || tr.Left > 0 || err != nil
+		left = left || tr.Left > 0 || tr.Deleted > 0 || err != nil
 		p.rep.FlightsDeleted += tr.Deleted
 		e.cur.Trimmed = max(e.cur.Trimmed, tr.Trimmed)
 		if err != nil {

@@ -84,7 +84,20 @@ func TestMaintainerPass(t *testing.T) {
 	require.Equal(t, 3*130, readAll(t, newStreamReader(t, p), 130))
 	requireNoGarbage(t, e, 2)
 
+	// A write's last copy that was on its way lands below the trimmed
+	// cursor after the pass: the next pass lists the epoch again and
+	// deletes it, one more finds nothing, and then the epoch is no work.
+	late := cutlinetest.Bundle(cutlinetest.BundleRecord{Stream: bundleStreams[0], Offset: 0, ID: "late"})
+	e.PutFlight(0, starA, rec.Epoch, 7, late)
 	again, err := m.Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, again.FlightsDeleted, "the late copy is deleted: %+v", again)
+	require.Zero(t, slotObjects(t, e, rec.Epoch, 130))
+	again, err = m.Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, again.Epochs, "the epoch is listed once more after a trim that deleted")
+	require.False(t, again.Did(), "%+v", again)
+	again, err = m.Pass(ctx)
 	require.NoError(t, err)
 	require.False(t, again.Did(), "%+v", again)
 	require.Zero(t, again.Epochs, "a compacted and trimmed epoch is no work")
@@ -268,6 +281,14 @@ func TestMaintainerBounds(t *testing.T) {
 		start, err := p.Refs.Start(ctx, st+"-s")
 		require.NoError(t, err)
 		require.Equal(t, uint64(5), start, "pass %d retains %s", i, st)
+	}
+	// Each trimmed epoch is listed once more, in turn, for a copy that
+	// landed after its trim; none did, and then every epoch is done.
+	for i := range stars {
+		rep, err := m.Pass(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, rep.Epochs, "re-check %d", i)
+		require.Zero(t, rep.FlightsDeleted, "re-check %d", i)
 	}
 	rep, err := m.Pass(ctx)
 	require.NoError(t, err)
