@@ -1,6 +1,7 @@
 package authoritytest
 
 import (
+	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -13,8 +14,6 @@ import (
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/memblob"
 	"github.com/cutline/cutline/settle"
-
-	"testing"
 )
 
 // recoveryWithTheLibrary: the holder acknowledges records and dies before
