@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -232,4 +233,30 @@ func (s *DedupStore) Save(ctx context.Context, stream string, table *Dedup) erro
 		return nil
 	}
 	return err
+}
+
+// Holds reports whether the record at offset of stream is want, byte for
+// byte, as Split gives it: how a host tells a retry from another record
+// under the same producer sequence. It absorbs first, so that a record
+// the star acknowledged is covered; below the retention point it fails
+// with a *settle.TrimmedError.
+func (s *DedupStore) Holds(ctx context.Context, stream string, offset uint64, want []byte) (bool, error) {
+	if err := s.star.Absorb(ctx); err != nil {
+		return false, err
+	}
+	for c, err := range s.chunks.Read(ctx, stream, offset) {
+		if err != nil {
+			return false, err
+		}
+		recs, err := s.opts.Split(c)
+		i := offset - c.Offset
+		switch {
+		case err != nil:
+			return false, fmt.Errorf("batch: read %s at %d: %w", stream, offset, err)
+		case offset < c.Offset || i >= uint64(len(recs)):
+			return false, fmt.Errorf("batch: read %s: a chunk at %d of %d records does not hold %d", stream, c.Offset, len(recs), offset)
+		}
+		return bytes.Equal(recs[i], want), nil
+	}
+	return false, fmt.Errorf("batch: read %s: its coverage ends before %d: %w", stream, offset, cutline.ErrNotFound)
 }

@@ -102,6 +102,23 @@
 // says why) and the whole stream replayed, and records retention dropped
 // are skipped.
 //
+// DedupAppender puts it all together for a host whose records go one per
+// flight (a broker's produce API, say): Append opens the stream on its first
+// record (through the gate, waiting a bounded time while the open is deferred,
+// and within Options.MaxStreams), rebuilds the table, judges the record (a retry
+// of a record in flight waits for it; one whose sequence holds other bytes fails
+// with ErrPayloadConflict, which it tells by reading the record back; one below
+// the window fails with ErrSequenceTooOld), appends it, and applies it in
+// offset order once acknowledged. It saves the tables by count and by time and,
+// wired as lease.Options.Flush, at every departure, so that a planned successor
+// replays nothing. An append whose flight failed fails with ErrFailed, and leaves
+// its stream suspect: the next Append leaves the stream through Finish (which
+// settles whether the record landed), opens it again and rebuilds the table from
+// the stream, so a retry is judged by what the stream holds. Fence installs a
+// producer fencing token with no submission judged under the old one going
+// through after it. The host supplies its record format (Config.Encode, and
+// Options.Wrap for the flight around it).
+//
 // Records close to Options.MaxBytes in size go one per flight; a record
 // that can never fit one is refused with a *SizeError.
 package batch

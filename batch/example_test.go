@@ -180,6 +180,58 @@ func ExampleDedupStore() {
 	// p/4: duplicate of offset 4
 }
 
+// A host serves producers that retry: each record is appended once,
+// a retry is answered with the first receipt, and a retry that carries
+// other bytes under the same sequence is refused.
+func ExampleDedupAppender() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	x := newExampleStar(ctx)
+	defer x.star.Abort()
+
+	// A record is "producer sequence data"; each flight is a bundle of
+	// one record.
+	encode := func(s batch.Submission, _ uint64) []byte {
+		return fmt.Appendf(nil, "%s %d %s", s.Producer, s.Seq, s.Data)
+	}
+	wrap := func(stream string, off uint64, rec []byte) []byte {
+		return must(batch.Encode([]batch.Stream{{Name: stream, Offset: off, Records: [][]byte{rec}}}))
+	}
+	extract := func(_ string, _ uint64, rec []byte) (producer string, seq uint64, err error) {
+		_, err = fmt.Sscanf(string(rec), "%s %d", &producer, &seq)
+		return producer, seq, err
+	}
+	chunks := must(settle.NewStreamReader(x.minter, x.zones, x.refs, settle.StreamReaderOptions{}))
+	ds := must(batch.NewDedupStore(x.star, chunks, batch.DedupStoreOptions{Extract: extract}))
+	app := must(batch.NewDedupAppender(batch.DedupAppenderConfig{Star: x.star, Store: ds, Encode: encode},
+		batch.DedupAppenderOptions{Wrap: wrap}))
+	defer app.Close()
+
+	for _, s := range []batch.Submission{
+		{Stream: "orders", Producer: "p", Seq: 0, Data: []byte("apple")},
+		{Stream: "orders", Producer: "p", Seq: 1, Data: []byte("pear")},
+		{Stream: "orders", Producer: "p", Seq: 1, Data: []byte("pear")}, // a retry
+		{Stream: "orders", Producer: "p", Seq: 1, Data: []byte("plum")}, // another record, same sequence
+	} {
+		a, err := app.Append(ctx, s)
+		switch {
+		case errors.Is(err, batch.ErrPayloadConflict):
+			fmt.Printf("p/%d %s: refused, the sequence holds other bytes\n", s.Seq, s.Data)
+		case err != nil:
+			panic(err)
+		case a.Duplicate:
+			fmt.Printf("p/%d %s: a duplicate of offset %d\n", s.Seq, s.Data, a.Offset)
+		default:
+			fmt.Printf("p/%d %s: appended at offset %d\n", s.Seq, s.Data, a.Offset)
+		}
+	}
+	// Output:
+	// p/0 apple: appended at offset 0
+	// p/1 pear: appended at offset 1
+	// p/1 pear: a duplicate of offset 1
+	// p/1 plum: refused, the sequence holds other bytes
+}
+
 // exampleStar is a star of the examples, broker-1, on three zones in
 // memory, with a RefIndex that reads bundles (batch.Locate).
 type exampleStar struct {

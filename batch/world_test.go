@@ -60,6 +60,11 @@ func newWorld(t testing.TB, streams ...string) *world {
 // start starts star name on a new session, its parts over a RefIndex
 // of bundles.
 func (w *world) start(name string) (*lease.Star, metastore.Session) {
+	return w.startFlushing(name, nil)
+}
+
+// startFlushing is start with a release flush (lease.Options.Flush).
+func (w *world) startFlushing(name string, flush func(context.Context, string) error) (*lease.Star, metastore.Session) {
 	t := w.t
 	t.Helper()
 	parts := w.env.Party(name)
@@ -71,7 +76,7 @@ func (w *world) start(name string) (*lease.Star, metastore.Session) {
 	star, err := lease.Start(w.ctx, lease.Config{
 		Star: name, Store: w.store, Session: sess,
 		Minter: parts.Minter, Settler: parts.Settler, Index: parts.Refs, Constants: w.env.Constants(2, 16),
-	}, lease.Options{Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Roller: roll.Options{Clock: clock.Real()}})
+	}, lease.Options{Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Roller: roll.Options{Clock: clock.Real()}, Flush: flush})
 	if err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}

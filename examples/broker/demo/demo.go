@@ -196,8 +196,8 @@ func (d *demo) setup(ctx context.Context) error {
 				return newCtrlConn(conn, func() bool { return d.net.isCut(node, partControl) }), nil
 			},
 			SessionTTL: cfg.sessionTTL, HeartbeatEvery: time.Second, DecisionDelay: authority.DefaultDecisionDelay,
-			OpenWait: 10 * time.Second, Poll: demoPoll, Pinger: d.pinger(name), Logger: d.log,
-			Producers: cfg.producerLimits(i), Snapshots: cfg.snapshotTiming(),
+			Poll: demoPoll, Pinger: d.pinger(name), Logger: d.log,
+			Producers: cfg.producerLimits(i), Streams: cfg.streamOptions(),
 			// The last act runs the holder's lifecycle passes (compaction).
 			Lifecycle: node.LifecycleConfig{Interval: -1},
 		})

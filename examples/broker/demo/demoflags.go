@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
@@ -48,15 +49,11 @@ func (c *demoConfig) producerLimits(i int) batch.DedupOptions {
 	return batch.DedupOptions{Producers: demoProducers, Window: uint64(min(batch.MaxDedupWindow, w))}
 }
 
-// snapshotTiming saves the producer snapshot every -snapshot-every
+// streamOptions saves the producer snapshot every -snapshot-every
 // records, and never by time: what the successor replays follows from
 // the flags alone.
-func (c *demoConfig) snapshotTiming() node.SnapshotTiming {
-	every := c.snapEvery
-	if every == 0 {
-		every = -1
-	}
-	return node.SnapshotTiming{Every: every, Interval: -1}
+func (c *demoConfig) streamOptions() batch.DedupAppenderOptions {
+	return batch.DedupAppenderOptions{SnapshotEvery: cmp.Or(c.snapEvery, -1), SnapshotInterval: -1}
 }
 
 // demoConfig is what the demonstration's flags say.

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
 )
@@ -94,7 +95,7 @@ func TestAPIErrorsAreJSON(t *testing.T) {
 func TestAPIServiceUnavailableRetryAfter(t *testing.T) {
 	p, _ := insecureAPI(t)
 	for _, err := range []error{authority.ErrNotAdmitted, authority.ErrStaleGrant, lease.ErrDeferred,
-		lease.ErrNotHeld, metastore.ErrUnavailable, errStarting, errUnknownOutcome} {
+		lease.ErrNotHeld, metastore.ErrUnavailable, errStarting, batch.ErrFailed} {
 		t.Run(err.Error(), func(t *testing.T) {
 			w := httptest.NewRecorder()
 			p.api.fail(w, httptest.NewRequestWithContext(t.Context(), "POST", "/v1/streams/orders/records", nil), fmt.Errorf("wrapped: %w", err))

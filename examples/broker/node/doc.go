@@ -17,22 +17,23 @@
 //  2. node.go: a node: the agent that holds the grant, the star it opens
 //     under each grant, the gate that admits a stream once its former
 //     holder's epoch is settled, the health links it votes with.
-//  3. holding.go: the star under one grant and the streams it opened.
-//  4. produce.go: one append, from the producer checks to the
-//     acknowledgement; read.go: a read, one page of the stream
-//     (settle.RefIndex.Page, bounded by records and by the bytes of the
-//     answer) read across segments and flights (StreamReader.ReadPage).
-//  5. snapshots.go: the idempotent producers' table of each stream
-//     (batch.Dedup), when it is saved, and how a new holder rebuilds it
-//     (batch.DedupStore).
-//  6. fencing.go: the producers' fencing tokens, installed per stream
-//     (lease.Star.Fence) and judged at each produce (Star.CheckToken).
-//  7. lifecycle.go: retention, compaction, trim and collection.
-//  8. server.go: the HTTP API and its errors (one adapter parses, refuses
-//     and answers for every route); metrics.go: its metrics (the
-//     object requests counted through objstore/observe).
-//  9. controller.go: the authority controller.
-//  10. process.go: one process (Run): what its role starts, its
+//  3. holding.go: the star under one grant, and the appender that
+//     serves its streams to the producers (batch.DedupAppender): it opens
+//     a stream on its first produce, rebuilds its idempotent producers'
+//     table (batch.DedupStore), judges retries, and saves the table by
+//     count, by time and at every departure.
+//  4. read.go: a read, one page of the stream (settle.RefIndex.Page,
+//     bounded by records and by the bytes of the answer) read across
+//     segments and flights (StreamReader.ReadPage), and the listing.
+//  5. fencing.go: the producers' fencing tokens, installed per stream
+//     (DedupAppender.Fence) and judged at each produce.
+//  6. lifecycle.go: retention, compaction, trim and collection.
+//  7. server.go: the HTTP API and its errors (one adapter parses, refuses
+//     and answers for every route; produce is where an append starts);
+//     metrics.go: its metrics (the object requests counted through
+//     objstore/observe).
+//  8. controller.go: the authority controller.
+//  9. process.go: one process (Run): what its role starts, its
 //     listeners (examples/internal/connlimit), its shutdown. flags.go:
 //     the flags and their CUTLINE_ variables (examples/internal/cliflags);
 //     backends.go the metastore and zones they name, localetcd.go the

@@ -40,7 +40,7 @@ func (s *server) installToken(w http.ResponseWriter, r *http.Request) (any, erro
 	defer cancel()
 	h, err := s.n.holder()
 	if err == nil {
-		err = h.installToken(ctx, name, mode, token)
+		_, err = h.app.Fence(ctx, name, mode, token)
 	}
 	if errors.Is(err, metastore.ErrConflict) {
 		return nil, &httpError{http.StatusConflict, "the stream's token changed while this one was installed; retry"}
@@ -56,18 +56,3 @@ func (s *server) installToken(w http.ResponseWriter, r *http.Request) (any, erro
 func badToken(where, token string) error {
 	return badRequest("%s: not a fencing token: %v", where, lease.ValidateToken(token))
 }
-
-// installToken runs the Fence verb with no submit in between (a stream
-// the star holds is left and opened again under the new token). It counts
-// the install before it lets submits go on, so that a produce judged
-// under the old token is judged again (errTokenInstalled) rather than
-// appended after the install was answered.
-func (h *Holding) installToken(ctx context.Context, stream string, mode lease.Mode, token string) error {
-	h.submitMu.Lock()
-	defer h.submitMu.Unlock()
-	defer h.tokenInstalls.Add(1)
-	_, err := h.Star.Fence(ctx, stream, mode, token)
-	return err
-}
-
-var errTokenInstalled = errors.New("broker: a fencing token was installed since the produce's token was judged")

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -157,25 +156,4 @@ func TestInstallTokenOnlyTheHolder(t *testing.T) {
 	code, ans, e, _ := putToken(a.api, "orders", "tok", "")
 	require.Equal(t, http.StatusOK, code, e.Error)
 	require.Equal(t, "tok", ans.Token)
-}
-
-// A produce whose token was judged before an install is judged again
-// after it, never submitted on the old judgement.
-func TestProduceJudgedAgainAfterAnInstall(t *testing.T) {
-	p, c := insecureAPI(t)
-	code, _, e := c.produce("orders", []byte("open"), "", 0)
-	require.Equal(t, http.StatusOK, code, e.Error)
-	h, err := p.node.holder()
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), produceTimeout)
-	defer cancel()
-	s, err := h.stream(ctx, "orders", "")
-	require.NoError(t, err)
-	judged := produceReq{stream: "orders", data: []byte("judged before"), tokenGen: h.tokenInstalls.Load()}
-	require.NoError(t, h.installToken(ctx, "orders", lease.Fenced, "tok"))
-	_, err = h.submit(ctx, s, judged)
-	require.ErrorIs(t, err, errTokenInstalled)
-	_, err = h.produce(ctx, s, judged)
-	require.ErrorIs(t, err, lease.ErrStaleToken, "judged again: no token on a fenced stream")
-	require.Len(t, c.consume("orders"), 1)
 }

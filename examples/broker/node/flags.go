@@ -23,34 +23,34 @@ import (
 
 // Settings are what the flags say.
 type Settings struct {
-	Role                                           string // all, broker or controller
-	node, domain, listen, metricsListen            string
-	controllerURL, controllerID, controllerListen  string
-	operators                                      []string
-	peers                                          map[string]string // broker name: its API's base URL
-	Etcd, EtcdRoot                                 string
-	etcdAuth                                       etcdAuth
-	local                                          localEtcd // the embedded etcd, or -ephemeral
-	Dir                                            string
-	zoneFileMode, zoneDirMode                      os.FileMode
-	K, W, Window                                   int
-	S3Endpoints, S3Buckets                         []string
-	S3Region, S3AccessKey, S3SecretKey             string
-	azureURLs, azureContainers                     []string
-	azureAccount, azureKey                         string
-	latency                                        time.Duration
-	tlsCert, tlsKey, tlsCA, authTokenFile          string
-	insecure                                       bool
-	lease, heartbeat, sessionTTL                   time.Duration
-	decisionDelay, poll, openWait, shutdownTimeout time.Duration
-	maxRecord, maxReadBytes                        int64
-	conns                                          connlimit.Limits
-	maxReads, maxStreams                           int
-	producers                                      batch.DedupOptions
-	snapshots                                      SnapshotTiming // as the flags say: 0 turns a trigger off
-	lifecycle                                      lifecycleFlags
-	logJSON                                        bool
-	logLevel                                       slog.Level
+	Role                                          string // all, broker or controller
+	node, domain, listen, metricsListen           string
+	controllerURL, controllerID, controllerListen string
+	operators                                     []string
+	peers                                         map[string]string // broker name: its API's base URL
+	Etcd, EtcdRoot                                string
+	etcdAuth                                      etcdAuth
+	local                                         localEtcd // the embedded etcd, or -ephemeral
+	Dir                                           string
+	zoneFileMode, zoneDirMode                     os.FileMode
+	K, W, Window                                  int
+	S3Endpoints, S3Buckets                        []string
+	S3Region, S3AccessKey, S3SecretKey            string
+	azureURLs, azureContainers                    []string
+	azureAccount, azureKey                        string
+	latency                                       time.Duration
+	tlsCert, tlsKey, tlsCA, authTokenFile         string
+	insecure                                      bool
+	lease, heartbeat, sessionTTL                  time.Duration
+	decisionDelay, poll, shutdownTimeout          time.Duration
+	maxRecord, maxReadBytes                       int64
+	conns                                         connlimit.Limits
+	maxReads                                      int
+	producers                                     batch.DedupOptions
+	streams                                       batch.DedupAppenderOptions // as the flags say: 0 turns a snapshot trigger off
+	lifecycle                                     lifecycleFlags
+	logJSON                                       bool
+	logLevel                                      slog.Level
 }
 
 // Roles of a process.
@@ -67,7 +67,7 @@ var Refuse, IsUsage = cliflags.Refuse, cliflags.IsUsage
 // (cliflags.Env): -s3-secret-key is CUTLINE_S3_SECRET_KEY.
 func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Settings, error) {
 	c := &Settings{zoneFileMode: 0o600, zoneDirMode: 0o700, // the records are the producers' data
-		decisionDelay: authority.DefaultDecisionDelay, poll: 50 * time.Millisecond, openWait: 10 * time.Second}
+		decisionDelay: authority.DefaultDecisionDelay, poll: 50 * time.Millisecond}
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
@@ -87,7 +87,7 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 	num(&c.conns.PerAddr, "max-conns-per-addr", defaultMaxConnsPerAddr, "connections the API keeps open at once from one client IP address, 1 to -max-conns")
 	fs.Int64Var(&c.maxReadBytes, "max-read-bytes", DefaultMaxReadBytes, "bytes of one read's answer: it stops before the record that would pass them (one record at least) and says where to go on")
 	num(&c.maxReads, "max-reads", defaultMaxReads, "reads served at once; more are answered 503")
-	num(&c.maxStreams, "max-streams", defaultMaxStreams, "streams a holder leads at once; a produce to one more is refused (429)")
+	num(&c.streams.MaxStreams, "max-streams", batch.DefaultAppenderStreams, "streams a holder leads at once; a produce to one more is refused (429)")
 	str(&c.controllerURL, "controller", "", "the controller's URL (https://host:port) for -role broker")
 	str(&c.controllerID, "controller-identity", "", "the node name the controller's certificate must carry (-role broker): no other certificate of the CA is taken for the controller")
 	str(&c.controllerListen, "controller-listen", "", "address the controller serves its nodes on, over mutual TLS (-role controller: default 127.0.0.1:8443; -role all: off unless given)")
@@ -130,8 +130,8 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 	fs.Int64Var(&c.maxRecord, "max-record", DefaultMaxRecord, "largest record a produce takes, in bytes")
 	num(&c.producers.Producers, "producers", batch.DefaultDedupProducers, fmt.Sprintf("producers whose retries each stream recognizes, 1 to %d; the least recently active expire first", batch.MaxDedupProducers))
 	fs.Uint64Var(&c.producers.Window, "producer-window", batch.DefaultDedupWindow, fmt.Sprintf("how far below its highest sequence a producer's retries are recognized, 1 to %d; older ones are refused (409)", batch.MaxDedupWindow))
-	num(&c.snapshots.Every, "snapshot-every", defaultSnapshotEvery, "records of a stream between saves of its producer snapshot (0: none by count)")
-	dur(&c.snapshots.Interval, "snapshot-interval", defaultSnapshotPeriod, "time between saves of a stream's producer snapshot when records came (0: none by time)")
+	num(&c.streams.SnapshotEvery, "snapshot-every", batch.DefaultSnapshotEvery, "records of a stream between saves of its producer snapshot (0: none by count)")
+	dur(&c.streams.SnapshotInterval, "snapshot-interval", batch.DefaultSnapshotInterval, "time between saves of a stream's producer snapshot when records came (0: none by time)")
 	lc := &c.lifecycle
 	dur(&lc.interval, "compact-interval", settle.DefaultMaintainInterval, fmt.Sprintf("time between the holder's passes that apply retention, compact flights into per-stream segments, trim them and collect garbage, %v to %v (0: none; the zones and the index then keep every flight and ref)", settle.MinMaintainInterval, settle.MaxMaintainInterval))
 	dur(&lc.age, "retention-age", 0, "drop a stream's records once they joined the index longer ago than this, a ref page (64 records) at a time, 1m to 100 years (0: no limit by age)")
@@ -230,15 +230,15 @@ func (c *Settings) check(fs *flag.FlagSet, set map[string]bool) error {
 		{"max-record", c.maxRecord >= 1 && c.maxRecord <= 64<<20, "1 byte to 64 MiB"},
 		{"max-read-bytes", c.maxReadBytes >= 1<<10 && c.maxReadBytes <= 1<<30, "1 KiB to 1 GiB"},
 		{"max-reads", c.maxReads >= 1 && c.maxReads <= 1<<10, "1 to 1024"},
-		{"max-streams", c.maxStreams >= 1 && c.maxStreams <= 1<<20, fmt.Sprintf("1 to %d", 1<<20)},
+		{"max-streams", c.streams.MaxStreams >= 1 && c.streams.MaxStreams <= batch.MaxAppenderStreams, fmt.Sprintf("1 to %d", batch.MaxAppenderStreams)},
 		{"max-conns", c.conns.Total >= 1, "1 or more"},
 		{"max-conns-per-addr", c.conns.PerAddr >= 1 && c.conns.PerAddr <= c.conns.Total, fmt.Sprintf("1 to -max-conns (%d)", c.conns.Total)},
 		{"shutdown-timeout", c.shutdownTimeout > 0, "more than 0"},
 		{"latency", c.latency >= 0 && c.latency <= 10*time.Second, "0 to 10s"},
 		{"producers", c.producers.Producers >= 1, fmt.Sprintf("1 to %d", batch.MaxDedupProducers)},
 		{"producer-window", c.producers.Window >= 1, fmt.Sprintf("1 to %d", batch.MaxDedupWindow)},
-		{"snapshot-every", c.snapshots.Every >= 0, "0 (none by count) or more records"},
-		{"snapshot-interval", c.snapshots.Interval >= 0, "0 (none by time) or more"},
+		{"snapshot-every", c.streams.SnapshotEvery >= 0, "0 (none by count) or more records"},
+		{"snapshot-interval", c.streams.SnapshotInterval >= 0, "0 (none by time) or more"},
 		{"compact-interval", lc.interval == 0 || lc.interval >= settle.MinMaintainInterval && lc.interval <= settle.MaxMaintainInterval,
 			fmt.Sprintf("0 (none) or %v to %v", settle.MinMaintainInterval, settle.MaxMaintainInterval)},
 		{"retention-age", lc.age == 0 || lc.age >= time.Minute && lc.age <= maxRetentionAge, fmt.Sprintf("0 (no limit) or 1m to %v", maxRetentionAge)},
@@ -297,17 +297,12 @@ func fileLimit() (uint64, bool) {
 	return rl.Cur, true
 }
 
-// snapshotTiming is the snapshot flags in the node's terms, where 0 is the
-// default and a negative value turns a trigger off.
-func (c *Settings) snapshotTiming() SnapshotTiming {
-	t := c.snapshots
-	if t.Every == 0 {
-		t.Every = -1
-	}
-	if t.Interval == 0 {
-		t.Interval = -1
-	}
-	return t
+// streamOptions is the flags in the appender's terms, where 0 is the
+// default and a negative value turns a snapshot trigger off.
+func (c *Settings) streamOptions() batch.DedupAppenderOptions {
+	o := c.streams
+	o.SnapshotEvery, o.SnapshotInterval = cmp.Or(o.SnapshotEvery, -1), cmp.Or(o.SnapshotInterval, -1)
+	return o
 }
 
 // parsePeers reads -peers: name=https://host:port, comma-separated.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cutline/cutline/authority"
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/chain"
 	"github.com/cutline/cutline/clock"
 	"github.com/cutline/cutline/epoch"
@@ -27,7 +28,7 @@ import (
 type cluster struct {
 	t   testing.TB
 	cfg *Settings
-	// snapClock, when set, times the nodes' snapshot intervals.
+	// snapClock, when set, times the nodes' appenders (their snapshot intervals).
 	snapClock clock.Clock
 	// lcClock, when set, times the nodes' lifecycle passes and stamps
 	// their index pages; lcLoops counts the nodes whose passes it times.
@@ -89,8 +90,8 @@ func (c *cluster) joinWithStore(name string, buckets []objstore.Bucket, store me
 			return crashableConn{conn, crashed, beat}, nil
 		},
 		SessionTTL: c.cfg.sessionTTL, HeartbeatEvery: c.cfg.heartbeat, DecisionDelay: c.cfg.decisionDelay,
-		OpenWait: c.cfg.openWait, Poll: c.cfg.poll, Producers: c.cfg.producers, Snapshots: c.snapshotTiming(),
-		MaxStreams: c.cfg.maxStreams, Lifecycle: c.lifecycle(), Logger: c.log.With("test_node", name),
+		Poll: c.cfg.poll, Producers: c.cfg.producers, Streams: c.streamOptions(),
+		Lifecycle: c.lifecycle(), Logger: c.log.With("test_node", name),
 	})
 	require.NoError(c.t, err)
 	if c.lcClock != nil && c.lifecycle().Interval > 0 {
@@ -115,10 +116,10 @@ func (c *cluster) lifecycle() LifecycleConfig {
 	return lc
 }
 
-func (c *cluster) snapshotTiming() SnapshotTiming {
-	t := c.cfg.snapshotTiming()
-	t.Clock = c.snapClock
-	return t
+func (c *cluster) streamOptions() batch.DedupAppenderOptions {
+	o := c.cfg.streamOptions()
+	o.Clock = c.snapClock
+	return o
 }
 
 // crashableConn says no goodbye once crashed, and keeps the progress of
@@ -157,7 +158,7 @@ func (c *cluster) crash(n *testNode) {
 	n.hold = nil
 	n.mu.Unlock()
 	if h != nil {
-		h.stopSnapshots()
+		h.app.Close()
 		h.Star.Abort()
 		c.be.Store.(*memstore.Store).Suspend(h.sess)
 	}

@@ -42,7 +42,7 @@ func TestHealthLinks(t *testing.T) {
 			Name: name, Domain: c.cfg.domain, Store: c.be.Store, Buckets: c.be.Zones,
 			Constants: epoch.Constants{Class: "standard", W: c.cfg.W, Window: c.cfg.Window, Prefix: "streams"},
 			Dial:      c.dial, SessionTTL: c.cfg.sessionTTL, HeartbeatEvery: c.cfg.heartbeat, DecisionDelay: c.cfg.decisionDelay,
-			OpenWait: c.cfg.openWait, Poll: c.cfg.poll, Pinger: pinger, Logger: c.log.With("test_node", name),
+			Poll: c.cfg.poll, Pinger: pinger, Logger: c.log.With("test_node", name),
 		})
 		require.NoError(t, err)
 		require.True(t, n.caps.Vote, "a node with health links votes")

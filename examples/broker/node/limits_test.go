@@ -58,7 +58,7 @@ func TestStreamQuotaAndListing(t *testing.T) {
 	}
 	code, _, e := b.api.produce("one-too-many", []byte("x"), "", 0)
 	require.Equal(t, http.StatusTooManyRequests, code)
-	require.Contains(t, e.Error, "-max-streams")
+	require.Contains(t, e.Error, "as many streams as it may (3 streams)")
 	code, a, e := b.api.produce("orders", []byte("y"), "", 0)
 	require.Equal(t, http.StatusOK, code, e.Error)
 	require.Equal(t, uint64(1), a.Offset)

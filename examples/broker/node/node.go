@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -44,22 +43,19 @@ type NodeConfig struct {
 	SessionTTL time.Duration
 	// HeartbeatEvery and DecisionDelay time the agent and its runtime.
 	HeartbeatEvery, DecisionDelay time.Duration
-	// OpenWait bounds how long a produce waits while its stream's open is
-	// deferred (a predecessor that may still be alive).
-	OpenWait time.Duration
 	// Poll is how often the node compares its star with its grant.
 	Poll time.Duration
 	// Pinger, when set, runs the node's direct health links
 	// (AgentOptions.Pinger) and the node votes: its reports count in the
 	// controller's fast fence. Nil: no links and no vote.
 	Pinger func(ctx context.Context, peer string, token authority.Token) error
-	// Producers bounds each stream's producer table; Snapshots times its
-	// saves, which a new holder loads before it replays the tail.
+	// Producers bounds each stream's producer table; Streams how the
+	// holder serves its streams (batch.DedupAppenderOptions: the streams
+	// it leads at once, how long a produce waits for a deferred open, when
+	// the tables are saved; Clock nil means the node's). The node sets
+	// the hooks and the logger.
 	Producers batch.DedupOptions
-	Snapshots SnapshotTiming
-	// MaxStreams bounds the streams a holder leads at once (0:
-	// defaultMaxStreams); a produce to one more is refused.
-	MaxStreams int
+	Streams   batch.DedupAppenderOptions
 	// Lifecycle times the holder's lifecycle passes (lifecycle.go).
 	Lifecycle LifecycleConfig
 	Clock     clock.Clock
@@ -67,7 +63,6 @@ type NodeConfig struct {
 }
 
 const (
-	openRetry = 100 * time.Millisecond // between the tries of a deferred open
 	// restartAfter is the wait before a star that failed to start is
 	// started again; redialMin and redialMax bound the backoff between
 	// dials of the control channel.
@@ -129,9 +124,6 @@ type linkState struct {
 func NewNode(cfg NodeConfig) (*Node, error) {
 	if _, err := batch.NewDedup(cfg.Producers); err != nil {
 		return nil, err
-	}
-	if cfg.MaxStreams < 0 {
-		return nil, Refuse("max-streams", cfg.MaxStreams, "0 (the default, %d) or more", defaultMaxStreams)
 	}
 	if err := cfg.Lifecycle.validate(); err != nil {
 		return nil, err
@@ -447,33 +439,6 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// startHolding starts the node's star under the grant with token: a new
-// session, and lease.Start, which settles what an earlier star of the
-// node left and mints the epoch it appends in.
-func (n *Node) startHolding(ctx context.Context, token authority.Token) (*Holding, error) {
-	sess, err := n.Config.Store.NewSession(ctx, n.Config.SessionTTL)
-	if err != nil {
-		return nil, fmt.Errorf("new session: %w", err)
-	}
-	// Every departure's release flush saves the stream's producer
-	// snapshot; none runs before an open returned, after h is stored.
-	var flush atomic.Pointer[Holding]
-	star, err := lease.Start(ctx, lease.Config{
-		Star: n.Config.Name, Store: n.guard, Root: n.Config.Root, Session: sess,
-		Minter: n.minter, Settler: n.settler, Index: n.refs, Constants: n.consts,
-	}, lease.Options{Admit: n.admit, Clock: n.clk, Logger: n.log, MaxSnapshot: lease.MaxSnapshotLimit,
-		Flush: func(ctx context.Context, stream string) error { return flush.Load().flush(ctx, stream) }})
-	if err != nil {
-		_ = sess.Close(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	dedup, _ := n.newDedupStore(star) // NewNode checked the options
-	h := &Holding{n: n, token: token, sess: sess, Star: star, dedup: dedup, streams: map[string]*streamState{}, opening: map[string]chan struct{}{}}
-	flush.Store(h)
-	h.startSnapshots()
-	return h, nil
-}
-
 var _ authority.AgentHost = (*Node)(nil)
 
 // Progress is the position past the node's last acknowledged slot.
@@ -483,11 +448,13 @@ func (n *Node) Progress() chain.Position {
 	return n.progress
 }
 
-func (n *Node) acknowledged(pos chain.Position, took time.Duration) {
+// acknowledged is the appender's OnAck: the progress the node's
+// heartbeats report, and the append's time.
+func (n *Node) acknowledged(_ string, r batch.Receipt, took time.Duration) {
 	n.Metrics.appendSeconds.Observe(took.Seconds())
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if p := (chain.Position{Epoch: pos.Epoch, Slot: pos.Slot + 1}); n.progress.Less(p) {
+	if p := (chain.Position{Epoch: r.Position.Epoch, Slot: r.Position.Slot + 1}); n.progress.Less(p) {
 		n.progress = p
 	}
 }
@@ -526,13 +493,9 @@ func (n *Node) Recover(ctx context.Context, order authority.RecoverMsg) (chain.P
 // target's open consumes.
 func (n *Node) Release(ctx context.Context) (chain.Position, error) {
 	if h := n.Current(); h != nil {
-		if err := h.Star.Drain(ctx); err != nil {
+		if err := h.app.Release(ctx); err != nil {
 			return chain.Position{}, err
 		}
-		h.acks.Wait()
-		h.mu.Lock()
-		clear(h.streams)
-		h.mu.Unlock()
 		n.log.Info("released for a handoff", "token", h.token)
 	}
 	return n.Progress(), nil

@@ -123,8 +123,8 @@ func start(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *process, er
 		Name: cfg.node, Domain: cfg.domain, Store: p.be.Store, Buckets: p.be.Zones,
 		Constants: epoch.Constants{Class: "standard", W: cfg.W, Window: cfg.Window, Prefix: "streams"},
 		Dial:      dial, SessionTTL: cfg.sessionTTL, HeartbeatEvery: cfg.heartbeat, DecisionDelay: cfg.decisionDelay,
-		OpenWait: cfg.openWait, Poll: cfg.poll, Pinger: pinger, Producers: cfg.producers, Snapshots: cfg.snapshotTiming(),
-		MaxStreams: cfg.maxStreams, Lifecycle: cfg.lifecycle.config(), Logger: log,
+		Poll: cfg.poll, Pinger: pinger, Producers: cfg.producers, Streams: cfg.streamOptions(),
+		Lifecycle: cfg.lifecycle.config(), Logger: log,
 	})
 	if err != nil {
 		p.ctl.Stop()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/lease"
-	"github.com/cutline/cutline/metastore"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -23,20 +22,6 @@ func recordOf(stream string, c settle.Chunk) (Record, error) {
 		err = fmt.Errorf("the ref at %s/%d (%s/%v) holds %s offset %d", stream, c.Offset, c.Star, c.Position(), r.Stream, r.Offset)
 	}
 	return r, err
-}
-
-// readRecord reads the record at offset off of stream, and its ref.
-// Below the stream's retention point it fails with a
-// *settle.TrimmedError.
-func (n *Node) readRecord(ctx context.Context, stream string, off uint64) (Record, settle.Ref, error) {
-	for c, err := range n.chunks.Read(ctx, stream, off) {
-		if err != nil {
-			return Record{}, settle.Ref{}, err
-		}
-		r, err := recordOf(stream, c)
-		return r, c.Ref, err
-	}
-	return Record{}, settle.Ref{}, fmt.Errorf("stream %s: its coverage ended before %d: %w", stream, off, metastore.ErrNotFound)
 }
 
 // Consumed is one record of a read's answer.

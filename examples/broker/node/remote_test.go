@@ -67,7 +67,7 @@ func TestRemoteBroker(t *testing.T) {
 		Name: "broker-2", Domain: cfg.domain, Store: p.be.Store, Buckets: p.be.Zones,
 		Constants: epoch.Constants{Class: "standard", W: cfg.W, Window: cfg.Window, Prefix: "streams"},
 		Dial:      dial, SessionTTL: cfg.sessionTTL, HeartbeatEvery: cfg.heartbeat, DecisionDelay: cfg.decisionDelay,
-		OpenWait: cfg.openWait, Poll: cfg.poll, Logger: log,
+		Poll: cfg.poll, Logger: log,
 	})
 	require.NoError(t, err)
 	n.Start()

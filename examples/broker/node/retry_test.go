@@ -13,48 +13,6 @@ import (
 	"github.com/cutline/cutline/lease"
 )
 
-// A produce that took the stream's state before a reopen replaced it is
-// judged by the current state: R2 takes the state of the stream and is
-// held before it submits; an append of unknown outcome makes the stream
-// suspect, and the client's resend of the same sequence (R1) reopens it
-// and is acknowledged; when R2 goes on, it is a duplicate of R1, not a
-// second copy.
-func TestRetryJudgedByTheCurrentState(t *testing.T) {
-	c := newClusterWith(t, "-snapshot-every", "0", "-snapshot-interval", "0")
-	b := c.join("node-b")
-	waitHolding(t, b.Node)
-	sent, acks := map[string]bool{}, map[uint64]Ack{}
-	produceN(t, b, 0, 3, sent, acks)
-
-	h, err := b.holder()
-	require.NoError(t, err)
-	r2 := produceReq{stream: "orders", data: []byte("record 3, first try"), producer: "producer-1", seq: 3}
-	old, err := h.stream(t.Context(), r2.stream, "")
-	require.NoError(t, err)
-
-	h.mu.Lock()
-	h.streams["orders"].suspect = true
-	h.mu.Unlock()
-	code, r1, e := b.api.produce("orders", []byte("record 3, resent"), "producer-1", 3)
-	require.Equal(t, http.StatusOK, code, e.Error)
-	require.Equal(t, uint64(3), r1.Offset)
-	require.False(t, r1.Duplicate)
-	sent["record 3, resent"] = true
-
-	got, err := h.produce(t.Context(), old, r2)
-	require.NoError(t, err)
-	require.True(t, got.Duplicate, "R2 appended again at offset %d", got.Offset)
-	got.Duplicate = false
-	require.Equal(t, r1, got)
-
-	// The live table took R1: snapshots and the release flush see it.
-	h.mu.Lock()
-	next := h.streams["orders"].table.Next()
-	h.mu.Unlock()
-	require.Equal(t, uint64(4), next)
-	checkStream(t, b.api.consume("orders"), sent)
-}
-
 // A successor with a wider producer window than the holder that saved
 // the snapshot (a rolling change of -producer-window) judges retries by
 // what the snapshot can tell: a sequence the old window let go of is

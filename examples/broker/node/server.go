@@ -26,6 +26,7 @@ import (
 	"github.com/cutline/cutline"
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/authority/authhttp"
+	"github.com/cutline/cutline/batch"
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/metastore"
@@ -242,22 +243,22 @@ func body(w http.ResponseWriter, r *http.Request, limit int64, code int, tooBig 
 
 // produce: POST /v1/streams/{stream}/records.
 func (s *server) produce(w http.ResponseWriter, r *http.Request) (any, error) {
-	p := produceReq{stream: r.PathValue("stream"), producer: r.Header.Get(HeaderProducer), token: r.Header.Get(headerToken)}
+	p := batch.Submission{Stream: r.PathValue("stream"), Producer: r.Header.Get(HeaderProducer), Token: r.Header.Get(headerToken)}
 	seq := r.Header.Get(HeaderSequence)
 	var err error
 	switch {
-	case lease.ValidateToken(p.token) != nil:
-		return nil, badToken(headerToken, p.token)
-	case (p.producer == "") != (seq == ""):
+	case lease.ValidateToken(p.Token) != nil:
+		return nil, badToken(headerToken, p.Token)
+	case (p.Producer == "") != (seq == ""):
 		return nil, badRequest("%s and %s go together", HeaderProducer, HeaderSequence)
-	case len(p.producer) > maxProducerLen || !utf8.ValidString(p.producer) || strings.ContainsFunc(p.producer, func(c rune) bool { return c < 0x20 || c == 0x7f }):
+	case len(p.Producer) > maxProducerLen || !utf8.ValidString(p.Producer) || strings.ContainsFunc(p.Producer, func(c rune) bool { return c < 0x20 || c == 0x7f }):
 		return nil, badRequest("%s: at most %d bytes of UTF-8 without control characters", HeaderProducer, maxProducerLen)
 	case seq != "":
-		if p.seq, err = strconv.ParseUint(seq, 10, 64); err != nil {
+		if p.Seq, err = strconv.ParseUint(seq, 10, 64); err != nil {
 			return nil, badRequest("%s: an unsigned decimal integer", HeaderSequence)
 		}
 	}
-	if p.data, err = body(w, r, s.opts.MaxRecord, http.StatusRequestEntityTooLarge, fmt.Sprintf("a record is at most %d bytes", s.opts.MaxRecord)); err != nil {
+	if p.Data, err = body(w, r, s.opts.MaxRecord, http.StatusRequestEntityTooLarge, fmt.Sprintf("a record is at most %d bytes", s.opts.MaxRecord)); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), produceTimeout)
@@ -405,10 +406,10 @@ var statusOf = []struct {
 	errs []error
 }{
 	{http.StatusServiceUnavailable, []error{authority.ErrNotAdmitted, authority.ErrStaleGrant}},
-	{http.StatusConflict, []error{lease.ErrStaleToken, errSequenceTooOld, errPayloadConflict}},
-	{http.StatusTooManyRequests, []error{errStreamQuota}},
+	{http.StatusConflict, []error{lease.ErrStaleToken, batch.ErrSequenceTooOld, batch.ErrPayloadConflict}},
+	{http.StatusTooManyRequests, []error{batch.ErrTooManyStreams}},
 	{http.StatusBadRequest, []error{cutline.ErrInvalid}},
-	{http.StatusServiceUnavailable, []error{lease.ErrDeferred, errStarting, errShuttingDown, errUnknownOutcome, cutline.ErrClosed,
+	{http.StatusServiceUnavailable, []error{lease.ErrDeferred, errStarting, errShuttingDown, batch.ErrFailed, cutline.ErrClosed,
 		lease.ErrSessionLost, lease.ErrTenureLost, lease.ErrDeparting, lease.ErrNotHeld, lease.ErrLimbo,
 		metastore.ErrUnavailable, context.DeadlineExceeded}},
 }

@@ -275,7 +275,8 @@ func TestFlags(t *testing.T) {
 	require.Equal(t, 20*time.Millisecond, cfg.latency)
 	cfg, err = parseFlags([]string{"-snapshot-every", "0", "-snapshot-interval", "1m", "-producers", "5"}, env(), io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, SnapshotTiming{Every: -1, Interval: time.Minute}, cfg.snapshotTiming(), "0 turns a trigger off")
+	o := cfg.streamOptions()
+	require.Equal(t, [2]any{-1, time.Minute}, [2]any{o.SnapshotEvery, o.SnapshotInterval}, "0 turns a trigger off")
 	require.Equal(t, batch.DedupOptions{Producers: 5, Window: batch.DefaultDedupWindow}, cfg.producers)
 
 	for _, bad := range [][]string{

@@ -122,7 +122,7 @@ func TestZombieStoppedByTheEpochFence(t *testing.T) {
 	a.hold = nil
 	a.mu.Unlock()
 	require.NotNil(t, h)
-	h.stopSnapshots()
+	h.app.Close()
 	h.Star.Abort()
 	c.be.Store.(*memstore.Store).Suspend(h.sess)
 	select {
