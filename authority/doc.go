@@ -89,6 +89,31 @@
 // and a candidate's "frontier" how far it has recovered that chain
 // (RecoverChain: fence and settle every epoch).
 //
+// # The loops a host runs
+//
+// Elector and Connector are the two loops around these pieces that every
+// host needs; the host owns only the transports. An Elector campaigns
+// for the domain's election on a fresh session, drives a Controller
+// through a Driver while elected (waiting out a whole lease first unless
+// the domain was never granted), gives the election up and campaigns
+// again; Driver returns the current term's, for an operator's handoff
+// request. A Connector keeps a node's control channel up: it dials, runs
+// an Agent until the channel closes, resumes the grant held on the next
+// one (Resume), and dials again with a backoff; its Admit, Grant and
+// HealthPeers answer for the current agent. In one process, over Local:
+//
+//	local := authority.NewLocal()
+//	e, _ := authority.NewElector(authority.ElectorConfig{Store: store, Node: "ctl-1",
+//		Controller: authority.ControllerConfig{Domain: "orders"}, Send: local.Send},
+//		authority.ElectorOptions{Attach: local.SetDriver})
+//	go e.Run(ctx)
+//	c, _ := authority.NewConnector(authority.ConnectorConfig{Runtime: rtCfg, Dial: dial, Host: host},
+//		authority.ConnectorOptions{Agent: authority.AgentOptions{Guard: guard}})
+//	go c.Run(ctx)
+//
+// Over the network, Send and Attach reach authhttp's Server as well, and
+// a remote node's Dial is authhttp's Dialer.Dial.
+//
 // # Rules and where they are enforced
 //
 //	rule                                                code                                      test (authoritytest unless named; NN-name

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/cutline/cutline/authority"
@@ -27,46 +26,37 @@ type ControllerConfig struct {
 	Logger    *slog.Logger
 }
 
-// Controller campaigns for the domain's Controller election, drives the
-// Controller while elected and campaigns again when deposed. Nodes in the
-// process reach it through local (authority.Local), nodes elsewhere
-// through srv (authhttp), when served.
+// Controller runs the domain's Controller election (authority.Elector).
+// Nodes in the process reach the elected controller through Local
+// (authority.Local), nodes elsewhere through srv (authhttp), when served.
 type Controller struct {
-	cfg   ControllerConfig
-	clk   clock.Clock
-	log   *slog.Logger
+	el    *authority.Elector
 	Local *authority.Local
 	srv   *authhttp.Server
 
 	cancel context.CancelFunc
 	done   chan struct{}
-
-	mu  sync.Mutex
-	drv *authority.Driver // the driver of the current election, nil while none
 }
 
 // StartController starts campaigning; it does not wait to be elected.
 func StartController(cfg ControllerConfig) (*Controller, error) {
-	c := &Controller{cfg: cfg, clk: clock.Or(cfg.Clock), log: cfg.Logger.With("controller", cfg.Name), Local: authority.NewLocal()}
+	log := cfg.Logger.With("controller", cfg.Name)
+	c := &Controller{Local: authority.NewLocal()}
 	if cfg.Serve {
-		srv, err := authhttp.NewServer(authhttp.ServerOptions{Operators: cfg.Operators, Logger: c.log})
+		srv, err := authhttp.NewServer(authhttp.ServerOptions{Operators: cfg.Operators, Logger: log})
 		if err != nil {
 			return nil, err
 		}
 		c.srv = srv
 	}
-	c.cancel, c.done = goStop(func(ctx context.Context) {
-		for {
-			err := c.term(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			c.log.Warn("controller: out of office; campaigning again", "err", err)
-			if clock.Sleep(ctx, c.clk, time.Second) != nil {
-				return
-			}
-		}
-	})
+	var err error
+	c.el, err = authority.NewElector(authority.ElectorConfig{
+		Store: cfg.Store, Node: cfg.Name, Controller: authority.ControllerConfig{Domain: cfg.Domain, Lease: cfg.Lease}, Send: c.send,
+	}, authority.ElectorOptions{Attach: c.attach, SessionTTL: cfg.SessionTTL, Clock: cfg.Clock, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	c.cancel, c.done = goStop(c.el.Run)
 	return c, nil
 }
 
@@ -79,60 +69,9 @@ func (c *Controller) send(m authority.Msg) {
 	}
 }
 
-// term is one election: campaign, load the state, drive the controller
-// until ctx ends or the election is lost.
-func (c *Controller) term(ctx context.Context) error {
-	sess, err := c.cfg.Store.NewSession(ctx, c.cfg.SessionTTL)
-	if err != nil {
-		return err
-	}
-	// later runs a clean-up once ctx ended, with 5 s of its own.
-	later := func(f func(context.Context) error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = f(cctx)
-	}
-	defer later(sess.Close)
-	el, err := authority.Campaign(ctx, c.cfg.Store, "", c.cfg.Domain, c.cfg.Name, sess)
-	if err != nil {
-		return err
-	}
-	defer later(el.Resign)
-	st, err := el.Load(ctx)
-	if err != nil {
-		return err
-	}
-	now, fresh := c.clk.Now(), st.Phase == authority.Vacant && st.Token == 0
-	if fresh {
-		// No former holder may still write: nothing to wait out.
-		now = now.Add(-c.cfg.Lease)
-	}
-	ctl, err := authority.NewController(authority.ControllerConfig{Domain: c.cfg.Domain, Lease: c.cfg.Lease}, st, now)
-	if err != nil {
-		return err
-	}
-	d, err := authority.NewDriver(el, ctl, c.send, authority.DriverOptions{Clock: c.clk, Logger: c.log})
-	if err != nil {
-		return err
-	}
-	c.setDriver(d)
-	defer c.setDriver(nil)
-	c.log.Info("controller elected", "domain", c.cfg.Domain, "state", st.String(), "term", st.Term)
-	if !fresh {
-		// A former holder may still be writing under a grant whose
-		// deadline this controller cannot know: it grants nothing before
-		// a whole lease has passed. Say so, or the wait looks like a hang.
-		c.log.Info("waiting out the former grant before granting anew", "domain", c.cfg.Domain,
-			"state", st.String(), "lease", c.cfg.Lease, "until", now.Add(c.cfg.Lease).Format(time.RFC3339))
-	}
-	return d.Run(ctx)
-}
-
-// setDriver attaches d to both transports (nil detaches).
-func (c *Controller) setDriver(d *authority.Driver) {
-	c.mu.Lock()
-	c.drv = d
-	c.mu.Unlock()
+// attach points both transports at the driver of the election (nil
+// detaches them).
+func (c *Controller) attach(d *authority.Driver) {
 	c.Local.SetDriver(d)
 	if c.srv != nil {
 		c.srv.SetDriver(d)
@@ -141,11 +80,7 @@ func (c *Controller) setDriver(d *authority.Driver) {
 
 // Driver returns the Driver of the current election (nil while none):
 // how an operator in the process requests a handoff.
-func (c *Controller) Driver() *authority.Driver {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.drv
-}
+func (c *Controller) Driver() *authority.Driver { return c.el.Driver() }
 
 // Stop ends the election and the controller.
 func (c *Controller) Stop() {

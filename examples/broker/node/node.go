@@ -98,7 +98,7 @@ type Node struct {
 	compactor *settle.Compactor
 	health    http.Handler // answers the peers' pings (authhttp.RouteHealth)
 
-	agent atomic.Pointer[authority.Agent] // that of the current control channel
+	agent agentOf // the control channel; Load is its current agent
 
 	agentStop, pollStop, lifecycleStop context.CancelFunc
 	agentDone, pollDone, lifecycleDone chan struct{}
@@ -132,9 +132,6 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		links: map[string]linkState{}, rebuilds: map[string]batch.RebuildInfo{},
 		// A node that runs no health links has nothing to vote with.
 		caps: authority.Capabilities{Vote: cfg.Pinger != nil, Storage: true, Promotable: true}}
-	if _, err := authority.NewRuntime(n.runtimeConfig(), n.clk.Now()); err != nil {
-		return nil, err
-	}
 	n.Metrics = newMetrics(
 		n.ofStar(func(s *lease.Star) float64 { st := s.Stats(); return float64(st.Submitted - st.Released) }),
 		n.undecidedAge, n.linksUp,
@@ -144,6 +141,9 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	if n.guard, err = authority.NewGuarded(cfg.Store, cfg.Root, cfg.Domain); err != nil {
+		return nil, err
+	}
+	if n.agent.Connector, err = n.connector(); err != nil {
 		return nil, err
 	}
 	buckets := n.Metrics.counting(cfg.Buckets)
@@ -179,9 +179,26 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) runtimeConfig() authority.RuntimeConfig {
-	return authority.RuntimeConfig{Node: n.Config.Name, Domain: n.Config.Domain, Caps: n.caps, DecisionDelay: n.Config.DecisionDelay}
+// connector builds the node's control channel to the controller, dialed
+// with Config.Dial. Its agents write through the node's Guarded store
+// and, with a Pinger, run the node's health links.
+func (n *Node) connector() (*authority.Connector, error) {
+	// The agent logs every renewal at info: the node logs the changes of
+	// its grant itself, and takes only the agent's warnings.
+	agent := authority.AgentOptions{HeartbeatEvery: n.Config.HeartbeatEvery, Logger: slog.New(warnOnly{n.log.Handler()}), Guard: n.guard}
+	if n.Config.Pinger != nil {
+		agent.Pinger = n.ping
+	}
+	rt := authority.RuntimeConfig{Node: n.Config.Name, Domain: n.Config.Domain, Caps: n.caps, DecisionDelay: n.Config.DecisionDelay}
+	return authority.NewConnector(authority.ConnectorConfig{Runtime: rt, Dial: n.Config.Dial, Host: n},
+		authority.ConnectorOptions{Agent: agent, Redial: clock.Backoff{Min: redialMin, Max: redialMax}, Clock: n.clk, Logger: n.log})
 }
+
+// agentOf is the node's control channel; Load returns the agent of the
+// current channel (nil before the first).
+type agentOf struct{ *authority.Connector }
+
+func (a agentOf) Load() *authority.Agent { return a.Agent() }
 
 // Start runs the node's control channel and the loop that keeps its star
 // in step with its grant.
@@ -209,64 +226,9 @@ func goStop(f func(context.Context)) (stop context.CancelFunc, done chan struct{
 	return stop, done
 }
 
-// connect keeps the control channel up: it dials, runs an agent over the
-// channel until it closes, and dials again. Each channel gets a fresh
-// runtime that resumes the grant held (authority.Resume) while identity,
-// token and deadline still validate. When ctx ends it says goodbye: the
-// controller ends the node's grant at once.
-func (n *Node) connect(ctx context.Context) {
-	var g authority.Grant
-	redial := clock.Backoff{Min: redialMin, Max: redialMax}
-	// The agent logs every renewal at info: the node logs the changes of
-	// its grant itself, and takes only the agent's warnings.
-	opts := authority.AgentOptions{HeartbeatEvery: n.Config.HeartbeatEvery, Clock: n.clk, Logger: slog.New(warnOnly{n.log.Handler()}), Guard: n.guard}
-	if n.Config.Pinger != nil {
-		opts.Pinger = n.ping
-	}
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 && redial.Sleep(ctx, n.clk, attempt-1, clock.Seed(uint64(attempt))) != nil {
-			return
-		}
-		rt, err := authority.Resume(n.runtimeConfig(), g, n.clk.Now())
-		if err != nil {
-			rt, _ = authority.NewRuntime(n.runtimeConfig(), n.clk.Now()) // NewNode checked the config
-		}
-		conn, err := n.Config.Dial(ctx, n.Config.Name, n.caps, rt.Grant().Token)
-		switch {
-		case ctx.Err() != nil:
-			if err == nil {
-				_ = conn.Close()
-			}
-			return
-		case errors.Is(err, authority.ErrNoDriver):
-			if attempt%30 == 0 {
-				n.log.Info("authority: this process's controller is not elected yet; dialing again")
-			}
-			continue
-		case err != nil:
-			n.log.Warn("authority: dial failed; dialing again", "err", err)
-			continue
-		}
-		a, err := authority.NewAgent(rt, conn, n, opts)
-		if err != nil {
-			n.log.Error("authority: agent", "err", err)
-			_ = conn.Close()
-			return
-		}
-		n.agent.Store(a)
-		attempt = 0
-		err = a.Run(ctx)
-		g = a.Grant()
-		cerr := conn.Close() // the goodbye, once ctx ended
-		if ctx.Err() != nil {
-			if cerr != nil {
-				n.log.Warn("authority: goodbye", "err", cerr)
-			}
-			return
-		}
-		n.log.Warn("authority: control channel closed; dialing again", "err", err)
-	}
-}
+// connect keeps the control channel up until ctx ends, and says
+// goodbye then: the controller ends the node's grant at once.
+func (n *Node) connect(ctx context.Context) { n.agent.Run(ctx) }
 
 // warnOnly passes on warnings and errors only.
 type warnOnly struct{ slog.Handler }
@@ -281,11 +243,8 @@ func (h warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{h.Han
 // HealthToken is the token the node's health links are bound to now, as
 // the topology the controller last described says (0 while none).
 func (n *Node) HealthToken() authority.Token {
-	if a := n.agent.Load(); a != nil {
-		_, token := a.HealthPeers()
-		return token
-	}
-	return 0
+	_, token := n.agent.HealthPeers()
+	return token
 }
 
 // ping is the agent's Pinger: the configured one, counted, and logged
@@ -313,11 +272,7 @@ func (n *Node) ping(ctx context.Context, peer string, token authority.Token) err
 // linksUp is the metric of the current topology's links whose last ping
 // under its token completed.
 func (n *Node) linksUp() float64 {
-	a := n.agent.Load()
-	if a == nil {
-		return 0
-	}
-	peers, token := a.HealthPeers()
+	peers, token := n.agent.HealthPeers()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	up := 0
@@ -330,12 +285,7 @@ func (n *Node) linksUp() float64 {
 }
 
 // admit is the star's Options.Admit: the current agent's.
-func (n *Node) admit() error {
-	if a := n.agent.Load(); a != nil {
-		return a.Admit()
-	}
-	return &authority.NotAdmittedError{Node: n.Config.Name, Reason: "not connected to the controller yet"}
-}
+func (n *Node) admit() error { return n.agent.Admit() }
 
 // reconcile keeps one star running exactly while the node holds a grant:
 // it aborts the star of a grant that ended (the star writes nothing
