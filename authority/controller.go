@@ -19,7 +19,7 @@ type ControllerConfig struct {
 	Lease time.Duration
 	// Reconnect is how long an unexpected close of the holder's control
 	// channel reserves its token for the same node to resume. 0 means
-	// 2 s; at most Lease.
+	// DefaultReconnect, or Lease when that is shorter; at most Lease.
 	Reconnect time.Duration
 	// RecoveryTimeout is how long a candidate placed in recovery has to
 	// report a frontier covering the requirement. Past it the candidate
@@ -44,7 +44,7 @@ func (c *ControllerConfig) validate() error {
 		c.Lease = DefaultLease
 	}
 	if c.Reconnect == 0 {
-		c.Reconnect = DefaultReconnect
+		c.Reconnect = min(DefaultReconnect, c.Lease)
 	}
 	if c.Lease < time.Millisecond || c.Lease > time.Hour {
 		return &cutline.ConfigError{Field: "Lease", Value: c.Lease, Reason: "must lie in [1ms, 1h]"}

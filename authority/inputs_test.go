@@ -120,6 +120,10 @@ func TestControllerConfigRefused(t *testing.T) {
 	}
 	_, err := authority.NewController(authority.ControllerConfig{Domain: "orders", RecoveryTimeout: 2 * time.Hour}, authority.StateRecord{}, t0)
 	require.ErrorIs(t, err, cutline.ErrInvalid)
+	// A lease shorter than DefaultReconnect shortens the default: a field
+	// the host never set is never refused.
+	_, err = authority.NewController(authority.ControllerConfig{Domain: "orders", Lease: 500 * time.Millisecond}, authority.StateRecord{}, t0)
+	require.NoError(t, err)
 }
 
 // A new controller's topology versions start above its predecessor's
