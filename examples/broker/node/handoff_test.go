@@ -104,7 +104,7 @@ func (c *cluster) joinWithStore(name string, buckets []objstore.Bucket, store me
 	api := NewServer(n, opts)
 	srv := httptest.NewServer(api)
 	c.t.Cleanup(srv.Close)
-	require.Eventually(c.t, func() bool { return n.agent.Load() != nil }, 10*time.Second, 10*time.Millisecond, "%s never connected", name)
+	require.Eventually(c.t, func() bool { return n.link.Agent() != nil }, 10*time.Second, 10*time.Millisecond, "%s never connected", name)
 	return &testNode{Node: n, srv: api, api: &apiClient{t: c.t, base: srv.URL, hc: srv.Client()}, crashed: crashed, beat: beat}
 }
 

@@ -76,8 +76,8 @@ func TestHealthLinks(t *testing.T) {
 		}, 10*time.Second, 20*time.Millisecond, "%s's health link never came up", m.n.Config.Name)
 		require.Positive(t, m.api.metric(`cutline_broker_health_pings_total{result="ok"}`))
 	}
-	_, token := holder.n.agent.Load().HealthPeers()
-	require.Equal(t, holder.n.agent.Load().Grant().Token, token, "the links are bound to the holder's grant")
+	_, token := holder.n.link.Agent().HealthPeers()
+	require.Equal(t, holder.n.link.Agent().Grant().Token, token, "the links are bound to the holder's grant")
 	require.Equal(t, token, other.n.HealthToken())
 
 	// The API on the same listener, to a client without a certificate.

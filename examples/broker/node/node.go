@@ -98,7 +98,7 @@ type Node struct {
 	compactor *settle.Compactor
 	health    http.Handler // answers the peers' pings (authhttp.RouteHealth)
 
-	agent agentOf // the control channel; Load is its current agent
+	link *authority.Connector // the control channel to the controller
 
 	agentStop, pollStop, lifecycleStop context.CancelFunc
 	agentDone, pollDone, lifecycleDone chan struct{}
@@ -143,7 +143,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if n.guard, err = authority.NewGuarded(cfg.Store, cfg.Root, cfg.Domain); err != nil {
 		return nil, err
 	}
-	if n.agent.Connector, err = n.connector(); err != nil {
+	if n.link, err = n.connector(); err != nil {
 		return nil, err
 	}
 	buckets := n.Metrics.counting(cfg.Buckets)
@@ -194,16 +194,10 @@ func (n *Node) connector() (*authority.Connector, error) {
 		authority.ConnectorOptions{Agent: agent, Redial: clock.Backoff{Min: redialMin, Max: redialMax}, Clock: n.clk, Logger: n.log})
 }
 
-// agentOf is the node's control channel; Load returns the agent of the
-// current channel (nil before the first).
-type agentOf struct{ *authority.Connector }
-
-func (a agentOf) Load() *authority.Agent { return a.Agent() }
-
 // Start runs the node's control channel and the loop that keeps its star
 // in step with its grant.
 func (n *Node) Start() {
-	n.agentStop, n.agentDone = goStop(n.connect)
+	n.agentStop, n.agentDone = goStop(n.link.Run)
 	n.pollStop, n.pollDone = goStop(func(ctx context.Context) {
 		for ok := true; ok; ok = clock.Sleep(ctx, n.clk, n.Config.Poll) == nil {
 			n.reconcile(ctx)
@@ -226,10 +220,6 @@ func goStop(f func(context.Context)) (stop context.CancelFunc, done chan struct{
 	return stop, done
 }
 
-// connect keeps the control channel up until ctx ends, and says
-// goodbye then: the controller ends the node's grant at once.
-func (n *Node) connect(ctx context.Context) { n.agent.Run(ctx) }
-
 // warnOnly passes on warnings and errors only.
 type warnOnly struct{ slog.Handler }
 
@@ -243,7 +233,7 @@ func (h warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{h.Han
 // HealthToken is the token the node's health links are bound to now, as
 // the topology the controller last described says (0 while none).
 func (n *Node) HealthToken() authority.Token {
-	_, token := n.agent.HealthPeers()
+	_, token := n.link.HealthPeers()
 	return token
 }
 
@@ -272,7 +262,7 @@ func (n *Node) ping(ctx context.Context, peer string, token authority.Token) err
 // linksUp is the metric of the current topology's links whose last ping
 // under its token completed.
 func (n *Node) linksUp() float64 {
-	peers, token := n.agent.HealthPeers()
+	peers, token := n.link.HealthPeers()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	up := 0
@@ -285,14 +275,14 @@ func (n *Node) linksUp() float64 {
 }
 
 // admit is the star's Options.Admit: the current agent's.
-func (n *Node) admit() error { return n.agent.Admit() }
+func (n *Node) admit() error { return n.link.Admit() }
 
 // reconcile keeps one star running exactly while the node holds a grant:
 // it aborts the star of a grant that ended (the star writes nothing
 // more; its successor settles what it left), and starts a star on a
 // fresh session under a new grant.
 func (n *Node) reconcile(ctx context.Context) {
-	a := n.agent.Load()
+	a := n.link.Agent()
 	if a == nil {
 		return
 	}

@@ -72,7 +72,7 @@ func TestRemoteBroker(t *testing.T) {
 	require.NoError(t, err)
 	n.Start()
 	t.Cleanup(func() { require.NoError(t, n.Shutdown(shutdownCtx(t))) })
-	require.Eventually(t, func() bool { return n.agent.Load() != nil }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return n.link.Agent() != nil }, 10*time.Second, 10*time.Millisecond)
 	api := httptest.NewServer(NewServer(n, ServerOptions{Logger: log}))
 	t.Cleanup(api.Close)
 	c := &apiClient{t: t, base: api.URL, hc: api.Client()}
