@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -294,4 +295,29 @@ func Inspect(ctx context.Context, store metastore.Store, root, stream string) (S
 		read(k.token(stream), func(kv metastore.KV) (err error) { st.Token, err = decodeToken(kv, stream); return }),
 	)
 	return st, err
+}
+
+// Streams returns the names of the streams with any record under root
+// whose names sort after after ("" from the first), in name order. It
+// reads every stream's records in one List (snapshots included): a
+// tool's or a maintenance pass's call, not one to make per request.
+func Streams(ctx context.Context, store metastore.Store, root, after string) ([]string, error) {
+	k, err := newKeys(root)
+	if err != nil {
+		return nil, err
+	}
+	prefix := k.root + "streams/"
+	kvs, _, err := store.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("lease: list the streams: %w", err)
+	}
+	var ids []string
+	for _, kv := range kvs {
+		id, leaf, ok := strings.Cut(kv.Key[len(prefix):], "/")
+		if ok && leaf != "" && id > after {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }

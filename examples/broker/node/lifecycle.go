@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cutline/cutline/clock"
+	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -91,7 +92,9 @@ func (n *Node) runLifecycle(ctx context.Context, cfg LifecycleConfig) {
 	var h *Holding // the holding of the pass running
 	m, err := settle.NewMaintainer(settle.MaintainerConfig{
 		Store: n.Config.Store, Minter: n.minter, Settler: n.settler, Compactor: n.compactor, Refs: n.refs,
-		Streams: func(ctx context.Context) ([]string, error) { return n.streamIDs(ctx, "") },
+		Streams: func(ctx context.Context) ([]string, error) {
+			return lease.Streams(ctx, n.Config.Store, n.Config.Root, "")
+		},
 	}, settle.MaintainerOptions{
 		Policy: cfg.Policy,
 		// Only the epochs minted before the node's grant (0, none, once

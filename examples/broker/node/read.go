@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/cutline/cutline/authority"
 	"github.com/cutline/cutline/lease"
@@ -69,7 +67,7 @@ type streamInfo struct {
 // follow. One listing gives every stream's keys; the page bounds the
 // reads of each stream's state.
 func (n *Node) streams(ctx context.Context, after string, limit int) ([]streamInfo, bool, error) {
-	ids, err := n.streamIDs(ctx, after)
+	ids, err := lease.Streams(ctx, n.Config.Store, n.Config.Root, after)
 	if err != nil {
 		return nil, false, err
 	}
@@ -82,26 +80,6 @@ func (n *Node) streams(ctx context.Context, after string, limit int) ([]streamIn
 		out = append(out, info)
 	}
 	return out, len(ids) > limit, nil
-}
-
-// streamIDs lists the streams ever opened under the root whose names
-// follow after, in name order.
-func (n *Node) streamIDs(ctx context.Context, after string) ([]string, error) {
-	prefix := n.Config.Root + "streams/"
-	kvs, _, err := n.Config.Store.List(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, kv := range kvs {
-		// The keys of one stream are contiguous in key order.
-		id, leaf, ok := strings.Cut(kv.Key[len(prefix):], "/")
-		if ok && leaf != "" && id > after && (len(ids) == 0 || ids[len(ids)-1] != id) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids, nil
 }
 
 // streamInfo reads one stream's state for the listing.
