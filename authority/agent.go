@@ -129,6 +129,14 @@ func (a *Agent) Grant() Grant {
 	return a.rt.Grant()
 }
 
+// HealthyPeers returns how many of HealthPeers have a link that is up
+// (Runtime.HealthyPeers).
+func (a *Agent) HealthyPeers() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rt.HealthyPeers()
+}
+
 // HealthPeers returns the peers the node keeps a direct health link with
 // under the topology the controller last described, and the token those
 // links are bound to (Runtime.HealthPeers): the token a host's health
@@ -206,8 +214,15 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // pingLoop pings the node's health peers every PingEvery until ctx ends,
-// and kicks the run loop after each round.
+// and kicks the run loop after each round. It logs a link that comes up
+// (at info) or goes down (as a warning), once per change.
 func (a *Agent) pingLoop(ctx context.Context, kick chan<- struct{}) {
+	type seen struct {
+		token Token
+		ok    bool
+	}
+	var mu sync.Mutex
+	links := map[string]seen{}
 	for {
 		t := a.opts.Clock.NewTimer(PingEvery)
 		select {
@@ -228,6 +243,16 @@ func (a *Agent) pingLoop(ctx context.Context, kick chan<- struct{}) {
 				a.mu.Lock()
 				_ = a.rt.Step(PingResult{Peer: p, Token: token, OK: err == nil, Now: a.opts.Clock.Now()})
 				a.mu.Unlock()
+				mu.Lock()
+				was, known := links[p]
+				links[p] = seen{token, err == nil}
+				mu.Unlock()
+				switch {
+				case err == nil && (!was.ok || was.token != token):
+					a.opts.Logger.Info("authority: health link up", "peer", p, "token", token)
+				case err != nil && (was.ok || !known):
+					a.opts.Logger.Warn("authority: health link down", "peer", p, "token", token, "err", err)
+				}
 			})
 		}
 		wg.Wait()
@@ -246,8 +271,11 @@ func (a *Agent) applyState(st RuntimeState) {
 	if a.opts.Guard != nil {
 		a.opts.Guard.Set(st.Revision)
 	}
-	if g := st.Grant; g.Token != 0 && (g.Token != a.logged.Token || !g.Deadline.Equal(a.logged.Deadline)) {
+	// A new grant at info; its renewals (every heartbeat) at debug.
+	if g := st.Grant; g.Token != 0 && g.Token != a.logged.Token {
 		a.opts.Logger.Info("authority: grant", "token", g.Token, "deadline", g.Deadline)
+	} else if g.Token != 0 && !g.Deadline.Equal(a.logged.Deadline) {
+		a.opts.Logger.Debug("authority: grant renewed", "token", g.Token, "deadline", g.Deadline)
 	}
 	a.logged = st.Grant
 }

@@ -3,6 +3,8 @@ package authority_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,7 +68,9 @@ func TestAgentPingsAndConcerns(t *testing.T) {
 		}
 		return nil
 	}
-	a, err := authority.NewAgent(rt, conn, nopHost{}, authority.AgentOptions{Clock: clk, Pinger: pinger, HeartbeatEvery: time.Minute})
+	logs := &lockedBuffer{}
+	a, err := authority.NewAgent(rt, conn, nopHost{}, authority.AgentOptions{Clock: clk, Pinger: pinger, HeartbeatEvery: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 	peers, token := a.HealthPeers()
 	require.Empty(t, peers, "no topology yet")
@@ -98,6 +102,7 @@ func TestAgentPingsAndConcerns(t *testing.T) {
 	require.Equal(t, "holder", pinged[0])
 	up = false
 	mu.Unlock()
+	require.Equal(t, 1, a.HealthyPeers(), "the link to the holder is up")
 	var concern *authority.Concern
 	findConcern := func() {
 		for _, ev := range conn.events() {
@@ -114,7 +119,11 @@ func TestAgentPingsAndConcerns(t *testing.T) {
 	}
 	require.NotNil(t, concern, "no concern after 30 rounds of failed pings: %v", conn.events())
 	require.Equal(t, authority.Concern{Node: "voter", Token: 7, Topology: 4, RoundTrip: true}, *concern)
+	require.Zero(t, a.HealthyPeers(), "the link to the holder is down")
 	stopAgent(t, cancel, done)
+	// Each change of the link is logged once, not each ping.
+	require.Equal(t, 1, strings.Count(logs.String(), "health link up"), logs.String())
+	require.Equal(t, 1, strings.Count(logs.String(), "health link down"), logs.String())
 }
 
 // shortHost recovers, but never as far as required.

@@ -194,6 +194,15 @@ func (c *Connector) HealthPeers() ([]string, Token) {
 	return nil, 0
 }
 
+// HealthyPeers returns how many of the node's health links are up
+// (Agent.HealthyPeers); 0 before the first channel.
+func (c *Connector) HealthyPeers() int {
+	if a := c.agent.Load(); a != nil {
+		return a.HealthyPeers()
+	}
+	return 0
+}
+
 // noConn is a channel never used: NewConnector checks the agent's
 // options with it.
 type noConn struct{}

@@ -626,6 +626,20 @@ func (r *Runtime) Topology() uint64 {
 	return r.topo.Topology
 }
 
+// HealthyPeers returns how many of HealthPeers had a round trip on their
+// link under the current token within HealthWindow: the links the node's
+// concerns and the holder's self-fence count as up.
+func (r *Runtime) HealthyPeers() int {
+	peers, token := r.HealthPeers()
+	up := 0
+	for _, p := range peers {
+		if ok, _ := r.healthy(p, token); ok {
+			up++
+		}
+	}
+	return up
+}
+
 // HealthPeers returns the nodes this node keeps a direct health link with
 // under the current topology, and the token the links are bound to: the
 // holder pings every other voter; every other node pings the holder.
