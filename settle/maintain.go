@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -119,6 +120,10 @@ type MaintainerOptions struct {
 	Clock clock.Clock
 	// OnPass, when set, receives what each pass of Run did.
 	OnPass func(MaintenanceReport, error)
+	// Logger receives one line per pass, "maintenance pass", with what
+	// it did: at info when it did something, as a warning when a step
+	// failed, at debug otherwise. Nil discards.
+	Logger *slog.Logger
 }
 
 func (o MaintainerOptions) validate() error {
@@ -228,6 +233,9 @@ func NewMaintainer(cfg MaintainerConfig, opts MaintainerOptions) (*Maintainer, e
 	opts.MaxEpochs = cmp.Or(opts.MaxEpochs, DefaultMaintainEpochs)
 	opts.MaxCollects = cmp.Or(opts.MaxCollects, DefaultMaintainCollects)
 	opts.MaxStreams = cmp.Or(opts.MaxStreams, DefaultMaintainStreams)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	return &Maintainer{cfg: cfg, opts: opts, clk: clock.Or(opts.Clock), retrim: map[string]bool{}, stuck: map[string]stuckAt{}}, nil
 }
 
@@ -290,6 +298,7 @@ func (m *Maintainer) Pass(ctx context.Context) (MaintenanceReport, error) {
 		p.fail(StageBudget, cause)
 	}
 	p.rep.Took = m.clk.Now().Sub(start)
+	p.rep.log(ctx, m.opts.Logger)
 	if len(p.rep.Errors) == 0 {
 		return p.rep, nil
 	}
@@ -298,6 +307,22 @@ func (m *Maintainer) Pass(ctx context.Context) (MaintenanceReport, error) {
 		errs[i] = e
 	}
 	return p.rep, errors.Join(errs...)
+}
+
+// log logs the report in one line.
+func (r MaintenanceReport) log(ctx context.Context, log *slog.Logger) {
+	level, attrs := slog.LevelDebug, []any{}
+	switch {
+	case len(r.Errors) > 0:
+		level, attrs = slog.LevelWarn, []any{"errors", len(r.Errors), "err", r.Errors[0]}
+	case r.Did():
+		level = slog.LevelInfo
+	}
+	log.Log(ctx, level, "maintenance pass", append(attrs, "streams", r.Streams, "retained", r.Retained,
+		"records_expired", r.Expired, "ref_pages_dropped", r.PagesDropped, "settled", len(r.Settled), "epochs", r.Epochs,
+		"segments_written", r.Segments, "pages_moved", r.Pages, "bytes_compacted", r.Bytes, "flights_deleted", r.FlightsDeleted,
+		"epochs_collected", r.Collected, "segments_deleted", r.SegmentsDeleted, "backlog_flights", r.Backlog,
+		"oldest_uncompacted", r.OldestUncompacted.Round(time.Millisecond), "took", r.Took.Round(time.Millisecond))...)
 }
 
 // pass is one pass's state.

@@ -1,9 +1,11 @@
 package settle_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -65,11 +67,13 @@ func TestMaintainerPass(t *testing.T) {
 	e := settletest.NewMem(t, 3)
 	p := e.NewParty("host", settletest.PartyOptions{})
 	rec := layBundles(t, e, p, 130, true)
-	m := newMaintainer(t, p, settle.MaintainerOptions{})
+	var logs bytes.Buffer
+	m := newMaintainer(t, p, settle.MaintainerOptions{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 
 	rep, err := m.Pass(ctx)
 	require.NoError(t, err)
 	require.Empty(t, rep.Errors)
+	require.Contains(t, logs.String(), fmt.Sprintf(`level=INFO msg="maintenance pass" streams=0 retained=0 records_expired=0 ref_pages_dropped=0 settled=0 epochs=1 segments_written=%d`, rep.Segments))
 	require.Equal(t, 1, rep.Epochs)
 	require.Equal(t, len(bundleStreams), rep.Segments, "one segment per stream")
 	require.Equal(t, 3*len(bundleStreams), rep.Pages)
@@ -100,6 +104,7 @@ func TestMaintainerPass(t *testing.T) {
 	again, err = m.Pass(ctx)
 	require.NoError(t, err)
 	require.False(t, again.Did(), "%+v", again)
+	require.Contains(t, logs.String(), `level=DEBUG msg="maintenance pass"`, "a pass that did nothing")
 	require.Zero(t, again.Epochs, "a compacted and trimmed epoch is no work")
 	require.Equal(t, 1, again.Collected, "the epochs with segments are collected")
 	require.Zero(t, again.Garbage)
