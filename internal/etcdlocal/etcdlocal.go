@@ -52,7 +52,11 @@ type Config struct {
 	// Join starts a member of a cluster that exists already (etcd's
 	// cluster state "existing"), as a restarted member does.
 	Join bool
-	// QuotaBytes bounds the database file (0: etcd's default);
+	// QuotaBytes bounds the database file (0: etcd's default): past it,
+	// etcd refuses writes with its NOSPACE alarm. Start disarms an alarm
+	// an earlier run left, once compaction and the defragmentation freed
+	// what they could (logged to Log); etcd raises it again at its next
+	// write if that was not enough.
 	// CompactionRetention compacts the revisions older than that, every
 	// so often (0: never); DefragThresholdMB defragments the database at
 	// start-up when it has that much free space (0: never); SnapshotCount
@@ -252,6 +256,14 @@ func Start(ctx context.Context, c Config) (_ *Server, err error) {
 	defer t.Stop()
 	select {
 	case <-e.Server.ReadyNotify():
+		if c.QuotaBytes == 0 {
+			return s, nil
+		}
+		n, aerr := s.DisarmAlarms(ctx)
+		if c.Log != nil && (aerr != nil || n > 0) {
+			c.Log.Warn("etcdlocal: the database was full (NOSPACE alarm): disarmed after compaction and defragmentation",
+				"alarms", n, "quota_bytes", c.QuotaBytes, "err", aerr)
+		}
 		return s, nil
 	case err := <-e.Err():
 		return nil, fmt.Errorf("etcdlocal: %s: %w", cfg.Name, err)

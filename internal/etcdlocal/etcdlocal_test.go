@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -231,4 +233,33 @@ func TestRefuses(t *testing.T) {
 	_, err := etcdlocal.Start(ctx, etcdlocal.Config{Dir: t.TempDir(), ClientAddr: freeAddr(t)})
 	require.ErrorIs(t, err, context.Canceled)
 	require.False(t, errors.Is(err, cutline.ErrInvalid), "a cancelled start is no configuration error")
+}
+
+// A server whose database filled up (etcd's NOSPACE alarm) is started
+// again with its alarm disarmed, and says so in its log.
+func TestStartDisarmsAFullDatabase(t *testing.T) {
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	cfg := etcdlocal.Config{Dir: filepath.Join(dir, "etcd"), ClientAddr: freeAddr(t), QuotaBytes: 1 << 20, NoFsync: true,
+		Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	s, err := etcdlocal.Start(t.Context(), cfg)
+	require.NoError(t, err)
+	cli := client(t, s)
+	value := strings.Repeat("x", 64<<10)
+	for i := 0; ; i++ {
+		require.Less(t, i, 1000, "no NOSPACE alarm after 64 MiB of writes")
+		if _, err := cli.Put(t.Context(), fmt.Sprintf("k%d", i), value); err != nil {
+			require.ErrorContains(t, err, "database space exceeded")
+			break
+		}
+	}
+	s.Stop()
+	require.NotContains(t, logs.String(), "NOSPACE")
+	s, err = etcdlocal.Start(t.Context(), cfg)
+	require.NoError(t, err)
+	defer s.Stop()
+	require.Contains(t, logs.String(), "NOSPACE alarm): disarmed")
+	n, err := s.DisarmAlarms(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, n, "Start disarmed it")
 }
