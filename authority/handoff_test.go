@@ -357,7 +357,7 @@ func failoverTimeline(t testing.TB, objectLatency time.Duration) timeline {
 	require.Equal(t, authority.Recovering, w.d.State().Phase)
 	b.guard.Set(w.d.State().TokenRevision)
 	recStart := time.Now()
-	frontier, err := authority.RecoverChain(w.ctx, b.minter, b.settler, "node-a")
+	frontier, _, err := authority.RecoverChain(w.ctx, b.minter, b.settler, "node-a")
 	require.NoError(t, err)
 	recovery := time.Since(recStart)
 	b.rt.Step(authority.FrontierReport{Star: "node-a", Pos: frontier, Usable: true})

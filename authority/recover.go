@@ -19,10 +19,12 @@ import (
 // the recovery's writes are authoritative only while the placement stands.
 //
 // The frontier is continuous: every epoch up to it is settled, in order. A
-// star that never minted has the zero frontier.
-func RecoverChain(ctx context.Context, minter *epoch.Minter, settler *settle.Settler, star string) (chain.Position, error) {
-	if _, err := settler.SettleAll(ctx, star); err != nil {
-		return chain.Position{}, fmt.Errorf("authority: recover %s: %w", star, err)
+// star that never minted has the zero frontier. The reports are those of
+// the epochs this call settled (Settler.SettleAll), for a host's metrics.
+func RecoverChain(ctx context.Context, minter *epoch.Minter, settler *settle.Settler, star string) (chain.Position, []settle.SettleReport, error) {
+	reps, err := settler.SettleAll(ctx, star)
+	if err != nil {
+		return chain.Position{}, reps, fmt.Errorf("authority: recover %s: %w", star, err)
 	}
 	// Every epoch is settled now: none from the settlement cursor on is
 	// open or fenced. The frontier is the cut of the newest record, found
@@ -30,13 +32,13 @@ func RecoverChain(ctx context.Context, minter *epoch.Minter, settler *settle.Set
 	// star's history.
 	for rec, err := range minter.Unsettled(ctx, star) {
 		if err != nil {
-			return chain.Position{}, fmt.Errorf("authority: recover %s: %w", star, err)
+			return chain.Position{}, reps, fmt.Errorf("authority: recover %s: %w", star, err)
 		}
-		return chain.Position{}, fmt.Errorf("authority: recover %s: epoch %d is %s after settlement", star, rec.Epoch, rec.State)
+		return chain.Position{}, reps, fmt.Errorf("authority: recover %s: epoch %d is %s after settlement", star, rec.Epoch, rec.State)
 	}
 	ch, err := minter.Chain(ctx, star)
 	if err != nil {
-		return chain.Position{}, fmt.Errorf("authority: recover %s: %w", star, err)
+		return chain.Position{}, reps, fmt.Errorf("authority: recover %s: %w", star, err)
 	}
 	for e := ch.Next - 1; e >= 1; e-- {
 		rec, err := minter.Get(ctx, star, e)
@@ -44,9 +46,9 @@ func RecoverChain(ctx context.Context, minter *epoch.Minter, settler *settle.Set
 			continue // a burned number
 		}
 		if err != nil {
-			return chain.Position{}, fmt.Errorf("authority: recover %s: %w", star, err)
+			return chain.Position{}, reps, fmt.Errorf("authority: recover %s: %w", star, err)
 		}
-		return chain.Position{Epoch: rec.Epoch, Slot: rec.Cut}, nil
+		return chain.Position{Epoch: rec.Epoch, Slot: rec.Cut}, reps, nil
 	}
-	return chain.Position{}, nil
+	return chain.Position{}, reps, nil
 }

@@ -65,7 +65,7 @@ func recoveryWithTheLibrary(t *testing.T, b Backend) {
 	require.NoError(t, err)
 	settler, err := settle.New(minterR, zones, refs, settle.Options{Fencer: fencer})
 	require.NoError(t, err)
-	frontier, err := authority.RecoverChain(c.ctx, minterR, settler, "node-a")
+	frontier, _, err := authority.RecoverChain(c.ctx, minterR, settler, "node-a")
 	require.NoError(t, err)
 	require.True(t, order.Required.Covers("node-a", frontier), "frontier %v covers %v", frontier, order.Required)
 	nb.Step(authority.FrontierReport{Star: "node-a", Pos: frontier, Usable: true})

@@ -465,7 +465,7 @@ func (d *demo) waitLinks(ctx context.Context, holder *demoNode) error {
 		}
 		for _, pair := range [][2]string{{holder.name, n.name}, {n.name, holder.name}} {
 			if _, err := d.rec.wait(ctx, "the health link "+pair[0]+" → "+pair[1], func(e event) bool {
-				return e.who == pair[0] && e.msg == "health link up" && e.attrs["peer"] == pair[1]
+				return e.who == pair[0] && e.msg == "authority: health link up" && e.attrs["peer"] == pair[1]
 			}); err != nil {
 				return err
 			}

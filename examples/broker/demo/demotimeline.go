@@ -251,11 +251,11 @@ func (e event) line(stream string, last **authority.StateRecord) string {
 		return fmt.Sprintf("recovered %v's chain: every epoch settled, up to %v (the controller required %v)", a("star"), a("frontier"), a("required"))
 	case "star aborted":
 		return fmt.Sprintf("its star aborted (%v): no departure, no mark", a("why"))
-	case "lifecycle pass":
+	case "maintenance pass":
 		return fmt.Sprintf("lifecycle pass: settled %s left open; wrote %s (%s, %v bytes); trimmed %s; collected %s; %s wait for compaction",
 			plural(a("settled"), "epoch"), plural(a("segments_written"), "segment"), plural(a("pages_moved"), "ref page"), a("bytes_compacted"),
 			plural(a("flights_deleted"), "flight copy"), plural(a("segments_deleted"), "segment"), plural(a("backlog_flights"), "flight"))
-	case "health link down":
+	case "authority: health link down":
 		return fmt.Sprintf("health link to %v down", a("peer"))
 	}
 	return ""

@@ -146,7 +146,7 @@ func (c *Settings) CheckBackends(set map[string]bool) error {
 	if c.Etcd != "" && strings.Contains(","+c.Etcd+",", ",,") {
 		return Refuse("etcd", c.Etcd, "endpoints separated by single commas, none empty")
 	}
-	if err := c.checkEtcdAuth(); err != nil {
+	if err := c.checkEtcdDial(); err != nil {
 		return err
 	}
 	if err := s3Kind.check(c.S3Endpoints, c.S3Buckets, c.S3AccessKey != "" || c.S3SecretKey != "", set, &c.K); err != nil {
@@ -174,25 +174,15 @@ func (c *Settings) CheckBackends(set map[string]bool) error {
 // etcdFlags names the flag of each field of etcdstore.DialConfig.
 var etcdFlags = map[string]string{"CAFile": "etcd-ca", "CertFile": "etcd-cert", "KeyFile": "etcd-key", "Username": "etcd-user", "Password": "etcd-password"}
 
-// etcdAuth is how a process reaches etcd (TLS, an etcd user), never
-// logged.
-type etcdAuth struct{ CA, Cert, Key, User, Password string }
-
-func (a etcdAuth) tls() bool { return a.CA != "" || a.Cert != "" }
-
-func (a etcdAuth) dialConfig(endpoints string) etcdstore.DialConfig {
-	return etcdstore.DialConfig{Endpoints: strings.Split(endpoints, ","), CAFile: a.CA, CertFile: a.Cert, KeyFile: a.Key,
-		Username: a.User, Password: a.Password}
-}
-
-// checkEtcdAuth refuses, naming the flag, what etcdstore.Dial would.
-func (c *Settings) checkEtcdAuth() error {
-	if c.Etcd == "" && c.etcdAuth != (etcdAuth{}) {
+// checkEtcdDial refuses, naming the flag, what etcdstore.Dial would.
+func (c *Settings) checkEtcdDial() error {
+	if d := c.etcdDial; c.Etcd == "" && (d.TLS() || d.Username != "" || d.Password != "") {
 		return errors.New("-etcd-ca, -etcd-cert, -etcd-key, -etcd-user and -etcd-password need -etcd")
 	} else if c.Etcd == "" {
 		return nil
 	}
-	if _, err := c.etcdAuth.dialConfig(c.Etcd).ClientConfig(); err != nil {
+	c.etcdDial.Endpoints = strings.Split(c.Etcd, ",")
+	if _, err := c.etcdDial.ClientConfig(); err != nil {
 		flag := "etcd"
 		if ce, ok := errors.AsType[*cutline.ConfigError](err); ok {
 			flag = cmp.Or(etcdFlags[ce.Field], flag)
@@ -260,7 +250,7 @@ func OpenBackends(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *Back
 	default:
 		// A refused password is the dial's error; a certificate etcd
 		// does not trust, the first request's.
-		cli, err := etcdstore.Dial(ctx, cfg.etcdAuth.dialConfig(cfg.Etcd))
+		cli, err := etcdstore.Dial(ctx, cfg.etcdDial)
 		if err != nil {
 			return nil, err
 		}

@@ -50,14 +50,14 @@ func TestEtcdOverTLS(t *testing.T) {
 
 	cfg, err := parseFlags(args, getenv, &bytes.Buffer{})
 	require.NoError(t, err)
-	require.Equal(t, etcdAuth{CA: te.caFile, Cert: te.certFile, Key: te.keyFile, User: "broker", Password: etcdTestPassword}, cfg.etcdAuth)
+	require.Equal(t, etcdstore.DialConfig{Endpoints: []string{te.endpoint}, CAFile: te.caFile, CertFile: te.certFile, KeyFile: te.keyFile, Username: "broker", Password: etcdTestPassword}, cfg.etcdDial)
 	te.Serves(t, etcdStore(t, cfg))
 
 	refused := func(name string, mutate func(c *Settings)) {
 		t.Helper()
 		c := *cfg
 		mutate(&c)
-		cli, err := etcdstore.Dial(t.Context(), c.etcdAuth.dialConfig(c.Etcd))
+		cli, err := etcdstore.Dial(t.Context(), c.etcdDial)
 		var st metastore.Store
 		if err == nil {
 			defer cli.Close()
@@ -66,11 +66,14 @@ func TestEtcdOverTLS(t *testing.T) {
 		}
 		te.Refuses(t, name, st, err)
 	}
-	refused("wrong password", func(c *Settings) { c.etcdAuth.Password = "not-" + etcdTestPassword })
-	refused("no password", func(c *Settings) { c.etcdAuth.User, c.etcdAuth.Password = "", "" })
-	refused("no client certificate", func(c *Settings) { c.etcdAuth.Cert, c.etcdAuth.Key = "", "" })
-	refused("another CA", func(c *Settings) { c.etcdAuth.CA = te.OtherCAFile })
-	refused("plain text", func(c *Settings) { c.etcdAuth = etcdAuth{}; c.Etcd = "http://" + c.Etcd[len("https://"):] })
+	refused("wrong password", func(c *Settings) { c.etcdDial.Password = "not-" + etcdTestPassword })
+	refused("no password", func(c *Settings) { c.etcdDial.Username, c.etcdDial.Password = "", "" })
+	refused("no client certificate", func(c *Settings) { c.etcdDial.CertFile, c.etcdDial.KeyFile = "", "" })
+	refused("another CA", func(c *Settings) { c.etcdDial.CAFile = te.OtherCAFile })
+	refused("plain text", func(c *Settings) {
+		c.Etcd = "http://" + c.Etcd[len("https://"):]
+		c.etcdDial = etcdstore.DialConfig{Endpoints: []string{c.Etcd}}
+	})
 
 	// Refused when the flags are parsed, naming the flag.
 	for _, bad := range []struct {
@@ -91,7 +94,7 @@ func TestEtcdOverTLS(t *testing.T) {
 // etcdStore is the metastore over the client the flags make.
 func etcdStore(t *testing.T, cfg *Settings) metastore.Store {
 	t.Helper()
-	cli, err := etcdstore.Dial(t.Context(), cfg.etcdAuth.dialConfig(cfg.Etcd))
+	cli, err := etcdstore.Dial(t.Context(), cfg.etcdDial)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	st, err := etcdstore.New(cli, etcdstore.Options{Root: cfg.EtcdRoot})

@@ -18,6 +18,7 @@ import (
 	"github.com/cutline/cutline/epoch"
 	"github.com/cutline/cutline/examples/internal/cliflags"
 	"github.com/cutline/cutline/examples/internal/connlimit"
+	etcdstore "github.com/cutline/cutline/metastore/etcd"
 	"github.com/cutline/cutline/settle"
 )
 
@@ -29,8 +30,8 @@ type Settings struct {
 	operators                                     []string
 	peers                                         map[string]string // broker name: its API's base URL
 	Etcd, EtcdRoot                                string
-	etcdAuth                                      etcdAuth
-	local                                         localEtcd // the embedded etcd, or -ephemeral
+	etcdDial                                      etcdstore.DialConfig // how to reach -etcd, never logged
+	local                                         localEtcd            // the embedded etcd, or -ephemeral
 	Dir                                           string
 	zoneFileMode, zoneDirMode                     os.FileMode
 	K, W, Window                                  int
@@ -48,7 +49,7 @@ type Settings struct {
 	maxReads                                      int
 	producers                                     batch.DedupOptions
 	streams                                       batch.DedupAppenderOptions // as the flags say: 0 turns a snapshot trigger off
-	lifecycle                                     lifecycleFlags
+	lifecycle                                     LifecycleConfig            // as the flags say: 0 turns passes off
 	logJSON                                       bool
 	logLevel                                      slog.Level
 }
@@ -95,11 +96,11 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 	peers := fs.String("peers", "", "every broker of the cluster as name=https://host:port (the base URL of its API), comma-separated: this broker runs direct health links with them and votes in the controller's fast fence (default: no links, no vote)")
 	str(&c.Etcd, "etcd", "", "etcd endpoints, comma-separated (default: an etcd embedded in the process, its data under -dir, for -role all only)")
 	str(&c.EtcdRoot, "etcd-root", "/cutline-broker/", "key prefix of everything the cluster keeps in etcd, ending in '/'")
-	str(&c.etcdAuth.CA, "etcd-ca", "", "PEM CA that verifies etcd's server certificate; the connections to etcd are then TLS (default: plain text, unless -etcd names https:// endpoints)")
-	str(&c.etcdAuth.Cert, "etcd-cert", "", "PEM client certificate the process presents to etcd")
-	str(&c.etcdAuth.Key, "etcd-key", "", "PEM private key of -etcd-cert")
-	str(&c.etcdAuth.User, "etcd-user", "", "etcd user the process authenticates as")
-	str(&c.etcdAuth.Password, "etcd-password", "", "password of -etcd-user (prefer CUTLINE_ETCD_PASSWORD; never logged)")
+	str(&c.etcdDial.CAFile, "etcd-ca", "", "PEM CA that verifies etcd's server certificate; the connections to etcd are then TLS (default: plain text, unless -etcd names https:// endpoints)")
+	str(&c.etcdDial.CertFile, "etcd-cert", "", "PEM client certificate the process presents to etcd")
+	str(&c.etcdDial.KeyFile, "etcd-key", "", "PEM private key of -etcd-cert")
+	str(&c.etcdDial.Username, "etcd-user", "", "etcd user the process authenticates as")
+	str(&c.etcdDial.Password, "etcd-password", "", "password of -etcd-user (prefer CUTLINE_ETCD_PASSWORD; never logged)")
 	fs.BoolVar(&c.local.Ephemeral, "ephemeral", false, "keep the metastore in memory and the filesystem zones in a temporary directory, both gone at exit (default: an embedded etcd, and the zones, under -dir)")
 	str(&c.local.Listen, "etcd-listen", defaultEtcdListen, "loopback address of the embedded etcd the broker runs without -etcd, where cutline -etcd reaches it")
 	str(&c.Dir, "dir", defaultDataDir, "data directory: the filesystem zones, the embedded etcd's data and the credentials made for the run; a broker started again on it goes on where it stopped")
@@ -133,10 +134,10 @@ func parseFlags(args []string, getenv func(string) string, out io.Writer) (*Sett
 	num(&c.streams.SnapshotEvery, "snapshot-every", batch.DefaultSnapshotEvery, "records of a stream between saves of its producer snapshot (0: none by count)")
 	dur(&c.streams.SnapshotInterval, "snapshot-interval", batch.DefaultSnapshotInterval, "time between saves of a stream's producer snapshot when records came (0: none by time)")
 	lc := &c.lifecycle
-	dur(&lc.interval, "compact-interval", settle.DefaultMaintainInterval, fmt.Sprintf("time between the holder's passes that apply retention, compact flights into per-stream segments, trim them and collect garbage, %v to %v (0: none; the zones and the index then keep every flight and ref)", settle.MinMaintainInterval, settle.MaxMaintainInterval))
-	dur(&lc.age, "retention-age", 0, "drop a stream's records once they joined the index longer ago than this, a ref page (64 records) at a time, 1m to 100 years (0: no limit by age)")
-	fs.Int64Var(&lc.bytes, "retention-bytes", 0, "keep at most this many bytes of each stream's records, the newest, 1 KiB or more (0: no limit by size)")
-	fs.Uint64Var(&lc.records, "retention-records", 0, "keep at most this many of each stream's records, the newest (0: no limit by count)")
+	dur(&lc.Interval, "compact-interval", settle.DefaultMaintainInterval, fmt.Sprintf("time between the holder's passes that apply retention, compact flights into per-stream segments, trim them and collect garbage, %v to %v (0: none; the zones and the index then keep every flight and ref)", settle.MinMaintainInterval, settle.MaxMaintainInterval))
+	dur(&lc.Policy.MaxAge, "retention-age", 0, "drop a stream's records once they joined the index longer ago than this, a ref page (64 records) at a time, 1m to 100 years (0: no limit by age)")
+	fs.Int64Var(&lc.Policy.MaxBytes, "retention-bytes", 0, "keep at most this many bytes of each stream's records, the newest, 1 KiB or more (0: no limit by size)")
+	fs.Uint64Var(&lc.Policy.MaxRecords, "retention-records", 0, "keep at most this many of each stream's records, the newest (0: no limit by count)")
 	dur(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight and the streams' departures")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
@@ -239,11 +240,11 @@ func (c *Settings) check(fs *flag.FlagSet, set map[string]bool) error {
 		{"producer-window", c.producers.Window >= 1, fmt.Sprintf("1 to %d", batch.MaxDedupWindow)},
 		{"snapshot-every", c.streams.SnapshotEvery >= 0, "0 (none by count) or more records"},
 		{"snapshot-interval", c.streams.SnapshotInterval >= 0, "0 (none by time) or more"},
-		{"compact-interval", lc.interval == 0 || lc.interval >= settle.MinMaintainInterval && lc.interval <= settle.MaxMaintainInterval,
+		{"compact-interval", lc.Interval == 0 || lc.Interval >= settle.MinMaintainInterval && lc.Interval <= settle.MaxMaintainInterval,
 			fmt.Sprintf("0 (none) or %v to %v", settle.MinMaintainInterval, settle.MaxMaintainInterval)},
-		{"retention-age", lc.age == 0 || lc.age >= time.Minute && lc.age <= maxRetentionAge, fmt.Sprintf("0 (no limit) or 1m to %v", maxRetentionAge)},
-		{"retention-bytes", lc.bytes == 0 || lc.bytes >= minRetentionBytes, fmt.Sprintf("0 (no limit) or %d bytes or more", minRetentionBytes)},
-		{"compact-interval", lc.interval != 0 || lc.policy() == (settle.Policy{}),
+		{"retention-age", lc.Policy.MaxAge == 0 || lc.Policy.MaxAge >= time.Minute && lc.Policy.MaxAge <= maxRetentionAge, fmt.Sprintf("0 (no limit) or 1m to %v", maxRetentionAge)},
+		{"retention-bytes", lc.Policy.MaxBytes == 0 || lc.Policy.MaxBytes >= minRetentionBytes, fmt.Sprintf("0 (no limit) or %d bytes or more", minRetentionBytes)},
+		{"compact-interval", lc.Interval != 0 || lc.Policy == (settle.Policy{}),
 			"more than 0 with -retention-age, -retention-bytes or -retention-records: the holder's passes apply them"},
 	} {
 		if !b.ok {

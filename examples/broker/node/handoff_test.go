@@ -109,7 +109,7 @@ func (c *cluster) joinWithStore(name string, buckets []objstore.Bucket, store me
 }
 
 func (c *cluster) lifecycle() LifecycleConfig {
-	lc := c.cfg.lifecycle.config()
+	lc := c.cfg.lifecycleConfig()
 	if c.lcClock != nil {
 		lc.Clock = c.lcClock
 	}

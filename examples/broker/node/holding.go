@@ -87,21 +87,16 @@ func (n *Node) startHolding(ctx context.Context, token authority.Token) (*Holdin
 }
 
 // newDedupStore is where the star's producer tables are saved and
-// rebuilt from: a flight holds one record, whose header names its
-// producer.
+// rebuilt from: a flight holds one record (checked against its ref by
+// recordOf), whose header names its producer.
 func (n *Node) newDedupStore(star *lease.Star) (*batch.DedupStore, error) {
 	return batch.NewDedupStore(star, n.chunks, batch.DedupStoreOptions{Dedup: n.Config.Producers,
 		Split: func(c settle.Chunk) ([][]byte, error) {
-			if c.Count != 1 {
-				return nil, fmt.Errorf("ref %s/%d covers %d records; this broker writes one per flight", c.Stream, c.Offset, c.Count)
-			}
-			return [][]byte{c.Data}, nil
+			_, err := recordOf(c.Stream, c)
+			return [][]byte{c.Data}, err
 		},
-		Extract: func(stream string, off uint64, b []byte) (string, uint64, error) {
+		Extract: func(_ string, _ uint64, b []byte) (string, uint64, error) {
 			r, err := decodeRecord(b)
-			if err == nil && (r.Stream != stream || r.Offset != off) {
-				err = fmt.Errorf("the ref at %s/%d holds %s offset %d", stream, off, r.Stream, r.Offset)
-			}
 			return r.Producer, r.Seq, err
 		}})
 }

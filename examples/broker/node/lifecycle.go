@@ -3,7 +3,6 @@ package node
 import (
 	"cmp"
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/cutline/cutline/clock"
@@ -54,22 +53,12 @@ func (c LifecycleConfig) validate() error {
 	return nil
 }
 
-// lifecycleFlags are the flags of the lifecycle (flags.go registers and
-// checks them).
-type lifecycleFlags struct {
-	interval, age time.Duration
-	bytes         int64
-	records       uint64
-}
-
-func (f *lifecycleFlags) policy() settle.Policy {
-	return settle.Policy{MaxAge: f.age, MaxBytes: f.bytes, MaxRecords: f.records}
-}
-
-// config is the flags in the node's terms: -compact-interval 0 turns
-// passes off.
-func (f *lifecycleFlags) config() LifecycleConfig {
-	return LifecycleConfig{Interval: cmp.Or(f.interval, -1), Policy: f.policy()}
+// lifecycleConfig is the flags in the node's terms: -compact-interval 0
+// turns passes off.
+func (c *Settings) lifecycleConfig() LifecycleConfig {
+	lc := c.lifecycle
+	lc.Interval = cmp.Or(lc.Interval, -1)
+	return lc
 }
 
 // StartLifecycle runs the node's lifecycle passes every cfg.Interval
@@ -102,6 +91,7 @@ func (n *Node) runLifecycle(ctx context.Context, cfg LifecycleConfig) {
 		SettleBefore: n.guard.Revision,
 		Held:         func() bool { return n.Current() == h },
 		Clock:        clk,
+		Logger:       n.log,
 		// The loop below times the passes; the interval sizes a pass's
 		// budget.
 		Interval: min(max(cfg.Interval, settle.MinMaintainInterval), settle.MaxMaintainInterval),
@@ -121,13 +111,14 @@ func (n *Node) runLifecycle(ctx context.Context, cfg LifecycleConfig) {
 	}
 }
 
-// pass runs one pass under h, records it in the metrics and logs it in
-// one line.
+// pass runs one pass under h (the Maintainer logs it) and records it in
+// the metrics.
 func (n *Node) pass(ctx context.Context, m *settle.Maintainer, h *Holding) {
 	var errs []*settle.StageError
 	// The checkpoint moves past what was acknowledged: more to compact.
 	if err := h.Star.Absorb(ctx); err != nil && ctx.Err() == nil {
 		errs = append(errs, &settle.StageError{Stage: "absorb", Err: err})
+		n.log.Warn("lifecycle: absorb before the pass", "err", err)
 	}
 	// Pass's error joins r.Errors, or is ctx's cause: no failure.
 	r, _ := m.Pass(ctx)
@@ -150,17 +141,9 @@ func (n *Node) pass(ctx context.Context, m *settle.Maintainer, h *Holding) {
 	met.lifecycleSeconds.Observe(r.Took.Seconds())
 	met.backlog.Set(float64(r.Backlog))
 	met.oldestUncompacted.Set(r.OldestUncompacted.Seconds())
-	result, level, attrs := "ok", slog.LevelDebug, []any{}
-	switch {
-	case len(errs) > 0:
-		result, level, attrs = "error", slog.LevelWarn, []any{"errors", len(errs), "err", errs[0]}
-	case r.Did():
-		level = slog.LevelInfo
+	result := "ok"
+	if len(errs) > 0 {
+		result = "error"
 	}
 	met.lifecyclePasses.WithLabelValues(result).Inc()
-	n.log.Log(context.WithoutCancel(ctx), level, "lifecycle pass", append(attrs, "streams", r.Streams, "retained", r.Retained,
-		"records_expired", r.Expired, "ref_pages_dropped", r.PagesDropped, "settled", len(r.Settled), "epochs", r.Epochs,
-		"segments_written", r.Segments, "pages_moved", r.Pages, "bytes_compacted", r.Bytes, "flights_deleted", r.FlightsDeleted,
-		"epochs_collected", r.Collected, "segments_deleted", r.SegmentsDeleted, "backlog_flights", r.Backlog,
-		"oldest_uncompacted", r.OldestUncompacted.Round(time.Millisecond), "took", r.Took.Round(time.Millisecond))...)
 }

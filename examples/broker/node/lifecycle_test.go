@@ -313,15 +313,15 @@ func TestLifecycleFlags(t *testing.T) {
 	}
 	cfg, err := parse(nil)
 	require.NoError(t, err)
-	require.Equal(t, LifecycleConfig{Interval: time.Minute}, cfg.lifecycle.config(), "every minute, everything kept")
+	require.Equal(t, LifecycleConfig{Interval: time.Minute}, cfg.lifecycleConfig(), "every minute, everything kept")
 	cfg, err = parse(map[string]string{"CUTLINE_RETENTION_AGE": "168h", "CUTLINE_COMPACT_INTERVAL": "5m"},
 		"-retention-bytes", "1048576", "-retention-records", "1000")
 	require.NoError(t, err)
 	require.Equal(t, LifecycleConfig{Interval: 5 * time.Minute, Policy: settle.Policy{MaxAge: 168 * time.Hour, MaxBytes: 1 << 20, MaxRecords: 1000}},
-		cfg.lifecycle.config())
+		cfg.lifecycleConfig())
 	cfg, err = parse(nil, "-compact-interval", "0")
 	require.NoError(t, err)
-	require.Negative(t, cfg.lifecycle.config().Interval, "0 turns the passes off")
+	require.Negative(t, cfg.lifecycleConfig().Interval, "0 turns the passes off")
 
 	for _, bad := range [][]string{
 		{"-compact-interval", "500ms"},

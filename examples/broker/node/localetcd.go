@@ -106,14 +106,6 @@ func startLocalEtcd(ctx context.Context, listen, dir string, log *slog.Logger) (
 		s.stop(true)
 		return nil, err
 	}
-	// A NOSPACE alarm of an earlier run: compaction and defragmentation
-	// freed what they could; etcd raises it again if that was not enough.
-	if n, err := srv.DisarmAlarms(ctx); err != nil {
-		log.Warn("the embedded etcd's alarms stay", "err", err)
-	} else if n > 0 {
-		log.Warn("the embedded etcd's database was full (NOSPACE alarm); disarmed after its compaction and defragmentation",
-			"alarms", n, "quota_bytes", localEtcdQuota)
-	}
 	return s, nil
 }
 

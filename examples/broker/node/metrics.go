@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/cutline/cutline/examples/internal/connlimit"
-	"github.com/cutline/cutline/fence"
 	"github.com/cutline/cutline/lease"
 	"github.com/cutline/cutline/objstore"
 	"github.com/cutline/cutline/objstore/observe"
@@ -84,7 +83,7 @@ func newMetrics(inflight, undecidedAge, linksUp, absorbBacklog func() float64) *
 	gaugeFunc("slots_in_flight", "Slots the node's current writer has submitted and not acknowledged.", inflight)
 	gaugeFunc("undecided_slot_age_seconds", "Age of the oldest slot the node's fencer is blocked on (fence.Fencer.Undecided); 0 when none. Alert on it.", undecidedAge)
 	gaugeFunc("absorb_backlog_flights", "Acknowledged flights the holder has not covered in the index yet; at most the absorb batch plus the window (lease.Star.AbsorbStats).", absorbBacklog)
-	gaugeFunc("health_links_up", "Direct health links of the current topology whose last ping completed under its token (the holder's to every other voter, another node's to the holder).", linksUp)
+	gaugeFunc("health_links_up", "Direct health links of the current topology with a round trip under its token within the health window (authority.HealthWindow): the holder's to every other voter, another node's to the holder.", linksUp)
 	// The lifecycle's.
 	m.compactedBytes = counter("compacted_bytes_total", "Bytes of records rewritten from flights into segments by compaction.")
 	m.segmentsWritten = counter("segments_written_total", "Segments compaction wrote and moved ref pages onto.")
@@ -115,13 +114,9 @@ func (m *metrics) settle(source string, r settle.SettleReport) {
 	}
 	m.settles.WithLabelValues(source, result).Inc()
 	if f := r.Fence; f != nil && !f.AlreadyFenced {
-		m.fence(f)
+		m.fenceSeconds.Observe(f.Duration.Seconds())
+		m.fenceRounds.Observe(float64(f.Rounds))
 	}
-}
-
-func (m *metrics) fence(f *fence.Report) {
-	m.fenceSeconds.Observe(f.Duration.Seconds())
-	m.fenceRounds.Observe(float64(f.Rounds))
 }
 
 // counting wraps every bucket of a zone set so that its requests are

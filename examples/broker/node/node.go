@@ -62,13 +62,9 @@ type NodeConfig struct {
 	Logger    *slog.Logger
 }
 
-const (
-	// restartAfter is the wait before a star that failed to start is
-	// started again; redialMin and redialMax bound the backoff between
-	// dials of the control channel.
-	restartAfter         = time.Second
-	redialMin, redialMax = 50 * time.Millisecond, 2 * time.Second
-)
+// restartAfter is the wait before a star that failed to start is
+// started again.
+const restartAfter = time.Second
 
 // Errors of a node that the server answers with 503.
 var (
@@ -111,13 +107,7 @@ type Node struct {
 	granted   authority.Token           // the grant last seen held, for the metrics
 	retryAt   time.Time                 // no star starts before, after one failed to
 	closing   bool
-	links     map[string]linkState         // the last ping of each peer
 	rebuilds  map[string]batch.RebuildInfo // how each stream's producers were last rebuilt
-}
-
-type linkState struct {
-	token authority.Token
-	ok    bool
 }
 
 // NewNode builds a node's parts over a Guarded view of the store.
@@ -129,12 +119,12 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{Config: cfg, log: cfg.Logger.With("node", cfg.Name), clk: clock.Or(cfg.Clock), recovered: map[string]chain.Position{},
-		links: map[string]linkState{}, rebuilds: map[string]batch.RebuildInfo{},
+		rebuilds: map[string]batch.RebuildInfo{},
 		// A node that runs no health links has nothing to vote with.
 		caps: authority.Capabilities{Vote: cfg.Pinger != nil, Storage: true, Promotable: true}}
 	n.Metrics = newMetrics(
 		n.ofStar(func(s *lease.Star) float64 { st := s.Stats(); return float64(st.Submitted - st.Released) }),
-		n.undecidedAge, n.linksUp,
+		n.undecidedAge, func() float64 { return float64(n.link.HealthyPeers()) },
 		n.ofStar(func(s *lease.Star) float64 { return float64(s.AbsorbStats().Pending) }))
 	var err error
 	if n.health, err = authhttp.NewHealthHandler(cfg.Name, n.HealthToken, authhttp.HealthOptions{Logger: n.log}); err != nil {
@@ -183,15 +173,13 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 // with Config.Dial. Its agents write through the node's Guarded store
 // and, with a Pinger, run the node's health links.
 func (n *Node) connector() (*authority.Connector, error) {
-	// The agent logs every renewal at info: the node logs the changes of
-	// its grant itself, and takes only the agent's warnings.
-	agent := authority.AgentOptions{HeartbeatEvery: n.Config.HeartbeatEvery, Logger: slog.New(warnOnly{n.log.Handler()}), Guard: n.guard}
+	agent := authority.AgentOptions{HeartbeatEvery: n.Config.HeartbeatEvery, Guard: n.guard}
 	if n.Config.Pinger != nil {
 		agent.Pinger = n.ping
 	}
 	rt := authority.RuntimeConfig{Node: n.Config.Name, Domain: n.Config.Domain, Caps: n.caps, DecisionDelay: n.Config.DecisionDelay}
 	return authority.NewConnector(authority.ConnectorConfig{Runtime: rt, Dial: n.Config.Dial, Host: n},
-		authority.ConnectorOptions{Agent: agent, Redial: clock.Backoff{Min: redialMin, Max: redialMax}, Clock: n.clk, Logger: n.log})
+		authority.ConnectorOptions{Agent: agent, Clock: n.clk, Logger: n.log})
 }
 
 // Start runs the node's control channel and the loop that keeps its star
@@ -220,16 +208,6 @@ func goStop(f func(context.Context)) (stop context.CancelFunc, done chan struct{
 	return stop, done
 }
 
-// warnOnly passes on warnings and errors only.
-type warnOnly struct{ slog.Handler }
-
-func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
-}
-
-func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
-func (h warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{h.Handler.WithGroup(g)} }
-
 // HealthToken is the token the node's health links are bound to now, as
 // the topology the controller last described says (0 while none).
 func (n *Node) HealthToken() authority.Token {
@@ -237,41 +215,16 @@ func (n *Node) HealthToken() authority.Token {
 	return token
 }
 
-// ping is the agent's Pinger: the configured one, counted, and logged
-// when a link goes up or down.
+// ping is the agent's Pinger: the configured one, counted. (The agent
+// logs a link that comes up or goes down.)
 func (n *Node) ping(ctx context.Context, peer string, token authority.Token) error {
 	err := n.Config.Pinger(ctx, peer, token)
-	now, result := linkState{token: token, ok: err == nil}, "ok"
+	result := "ok"
 	if err != nil {
 		result = "failed"
 	}
 	n.Metrics.pings.WithLabelValues(result).Inc()
-	n.mu.Lock()
-	was, known := n.links[peer]
-	n.links[peer] = now
-	n.mu.Unlock()
-	switch {
-	case now.ok && (!was.ok || was.token != token):
-		n.log.Info("health link up", "peer", peer, "token", token)
-	case !now.ok && (was.ok || !known):
-		n.log.Warn("health link down", "peer", peer, "token", token, "err", err)
-	}
 	return err
-}
-
-// linksUp is the metric of the current topology's links whose last ping
-// under its token completed.
-func (n *Node) linksUp() float64 {
-	peers, token := n.link.HealthPeers()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	up := 0
-	for _, p := range peers {
-		if l := n.links[p]; l.ok && l.token == token {
-			up++
-		}
-	}
-	return float64(up)
 }
 
 // admit is the star's Options.Admit: the current agent's.
@@ -282,11 +235,7 @@ func (n *Node) admit() error { return n.link.Admit() }
 // more; its successor settles what it left), and starts a star on a
 // fresh session under a new grant.
 func (n *Node) reconcile(ctx context.Context) {
-	a := n.link.Agent()
-	if a == nil {
-		return
-	}
-	g := a.Grant()
+	g := n.link.Grant() // zero before the first channel
 	held := g.Token != 0 && g.Holder == n.Config.Name
 	n.mu.Lock()
 	switch {
@@ -305,7 +254,7 @@ func (n *Node) reconcile(ctx context.Context) {
 		n.drop(h, "its grant ended or its session was lost")
 		h = nil
 	}
-	if h != nil || !held || closing || n.clk.Now().Before(retryAt) || a.Admit() != nil {
+	if h != nil || !held || closing || n.clk.Now().Before(retryAt) || n.admit() != nil {
 		return
 	}
 	h, err := n.startHolding(ctx, g.Token)
@@ -408,15 +357,9 @@ func (n *Node) Recover(ctx context.Context, order authority.RecoverMsg) (chain.P
 		n.drop(h, "recovery")
 	}
 	star := order.Required.Star
-	// SettleAll for the metrics' reports; RecoverChain finds every epoch
-	// settled then, and returns the frontier.
-	reps, err := n.settler.SettleAll(ctx, star)
+	pos, reps, err := authority.RecoverChain(ctx, n.minter, n.settler, star)
 	for _, r := range reps {
 		n.Metrics.settle("recovery", r)
-	}
-	var pos chain.Position
-	if err == nil {
-		pos, err = authority.RecoverChain(ctx, n.minter, n.settler, star)
 	}
 	if err != nil {
 		return chain.Position{}, err

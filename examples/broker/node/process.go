@@ -83,7 +83,7 @@ func start(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *process, er
 			p.be.Close()
 		}
 	}()
-	if cfg.etcdAuth.User != "" && !cfg.etcdAuth.tls() && !strings.HasPrefix(cfg.Etcd, "https://") {
+	if cfg.etcdDial.Username != "" && !cfg.etcdDial.TLS() && !strings.HasPrefix(cfg.Etcd, "https://") {
 		log.Warn("the etcd password goes to etcd in plain text: give -etcd-ca (or https:// endpoints)")
 	}
 	if p.be, err = OpenBackends(ctx, cfg, log); err != nil {
@@ -124,7 +124,7 @@ func start(ctx context.Context, cfg *Settings, log *slog.Logger) (_ *process, er
 		Constants: epoch.Constants{Class: "standard", W: cfg.W, Window: cfg.Window, Prefix: "streams"},
 		Dial:      dial, SessionTTL: cfg.sessionTTL, HeartbeatEvery: cfg.heartbeat, DecisionDelay: cfg.decisionDelay,
 		Poll: cfg.poll, Pinger: pinger, Producers: cfg.producers, Streams: cfg.streamOptions(),
-		Lifecycle: cfg.lifecycle.config(), Logger: log,
+		Lifecycle: cfg.lifecycleConfig(), Logger: log,
 	})
 	if err != nil {
 		p.ctl.Stop()
