@@ -105,7 +105,7 @@
 // DedupAppender puts it all together for a host whose records go one per
 // flight (a broker's produce API, say): Append opens the stream on its first
 // record (through the gate, waiting a bounded time while the open is deferred,
-// and within Options.MaxStreams), rebuilds the table, judges the record (a retry
+// and within DedupAppenderOptions.MaxStreams), rebuilds the table, judges the record (a retry
 // of a record in flight waits for it; one whose sequence holds other bytes fails
 // with ErrPayloadConflict, which it tells by reading the record back; one below
 // the window fails with ErrSequenceTooOld), appends it, and applies it in
@@ -116,8 +116,9 @@
 // settles whether the record landed), opens it again and rebuilds the table from
 // the stream, so a retry is judged by what the stream holds. Fence installs a
 // producer fencing token with no submission judged under the old one going
-// through after it. The host supplies its record format (Config.Encode, and
-// Options.Wrap for the flight around it).
+// through after it. The host supplies its record format
+// (DedupAppenderConfig.Encode, and DedupAppenderOptions.Wrap for the
+// flight around it).
 //
 // Records close to Options.MaxBytes in size go one per flight; a record
 // that can never fit one is refused with a *SizeError.
