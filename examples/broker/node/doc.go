@@ -14,9 +14,10 @@
 //
 //  1. format.go: a flight's payload, one record of one stream, and
 //     Locate, the settle.Locator that says which offset it holds.
-//  2. node.go: a node: the agent that holds the grant, the star it opens
-//     under each grant, the gate that admits a stream once its former
-//     holder's epoch is settled, the health links it votes with.
+//  2. node.go: a node: its control channel (authority.Connector), whose
+//     agent holds the grant and runs the health links it votes with; the
+//     star it starts under each grant and aborts when the grant ends;
+//     recovery and release for the controller.
 //  3. holding.go: the star under one grant, and the appender that
 //     serves its streams to the producers (batch.DedupAppender): it opens
 //     a stream on its first produce, rebuilds its idempotent producers'
@@ -32,7 +33,7 @@
 //     and answers for every route; produce is where an append starts);
 //     metrics.go: its metrics (the object requests counted through
 //     objstore/observe).
-//  8. controller.go: the authority controller.
+//  8. controller.go: the authority controller (authority.Elector).
 //  9. process.go: one process (Run): what its role starts, its
 //     listeners (examples/internal/connlimit), its shutdown. flags.go:
 //     the flags and their CUTLINE_ variables (examples/internal/cliflags);

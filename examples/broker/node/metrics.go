@@ -50,24 +50,20 @@ func newMetrics(inflight, undecidedAge, linksUp, absorbBacklog func() float64) *
 	// The process's own state (goroutines, heap, GC, file descriptors,
 	// memory): what an operator looks at first when a node slows down.
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f, exp := promauto.With(m.Registry), prometheus.ExponentialBuckets
-	opts := func(name, help string) prometheus.Opts {
-		return prometheus.Opts{Namespace: "cutline", Subsystem: "broker", Name: name, Help: help}
-	}
-	hopts := func(name, help string, buckets []float64) prometheus.HistogramOpts {
-		return prometheus.HistogramOpts{Namespace: "cutline", Subsystem: "broker", Name: name, Help: help, Buckets: buckets}
-	}
-	counter := func(name, help string) prometheus.Counter {
-		return f.NewCounter(prometheus.CounterOpts(opts(name, help)))
-	}
+	f, exp := promauto.With(prometheus.WrapRegistererWithPrefix("cutline_broker_", m.Registry)), prometheus.ExponentialBuckets
+	o := func(name, help string) prometheus.Opts { return prometheus.Opts{Name: name, Help: help} }
+	counter := func(name, help string) prometheus.Counter { return f.NewCounter(prometheus.CounterOpts(o(name, help))) }
 	counters := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return f.NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels)
+		return f.NewCounterVec(prometheus.CounterOpts(o(name, help)), labels)
 	}
-	gauge := func(name, help string) prometheus.Gauge { return f.NewGauge(prometheus.GaugeOpts(opts(name, help))) }
-	gaugeFunc := func(name, help string, v func() float64) { f.NewGaugeFunc(prometheus.GaugeOpts(opts(name, help)), v) }
-	histogram := func(name, help string, b []float64) prometheus.Histogram { return f.NewHistogram(hopts(name, help, b)) }
+	gauge := func(name, help string) prometheus.Gauge { return f.NewGauge(prometheus.GaugeOpts(o(name, help))) }
+	gaugeFunc := func(name, help string, v func() float64) { f.NewGaugeFunc(prometheus.GaugeOpts(o(name, help)), v) }
+	histogram := func(name, help string, b []float64) prometheus.Histogram {
+		return f.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: b})
+	}
 	m.httpRequests = counters("http_requests_total", "API requests answered, by route (the pattern matched; \"none\" for no route) and status code.", "route", "code")
-	m.httpSeconds = f.NewHistogramVec(hopts("http_request_seconds", "Time to answer an API request, by route, to the end of its body.", exp(0.0005, 4, 10)), []string{"route"})
+	m.httpSeconds = f.NewHistogramVec(prometheus.HistogramOpts{Name: "http_request_seconds", Help: "Time to answer an API request, by route, to the end of its body.",
+		Buckets: exp(0.0005, 4, 10)}, []string{"route"})
 	m.appendSeconds = histogram("append_seconds", "Time from Submit to the acknowledgement of a produced record.", exp(0.0005, 2, 16))
 	m.fenceSeconds = histogram("fence_seconds", "Duration of the fences the open gate and recoveries ran.", exp(0.001, 2, 16))
 	m.fenceRounds = histogram("fence_rounds", "Sequential round trips to the zones of each fence.", exp(1, 2, 12))
