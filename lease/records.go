@@ -299,15 +299,16 @@ func Inspect(ctx context.Context, store metastore.Store, root, stream string) (S
 
 // Streams returns the names of the streams with any record under root
 // whose names sort after after ("" from the first), in name order. It
-// reads every stream's records in one List (snapshots included): a
-// tool's or a maintenance pass's call, not one to make per request.
+// lists every stream's keys in one request (metastore.ListKeys: without
+// their values, snapshots included, on a store that can): a tool's or a
+// maintenance pass's call, not one to make per request.
 func Streams(ctx context.Context, store metastore.Store, root, after string) ([]string, error) {
 	k, err := newKeys(root)
 	if err != nil {
 		return nil, err
 	}
 	prefix := k.root + "streams/"
-	kvs, _, err := store.List(ctx, prefix)
+	kvs, _, err := metastore.ListKeys(ctx, store, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("lease: list the streams: %w", err)
 	}

@@ -105,6 +105,14 @@ func (c *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 	return kvs, rev, err
 }
 
+// ListKeys counts one list and every key it returned. It forwards to
+// the wrapped store's KeyLister, or lists and drops the values.
+func (c *Store) ListKeys(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
+	kvs, rev, err := metastore.ListKeys(ctx, c.Store, prefix)
+	c.add(func(s *Stats) { s.Lists++; s.Keys += len(kvs) })
+	return kvs, rev, err
+}
+
 // Txn counts one transaction.
 func (c *Store) Txn(ctx context.Context, t metastore.Txn) (int64, error) {
 	c.add(func(s *Stats) { s.Txns++ })

@@ -184,6 +184,16 @@ func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
 // attempt is overtaken, List returns an error matching
 // metastore.ErrUnavailable (never metastore.ErrCompacted).
 func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
+	return s.list(ctx, prefix, true)
+}
+
+// ListKeys implements metastore.KeyLister: List, paged and retried the
+// same way, with etcd sending no values.
+func (s *Store) ListKeys(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
+	return s.list(ctx, prefix, false)
+}
+
+func (s *Store) list(ctx context.Context, prefix string, values bool) ([]metastore.KV, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
@@ -195,7 +205,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 		if err := ctx.Err(); err != nil {
 			return nil, 0, fmt.Errorf("metastore list %q: %w", prefix, err)
 		}
-		kvs, rev, err := s.listOnce(ctx, prefix)
+		kvs, rev, err := s.listOnce(ctx, prefix, values)
 		if !errors.As(err, &compacted) {
 			return kvs, rev, err
 		}
@@ -226,7 +236,7 @@ func (e *compactedError) Unwrap() error { return e.err }
 // first page reads the current revision, which etcd never has compacted;
 // a later page that finds its revision compacted returns a
 // *compactedError.
-func (s *Store) listOnce(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
+func (s *Store) listOnce(ctx context.Context, prefix string, values bool) ([]metastore.KV, int64, error) {
 	start := s.root + prefix
 	end := clientv3.GetPrefixRangeEnd(start)
 	var (
@@ -237,6 +247,9 @@ func (s *Store) listOnce(ctx context.Context, prefix string) ([]metastore.KV, in
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(s.page))}
 		if rev > 0 {
 			opts = append(opts, clientv3.WithRev(rev))
+		}
+		if !values {
+			opts = append(opts, clientv3.WithKeysOnly())
 		}
 		cctx, done := s.call(ctx)
 		resp, err := s.client.Get(cctx, start, opts...)

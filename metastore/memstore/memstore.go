@@ -99,6 +99,16 @@ func (s *Store) Get(ctx context.Context, key string) (metastore.KV, error) {
 // under the store's lock: the result is a snapshot at the returned
 // revision, and no compaction (Compact, HistoryLimit) can interrupt it.
 func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
+	return s.list(ctx, prefix, true)
+}
+
+// ListKeys implements metastore.KeyLister: List without copying the
+// values.
+func (s *Store) ListKeys(ctx context.Context, prefix string) ([]metastore.KV, int64, error) {
+	return s.list(ctx, prefix, false)
+}
+
+func (s *Store) list(ctx context.Context, prefix string, values bool) ([]metastore.KV, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
@@ -112,8 +122,11 @@ func (s *Store) List(ctx context.Context, prefix string) ([]metastore.KV, int64,
 	}
 	var out []metastore.KV
 	for k, kv := range s.kvs {
-		if strings.HasPrefix(k, prefix) {
+		if strings.HasPrefix(k, prefix) && values {
 			out = append(out, clone(kv))
+		} else if strings.HasPrefix(k, prefix) {
+			kv.Value = nil
+			out = append(out, kv)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })

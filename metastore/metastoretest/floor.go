@@ -107,3 +107,38 @@ func (s *suite) readMany(t *testing.T) {
 		})
 	}
 }
+
+// listKeys checks metastore.ListKeys through the store's KeyLister (when
+// it has one) and through the List fallback: the keys and revisions List
+// gives, without a value.
+func (s *suite) listKeys(t *testing.T) {
+	ctx := s.ctx(t)
+	st := s.newStore(t)
+	// More keys than a page of a backend that reads in pages (the etcd
+	// conformance run reads 3 at a time).
+	for _, k := range []string{"lk/b", "lk/a/1", "lk/a/2", "lk/c", "lk/d", "lk/e/1", "lk/e/2", "lk0", "other"} {
+		put(t, ctx, st, k, "value of "+k, 0)
+	}
+	want, _, err := st.List(ctx, "lk/")
+	require.NoError(t, err)
+	require.Len(t, want, 7)
+	stores := map[string]metastore.Store{"fallback": listOnly{st}}
+	if _, ok := st.(metastore.KeyLister); ok {
+		stores["keylister"] = st
+	}
+	for name, st := range stores {
+		t.Run(name, func(t *testing.T) {
+			got, rev, err := metastore.ListKeys(ctx, st, "lk/")
+			require.NoError(t, err)
+			assert.Positive(t, rev)
+			require.Len(t, got, len(want))
+			for i, kv := range got {
+				assert.Empty(t, kv.Value, "%s", kv.Key)
+				kv.Value = want[i].Value
+				assert.Equal(t, want[i], kv)
+			}
+			_, _, err = metastore.ListKeys(ctx, st, "\x00bad")
+			assert.ErrorIs(t, err, metastore.ErrInvalidKey)
+		})
+	}
+}

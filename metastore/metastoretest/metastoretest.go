@@ -107,6 +107,7 @@ func Run(t *testing.T, newStore func(t *testing.T) metastore.Store, opts ...Opti
 		{"ConcurrentTransfers", s.transfers},
 		{"ListPrefixInKeyOrder", s.listPrefix},
 		{"Floor", s.floor},
+		{"ListKeys", s.listKeys},
 		{"ReadMany", s.readMany},
 		{"RevisionsGrow", s.revisionsGrow},
 		{"WatchReplaysFromRevision", s.watchReplay},
