@@ -50,13 +50,16 @@ type DedupAppenderOptions struct {
 	MaxStreams int
 	// OpenWait bounds how long an Append waits while its stream's open
 	// is deferred (a predecessor that may still be alive), retrying every
-	// OpenRetry. 0 means 10 s and 100 ms; at most MaxOpenWait each.
+	// OpenRetry. 0 means 10 s and 100 ms; at most MaxOpenWait each, and
+	// OpenRetry at least 1 ms.
 	OpenWait, OpenRetry time.Duration
 	// SnapshotEvery saves a stream's table once that many of its records
 	// were applied since its last save; SnapshotInterval saves every
 	// stream that moved, that often. 0 means DefaultSnapshotEvery and
-	// DefaultSnapshotInterval; a negative value turns that trigger off. Every departure of a stream
-	// saves its table too (Flush).
+	// DefaultSnapshotInterval; a negative value turns that trigger off; a
+	// positive SnapshotInterval lies between MinSnapshotInterval and
+	// MaxSnapshotInterval. Every departure of a stream saves its table too
+	// (Flush).
 	SnapshotEvery    int
 	SnapshotInterval time.Duration
 	// FlushWait bounds how long Flush waits for the table to apply every
@@ -81,6 +84,8 @@ const (
 	MaxOpenWait             = 10 * time.Minute
 	DefaultSnapshotEvery    = 1000
 	DefaultSnapshotInterval = 30 * time.Second
+	MinSnapshotInterval     = time.Second
+	MaxSnapshotInterval     = 24 * time.Hour
 )
 
 // Submission is one record for Append.
@@ -235,6 +240,13 @@ func NewDedupAppender(cfg DedupAppenderConfig, opts DedupAppenderOptions) (*Dedu
 		if d < 0 || d > MaxOpenWait {
 			return nil, &cutline.ConfigError{Field: name, Value: d, Reason: fmt.Sprintf("must satisfy 0 ≤ %s ≤ %v", name, MaxOpenWait)}
 		}
+	}
+	switch si := opts.SnapshotInterval; {
+	case opts.OpenRetry > 0 && opts.OpenRetry < time.Millisecond:
+		return nil, &cutline.ConfigError{Field: "OpenRetry", Value: opts.OpenRetry, Reason: "must be 0 or at least 1ms: a deferred open is retried that often"}
+	case si > 0 && (si < MinSnapshotInterval || si > MaxSnapshotInterval):
+		return nil, &cutline.ConfigError{Field: "SnapshotInterval", Value: si,
+			Reason: fmt.Sprintf("must be 0, negative (off) or between %v and %v", MinSnapshotInterval, MaxSnapshotInterval)}
 	}
 	opts.MaxStreams = cmp.Or(opts.MaxStreams, DefaultAppenderStreams)
 	opts.OpenWait = cmp.Or(opts.OpenWait, 10*time.Second)

@@ -389,12 +389,14 @@ func TestDedupAppenderRefusesConfig(t *testing.T) {
 		cfg  batch.DedupAppenderConfig
 		opts batch.DedupAppenderOptions
 	}{
-		"Star":       {cfg: batch.DedupAppenderConfig{Store: store, Encode: encodeSub}},
-		"Store":      {cfg: batch.DedupAppenderConfig{Star: w.star, Encode: encodeSub}},
-		"Encode":     {cfg: batch.DedupAppenderConfig{Star: w.star, Store: store}},
-		"MaxStreams": {cfg: cfg, opts: batch.DedupAppenderOptions{MaxStreams: batch.MaxAppenderStreams + 1}},
-		"OpenWait":   {cfg: cfg, opts: batch.DedupAppenderOptions{OpenWait: batch.MaxOpenWait + 1}},
-		"FlushWait":  {cfg: cfg, opts: batch.DedupAppenderOptions{FlushWait: -1}},
+		"Star":             {cfg: batch.DedupAppenderConfig{Store: store, Encode: encodeSub}},
+		"Store":            {cfg: batch.DedupAppenderConfig{Star: w.star, Encode: encodeSub}},
+		"Encode":           {cfg: batch.DedupAppenderConfig{Star: w.star, Store: store}},
+		"MaxStreams":       {cfg: cfg, opts: batch.DedupAppenderOptions{MaxStreams: batch.MaxAppenderStreams + 1}},
+		"OpenWait":         {cfg: cfg, opts: batch.DedupAppenderOptions{OpenWait: batch.MaxOpenWait + 1}},
+		"FlushWait":        {cfg: cfg, opts: batch.DedupAppenderOptions{FlushWait: -1}},
+		"OpenRetry":        {cfg: cfg, opts: batch.DedupAppenderOptions{OpenRetry: time.Microsecond}},
+		"SnapshotInterval": {cfg: cfg, opts: batch.DedupAppenderOptions{SnapshotInterval: time.Millisecond}},
 	} {
 		_, err := batch.NewDedupAppender(c.cfg, c.opts)
 		ce, ok := errors.AsType[*cutline.ConfigError](err)

@@ -306,6 +306,7 @@ func TestFlags(t *testing.T) {
 		{"-producer-window", "65536"}, // with 1024 producers, too many acknowledgements
 		{"-snapshot-every", "-1"},
 		{"-snapshot-interval", "-1s"},
+		{"-snapshot-interval", "10ms"},
 	} {
 		_, err := parseFlags(bad, env(), io.Discard)
 		require.Error(t, err, "%v", bad)
