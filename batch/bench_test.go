@@ -3,11 +3,13 @@ package batch_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cutline/cutline/batch"
+	"github.com/cutline/cutline/lease"
 )
 
 // BenchmarkProducer: 100-byte records through a Producer into a star on
@@ -96,6 +98,35 @@ func BenchmarkDedupAppender(b *testing.B) {
 				n := next.Add(1)
 				s := batch.Submission{Stream: fmt.Sprint("s", n%4), Producer: fmt.Sprint("p", n%16), Seq: n / 16, Data: data}
 				if _, err := a.Append(context.Background(), s); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+	})
+	// The reference: the same flights submitted to the star directly,
+	// with no producer table, no open through the appender and no save.
+	b.Run("star", func(b *testing.B) {
+		w := newWorld(b, "s0", "s1", "s2", "s3")
+		b.Cleanup(w.star.Abort)
+		var mu sync.Mutex // a stream's Next and Submit go together
+		start := time.Now()
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for i := 0; pb.Next(); i++ {
+				stream := fmt.Sprint("s", i%4)
+				mu.Lock()
+				off, err := w.star.Next(stream)
+				var f *lease.Future
+				if err == nil {
+					f, err = w.star.Submit(context.Background(), wrapBundle(stream, off, encodeSub(batch.Submission{Stream: stream, Data: data}, off)))
+				}
+				mu.Unlock()
+				if err == nil {
+					_, err = f.Wait(context.Background())
+				}
+				if err != nil {
 					b.Error(err)
 					return
 				}
